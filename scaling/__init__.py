@@ -1,0 +1,1 @@
+"""Scaling studies of attention-query variants: study specs, orchestration and the `scaling` CLI."""

@@ -1,0 +1,3 @@
+from scaling.cli import main
+
+main()

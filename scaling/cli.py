@@ -1,0 +1,28 @@
+"""The `scaling` command: one entry point whose subcommands live beside the code they drive."""
+
+from __future__ import annotations
+
+import typer
+
+from analysis.cli import analyze
+from data_prep.cli import prepare_data
+from jobs.cli import train
+from scaling import commands
+
+app = typer.Typer(
+    help="Scaling studies: does an attention change still help at scale?",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.command("prepare-data")(prepare_data)
+app.command("train")(train)
+app.command("plan")(commands.plan)
+app.command("submit")(commands.submit)
+app.command("status")(commands.status)
+app.command("cancel")(commands.cancel)
+app.command("run")(commands.run)
+app.command("analyze")(analyze)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,87 @@
+"""Fixtures shared by every test package: paths and a real local MLflow server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.distributed import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is not here; tests that read shared fixtures need it")
+    return SHARED
+
+
+def wait_for_http(url: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
+def start_mlflow_server(root: Path, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """Start `mlflow server` on loopback with a SQLite store under ``root``; return (proc, uri)."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    mlflow_bin = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
+    log = open(root / "server.log", "ab")  # noqa: SIM115 - lives as long as the server
+    proc = subprocess.Popen(
+        [
+            mlflow_bin,
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    if not wait_for_http(f"{uri}/health", timeout=120):
+        proc.kill()
+        raise RuntimeError(f"mlflow server did not answer on {uri}; see {root / 'server.log'}")
+    return proc, uri
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory) -> str:
+    """URI of a running MLflow tracking server: the one .ci/run started, or a fresh one."""
+    uri = os.environ.get("SCALING_TEST_MLFLOW_URI")
+    if uri and wait_for_http(f"{uri}/health", timeout=30):
+        yield uri
+        return
+    proc, uri = start_mlflow_server(tmp_path_factory.mktemp("mlflow"))
+    try:
+        yield uri
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
