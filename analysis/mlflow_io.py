@@ -1,0 +1,120 @@
+"""Read a study's runs from MLflow and write the analysis back to the study's parent run.
+
+Follows the MLflow contract in docs/interfaces.md: cells are runs tagged ``study=<name>``;
+the parent run carries ``scaling.role=study``. Imported lazily: only MLflow users pay for it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.table import normalise
+
+PARENT_ROLE_TAG = "scaling.role"
+# MLflow's own run status -> the table's status, unless the cell's `outcome` tag says more.
+_MLFLOW_STATUS = {"FAILED": "failed", "KILLED": "failed", "RUNNING": "running"}
+_MLFLOW_STATUS.update(SCHEDULED="running")
+
+
+def _client(tracking_uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def _status(run) -> str:
+    """FAILED/KILLED -> failed; RUNNING/SCHEDULED -> running; FINISHED -> the outcome tag."""
+    mapped = _MLFLOW_STATUS.get(run.info.status)
+    if mapped is not None:
+        return mapped
+    outcome = run.data.tags.get("outcome", "")
+    if outcome in ("diverged", "failed", "running"):
+        # A FINISHED run whose outcome tag still says running never reported its end.
+        return "failed" if outcome == "running" else outcome
+    if "final_val_loss" not in run.data.metrics:
+        return "failed"
+    return "completed"
+
+
+def _search_all(client, experiment_id: str, filter_string: str) -> list:
+    runs, token = [], None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string=filter_string, max_results=1000, page_token=token
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataFrame, str | None]:
+    """(run table, parent run id or None) for every cell of ``study`` in ``experiment``."""
+    client = _client(tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise ValueError(
+            f"experiment {experiment!r} not found at {tracking_uri}; check the study's "
+            "mlflow.experiment and mlflow.tracking_uri"
+        )
+    quoted = study.replace("'", "\\'")
+    runs = _search_all(client, exp.experiment_id, f"tags.study = '{quoted}'")
+    parents = [r for r in runs if r.data.tags.get(PARENT_ROLE_TAG) == "study"]
+    cells = [r for r in runs if r.data.tags.get(PARENT_ROLE_TAG) != "study"]
+    if not parents:  # the parent may carry only the role tag and the study name as run name
+        role = _search_all(client, exp.experiment_id, f"tags.`{PARENT_ROLE_TAG}` = 'study'")
+        parents = [r for r in role if r.info.run_name == study]
+    if not cells:
+        raise ValueError(
+            f"no runs tagged study={study!r} in experiment {experiment!r} at {tracking_uri}; "
+            "check the study name (its `name` key) or run `scaling status`"
+        )
+    rows = []
+    for run in cells:
+        tags, metrics = run.data.tags, run.data.metrics
+        missing = [k for k in ("variant", "seed") if k not in tags]
+        missing += [k for k in ("n_nonembedding_params", "tokens") if k not in metrics]
+        if missing:
+            raise ValueError(
+                f"run {run.info.run_id} of study {study!r} lacks {', '.join(missing)}; "
+                "every cell must log the tags and metrics of docs/interfaces.md"
+            )
+        rows.append(
+            {
+                "variant": tags["variant"],
+                "size": tags.get("size"),
+                "n_params": metrics["n_nonembedding_params"],
+                "n_params_total": metrics.get("n_params", math.nan),
+                "tokens": metrics["tokens"],
+                "flops": metrics.get("flops", math.nan),
+                "seed": tags["seed"],
+                "lr": tags.get("lr", math.nan),
+                "final_val_loss": metrics.get("final_val_loss", math.nan),
+                "status": _status(run),
+                "run_id": run.info.run_id,
+            }
+        )
+    parent_id = parents[0].info.run_id if parents else None
+    return normalise(pd.DataFrame(rows), f"study {study!r} in MLflow"), parent_id
+
+
+def load_curves(tracking_uri: str, run_ids: list[str], key: str = "val/loss") -> dict:
+    """``run_id -> (steps, values)`` of a per-step metric, for the training-curve plots."""
+    client = _client(tracking_uri)
+    curves = {}
+    for run_id in run_ids:
+        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+        if history:
+            curves[run_id] = ([m.step for m in history], [m.value for m in history])
+    return curves
+
+
+def log_to_parent(tracking_uri: str | None, parent_run_id: str, out_dir: Path) -> None:
+    """Attach the report, plots and verdict to the study's parent run under ``analysis/``."""
+    import mlflow
+
+    client = _client(tracking_uri or mlflow.get_tracking_uri())
+    client.log_artifacts(parent_run_id, str(out_dir), artifact_path="analysis")
