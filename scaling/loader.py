@@ -1,0 +1,164 @@
+"""`load_study`: read a study spec, validate it whole, and check the world it will run in.
+
+Three layers of checks, all before anything is written or submitted: the spec's own fields
+(`Study.validate`), every resolved run config (`expand_cells`), and what lies outside the file
+(dataset on disk, MLflow server reachable, Slurm controller reachable). A study that loads is a
+study whose cells can all be submitted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from scaling.configio import ConfigError, from_dict, load_file
+from scaling.study import Study
+
+__all__ = [
+    "load_study",
+    "study_from_dict",
+    "vocab_size",
+    "check_mlflow",
+    "check_slurm",
+    "slurm_available",
+]
+
+PROBE_TIMEOUT_S = 10.0
+
+
+def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
+    """Build and validate a Study (spec checks only); relative paths resolve against `base`."""
+    study = from_dict(Study, data, where="study")
+    base = Path(base or Path.cwd())
+    if study.data.path:
+        study.data.path = str(_absolute(study.data.path, base))
+    if study.data.prepare is not None:
+        study.data.prepare["output_dir"] = str(_absolute(study.data.prepare["output_dir"], base))
+    study.output_dir = str(_absolute(study.output_dir or f"runs/{study.name}", base))
+    return study
+
+
+def load_study(path: str | Path, check_environment: bool = True) -> Study:
+    """Read `path`, validate the spec and every cell, and (by default) the environment.
+
+    Raises ConfigError (a ValueError) naming the file, the field and the fix. Writes nothing.
+    """
+    from scaling.cells import expand_cells
+
+    data = load_file(path)
+    try:
+        study = study_from_dict(data)
+        expand_cells(study, vocab_size(study))
+        if check_environment:
+            check_mlflow(study.mlflow.tracking_uri)
+            if study.executor == "slurm":
+                check_slurm(study.slurm.partition)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from err
+    return study
+
+
+def _absolute(path: str, base: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (base / p).absolute()
+
+
+def vocab_size(study: Study) -> int:
+    """The model's vocabulary: the prepared dataset's manifest, else what preparing will give.
+
+    A dataset that is neither on disk nor preparable is the "missing dataset" error.
+    """
+    from data_prep.manifest import MANIFEST_NAME, load_manifest
+
+    path = study.dataset_path
+    explicit = study.model.get("vocab_size")
+    if (path / MANIFEST_NAME).is_file():
+        try:
+            manifest_vocab = load_manifest(path).vocab_size
+        except ValueError as err:
+            raise ConfigError(f"study.data.path: {err}") from err
+        if explicit is not None and explicit < manifest_vocab:
+            raise ConfigError(
+                f"study.model.vocab_size: {explicit} is smaller than the dataset's vocabulary "
+                f"({manifest_vocab}, {path / MANIFEST_NAME}); remove it or raise it"
+            )
+        return int(explicit or manifest_vocab)
+    if study.data.prepare is None:
+        raise ConfigError(
+            f"study.data.path: {path} holds no prepared dataset ({MANIFEST_NAME} missing); run "
+            f"`scaling prepare-data` for it, or give study.data.prepare so submit prepares it"
+        )
+    if explicit is not None:
+        return int(explicit)
+    if study.data.prepare.get("tokenizer", "bpe") == "bpe":
+        return int(study.data.prepare.get("vocab_size", 4096))
+    raise ConfigError(
+        "study.model.vocab_size: needed until the dataset is prepared (its tokenizer "
+        f"{study.data.prepare['tokenizer']!r} decides it); set it or prepare the data first"
+    )
+
+
+def check_mlflow(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Raise ConfigError unless the tracking server answers (HTTP) or its store can be made."""
+    if uri.startswith(("http://", "https://")):
+        url = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+                if resp.status == 200:
+                    return
+                problem = f"HTTP {resp.status}"
+        except (urllib.error.URLError, OSError) as err:
+            problem = str(getattr(err, "reason", err))
+        raise ConfigError(
+            f"study.mlflow.tracking_uri: {uri} does not answer ({problem}); start it with "
+            "`mlflow server --host 127.0.0.1 --port PORT --backend-store-uri sqlite:///...` "
+            "or fix the URI"
+        )
+    if uri.startswith("sqlite:///"):
+        parent = Path(uri[len("sqlite:///") :]).parent
+        if not parent.is_dir():
+            raise ConfigError(
+                f"study.mlflow.tracking_uri: the directory {parent} of the SQLite store does not "
+                "exist; create it or fix the URI"
+            )
+
+
+def slurm_available(timeout_s: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
+    """(True, "") if a Slurm controller answers `sinfo`, else (False, why)."""
+    if shutil.which("sinfo") is None:
+        return False, "sinfo is not on PATH (Slurm client not installed)"
+    try:
+        proc = subprocess.run(
+            ["sinfo", "-h", "-o", "%P"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=os.environ,
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"sinfo did not answer within {timeout_s:.0f} s"
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        return False, f"sinfo failed: {lines[-1] if lines else f'exit {proc.returncode}'}"
+    return True, proc.stdout
+
+
+def check_slurm(partition: str | None = None) -> None:
+    """Raise ConfigError unless a Slurm controller answers (and has `partition`, if given)."""
+    ok, answer = slurm_available()
+    if not ok:
+        raise ConfigError(
+            f"study.executor: 'slurm', but no Slurm controller is reachable ({answer}); set "
+            "executor: local, or export SLURM_CONF for a running cluster"
+        )
+    partitions = {p.strip().rstrip("*") for p in answer.split()}
+    if partition is not None and partition not in partitions:
+        raise ConfigError(
+            f"study.slurm.partition: {partition!r} is not a partition of this cluster "
+            f"({', '.join(sorted(partitions))}); pick one of them"
+        )
