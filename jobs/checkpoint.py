@@ -1,0 +1,127 @@
+"""Atomic, per-rank checkpoints and resume from the newest valid one.
+
+Layout: `OUTPUT/checkpoints/step_00000012/rank_00000.pt ... + complete.json`. Every rank
+writes its own file into `step_X.tmp/` (file-level temp + rename), all ranks meet at a barrier,
+then rank 0 writes `complete.json` and renames the directory: a directory without the `.tmp`
+suffix and with `complete.json` is whole. A run killed at any point leaves either a complete
+checkpoint or a `.tmp` directory that resume ignores and the next save replaces.
+
+Loads use `torch.load(weights_only=True)`: payloads hold tensors, numbers, strings, lists and
+dicts only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["save_checkpoint", "load_newest", "list_checkpoints", "rng_state", "set_rng_state"]
+
+_STEP_DIR = re.compile(r"^step_(\d{8})$")
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _barrier() -> None:
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG the step could draw from: torch CPU and (when present) this rank's CUDA."""
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints under `root`, newest first."""
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = _STEP_DIR.match(path.name)
+        if match and (path / "complete.json").is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found, reverse=True)
+
+
+def save_checkpoint(root: Path, step: int, payload: dict[str, Any], keep: int) -> Path:
+    """Collective: every rank saves `payload`; returns the complete directory."""
+    final = root / f"step_{step:08d}"
+    tmp = root / f"step_{step:08d}.tmp"
+    rank = _rank()
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    _barrier()
+    target = tmp / f"rank_{rank:05d}.pt"
+    partial = tmp / f".rank_{rank:05d}.pt.partial"
+    torch.save(payload, partial)
+    os.replace(partial, target)
+    _barrier()
+    if rank == 0:
+        world = dist.get_world_size() if dist.is_initialized() else 1
+        (tmp / "complete.json").write_text(json.dumps({"step": step, "world_size": world}))
+        if final.exists():  # a re-save of the same step (e.g. preemption right after a save)
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(root)
+        for _, old in list_checkpoints(root)[keep:]:
+            shutil.rmtree(old, ignore_errors=True)
+    _barrier()
+    return final
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _try_load(path: Path) -> dict[str, Any] | None:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, ValueError) as err:
+        print(f"[jobs] checkpoint {path} unreadable ({err}); trying an older one", flush=True)
+        return None
+
+
+def load_newest(
+    root: Path, load_fn: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any] | None:
+    """Collective: this rank's payload from the newest checkpoint every rank can read, or None.
+
+    A checkpoint with a missing or corrupt rank file is skipped on all ranks alike.
+    """
+    rank = _rank()
+    for _, path in list_checkpoints(root):
+        payload = _try_load(path / f"rank_{rank:05d}.pt")
+        ok = torch.tensor([1 if payload is not None else 0])
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        if ok.item() == 1:
+            assert payload is not None
+            if load_fn is not None:
+                load_fn(payload)
+            return payload
+    return None

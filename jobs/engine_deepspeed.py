@@ -1,0 +1,175 @@
+"""The `deepspeed` engine: DeepSpeed ZeRO 0/1/2 over DP, megatron-core layers for TP.
+
+Same model (`build_gpt`), data, schedule and logging as the megatron engine. DeepSpeed expects
+the old Megatron `mpu` names, so `_MegatronMpu` maps them onto megatron-core's parallel_state
+(model parallel = TP here; PP > 1 is refused by the run config). The optimiser is torch AdamW
+with the same parameter groups, wrapped by ZeRO; DeepSpeed does accumulation, clipping and the
+grad norm. Checkpoints store the module state and ZeRO's optimiser state with DeepSpeed's own
+non-tensor bookkeeping (loss-scaler object, slice maps) removed, so they load with
+`weights_only=True`; those fields are rebuilt by the engine itself.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from jobs.batches import split_window
+from jobs.config import RunConfig
+from jobs.optim import build_adamw
+
+__all__ = ["DeepSpeedEngine", "deepspeed_config"]
+
+
+class _MegatronMpu:
+    """DeepSpeed's `mpu` protocol on top of megatron-core parallel_state."""
+
+    def __init__(self) -> None:
+        from megatron.core import parallel_state
+
+        self.ps = parallel_state
+
+    def get_model_parallel_rank(self) -> int:
+        return self.ps.get_tensor_model_parallel_rank()
+
+    def get_model_parallel_world_size(self) -> int:
+        return self.ps.get_tensor_model_parallel_world_size()
+
+    def get_model_parallel_group(self):
+        return self.ps.get_tensor_model_parallel_group()
+
+    get_tensor_model_parallel_rank = get_model_parallel_rank
+    get_tensor_model_parallel_world_size = get_model_parallel_world_size
+    get_tensor_model_parallel_group = get_model_parallel_group
+
+    def get_data_parallel_rank(self) -> int:
+        return self.ps.get_data_parallel_rank()
+
+    def get_data_parallel_world_size(self) -> int:
+        return self.ps.get_data_parallel_world_size()
+
+    def get_data_parallel_group(self):
+        return self.ps.get_data_parallel_group()
+
+
+def deepspeed_config(config: RunConfig, bf16: bool) -> dict[str, Any]:
+    """The DeepSpeed JSON config derived from the run config (nothing set twice)."""
+    zero: dict[str, Any] = {"stage": config.deepspeed.zero_stage}
+    if config.deepspeed.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu"}
+    dp = config.parallel.data_parallel
+    return {
+        "train_micro_batch_size_per_gpu": config.train.micro_batch_size,
+        "gradient_accumulation_steps": config.num_microbatches,
+        "train_batch_size": config.train.micro_batch_size * config.num_microbatches * dp,
+        "gradient_clipping": config.optimizer.grad_clip,
+        "zero_optimization": zero,
+        "zero_allow_untested_optimizer": True,
+        "zero_force_ds_cpu_optimizer": False,
+        "bf16": {"enabled": bf16},
+        "steps_per_print": 2**31 - 1,
+        "wall_clock_breakdown": False,
+    }
+
+
+def _plain(obj: Any) -> Any:
+    """Tensors, numbers, strings, lists and dicts only (what weights_only=True loads)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().clone()
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, bool | int | float | str) or obj is None:
+        return obj
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        out = {}
+        for key, value in obj.items():
+            if isinstance(value, bool | int | float | str | torch.Tensor | list | tuple | dict):
+                out[key] = _plain(value)
+            elif value is None or isinstance(value, enum.Enum):
+                out[key] = _plain(value)
+        return out
+    raise TypeError(f"cannot store {type(obj).__name__} in a weights-only checkpoint")
+
+
+class DeepSpeedEngine:
+    def __init__(self, config: RunConfig, model: torch.nn.Module) -> None:
+        import deepspeed
+
+        # DeepSpeed insists on LOCAL_RANK even when the process group already exists
+        os.environ.setdefault("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))
+        self.config = config
+        bf16 = torch.cuda.is_available() and config.precision in ("auto", "bf16")
+        optimizer = build_adamw(model, config.optimizer)
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(
+            model=model,
+            optimizer=optimizer,
+            config=deepspeed_config(config, bf16),
+            mpu=_MegatronMpu(),
+        )
+        from megatron.core import parallel_state
+
+        self.ps = parallel_state
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def _loss(self, window: torch.Tensor) -> torch.Tensor:
+        input_ids, position_ids, labels = split_window(window)
+        device = self.engine.device
+        per_token = self.engine(
+            input_ids.to(device), position_ids.to(device), None, labels=labels.to(device)
+        )  # [b, s]
+        return per_token.float().mean()
+
+    def train_step(self, microbatches: list[torch.Tensor]) -> tuple[float, float]:
+        total = torch.zeros(1, dtype=torch.float64)
+        for window in microbatches:
+            loss = self._loss(window)
+            self.engine.backward(loss)  # DeepSpeed scales by 1 / accumulation steps
+            self.engine.step()  # updates only at the accumulation boundary
+            total += loss.detach().double().cpu()
+        total /= len(microbatches)
+        dist.all_reduce(total, group=self.ps.get_data_parallel_group())
+        total /= self.ps.get_data_parallel_world_size()
+        grad_norm = self.engine.get_global_grad_norm()
+        grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
+        return float(total), grad_norm
+
+    @torch.no_grad()
+    def eval_loss(self, windows: torch.Tensor) -> float:
+        dp_rank = self.ps.get_data_parallel_rank()
+        dp_size = self.ps.get_data_parallel_world_size()
+        mine = windows[dp_rank::dp_size]  # [N / dp, seq + 1]
+        self.engine.eval()
+        total = torch.zeros(2, dtype=torch.float64)
+        for i in range(0, len(mine), 8):
+            chunk = mine[i : i + 8]
+            total[0] += float(self._loss(chunk)) * chunk.shape[0]
+            total[1] += chunk.shape[0]
+        self.engine.train()
+        dist.all_reduce(total, group=self.ps.get_data_parallel_group())
+        return float(total[0] / total[1])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.engine.module.state_dict(),
+            "optimizer": _plain(self.optimizer.state_dict()),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.engine.module.load_state_dict(state["model"])
+        if self.config.deepspeed.zero_stage == 0:
+            self.optimizer.load_state_dict(state["optimizer"])
+            return
+        dp = self.ps.get_data_parallel_world_size()
+        states = [state["optimizer"]] * dp  # rigid checkpoint: only this rank's entry is read
+        self.optimizer.load_state_dict(
+            states, load_optimizer_states=True, load_from_fp32_weights=True
+        )

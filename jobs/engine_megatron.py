@@ -1,0 +1,187 @@
+"""The `megatron` engine: megatron-core DDP + `get_forward_backward_func` (so PP works).
+
+On GPU the optimiser is megatron's (`get_megatron_optimizer`, optionally its distributed
+optimizer), which does bf16 master weights, clipping and the grad norm. On CPU megatron's
+optimizers assert CUDA tensors, so the step is torch AdamW over the same parameters, fed the
+gradients megatron's DDP reduced into `param.main_grad` (mean over DP; tied embeddings across
+PP stages synced by `finalize_model_grads`); the grad norm counts each TP-sharded tensor once
+per shard and replicated/shared tensors once, summed over the model-parallel group - the same
+rule megatron's `get_grad_norm_fp32` uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from jobs.batches import split_window
+from jobs.config import RunConfig
+from jobs.optim import build_adamw
+
+__all__ = ["MegatronEngine"]
+
+
+def _loss_func(output: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    # output: per-token loss [b, s] from the last stage
+    loss = output.float().mean()
+    return loss, {"loss": loss.detach().clone()}  # clone: the schedule divides loss in place
+
+
+def _forward_step(data_iterator, model):
+    window = next(data_iterator)  # [b, seq + 1]
+    input_ids, position_ids, labels = split_window(window)
+    device = torch.cuda.current_device() if torch.cuda.is_available() else "cpu"
+    output = model(input_ids.to(device), position_ids.to(device), None, labels=labels.to(device))
+    return output, _loss_func
+
+
+class MegatronEngine:
+    """Owns the DDP-wrapped model and its optimiser; every method is collective."""
+
+    def __init__(self, config: RunConfig, model: torch.nn.Module) -> None:
+        from megatron.core import parallel_state
+        from megatron.core.distributed import (
+            DistributedDataParallel,
+            DistributedDataParallelConfig,
+            finalize_model_grads,
+        )
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        self.config = config
+        self.on_gpu = torch.cuda.is_available()
+        ddp_config = DistributedDataParallelConfig(
+            grad_reduce_in_fp32=True,
+            overlap_grad_reduce=False,
+            use_distributed_optimizer=self.on_gpu and config.optimizer.distributed,
+        )
+        self.model = DistributedDataParallel(model.config, ddp_config, model)
+        tconfig = model.config
+        tconfig.finalize_model_grads_func = finalize_model_grads
+        tconfig.no_sync_func = self.model.no_sync
+        self.forward_backward = get_forward_backward_func()
+        self.ps = parallel_state
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        if self.on_gpu:
+            self.optimizer = self._megatron_optimizer()
+            tconfig.grad_scale_func = self.optimizer.scale_loss
+        else:
+            self.optimizer = build_adamw(self.model.module, config.optimizer)
+
+    def _megatron_optimizer(self):
+        from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+
+        opt = self.config.optimizer
+        bf16 = self.config.precision in ("auto", "bf16")
+        mconfig = OptimizerConfig(
+            optimizer="adam",
+            lr=opt.lr,
+            weight_decay=opt.weight_decay,
+            adam_beta1=opt.beta1,
+            adam_beta2=opt.beta2,
+            adam_eps=opt.eps,
+            clip_grad=opt.grad_clip,
+            bf16=bf16,
+            params_dtype=torch.bfloat16 if bf16 else torch.float32,
+            use_distributed_optimizer=opt.distributed,
+        )
+        return get_megatron_optimizer(mconfig, [self.model])
+
+    # --- one optimiser step ---------------------------------------------------------------
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def _run(self, windows: list[torch.Tensor], forward_only: bool) -> list[dict]:
+        return self.forward_backward(
+            forward_step_func=_forward_step,
+            data_iterator=iter(windows),
+            model=[self.model],
+            num_microbatches=len(windows),
+            seq_length=self.config.model.seq_length,
+            micro_batch_size=windows[0].shape[0],
+            forward_only=forward_only,
+        )
+
+    def _mean_loss(self, outputs: list[dict], count: int) -> float:
+        """Mean of per-micro-batch losses over micro-batches and DP, known on every rank."""
+        total = torch.zeros(2, dtype=torch.float64)
+        if self.ps.is_pipeline_last_stage():
+            total[0] = sum(float(o["loss"]) for o in outputs)
+            total[1] = count
+        dist.all_reduce(total, group=self.ps.get_data_parallel_group())
+        if self.ps.get_pipeline_model_parallel_world_size() > 1:
+            dist.broadcast(
+                total,
+                src=self.ps.get_pipeline_model_parallel_last_rank(),
+                group=self.ps.get_pipeline_model_parallel_group(),
+            )
+        return float(total[0] / total[1])
+
+    def train_step(self, microbatches: list[torch.Tensor]) -> tuple[float, float]:
+        """Forward/backward over this rank's micro-batches, then the update: (loss, grad norm)."""
+        self.model.zero_grad_buffer()
+        self.optimizer.zero_grad()
+        outputs = self._run(microbatches, forward_only=False)
+        loss = self._mean_loss(outputs, len(microbatches))
+        if self.on_gpu:
+            _, grad_norm, _ = self.optimizer.step()
+            return loss, float(grad_norm if grad_norm is not None else float("nan"))
+        for param in self.params:
+            param.grad = param.main_grad.to(param.dtype)
+        grad_norm = self._grad_norm()
+        clip = self.config.optimizer.grad_clip
+        if clip > 0 and grad_norm > clip:
+            scale = clip / (grad_norm + 1e-6)
+            for param in self.params:
+                param.grad.mul_(scale)
+        self.optimizer.step()
+        return loss, grad_norm
+
+    def _grad_norm(self) -> float:
+        from megatron.core.tensor_parallel import param_is_not_tensor_parallel_duplicate
+        from megatron.core.transformer.module import param_is_not_shared
+
+        squares = torch.zeros(1, dtype=torch.float64)
+        for param in self.params:
+            if param_is_not_shared(param) and param_is_not_tensor_parallel_duplicate(param):
+                squares += param.grad.double().pow(2).sum()
+        dist.all_reduce(squares, group=self.ps.get_model_parallel_group())
+        return float(squares.sqrt())
+
+    @torch.no_grad()
+    def eval_loss(self, windows: torch.Tensor) -> float:
+        """Mean loss over validation windows [N, seq + 1], split over DP ranks by index."""
+        dp_rank = self.ps.get_data_parallel_rank()
+        dp_size = self.ps.get_data_parallel_world_size()
+        mine = windows[dp_rank::dp_size]  # [N / dp, seq + 1]
+        # PP sends fixed-shape activations between stages, so every micro-batch is one window
+        # there; without PP the last micro-batch may be smaller.
+        size = 1 if self.ps.get_pipeline_model_parallel_world_size() > 1 else 8
+        chunks = [mine[i : i + size] for i in range(0, len(mine), size)]
+        self.model.eval()
+        total = torch.zeros(2, dtype=torch.float64)
+        outputs = self._run(chunks, forward_only=True)
+        if self.ps.is_pipeline_last_stage():
+            for out, chunk in zip(outputs, chunks, strict=True):
+                # a micro-batch's loss is its mean over rows; weight by rows
+                total[0] += float(out["loss"]) * chunk.shape[0]
+                total[1] += chunk.shape[0]
+        self.model.train()
+        dist.all_reduce(total, group=self.ps.get_data_parallel_group())
+        if self.ps.get_pipeline_model_parallel_world_size() > 1:
+            dist.broadcast(
+                total,
+                src=self.ps.get_pipeline_model_parallel_last_rank(),
+                group=self.ps.get_pipeline_model_parallel_group(),
+            )
+        return float(total[0] / total[1])
+
+    # --- checkpoint payload ---------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.module.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,286 @@
+"""MLflow tracking for one cell: one rank, asynchronous, spooled to disk so nothing is lost.
+
+Every record (metric, param, tag, artifact, end-of-run status) is first appended to a local
+JSON-lines spool in `OUTPUT/tracking/`; a background thread uploads the spool in `log_batch`
+calls every `flush_interval_s` and remembers how far it got. The training loop therefore only
+pays for a JSON line per call (microseconds), a server that is down only delays uploads, and a
+killed process leaves a spool the next attempt (a resume, or `upload_spool`) finishes uploading.
+The run id lives in `OUTPUT/mlflow_run_id`, so a resumed or requeued job continues the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from jobs.config import TrackingConfig
+
+__all__ = ["Tracker", "NullTracker", "resolve_tracking_uri", "upload_spool"]
+
+# MLflow's default retries on an unreachable server last minutes; the spool makes them moot.
+_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+_MAX_METRICS, _MAX_PARAMS, _MAX_TAGS = 1000, 100, 100
+_PARAM_VALUE_LIMIT = 6000
+
+
+def resolve_tracking_uri(tracking: TrackingConfig, output_dir: Path) -> str:
+    """Config, else `MLFLOW_TRACKING_URI`, else a SQLite store beside the run's outputs."""
+    if tracking.tracking_uri:
+        return tracking.tracking_uri
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{Path(output_dir).resolve() / 'mlflow.db'}"
+
+
+class _Uploader:
+    """Reads the spool from the last uploaded offset and sends it; not thread-safe by itself."""
+
+    def __init__(self, output_dir: Path, tracking: TrackingConfig, run_name: str) -> None:
+        from mlflow.tracking import MlflowClient
+
+        for key, value in _HTTP_ENV.items():
+            os.environ.setdefault(key, value)
+        self.output_dir = output_dir
+        self.tracking = tracking
+        self.run_name = run_name
+        self.uri = resolve_tracking_uri(tracking, output_dir)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.spool = output_dir / "tracking" / "spool.jsonl"
+        self.offset_file = output_dir / "tracking" / "uploaded_offset"
+        self.run_id_file = output_dir / "mlflow_run_id"
+        self.run_id: str | None = (
+            self.run_id_file.read_text().strip() if self.run_id_file.is_file() else None
+        )
+
+    def _experiment_id(self) -> str:
+        name = self.tracking.experiment
+        exp = self.client.get_experiment_by_name(name)
+        if exp is not None:
+            return exp.experiment_id
+        location = None
+        if self.uri.startswith("sqlite:///"):  # keep local artifacts beside the database
+            location = (Path(self.uri[len("sqlite:///") :]).parent / "mlartifacts").as_uri()
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except Exception:  # noqa: BLE001 - another cell created it first
+            exp = self.client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return exp.experiment_id
+
+    def ensure_run(self) -> str:
+        if self.run_id is None:
+            tags = {}
+            if self.tracking.parent_run_id:
+                tags["mlflow.parentRunId"] = self.tracking.parent_run_id
+            run = self.client.create_run(self._experiment_id(), run_name=self.run_name, tags=tags)
+            tmp = self.run_id_file.with_name(".mlflow_run_id.tmp")
+            tmp.write_text(run.info.run_id)
+            os.replace(tmp, self.run_id_file)
+            self.run_id = run.info.run_id
+        return self.run_id
+
+    def _offset(self) -> int:
+        return int(self.offset_file.read_text()) if self.offset_file.is_file() else 0
+
+    def _set_offset(self, offset: int) -> None:
+        tmp = self.offset_file.with_name(".uploaded_offset.tmp")
+        tmp.write_text(str(offset))
+        os.replace(tmp, self.offset_file)
+
+    def pending(self) -> int:
+        size = self.spool.stat().st_size if self.spool.is_file() else 0
+        return size - self._offset()
+
+    def upload(self) -> None:
+        """Send everything spooled so far; raises if the server is unreachable (offset kept)."""
+        from mlflow.entities import Metric, Param, RunTag
+
+        if not self.spool.is_file():
+            return
+        run_id = self.ensure_run()
+        offset = self._offset()
+        with open(self.spool, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # only whole lines; a torn last line waits
+        if end == 0:
+            return
+        metrics, params, tags = [], [], []
+
+        def send() -> None:
+            if metrics or params or tags:
+                self.client.log_batch(run_id, metrics=metrics, params=params, tags=tags)
+            metrics.clear(), params.clear(), tags.clear()
+
+        position = offset
+        for line in data[:end].splitlines(keepends=True):
+            record = json.loads(line)
+            kind = record["t"]
+            if kind == "metric":
+                metrics.append(Metric(record["k"], record["v"], record["ts"], record["step"]))
+            elif kind == "param":
+                params.append(Param(record["k"], record["v"]))
+            elif kind == "tag":
+                tags.append(RunTag(record["k"], record["v"]))
+            else:  # artifact / status: order matters, send what came before first
+                send()
+                if kind == "artifact":
+                    path = Path(record["path"])
+                    if path.is_file():
+                        self.client.log_artifact(run_id, str(path), record.get("dir"))
+                elif kind == "status":
+                    if record["status"] == "RUNNING":
+                        self.client.update_run(run_id, status="RUNNING")
+                    else:
+                        self.client.set_terminated(run_id, record["status"])
+            position += len(line)
+            if len(metrics) >= _MAX_METRICS or len(params) >= _MAX_PARAMS or len(tags) >= _MAX_TAGS:
+                send()
+                self._set_offset(position)
+        send()
+        self._set_offset(position)
+
+
+class Tracker:
+    """Rank-0 tracker: `log_*` append to the spool; a daemon thread uploads it."""
+
+    def __init__(self, output_dir: str | Path, tracking: TrackingConfig, run_name: str) -> None:
+        self.output_dir = Path(output_dir)
+        (self.output_dir / "tracking").mkdir(parents=True, exist_ok=True)
+        self._uploader = _Uploader(self.output_dir, tracking, run_name)
+        self._lock = threading.Lock()  # guards the spool file
+        self._upload_lock = threading.Lock()  # one upload at a time (thread or flush())
+        self._file = open(self._uploader.spool, "a", encoding="utf-8")  # noqa: SIM115
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.last_error: str | None = None
+        self._interval = tracking.flush_interval_s
+        self._thread = threading.Thread(target=self._loop, name="mlflow-upload", daemon=True)
+        self._thread.start()
+
+    @property
+    def run_id(self) -> str | None:
+        return self._uploader.run_id
+
+    def _write(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._file.write(json.dumps(record) + "\n")
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        now = int(time.time() * 1000)
+        with self._lock:
+            for key, value in metrics.items():
+                line = {"t": "metric", "k": key, "v": float(value), "ts": now, "step": step}
+                self._file.write(json.dumps(line) + "\n")
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        for key, value in params.items():
+            self._write({"t": "param", "k": key, "v": str(value)[:_PARAM_VALUE_LIMIT]})
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        for key, value in tags.items():
+            self._write({"t": "tag", "k": key, "v": str(value)})
+
+    def log_artifact(self, path: str | Path, artifact_dir: str | None = None) -> None:
+        self._write({"t": "artifact", "path": str(Path(path).resolve()), "dir": artifact_dir})
+
+    def set_status(self, status: str) -> None:
+        """MLflow run status: RUNNING, FINISHED, FAILED or KILLED."""
+        self._write({"t": "status", "status": status})
+
+    def _flush_file(self) -> None:
+        with self._lock:
+            self._file.flush()
+
+    def _try_upload(self) -> bool:
+        self._flush_file()
+        try:
+            self._uploader.upload()
+            self.last_error = None
+            return True
+        except Exception as err:  # noqa: BLE001 - any failure: keep the spool, retry later
+            self.last_error = f"{type(err).__name__}: {err}"
+            return False
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if not self._stop.is_set():
+                self._try_upload_locked()
+
+    def flush(self) -> bool:
+        """Upload now from the calling thread (waits for the uploader); True if all was sent."""
+        self._wake.set()
+        return self._try_upload_locked()
+
+    def _try_upload_locked(self) -> bool:
+        # the upload thread and a direct flush must not interleave offsets
+        with self._upload_lock:
+            return self._try_upload()
+
+    def close(self, timeout_s: float = 60.0) -> bool:
+        """Stop the thread and upload the rest, retrying up to `timeout_s`.
+
+        Returns False (and keeps the spool for `upload_spool` or the next resume) if the server
+        stayed unreachable.
+        """
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        ok = self._try_upload_locked()
+        while not ok and time.monotonic() < deadline:
+            time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
+            ok = self._try_upload_locked()
+        with self._lock:
+            self._file.close()
+        if not ok:
+            print(
+                f"[jobs] MLflow unreachable ({self.last_error}); {self._uploader.pending()} "
+                f"bytes stay spooled in {self._uploader.spool}; they upload on resume or with "
+                "jobs.tracking.upload_spool",
+                flush=True,
+            )
+        return ok
+
+
+class NullTracker:
+    """What ranks other than 0, and runs with tracking disabled, log to."""
+
+    run_id = None
+    last_error = None
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        pass
+
+    def log_params(self, params: dict[str, Any]) -> None:
+        pass
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        pass
+
+    def log_artifact(self, path: str | Path, artifact_dir: str | None = None) -> None:
+        pass
+
+    def set_status(self, status: str) -> None:
+        pass
+
+    def flush(self) -> bool:
+        return True
+
+    def close(self, timeout_s: float = 60.0) -> bool:
+        return True
+
+
+def upload_spool(output_dir: str | Path, tracking: TrackingConfig, run_name: str) -> int:
+    """Upload whatever a finished or killed run left in its spool; returns bytes still pending."""
+    uploader = _Uploader(Path(output_dir), tracking, run_name)
+    uploader.upload()
+    return uploader.pending()

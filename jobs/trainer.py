@@ -1,0 +1,337 @@
+"""`train(config)`: one grid cell from a resolved run config to a final validation loss.
+
+The loop is engine-agnostic: the engine does forward/backward/update and returns the loss and
+grad norm (equal on every rank); this module owns the schedule, data position, evaluation,
+checkpoints, divergence, preemption and what goes to MLflow (rank 0 only).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from jobs import checkpoint as ckpt
+from jobs.batches import step_microbatches
+from jobs.config import RunConfig
+from jobs.optim import lr_at
+from jobs.tracking import NullTracker, Tracker
+
+__all__ = ["RunResult", "train", "launched_world_size"]
+
+CPU_PEAK_FLOPS = 1e12  # stated MFU denominator for a CPU process (order of one modern socket)
+GPU_PEAK_FLOPS = 989e12  # H100 SXM dense bf16
+
+
+@dataclass
+class RunResult:
+    """What a cell produced. status: completed | diverged | preempted."""
+
+    status: str
+    final_val_loss: float
+    steps: int
+    tokens: int
+    run_id: str | None = None
+    train_losses: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    """Everything besides model/optimiser a resume needs (the data position is the step)."""
+
+    step: int = 0
+    tokens_seen: int = 0
+    best_loss: float = math.inf
+    losses: list[float] = field(default_factory=list)  # train loss per step: the loss curve
+    val_losses: list[list[float]] = field(default_factory=list)  # [step, val loss]
+
+
+def launched_world_size() -> int:
+    """World size the launcher asked for (torchrun / submitit export / Slurm), 1 if none."""
+    for name in ("WORLD_SIZE", "SLURM_NTASKS"):
+        if os.environ.get(name):
+            return int(os.environ[name])
+    return 1
+
+
+def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
+    """Train one cell, resuming from the newest checkpoint in `config.output_dir`.
+
+    `stop` (set by `TrainingJob.checkpoint` on preemption) makes the loop finish the current
+    step, save a checkpoint and return status `preempted`.
+    """
+    config.check_world_size(launched_world_size())  # before any process group exists
+    from models import runtime
+
+    runtime.initialize_parallel(config.parallel)
+    try:
+        return _Trainer(config, stop).run()
+    finally:
+        runtime.destroy()
+
+
+def _device_name() -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"cpu ({os.cpu_count()} cores, {torch.get_num_threads()} threads)"
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("torch", "megatron-core", "deepspeed", "mlflow", "nonlinear-query-scaling"):
+        try:
+            out[f"version.{pkg}"] = version(pkg)
+        except PackageNotFoundError:
+            out[f"version.{pkg}"] = "absent"
+    return out
+
+
+def _git_commit() -> str:
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return result.stdout.strip() or "unknown"
+
+
+class _Trainer:
+    def __init__(self, config: RunConfig, stop: threading.Event | None) -> None:
+        from megatron.core import parallel_state
+        from models.accounting import flops_per_token
+
+        from data_prep import training_dataset, validation_windows
+        from models.build import build_gpt
+
+        self.config = config
+        self.stop = stop
+        self.ps = parallel_state
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        self.output_dir = Path(config.output_dir)
+        self.ckpt_root = self.output_dir / "checkpoints"
+        if self.rank == 0:
+            self.ckpt_root.mkdir(parents=True, exist_ok=True)
+        self.bf16 = torch.cuda.is_available() and config.precision in ("auto", "bf16")
+        if config.precision == "bf16" and not torch.cuda.is_available():
+            raise ValueError("precision: 'bf16' needs a GPU; use 'auto' or 'fp32' on CPU")
+        overrides: dict[str, Any] = {}
+        if self.bf16:
+            overrides = {"bf16": True, "params_dtype": torch.bfloat16}
+            overrides["pipeline_dtype"] = torch.bfloat16
+        model = build_gpt(
+            config.model, config.parallel, seed=config.seed, transformer_overrides=overrides
+        )
+        self.engine = self._build_engine(model)
+        steps, seqs = config.train.steps, config.global_batch_sequences
+        self.dataset = training_dataset(config.data, config.model.seq_length, steps * seqs)
+        self.val_windows = validation_windows(config.data, config.model.seq_length)
+        self.flops_per_token = flops_per_token(config.model)
+        peak = config.train.peak_flops_per_device
+        if peak is None:
+            peak = GPU_PEAK_FLOPS if torch.cuda.is_available() else CPU_PEAK_FLOPS
+        self.peak_flops = peak * self.world
+        self.tracker: Tracker | NullTracker = NullTracker()
+        if self.rank == 0 and config.tracking.enabled:
+            self.tracker = Tracker(self.output_dir, config.tracking, run_name=config.name)
+
+    def _build_engine(self, model):
+        if self.config.engine == "deepspeed":
+            from jobs.engine_deepspeed import DeepSpeedEngine
+
+            return DeepSpeedEngine(self.config, model)
+        from jobs.engine_megatron import MegatronEngine
+
+        return MegatronEngine(self.config, model)
+
+    # --- tracking -------------------------------------------------------------------------
+    def _start_tracking(self, resumed: bool) -> None:
+        from scaling.configio import flatten, to_dict
+
+        config = self.config
+        tags = {
+            "study": config.study,
+            "cell_id": config.name,
+            "variant": config.model.query_variant,
+            "seed": str(config.seed),
+            "lr": str(config.optimizer.lr),
+            **config.tracking.tags,
+            "engine": config.engine,
+            "outcome": "running",
+            "git_commit": _git_commit(),
+            "host": socket.gethostname(),
+            "device": _device_name(),
+            "world_size": str(self.world),
+            **_versions(),
+        }
+        self.tracker.set_status("RUNNING")
+        self.tracker.set_tags(tags)
+        if not resumed:
+            self.tracker.log_params(flatten(to_dict(config)))
+
+    def _finish_tracking(self, result: RunResult, state: _State) -> None:
+        from models.accounting import num_nonembedding_params, num_params
+
+        from scaling.configio import dump_file
+
+        config = self.config
+        if self.rank != 0:
+            return
+        summary = {
+            "n_params": num_params(config.model),
+            "n_nonembedding_params": num_nonembedding_params(config.model),
+            "tokens": state.tokens_seen,
+            "flops": self.flops_per_token * state.tokens_seen,
+        }
+        if result.status == "completed":
+            summary["final_val_loss"] = result.final_val_loss
+        self.tracker.log_metrics(summary, step=state.step)
+        artifacts = self.output_dir / "artifacts"
+        artifacts.mkdir(parents=True, exist_ok=True)
+        dump_file(config, artifacts / "run_config.yaml")
+        curve = artifacts / "loss_curve.csv"
+        lines = ["step,train_loss,val_loss"]
+        val = {int(s): v for s, v in state.val_losses}
+        for i, loss in enumerate(state.losses, start=1):
+            lines.append(f"{i},{loss!r},{val.get(i, '')}")
+        curve.write_text("\n".join(lines) + "\n")
+        self.tracker.log_artifact(artifacts / "run_config.yaml")
+        self.tracker.log_artifact(curve)
+        self.tracker.set_tags({"outcome": result.status})
+        self.tracker.set_status("FINISHED")
+
+    # --- the loop -------------------------------------------------------------------------
+    def _payload(self, state: _State) -> dict[str, Any]:
+        return {
+            "engine": self.engine.state_dict(),
+            "state": {**state.__dict__},
+            "rng": ckpt.rng_state(),
+        }
+
+    def _save(self, state: _State) -> None:
+        ckpt.save_checkpoint(
+            self.ckpt_root, state.step, self._payload(state), self.config.train.keep_checkpoints
+        )
+
+    def _resume(self) -> tuple[_State, bool]:
+        payload = ckpt.load_newest(self.ckpt_root)
+        if payload is None:
+            return _State(), False
+        self.engine.load_state_dict(payload["engine"])
+        ckpt.set_rng_state(payload["rng"])
+        state = _State(**payload["state"])
+        if self.rank == 0:
+            print(f"[jobs] {self.config.name}: resumed at step {state.step}", flush=True)
+        return state, True
+
+    def _stop_requested(self) -> bool:
+        if self.stop is None:
+            return False
+        flag = torch.tensor([1 if self.stop.is_set() else 0])
+        if self.world > 1:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def _diverged(self, loss: float, grad_norm: float, state: _State) -> str | None:
+        if not math.isfinite(loss) or not math.isfinite(grad_norm):
+            return f"non-finite loss {loss} / grad norm {grad_norm}"
+        factor = self.config.train.divergence_factor
+        past_warmup = state.step > self.config.schedule.warmup_steps
+        if past_warmup and loss > factor * state.best_loss:
+            return f"loss {loss:.4f} > {factor} x best {state.best_loss:.4f}"
+        return None
+
+    def run(self) -> RunResult:
+        config, train_cfg = self.config, self.config.train
+        state, resumed = self._resume()
+        self._start_tracking(resumed)
+        dp_rank = self.ps.get_data_parallel_rank()
+        dp_size = self.ps.get_data_parallel_world_size()
+        status, reason = "completed", None
+        while state.step < train_cfg.steps:
+            lr = lr_at(state.step, train_cfg.steps, config.optimizer.lr, config.schedule)
+            self.engine.set_lr(lr)
+            batches = step_microbatches(
+                self.dataset,
+                state.step,
+                config.global_batch_sequences,
+                dp_rank,
+                dp_size,
+                train_cfg.micro_batch_size,
+            )
+            start = time.perf_counter()
+            loss, grad_norm = self.engine.train_step(batches)
+            step_time = time.perf_counter() - start
+            state.step += 1
+            state.tokens_seen += config.tokens_per_step
+            state.losses.append(loss)
+            reason = self._diverged(loss, grad_norm, state)
+            state.best_loss = min(state.best_loss, loss) if math.isfinite(loss) else state.best_loss
+            tokens_per_s = config.tokens_per_step / step_time
+            if reason or state.step % train_cfg.log_interval == 0:
+                metrics = {
+                    "train/loss": loss,
+                    "lr": lr,
+                    "grad_norm": grad_norm,
+                    "tokens_seen": state.tokens_seen,
+                    "tokens_per_s": tokens_per_s,
+                    "mfu": tokens_per_s * self.flops_per_token / self.peak_flops,
+                    "step_time_s": step_time,
+                }
+                self.tracker.log_metrics(metrics, step=state.step)
+            if reason:
+                status = "diverged"
+                break
+            if train_cfg.eval_interval and state.step % train_cfg.eval_interval == 0:
+                if state.step < train_cfg.steps:  # the final eval follows the loop
+                    self._evaluate(state)
+            if train_cfg.checkpoint_interval and state.step % train_cfg.checkpoint_interval == 0:
+                self._save(state)
+            if self._stop_requested():
+                self._save(state)
+                self.tracker.close()
+                return RunResult(
+                    "preempted",
+                    math.nan,
+                    state.step,
+                    state.tokens_seen,
+                    self.tracker.run_id,
+                    list(state.losses),
+                )
+        final = math.nan
+        if status == "completed":
+            final = self._evaluate(state)
+            if not train_cfg.checkpoint_interval or state.step % train_cfg.checkpoint_interval:
+                self._save(state)  # the finished state, so a rerun returns without training
+        elif self.rank == 0:
+            print(f"[jobs] {config.name}: diverged at step {state.step}: {reason}", flush=True)
+            self.tracker.set_tags({"divergence_reason": reason})
+        result = RunResult(
+            status, final, state.step, state.tokens_seen, self.tracker.run_id, list(state.losses)
+        )
+        self._finish_tracking(result, state)
+        self.tracker.close()
+        return result
+
+    def _evaluate(self, state: _State) -> float:
+        val = self.engine.eval_loss(self.val_windows)
+        state.val_losses.append([state.step, val])
+        self.tracker.log_metrics({"val/loss": val}, step=state.step)
+        return val
