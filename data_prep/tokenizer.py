@@ -74,7 +74,7 @@ def load_pretrained(name_or_path: str) -> Tokenizer:
             ) from err
         raise ValueError(
             f"data_prep.tokenizer: could not reach the Hugging Face hub for {name_or_path!r} and "
-            "it is not cached ({err.__class__.__name__}). Check network/proxy (HF_ENDPOINT), or "
+            f"it is not cached ({err.__class__.__name__}). Check network/proxy (HF_ENDPOINT), or "
             "point tokenizer at a local tokenizer.json, or use tokenizer: bpe"
         ) from err
     except (RepositoryNotFoundError, EntryNotFoundError) as err:
