@@ -1,0 +1,137 @@
+"""`plan`: what a study will train and what it will cost, before anything is submitted.
+
+Cost is arithmetic, not a guess about hardware: FLOPs C = flops_per_token(model) × D (training,
+forward + backward, from `models.accounting`), and time = C / (GPUs × the study's stated sustained
+FLOP/s per GPU, `cost.flops_per_gpu_s`). GPU-hours = C / flops_per_gpu_s / 3600, whatever the
+parallelism.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaling.cells import Cell, expand_cells
+from scaling.loader import vocab_size
+from scaling.study import Study
+
+__all__ = ["PlanRow", "Plan", "plan_study", "plan_cells", "format_plan"]
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One cell's size and cost."""
+
+    cell_id: str
+    size: str
+    variant: str
+    seed: int
+    lr: float
+    num_params: int  # non-embedding N of this arm (models.accounting)
+    num_params_total: int
+    tokens: int  # D actually trained: steps × tokens per step
+    steps: int
+    tokens_per_step: int
+    flops: float  # C = flops_per_token × D
+    gpus: int  # processes on CPU: TP × PP × DP
+    hours: float  # wall-clock at cost.flops_per_gpu_s per GPU
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.hours * self.gpus
+
+
+@dataclass(frozen=True)
+class Plan:
+    rows: list[PlanRow]
+    flops_per_gpu_s: float
+
+    @property
+    def num_runs(self) -> int:
+        return len(self.rows)
+
+    @property
+    def total_flops(self) -> float:
+        return sum(r.flops for r in self.rows)
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(r.gpu_hours for r in self.rows)
+
+    @property
+    def max_hours(self) -> float:
+        """The longest cell: the study's wall-clock with unlimited GPUs."""
+        return max((r.hours for r in self.rows), default=0.0)
+
+
+def plan_cells(study: Study, cells: list[Cell]) -> Plan:
+    from models.accounting import flops_per_token, num_nonembedding_params, num_params
+
+    rows = []
+    for cell in cells:
+        run = cell.run
+        tokens = run.train.steps * run.tokens_per_step
+        flops = float(flops_per_token(run.model)) * tokens
+        gpus = run.parallel.world_size
+        rows.append(
+            PlanRow(
+                cell_id=cell.cell_id,
+                size=cell.size,
+                variant=cell.variant,
+                seed=cell.seed,
+                lr=cell.lr,
+                num_params=int(num_nonembedding_params(run.model)),
+                num_params_total=int(num_params(run.model)),
+                tokens=tokens,
+                steps=run.train.steps,
+                tokens_per_step=run.tokens_per_step,
+                flops=flops,
+                gpus=gpus,
+                hours=flops / (gpus * study.cost.flops_per_gpu_s) / 3600,
+            )
+        )
+    return Plan(rows, study.cost.flops_per_gpu_s)
+
+
+def plan_study(study: Study) -> Plan:
+    """Expand (and thereby validate) every cell and cost it; writes and submits nothing."""
+    return plan_cells(study, expand_cells(study, vocab_size(study)))
+
+
+def _si(value: float) -> str:
+    for unit, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def _duration(hours: float) -> str:
+    seconds = hours * 3600
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    return f"{hours:.2f}h"
+
+
+def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
+    """(header, rows, totals line) as strings, for a rich table or plain text."""
+    header = ["cell", "size", "N", "N total", "tokens", "steps", "FLOPs", "GPUs", "time"]
+    rows = [
+        [
+            r.cell_id,
+            r.size,
+            _si(r.num_params),
+            _si(r.num_params_total),
+            _si(r.tokens),
+            str(r.steps),
+            _si(r.flops),
+            str(r.gpus),
+            _duration(r.hours),
+        ]
+        for r in plan.rows
+    ]
+    totals = (
+        f"{plan.num_runs} runs, {_si(plan.total_flops)}FLOPs, {plan.gpu_hours:.3g} GPU-hours "
+        f"at {_si(plan.flops_per_gpu_s)}FLOP/s per GPU; longest cell {_duration(plan.max_hours)}"
+    )
+    return header, rows, totals
