@@ -1,24 +1,120 @@
-"""Study commands (placeholders until orchestration lands)."""
+"""Study commands: `scaling plan | submit | status | cancel STUDY` (and `run`, defined apart).
+
+Each command parses, loads the study (every check runs before anything is written or
+submitted), calls one function of `scaling.plan` / `scaling.submission`, and prints a table.
+Heavy imports happen inside the commands so `scaling --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+StudyArg = Annotated[Path, typer.Argument(help="Study spec (YAML or JSON).")]
 
 
-def plan() -> None:
-    """Print a study's cells and cost."""
-    raise NotImplementedError
+def _load(path: Path):
+    from scaling.configio import ConfigError
+    from scaling.loader import load_study
+
+    try:
+        return load_study(path)
+    except ConfigError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
 
 
-def submit() -> None:
-    """Submit a study's unfinished cells."""
-    raise NotImplementedError
+def _print_table(title: str, header: list[str], rows: list[list[str]], footer: str = "") -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, caption=footer or None)
+    for name in header:
+        table.add_column(name, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
 
 
-def status() -> None:
-    """Show a study's grid."""
-    raise NotImplementedError
+def plan(study: StudyArg) -> None:
+    """Print a study's cells and cost (a dry run: validates everything, submits nothing)."""
+    from scaling.plan import format_plan, plan_study
+
+    spec = _load(study)
+    header, rows, totals = format_plan(plan_study(spec))
+    _print_table(f"study {spec.name}: plan", header, rows, totals)
 
 
-def cancel() -> None:
-    """Cancel a study's jobs."""
-    raise NotImplementedError
+def submit(study: StudyArg) -> None:
+    """Submit a study's unfinished cells (finished skipped, failed retried, running left alone).
+
+    On Slurm this returns once the job arrays are queued; with the local executor it runs the
+    cells (a few at a time) and returns when they have ended.
+    """
+    from scaling.submission import submit_study
+
+    spec = _load(study)
+    result = submit_study(spec, on_progress=typer.echo)
+    typer.echo(
+        f"study {spec.name}: submitted {len(result.submitted)} cell(s), skipped "
+        f"{len(result.skipped)}; MLflow parent run {result.parent_run_id} in experiment "
+        f"{spec.mlflow.experiment!r} at {spec.mlflow.tracking_uri}"
+    )
+    _status_table(spec)
+
+
+def _status_table(spec) -> None:
+    from scaling.submission import study_status
+
+    rows = study_status(spec)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.state] = counts.get(row.state, 0) + 1
+    _print_table(
+        f"study {spec.name}: status",
+        ["cell", "state", "val loss", "job", "run"],
+        [
+            [
+                r.cell_id,
+                r.state,
+                f"{r.val_loss:.4f}" if r.val_loss is not None else "",
+                r.job_id or "",
+                (r.run_id or "")[:12],
+            ]
+            for r in rows
+        ],
+        ", ".join(f"{n} {state}" for state, n in sorted(counts.items())),
+    )
+
+
+def status(
+    study: StudyArg,
+    watch: Annotated[
+        bool, typer.Option(help="Refresh until no cell is pending or running.")
+    ] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between refreshes.")] = 30.0,
+) -> None:
+    """Show the study's grid: state, validation loss and job of every cell."""
+    spec = _load(study)
+    if not watch:
+        _status_table(spec)
+        return
+    from scaling.submission import wait_study
+
+    wait_study(spec, callback=lambda _rows: _status_table(spec), poll_s=interval)
+
+
+def cancel(study: StudyArg) -> None:
+    """Cancel the study's running and pending jobs (their MLflow runs become KILLED)."""
+    from scaling.submission import cancel_study
+
+    spec = _load(study)
+    cancelled = cancel_study(spec)
+    typer.echo(f"study {spec.name}: cancelled {len(cancelled)} job(s)")
+    for cid in cancelled:
+        typer.echo(f"  {cid}")
 
 
 def run() -> None:
