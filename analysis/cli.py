@@ -1,6 +1,88 @@
-"""`scaling analyze` (placeholder until the analysis lands)."""
+"""`scaling analyze`: fits, bootstrap CIs and a verdict for a study (MLflow) or a run CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
 
 
-def analyze() -> None:
-    """Analyse a study."""
-    raise NotImplementedError("analyze is not implemented yet")
+def study_source(spec_path: Path) -> tuple[str, str, str]:
+    """(tracking_uri, experiment, study name) from a study spec's ``name`` and ``mlflow`` keys."""
+    from scaling.configio import ConfigError, load_file
+
+    spec = load_file(spec_path)
+    name = spec.get("name")
+    mlflow = spec.get("mlflow")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{spec_path}: `name` (the study name) is missing; add `name: my_study`")
+    if not isinstance(mlflow, dict):
+        raise ConfigError(
+            f"{spec_path}: the `mlflow` section is missing; add `mlflow: {{experiment: ..., "
+            "tracking_uri: ...}}`"
+        )
+    missing = [k for k in ("experiment", "tracking_uri") if not isinstance(mlflow.get(k), str)]
+    if missing:
+        raise ConfigError(
+            f"{spec_path}: mlflow.{missing[0]} is missing; set it to the study's MLflow "
+            f"{'experiment name' if missing[0] == 'experiment' else 'server URI'}"
+        )
+    return mlflow["tracking_uri"], mlflow["experiment"], name
+
+
+def analyze(
+    study: Path | None = typer.Argument(None, help="study spec (YAML); runs are read from MLflow"),
+    runs_csv: Path | None = typer.Option(None, "--runs-csv", help="analyse this run table"),
+    out: Path | None = typer.Option(None, "--out", help="output dir [default: analysis/<study>]"),
+    baseline: str = typer.Option("linear", "--baseline", help="the arm the others are judged by"),
+    tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="overrides the spec's"),
+    experiment: str | None = typer.Option(None, "--experiment", help="overrides the spec's"),
+    study_name: str | None = typer.Option(None, "--study-name", help="overrides the spec's name"),
+    resamples: int = typer.Option(1000, "--resamples", help="bootstrap resamples of seeds"),
+    seed: int = typer.Option(0, "--seed", help="bootstrap RNG seed"),
+    detect_gain: float = typer.Option(0.5, "--detect-gain", help="gain (%) for the power table"),
+    log_to_parent: bool = typer.Option(True, help="log the report to the study's parent run"),
+) -> None:
+    """Fit scaling laws per variant and judge whether each variant's gain persists with scale."""
+    if (study is None) == (runs_csv is None) and not (study is None and experiment):
+        raise typer.BadParameter("give either STUDY (a study spec) or --runs-csv FILE")
+    parent, curves = None, None
+    if runs_csv is not None:
+        from analysis.table import load_csv
+
+        table = load_csv(runs_csv)
+        out = out or Path("analysis") / runs_csv.stem
+    else:
+        uri, exp, name = (tracking_uri, experiment, study_name)
+        if study is not None:
+            spec_uri, spec_exp, spec_name = study_source(study)
+            uri, exp, name = uri or spec_uri, exp or spec_exp, name or spec_name
+        if not (uri and exp and name):
+            raise typer.BadParameter(
+                "without STUDY give --tracking-uri, --experiment, --study-name"
+            )
+        from analysis.mlflow_io import load_curves, load_study
+
+        table, parent = load_study(uri, exp, name)
+        curves = load_curves(uri, list(table.loc[table["status"] == "completed", "run_id"]))
+        tracking_uri = uri
+        out = out or Path("analysis") / name
+    from analysis.api import run_analysis
+
+    verdict = run_analysis(
+        table,
+        out,
+        baseline=baseline,
+        parent_run_id=parent if log_to_parent else None,
+        tracking_uri=tracking_uri,
+        num_resamples=resamples,
+        seed=seed,
+        detect_gain_pct=detect_gain,
+        curves=curves,
+    )
+    for v in verdict["variants"]:
+        typer.echo(
+            f"{v['variant']}: {v['verdict']} (gamma {v['gamma']}, CI {v['gamma_ci95']}; "
+            f"k0 {v['k0']}, CI {v['k0_ci95']})"
+        )
+    typer.echo(f"report: {out / 'report.html'}")

@@ -89,7 +89,7 @@ def seed_noise(groups: Groups, baseline: str, detect_gain_pct: float) -> list[di
     """Per size: the seed-to-seed sd of each arm and of the paired difference, and the seeds a
     paired test (5% two-sided, 80% power) needs to detect ``detect_gain_pct`` % of the loss."""
     info, rows = groups.info, []
-    curve = info[info["on_curve"]]
+    curve = info[info["on_curve"]].sort_values("n_params", kind="stable")
     for size, frame in curve.groupby("size", sort=False):
         base = frame.index[frame["variant"] == baseline]
         for g in frame.index:
@@ -128,7 +128,7 @@ def paired_gains(groups: Groups, baseline: str, variant: str) -> tuple[dict, np.
     """Per measured size: paired gain (loss and % of baseline) with CI; plus the [B+1, sizes]
     gain-% matrix for the pooled gain."""
     info = groups.info
-    curve = info[info["on_curve"]]
+    curve = info[info["on_curve"]].sort_values("n_params", kind="stable")
     out, columns = {}, []
     for size, frame in curve.groupby("size", sort=False):
         b = frame.index[frame["variant"] == baseline]

@@ -1,0 +1,44 @@
+"""``run_analysis``: the one call `scaling analyze` and `scaling run` make."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.core import analyse, check_inputs
+
+
+def run_analysis(
+    table: pd.DataFrame,
+    out_dir: str | Path,
+    baseline: str = "linear",
+    parent_run_id: str | None = None,
+    tracking_uri: str | None = None,
+    num_resamples: int = 1000,
+    seed: int = 0,
+    detect_gain_pct: float = 0.5,
+    curves: dict | None = None,
+) -> dict:
+    """Analyse a run table; write verdict.json, plots and the report; return the verdict.
+
+    ``table`` has the columns of ``analysis.table.COLUMNS`` (``load_csv`` / ``load_study`` make
+    one). With ``parent_run_id`` everything written is also logged to that MLflow run under
+    ``analysis/``. ``curves`` (run_id -> (steps, val losses)) adds the training-curve plot.
+    """
+    check_inputs(table, baseline, num_resamples)
+    result = analyse(table, baseline, num_resamples, seed, detect_gain_pct)
+    from analysis.plots import all_plots
+    from analysis.report import write_report
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "verdict.json").write_text(json.dumps(result.verdict, indent=2))
+    figures = all_plots(result, out, curves)
+    write_report(result.verdict, figures, out)
+    if parent_run_id is not None:
+        from analysis.mlflow_io import log_to_parent
+
+        log_to_parent(tracking_uri, parent_run_id, out)
+    return result.verdict

@@ -1,0 +1,221 @@
+"""The report: one list of blocks rendered both as Markdown and as a self-contained HTML page.
+
+HTML embeds the PNGs as base64 so the page is a single file that opens anywhere (an MLflow
+artifact view, an e-mail attachment) without its neighbours.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+
+def fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return "not available"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def fmt_ci(ci) -> str:
+    return "not available" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def _blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
+    """("h", text) | ("p", text) | ("pre", text) | ("table", header, rows) | ("img", file, alt)."""
+    b: list[tuple] = [("h", "Scaling analysis")]
+    b.append(
+        (
+            "p",
+            f"Baseline `{verdict['baseline']}`; {verdict['num_used']} of {verdict['num_runs']} "
+            f"runs used, {verdict['num_seeds']} seed(s), {verdict['num_resamples']} bootstrap "
+            "resamples of seeds (both arms paired). All intervals are 95% percentile intervals.",
+        )
+    )
+    if verdict["flops_estimated"]:
+        b.append(("p", "Some runs had no `flops`; C = 6 N D was used for them."))
+    b.append(("h", "Verdict"))
+    rows = []
+    for v in verdict["variants"]:
+        far = list(v["extrapolated_gain_pct"].items())
+        far_txt = "; ".join(
+            f"{name}: {fmt(e['gain_pct']['value'])}% {fmt_ci(e['gain_pct']['ci95'])}"
+            for name, e in far
+        )
+        rows.append(
+            [
+                v["variant"],
+                f"**{v['verdict']}**",
+                v["reason"],
+                f"{fmt(v['k0'])} {fmt_ci(v['k0_ci95'])}",
+                f"{fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}",
+                f"{fmt(v['pooled_gain_pct'])} {fmt_ci(v['pooled_gain_pct_ci95'])}",
+                far_txt or "not available",
+            ]
+        )
+    header = ["variant", "verdict", "why", "k0 (at c_ref)", "gamma", "pooled gain %", "extrap."]
+    b.append(("table", header, rows))
+    if verdict["variants"]:
+        b.append(("p", f"c_ref = {fmt(verdict['variants'][0]['c_ref'])} FLOPs."))
+    b.append(("pre", verdict["rule"]))
+    b.append(("h", "Paired gain at each measured size"))
+    rows = [
+        [
+            v["variant"],
+            size,
+            fmt(g["gain_loss"]["value"]),
+            fmt_ci(g["gain_loss"]["ci95"]),
+            fmt(g["gain_pct"]["value"]),
+            fmt_ci(g["gain_pct"]["ci95"]),
+            g["num_paired_seeds"],
+        ]
+        for v in verdict["variants"]
+        for size, g in v["gain_pct_by_size"].items()
+    ]
+    header = ["variant", "size", "gain (loss)", "CI", "gain %", "CI", "paired seeds"]
+    b.append(("table", header, rows))
+    for key, title in (("gain_vs_n", "Gain vs N"), ("k_vs_c", "Effective compute")):
+        if key in figures:
+            b.append(("img", figures[key], title))
+    b.append(("h", "Fitted laws"))
+    rows = []
+    for f in verdict["fits"]:
+        for name, p in f["params"].items():
+            rows.append([f["variant"], f["law"], name, fmt(p["value"]), fmt_ci(p["ci95"])])
+    b.append(("table", ["variant", "law", "parameter", "value", "95% CI"], rows))
+    b.append(
+        (
+            "p",
+            "Fits: Chinchilla Approach 3 (log-sum-exp in log space, Huber delta 1e-3 summed "
+            "over points, L-BFGS from the initialisation grid, best kept; resamples warm-started "
+            "from the full-data optimum). L(N), L(C) and k(C) use each arm's largest token "
+            "budget per size; k(C) is the joint fit with one shared E.",
+        )
+    )
+    if "loss_vs_n" in figures:
+        b.append(("img", figures["loss_vs_n"], "Loss vs N"))
+    b.append(("h", "Seed noise and power"))
+    rows = [
+        [
+            r["size"],
+            r["variant"],
+            r["num_seeds"],
+            fmt(r["seed_sd"]),
+            fmt(r.get("paired_diff_sd")),
+            fmt(r.get("seeds_needed")) if "detect_gain_pct" in r else "",
+        ]
+        for r in verdict["seed_noise"]
+    ]
+    gain = next((r["detect_gain_pct"] for r in verdict["seed_noise"] if "detect_gain_pct" in r), 0)
+    header = ["size", "variant", "seeds", "seed sd", "paired diff sd", f"seeds for {gain}%"]
+    b.append(("table", header, rows))
+    b.append(
+        (
+            "p",
+            f"Seeds needed: paired test, 5% two-sided, 80% power, to detect a gain of {gain}% "
+            "of the baseline's loss: n = ((1.96 + 0.84) sd_diff / gain)^2.",
+        )
+    )
+    b.append(("h", "Learning-rate selection"))
+    if verdict["lr_selection"]:
+        rows = [
+            [
+                r["variant"],
+                r["size"],
+                fmt(r["best_lr"]),
+                ", ".join(fmt(x, 3) for x in r["lr_grid"]),
+                "**at edge of grid**" if r["at_edge"] else "inside",
+            ]
+            for r in verdict["lr_selection"]
+        ]
+        b.append(("table", ["variant", "size", "best LR", "grid", "optimum"], rows))
+    else:
+        b.append(("p", "No LR sweep in this study (one LR per cell)."))
+    if "lr_sweeps" in figures:
+        b.append(("img", figures["lr_sweeps"], "LR sweeps"))
+    if "training_curves" in figures:
+        b.append(("h", "Training curves"))
+        b.append(("img", figures["training_curves"], "Validation loss during training"))
+    b.append(("h", "Excluded runs"))
+    if verdict["excluded_runs"]:
+        rows = [
+            [r["run_id"], r["variant"], r["size"], r["seed"], fmt(r["lr"]), r["reason"]]
+            for r in verdict["excluded_runs"]
+        ]
+        b.append(("table", ["run", "variant", "size", "seed", "lr", "reason"], rows))
+    else:
+        b.append(("p", "None."))
+    return b
+
+
+def to_markdown(blocks: list[tuple]) -> str:
+    out = []
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            out.append(f"{'#' if block[1] == 'Scaling analysis' else '##'} {block[1]}\n")
+        elif kind == "p":
+            out.append(block[1] + "\n")
+        elif kind == "pre":
+            out.append("```\n" + block[1] + "\n```\n")
+        elif kind == "table":
+            _, header, rows = block
+            out.append("| " + " | ".join(header) + " |")
+            out.append("|" + "---|" * len(header))
+            out.extend("| " + " | ".join(str(c) for c in row) + " |" for row in rows)
+            out.append("")
+        elif kind == "img":
+            out.append(f"![{block[2]}]({block[1]})\n")
+    return "\n".join(out)
+
+
+def _inline(text: str) -> str:
+    """Escape, then the two Markdown marks the blocks use: **bold** and `code`."""
+    parts = html.escape(text).split("**")
+    text = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+    parts = text.split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def to_html(blocks: list[tuple], out_dir: Path) -> str:
+    body = []
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            tag = "h1" if block[1] == "Scaling analysis" else "h2"
+            body.append(f"<{tag}>{html.escape(block[1])}</{tag}>")
+        elif kind == "p":
+            body.append(f"<p>{_inline(block[1])}</p>")
+        elif kind == "pre":
+            body.append(f"<pre>{html.escape(block[1])}</pre>")
+        elif kind == "table":
+            _, header, rows = block
+            head = "".join(f"<th>{_inline(h)}</th>" for h in header)
+            cells = "".join(
+                "<tr>" + "".join(f"<td>{_inline(str(c))}</td>" for c in row) + "</tr>"
+                for row in rows
+            )
+            body.append(f"<table><tr>{head}</tr>{cells}</table>")
+        elif kind == "img":
+            data = base64.b64encode((out_dir / block[1]).read_bytes()).decode()
+            body.append(f'<img alt="{html.escape(block[2])}" src="data:image/png;base64,{data}">')
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:2em auto}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}"
+        "img{max-width:100%}pre{background:#f6f6f6;padding:1em}"
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Scaling analysis</title>"
+        f"<style>{style}</style></head><body>{''.join(body)}</body></html>"
+    )
+
+
+def write_report(verdict: dict, figures: dict[str, str], out_dir: Path) -> tuple[Path, Path]:
+    """Write ``report.md`` (images beside it) and a self-contained ``report.html``."""
+    blocks = _blocks(verdict, figures)
+    md, page = out_dir / "report.md", out_dir / "report.html"
+    md.write_text(to_markdown(blocks))
+    page.write_text(to_html(blocks, out_dir))
+    return md, page
