@@ -1,1 +1,32 @@
-"""jobs"""
+"""The training job: one grid cell from a resolved run config to a final validation loss.
+
+Public API (imported lazily so `scaling --help` does not load torch): `RunConfig`,
+`load_run_config(path)`, `train(config) -> RunResult`, `RunResult`, `TrainingJob(config)`
+(submitit Checkpointable), and `jobs.testing.tiny_run_config(tmp_path, **overrides)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "RunConfig": "jobs.config",
+    "OptimizerConfig": "jobs.config",
+    "ScheduleConfig": "jobs.config",
+    "TrainConfig": "jobs.config",
+    "TrackingConfig": "jobs.config",
+    "DeepSpeedConfig": "jobs.config",
+    "load_run_config": "jobs.config",
+    "train": "jobs.trainer",
+    "RunResult": "jobs.trainer",
+    "TrainingJob": "jobs.job",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'jobs' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import shutil
 from collections.abc import Callable
@@ -101,7 +102,7 @@ def _fsync_dir(path: Path) -> None:
 def _try_load(path: Path) -> dict[str, Any] | None:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError) as err:
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as err:
         print(f"[jobs] checkpoint {path} unreadable ({err}); trying an older one", flush=True)
         return None
 

@@ -1,6 +1,44 @@
-"""`scaling train` (placeholder until the training job lands)."""
+"""`scaling train RUN_CONFIG`: train one cell from a run-config file (any launcher)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
 
 
-def train() -> None:
-    """Train one run from a run-config file."""
-    raise NotImplementedError("train is not implemented yet")
+def train(
+    run_config: Path = typer.Argument(..., help="Run config (YAML or JSON)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and stop."),
+) -> None:
+    """Train one run from a run-config file.
+
+    Launch with `torchrun --nproc-per-node N scaling train cfg.yaml` (or under Slurm) for
+    TP x PP x DP = N processes; a rerun resumes from the newest checkpoint in output_dir.
+    """
+    import yaml
+
+    from jobs.config import load_run_config
+    from scaling.configio import ConfigError, to_dict
+
+    try:
+        config = load_run_config(run_config)
+    except ConfigError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    if dry_run:
+        typer.echo(yaml.safe_dump(to_dict(config), sort_keys=False))
+        return
+    from jobs.trainer import launched_world_size
+    from jobs.trainer import train as run_training
+
+    try:
+        config.check_world_size(launched_world_size())
+    except ConfigError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    result = run_training(config)
+    typer.echo(
+        f"{config.name}: {result.status} after {result.steps} steps, "
+        f"final val loss {result.final_val_loss:.6f}"
+    )

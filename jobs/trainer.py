@@ -7,6 +7,7 @@ checkpoints, divergence, preemption and what goes to MLflow (rank 0 only).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import socket
@@ -69,6 +70,9 @@ def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
     step, save a checkpoint and return status `preempted`.
     """
     config.check_world_size(launched_world_size())  # before any process group exists
+    finished = _finished_result(config)
+    if finished is not None:  # a rerun of a finished cell (requeue after the end, resubmit)
+        return finished
     from models import runtime
 
     runtime.initialize_parallel(config.parallel)
@@ -76,6 +80,26 @@ def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
         return _Trainer(config, stop).run()
     finally:
         runtime.destroy()
+
+
+def _result_file(config: RunConfig) -> Path:
+    return Path(config.output_dir) / "result.json"
+
+
+def _finished_result(config: RunConfig) -> RunResult | None:
+    path = _result_file(config)
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    data["final_val_loss"] = float(data["final_val_loss"])
+    return RunResult(**data)
+
+
+def _write_result(config: RunConfig, result: RunResult) -> None:
+    path = _result_file(config)
+    tmp = path.with_name(".result.json.tmp")
+    tmp.write_text(json.dumps(result.__dict__, indent=1))
+    os.replace(tmp, path)
 
 
 def _device_name() -> str:
@@ -296,6 +320,13 @@ class _Trainer:
                     "step_time_s": step_time,
                 }
                 self.tracker.log_metrics(metrics, step=state.step)
+                if self.rank == 0:
+                    print(
+                        f"[jobs] {config.name} step {state.step}/{train_cfg.steps} loss "
+                        f"{loss:.4f} lr {lr:.3g} grad_norm {grad_norm:.3g} "
+                        f"{tokens_per_s:.0f} tok/s",
+                        flush=True,
+                    )
             if reason:
                 status = "diverged"
                 break
@@ -328,6 +359,8 @@ class _Trainer:
         )
         self._finish_tracking(result, state)
         self.tracker.close()
+        if self.rank == 0:
+            _write_result(self.config, result)
         return result
 
     def _evaluate(self, state: _State) -> float:

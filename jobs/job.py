@@ -1,0 +1,67 @@
+"""`TrainingJob`: the picklable callable submitit runs for one cell, with preemption handling.
+
+Signals have one owner: submitit. On USR2 (preemption or timeout) submitit calls
+`checkpoint()` on global rank 0, then requeues and exits. Python runs signal handlers in the
+main thread, so training runs in a worker thread: `checkpoint()` sets a stop flag, the loop
+finishes its current step, all ranks agree on stopping (an all-reduce of the flag each step),
+save a checkpoint, and only then does `checkpoint()` return the resubmission. The requeued job
+resumes from that checkpoint and continues the same MLflow run (its id is in output_dir).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import submitit
+
+from jobs.config import RunConfig
+
+__all__ = ["TrainingJob"]
+
+
+class TrainingJob(submitit.helpers.Checkpointable):
+    """`TrainingJob(config)()` trains (or resumes) `config`; picklable for submitit."""
+
+    def __init__(self, config: RunConfig, preempt_wait_s: float = 120.0) -> None:
+        self.config = config
+        self.preempt_wait_s = preempt_wait_s
+        self._stop: threading.Event | None = None
+        self._worker: threading.Thread | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config, "preempt_wait_s": self.preempt_wait_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"], state["preempt_wait_s"])
+
+    def __call__(self):
+        from jobs.trainer import train
+
+        if os.environ.get("SUBMITIT_EXECUTOR"):  # inside a submitit job: one task = one rank
+            # CUDA_VISIBLE_DEVICES stays: models.runtime picks the device by LOCAL_RANK
+            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        self._stop = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                outcome["result"] = train(self.config, stop=self._stop)
+            except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
+                outcome["error"] = err
+
+        self._worker = threading.Thread(target=work, name=f"train-{self.config.name}")
+        self._worker.start()
+        while self._worker.is_alive():
+            self._worker.join(timeout=0.5)  # short joins keep the main thread open to signals
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["result"]
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
+        """Called by submitit on USR2: stop after the current step, save, then requeue."""
+        if self._stop is not None and self._worker is not None:
+            self._stop.set()
+            self._worker.join(timeout=self.preempt_wait_s)
+        return submitit.helpers.DelayedSubmission(TrainingJob(self.config, self.preempt_wait_s))

@@ -1,0 +1,38 @@
+"""Checkpoints are atomic and resume picks the newest complete, readable one."""
+
+from __future__ import annotations
+
+import torch
+
+from jobs.checkpoint import list_checkpoints, load_newest, save_checkpoint
+
+
+def test_newest_complete_checkpoint_wins_and_old_ones_are_pruned(tmp_path):
+    root = tmp_path / "ckpt"
+    for step in (2, 4, 6):
+        save_checkpoint(root, step, {"step": step, "w": torch.full((3,), float(step))}, keep=2)
+    assert [s for s, _ in list_checkpoints(root)] == [6, 4]
+    # an interrupted save leaves only a .tmp directory, which resume ignores
+    (root / "step_00000008.tmp").mkdir()
+    torch.save({"step": 8}, root / "step_00000008.tmp" / "rank_00000.pt")
+    payload = load_newest(root)
+    assert payload["step"] == 6 and torch.equal(payload["w"], torch.full((3,), 6.0))
+
+
+def test_corrupt_newest_falls_back_to_the_previous(tmp_path):
+    root = tmp_path / "ckpt"
+    save_checkpoint(root, 1, {"step": 1}, keep=3)
+    save_checkpoint(root, 2, {"step": 2}, keep=3)
+    (root / "step_00000002" / "rank_00000.pt").write_bytes(b"not a checkpoint")
+    assert load_newest(root)["step"] == 1
+
+
+class Opaque:
+    """Any non-allowlisted class: what weights_only=True must refuse to unpickle."""
+
+
+def test_payloads_with_objects_are_refused_on_load(tmp_path):
+    root = tmp_path / "ckpt"
+    save_checkpoint(root, 1, {"step": 1}, keep=3)
+    save_checkpoint(root, 2, {"obj": Opaque()}, keep=3)
+    assert load_newest(root)["step"] == 1  # weights_only=True will not unpickle Opaque
