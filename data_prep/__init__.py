@@ -17,7 +17,7 @@ _EXPORTS = {
     "DataConfig": "data_prep.config",
     "Manifest": "data_prep.manifest",
     "load_manifest": "data_prep.manifest",
-    "prepare": "data_prep.prepare",
+    "prepare": "data_prep.preparation",
     "TrainingDataset": "data_prep.access",
     "training_dataset": "data_prep.access",
     "validation_windows": "data_prep.access",

@@ -64,7 +64,7 @@ def prepare_data(
             typer.echo(json.dumps(to_dict(resolved), indent=2))
             return
 
-        from data_prep.prepare import prepare
+        from data_prep.preparation import prepare
 
         manifest = prepare(resolved, force=force, progress=True)
     except ValueError as err:  # bad input: the message names the field and the fix
