@@ -191,11 +191,11 @@ def expand_cells(study: Study, vocab_size: int, parent_run_id: str | None = None
                 for seed in study.seeds:
                     data = _run_dict(study, size, variant, seed, lr, vocab_size, parent_run_id)
                     cid = data["name"]
-                    where = f"study (size {size}, variant {variant}, seed {seed}, lr {lr:.3g})"
+                    where = f"study (size {size}, variant {variant}, seed {seed}, lr {lr!r})"
                     if cid in seen:
                         raise ConfigError(
-                            f"{where}: duplicate cell {cid} (also from {seen[cid]}); learning "
-                            "rates that round to the same 3 digits collide; remove one"
+                            f"study.lr: duplicate cell {cid} from {where} and {seen[cid]}; "
+                            "learning rates that round to the same 3 digits collide; remove one"
                         )
                     seen[cid] = where
                     try:

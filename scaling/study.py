@@ -335,6 +335,16 @@ class Study:
                 raise ConfigError(
                     f"study.train.{owned}: derived from study.tokens / study.batch; remove it"
                 )
+        self._validate_job_sections()
+
+    def _validate_job_sections(self) -> None:
+        """The sections passed to the run config, checked with its own dataclasses."""
+        from jobs.config import DeepSpeedConfig, OptimizerConfig, ScheduleConfig, TrainConfig
+
+        from_dict(ScheduleConfig, self.schedule, "study.schedule")
+        from_dict(OptimizerConfig, {**self.optimizer, "lr": 1.0}, "study.optimizer")
+        from_dict(TrainConfig, {**self.train, "steps": 1, "global_batch_tokens": 1}, "study.train")
+        from_dict(DeepSpeedConfig, self.deepspeed, "study.deepspeed")
 
     def _validate_lr(self) -> None:
         lr = self.lr

@@ -1,0 +1,56 @@
+"""Fixtures for the orchestration tests: a prepared dataset and a small valid study spec."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from scaling.loader import slurm_available
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory) -> Path:
+    from data_prep.testing import tiny_dataset
+
+    return tiny_dataset(tmp_path_factory.mktemp("scaling_data"))
+
+
+def small_spec(data_dir: Path, out: Path, tracking_uri: str, **overrides) -> dict:
+    """A tiny, valid study: 2 explicit sizes (one split over 2 ranks) × 2 arms × 1 seed."""
+    spec = {
+        "name": "tiny-study",
+        "output_dir": str(out),
+        "mlflow": {"experiment": f"tests-{out.name}", "tracking_uri": tracking_uri},
+        "data": {"path": str(data_dir), "num_val_windows": 4},
+        "sizes": ["30K", "60K"],
+        "variants": ["linear", "nonlinear"],
+        "seeds": [0],
+        "model": {"seq_length": 32},
+        "ladder": {
+            "shapes": {
+                "30K": {"num_layers": 1, "hidden_size": 48, "num_attention_heads": 2},
+                "60K": {"num_layers": 2, "hidden_size": 48, "num_attention_heads": 2},
+            }
+        },
+        "tokens": {"per_size": {"30K": 3072, "60K": 3072}},
+        "batch": {"rule": "fixed", "tokens": 256, "micro_batch_size": 4},
+        "schedule": {"warmup_steps": 2},
+        "train": {"checkpoint_interval": 4},
+        "parallel": {"60K": {"data_parallel": 2}},
+        "precision": "fp32",
+        "local": {"max_parallel": 2, "timeout_min": 20},
+        "slurm": {"time_limit_min": 20, "array_parallelism": 2},
+    }
+    for key, value in overrides.items():
+        spec[key] = copy.deepcopy(value)
+    return spec
+
+
+@pytest.fixture
+def slurm_cluster() -> None:
+    """Skip (with the reason) unless a Slurm controller answers `sinfo`."""
+    ok, why = slurm_available()
+    if not ok:
+        pytest.skip(f"no Slurm cluster reachable ({why}); .ci/slurm/start.sh starts one")
