@@ -169,7 +169,9 @@ def _hf_source(config: DataPrepConfig) -> Source:
             name, dataset_config or None, split=split, streaming=config.streaming
         )
     except ConnectionError as err:
-        offline = "OfflineModeIsEnabled" in str(err) or os.environ.get("HF_HUB_OFFLINE") == "1"
+        from huggingface_hub import is_offline_mode
+
+        offline = is_offline_mode() or "OfflineModeIsEnabled" in str(err)
         hint = (
             "HF_HUB_OFFLINE is set and it is not in the local Hugging Face cache; fill the cache "
             "(HF_HOME) on a machine with hub access, or use local files or stdlib"

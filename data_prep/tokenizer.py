@@ -6,7 +6,6 @@ encodes in `prepare()` and decodes in tests, and its JSON can be shipped to work
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -35,10 +34,6 @@ def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
-def _hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-
-
 def load_pretrained(name_or_path: str) -> Tokenizer:
     """A `tokenizer.json` file, a directory holding one, or a Hub repo (through the HF cache)."""
     path = Path(name_or_path).expanduser()
@@ -54,7 +49,7 @@ def load_pretrained(name_or_path: str) -> Tokenizer:
     if name_or_path.startswith((".", "/", "~")) or name_or_path.endswith(".json"):
         raise ValueError(f"data_prep.tokenizer: {name_or_path} does not exist; check the path")
 
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download, is_offline_mode
     from huggingface_hub.errors import (
         EntryNotFoundError,
         LocalEntryNotFoundError,
@@ -64,7 +59,7 @@ def load_pretrained(name_or_path: str) -> Tokenizer:
     try:
         file = hf_hub_download(name_or_path, "tokenizer.json")
     except LocalEntryNotFoundError as err:
-        if _hub_offline():
+        if is_offline_mode():
             raise ValueError(
                 f"data_prep.tokenizer: {name_or_path!r} is not in the Hugging Face cache and "
                 "HF_HUB_OFFLINE is set. Either point tokenizer at a local tokenizer.json (or a "
