@@ -139,7 +139,7 @@ def _git_commit() -> str:
 class _Trainer:
     def __init__(self, config: RunConfig, stop: threading.Event | None) -> None:
         from megatron.core import parallel_state
-        from models.accounting import flops_per_token
+        from jobs._accounting import flops_per_token
 
         from data_prep import training_dataset, validation_windows
         from models.build import build_gpt
@@ -172,6 +172,7 @@ class _Trainer:
         if peak is None:
             peak = GPU_PEAK_FLOPS if torch.cuda.is_available() else CPU_PEAK_FLOPS
         self.peak_flops = peak * self.world
+        self._saved_step = -1
         self.tracker: Tracker | NullTracker = NullTracker()
         if self.rank == 0 and config.tracking.enabled:
             self.tracker = Tracker(self.output_dir, config.tracking, run_name=config.name)
@@ -211,7 +212,7 @@ class _Trainer:
             self.tracker.log_params(flatten(to_dict(config)))
 
     def _finish_tracking(self, result: RunResult, state: _State) -> None:
-        from models.accounting import num_nonembedding_params, num_params
+        from jobs._accounting import num_nonembedding_params, num_params
 
         from scaling.configio import dump_file
 
@@ -250,6 +251,9 @@ class _Trainer:
         }
 
     def _save(self, state: _State) -> None:
+        if state.step == self._saved_step:
+            return
+        self._saved_step = state.step
         ckpt.save_checkpoint(
             self.ckpt_root, state.step, self._payload(state), self.config.train.keep_checkpoints
         )
@@ -261,6 +265,7 @@ class _Trainer:
         self.engine.load_state_dict(payload["engine"])
         ckpt.set_rng_state(payload["rng"])
         state = _State(**payload["state"])
+        self._saved_step = state.step
         if self.rank == 0:
             print(f"[jobs] {self.config.name}: resumed at step {state.step}", flush=True)
         return state, True
@@ -349,8 +354,7 @@ class _Trainer:
         final = math.nan
         if status == "completed":
             final = self._evaluate(state)
-            if not train_cfg.checkpoint_interval or state.step % train_cfg.checkpoint_interval:
-                self._save(state)  # the finished state, so a rerun returns without training
+            self._save(state)  # the finished state: a rerun only re-evaluates
         elif self.rank == 0:
             print(f"[jobs] {config.name}: diverged at step {state.step}: {reason}", flush=True)
             self.tracker.set_tags({"divergence_reason": reason})
@@ -359,6 +363,7 @@ class _Trainer:
         )
         self._finish_tracking(result, state)
         self.tracker.close()
+        result.run_id = self.tracker.run_id  # created by the upload thread, maybe only now
         if self.rank == 0:
             _write_result(self.config, result)
         return result

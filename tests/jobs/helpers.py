@@ -1,0 +1,14 @@
+"""Importable worker functions for `run_ranks` (spawned processes need module-level callables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def train_ranks(rank: int, world_size: int, configs: list[dict]) -> list[dict[str, Any]]:
+    """Train each config in turn on this rank; return each RunResult as a dict."""
+    from jobs.config import RunConfig
+    from jobs.trainer import train
+    from scaling.configio import from_dict
+
+    return [dict(train(from_dict(RunConfig, c, where="run")).__dict__) for c in configs]
