@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The README's test command: set up .venv/, start the services the tests need (unless the caller
+# already did, as .ci/run does), lint, and run the whole suite. Extra args go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh
+
+if [ -z "${SCALING_TEST_MLFLOW_URI:-}" ]; then
+  services_dir=$(mktemp -d /tmp/scaling-services.XXXXXX)
+  trap 'bash scripts/services.sh stop "$services_dir"' EXIT
+  bash scripts/services.sh start "$services_dir" >"$services_dir/env"
+  source "$services_dir/env"
+fi
+
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} .venv/bin/python -m pytest "$@"
