@@ -50,7 +50,7 @@ def analyse(
         raise ValueError(f"no completed runs of the baseline {baseline!r}; see the excluded runs")
     groups = build_groups(usable, num_resamples, seed)
     fits = fit_all(groups, baseline)
-    have_ci = len(groups.seeds) >= 2 and num_resamples > 0
+    ci_seeds = len(groups.seeds) if num_resamples > 0 else 0  # 0 = no intervals
     info = groups.info
     on_base = info["on_curve"] & (info["variant"] == baseline)
     c_ref = float(np.exp(np.log(info.loc[on_base, "flops"]).mean()))
@@ -64,7 +64,7 @@ def analyse(
         min_sizes = min(
             int((info["on_curve"] & (info["variant"] == v)).sum()) for v in (baseline, variant)
         )
-        judged = V.judge(k_fit, c_ref, pooled, have_ci, min_sizes)
+        judged = V.judge(k_fit, c_ref, pooled, ci_seeds, min_sizes)
         variants.append(
             {"variant": variant, "baseline": baseline, **judged, "gain_pct_by_size": gains}
         )
@@ -77,7 +77,7 @@ def analyse(
         "num_resamples": int(num_resamples),
         "excluded_runs": _records(excluded, ["run_id", "variant", "size", "seed", "lr", "reason"]),
         "variants": variants,
-        "fits": _fit_summary(fits, have_ci),
+        "fits": _fit_summary(fits, ci_seeds),
         "seed_noise": V.seed_noise(groups, baseline, detect_gain_pct),
         "lr_selection": _records(lr, list(lr.columns)),
         "flops_estimated": bool(usable["flops_estimated"].any()),
@@ -86,7 +86,7 @@ def analyse(
     return Analysis(verdict, groups, fits, usable, excluded)
 
 
-def _fit_summary(fits: list[LawFit], have_ci: bool) -> list[dict]:
+def _fit_summary(fits: list[LawFit], ci_seeds: int) -> list[dict]:
     out = []
     for fit in fits:
         params = V.natural_params(fit)
@@ -95,7 +95,7 @@ def _fit_summary(fits: list[LawFit], have_ci: bool) -> list[dict]:
                 "law": fit.law,
                 "variant": fit.variant,
                 "num_points": int(len(fit.points)),
-                "params": {k: V._stat(v, have_ci) for k, v in params.items()},
+                "params": {k: V._stat(v, ci_seeds) for k, v in params.items()},
                 "resamples_fitted": int(np.isfinite(fit.params[1:, 0]).sum()),
             }
         )

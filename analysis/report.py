@@ -31,7 +31,8 @@ def _blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
             "p",
             f"Baseline `{verdict['baseline']}`; {verdict['num_used']} of {verdict['num_runs']} "
             f"runs used, {verdict['num_seeds']} seed(s), {verdict['num_resamples']} bootstrap "
-            "resamples of seeds (both arms paired). All intervals are 95% percentile intervals.",
+            "resamples of seeds (both arms paired). Intervals are 95% expanded-percentile "
+            "bootstrap intervals (Hesterberg 2015; widened for few seeds).",
         )
     )
     if verdict["flops_estimated"]:
