@@ -126,7 +126,7 @@ def cancel_jobs(records: dict[str, JobRecord], submitit_folder: Path, wait_s: fl
     # SIGINT is how submitit cancels a local job: the controller stops its tasks. Cells still
     # queued in a local `submit` are cancelled by interrupting that submit (it cancels its jobs).
     pids = {records[c].job_id.removeprefix(QUEUED) for c in live if records[c].executor == "local"}
-    for pid in pids:
+    for pid in pids - {str(os.getpid())}:  # a submit in this very process is not interrupted
         try:
             os.kill(int(pid), signal.SIGINT)
         except ProcessLookupError:

@@ -221,10 +221,33 @@ def _slurm_parameters(study: Study, world_size: int) -> dict[str, Any]:
         "qos": slurm.qos,
         "constraint": slurm.constraint,
         "mem": f"{slurm.mem_gb:g}GB" if slurm.mem_gb else None,
-        "setup": list(slurm.setup) or None,
+        "setup": _thread_setup(slurm.cpus_per_task) + list(slurm.setup),
     }
     params.update({k: v for k, v in optional.items() if v is not None})
     return params
+
+
+def _thread_setup(threads: int) -> list[str]:
+    """Shell lines that cap each task's CPU threads at its share of cores.
+
+    Without cgroups nothing stops every rank from spawning one thread per core of the node;
+    ranks that oversubscribe cores run several times slower. A value the user exported wins.
+    """
+    return [f'export OMP_NUM_THREADS="${{OMP_NUM_THREADS:-{threads}}}"']
+
+
+@contextmanager
+def _env(**values: str) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _submit_slurm(study: Study, cells: list[Cell], records: dict[str, JobRecord]) -> dict[str, Any]:
@@ -235,7 +258,7 @@ def _submit_slurm(study: Study, cells: list[Cell], records: dict[str, JobRecord]
     for cell in cells:
         by_world.setdefault(cell.world_size, []).append(cell)
     for world, group in sorted(by_world.items()):
-        executor = submitit.SlurmExecutor(folder=_submitit_folder(study) / "%A_%a")
+        executor = submitit.SlurmExecutor(folder=_submitit_folder(study) / "slurm")
         executor.update_parameters(**_slurm_parameters(study, world))
         with executor.batch():
             handles = [executor.submit(_job(cell)) for cell in group]
@@ -266,10 +289,14 @@ def _run_local(
             while queue and len(running) < study.local.max_parallel:
                 cell = queue.pop(0)
                 executor = submitit.LocalExecutor(folder=folder)
+                threads = max(
+                    1, (os.cpu_count() or 1) // (study.local.max_parallel * cell.world_size)
+                )
                 executor.update_parameters(
                     tasks_per_node=cell.world_size, timeout_min=study.local.timeout_min
                 )
-                job = executor.submit(_job(cell))
+                with _env(OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(threads))):
+                    job = executor.submit(_job(cell))  # the controller copies this environment
                 running[cell.cell_id] = job
                 records[cell.cell_id] = JobRecord(cell.cell_id, "local", job.job_id, time.time())
                 write_records(study.folder, records)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import uuid
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ def small_spec(data_dir: Path, out: Path, tracking_uri: str, **overrides) -> dic
     spec = {
         "name": "tiny-study",
         "output_dir": str(out),
-        "mlflow": {"experiment": f"tests-{out.name}", "tracking_uri": tracking_uri},
+        "mlflow": {"experiment": f"tests-{uuid.uuid4().hex[:12]}", "tracking_uri": tracking_uri},
         "data": {"path": str(data_dir), "num_val_windows": 4},
         "sizes": ["30K", "60K"],
         "variants": ["linear", "nonlinear"],

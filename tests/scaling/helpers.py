@@ -1,0 +1,53 @@
+"""Helpers of the end-to-end tests: write a spec, list a study's MLflow runs, poll with a bound."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from scaling.loader import load_study
+from scaling.study import Study
+
+
+def write_and_load(spec: dict, path: Path) -> Study:
+    path.write_text(yaml.safe_dump(spec))
+    return load_study(path)
+
+
+def study_runs(study: Study) -> list:
+    """Every MLflow run of the study's experiment (parent and children)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(study.mlflow.tracking_uri)
+    exp = client.get_experiment_by_name(study.mlflow.experiment)
+    if exp is None:
+        return []
+    return client.search_runs([exp.experiment_id], max_results=1000)
+
+
+def poll(condition: Callable[[], object], timeout_s: float, what: str, every_s: float = 0.5):
+    """Return condition()'s first truthy value; fail the test after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def checkpoint_steps(output_dir: str) -> list[int]:
+    from jobs.checkpoint import list_checkpoints
+
+    root = Path(output_dir) / "checkpoints"
+    return [step for step, _ in list_checkpoints(root)] if root.is_dir() else []
+
+
+def logged_steps(study: Study, run_id: str, metric: str = "train/loss") -> list[int]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(study.mlflow.tracking_uri)
+    return sorted(m.step for m in client.get_metric_history(run_id, metric))

@@ -1,0 +1,81 @@
+"""End to end with the local executor (the default): real jobs, a real MLflow server."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import pytest
+
+from scaling.scheduler import read_records
+from scaling.submission import cancel_study, study_status, submit_study
+from tests.scaling.conftest import small_spec
+from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
+
+pytestmark = pytest.mark.slow
+
+
+def test_local_study_runs_with_bounded_concurrency_and_resubmit_is_a_noop(
+    tmp_path, data_dir, mlflow_server
+):
+    # 4 cells: sizes 30K (1 rank) and 60K (2 ranks) x arms linear and wider_mlp; 2 at a time
+    spec = small_spec(data_dir, tmp_path / "study", mlflow_server, variants=["linear", "wider_mlp"])
+    study = write_and_load(spec, tmp_path / "study.yaml")
+    messages: list[str] = []
+    peak = {"running": 0}
+
+    def on_progress(msg: str) -> None:
+        messages.append(msg)
+        running = sum(m.startswith("started") for m in messages) - sum(
+            m.startswith("ended") for m in messages
+        )
+        peak["running"] = max(peak["running"], running)
+
+    result = submit_study(study, on_progress=on_progress)
+    assert len(result.submitted) == 4
+    assert peak["running"] == 2  # never more than local.max_parallel at once
+
+    rows = study_status(study)
+    assert [r.state for r in rows] == ["finished"] * 4, rows
+    assert all(math.isfinite(r.val_loss) for r in rows)
+    children = [r for r in study_runs(study) if r.data.tags.get("scaling.role") != "study"]
+    assert sorted(r.data.tags["cell_id"] for r in children) == sorted(r.cell_id for r in rows)
+    wider = [r for r in children if r.data.tags["variant"] == "wider_mlp"]
+    assert all(r.data.params["model.ffn_hidden_size"] == "228" for r in wider)  # 4.75 x 48
+
+    again = submit_study(study)
+    assert again.submitted == [] and len(study_runs(study)) == 5
+
+
+def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
+    tmp_path, data_dir, mlflow_server
+):
+    spec = small_spec(
+        data_dir,
+        tmp_path / "study",
+        mlflow_server,
+        sizes=["30K"],
+        variants=["linear"],
+        parallel={},
+        tokens={"per_size": {"30K": 400 * 256}},
+        train={"checkpoint_interval": 10},
+    )
+    study = write_and_load(spec, tmp_path / "study.yaml")
+    submitter = threading.Thread(target=submit_study, args=(study,))
+    submitter.start()
+    cid = poll(lambda: next(iter(read_records(study.folder)), None), 60, "a job record")
+    poll(lambda: checkpoint_steps(str(study.folder / "cells" / cid)), 180, "a checkpoint")
+    assert cancel_study(study) == [cid]
+    submitter.join(timeout=60)
+    assert not submitter.is_alive()
+    (row,) = study_status(study)
+    assert row.state == "failed"
+    run_id = row.run_id
+
+    start = time.monotonic()
+    again = submit_study(study)
+    assert again.submitted == [cid]
+    (row,) = study_status(study)
+    assert row.state == "finished" and row.run_id == run_id, row
+    assert time.monotonic() - start < 300
