@@ -43,7 +43,7 @@ class DataPrepConfig:
     validation_fraction: float = 0.01  # of documents, drawn per document with split_seed
     split_seed: int = 1234
     num_proc: int = 1  # tokeniser processes; 1 = in-process (tokenizers still uses all cores)
-    streaming: bool = False  # iterate an hf: source without downloading it whole first
+    streaming: bool = False  # read hf:/jsonl/parquet lazily instead of loading them first
     max_documents: int | None = None  # keep the first N documents (tests, CPU demos)
     max_bytes: int | None = None  # stop after this many bytes of text (tests, CPU demos)
 

@@ -9,6 +9,7 @@ for stdlib/local sources, the same input files) is reused without touching it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import fcntl
@@ -115,22 +116,37 @@ def _init_worker(tokenizer_json: str) -> None:
 
     global _worker_tokenizer
     _worker_tokenizer = Tokenizer.from_str(tokenizer_json)
+    _worker_tokenizer.encode_special_tokens = True  # not serialised; see _encode
+
+
+def _encode(tokenizer, texts: list[str]) -> list[list[int]]:
+    # Documents are raw text: a literal "<|endoftext|>" inside one is text, not an EOD (the
+    # tokenizer's `encode_special_tokens` is set), and no BOS/EOS post-processing is added; the
+    # only EOD is the one appended after each document.
+    return [e.ids for e in tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
 
 
 def _encode_in_worker(batch: tuple[list[bool], list[str]]) -> tuple[list[bool], list[list[int]]]:
     flags, texts = batch
-    return flags, [e.ids for e in _worker_tokenizer.encode_batch_fast(texts)]
+    return flags, _encode(_worker_tokenizer, texts)
 
 
 def _encoded(tokenizer, batches, num_proc: int) -> Iterator[tuple[list[bool], list[list[int]]]]:
     """Token ids per batch, in document order, from this process or `num_proc` workers."""
     if num_proc == 1:
         for flags, texts in batches:
-            yield flags, [e.ids for e in tokenizer.encode_batch_fast(texts)]
+            yield flags, _encode(tokenizer, texts)
         return
     ctx = mp.get_context("spawn")  # fork after tokenizers' threads started would deadlock
     with ctx.Pool(num_proc, initializer=_init_worker, initargs=(tokenizer.to_str(),)) as pool:
-        yield from pool.imap(_encode_in_worker, batches)
+        # at most 2 batches per worker in flight (Pool.imap would read the whole corpus ahead)
+        pending: collections.deque = collections.deque()
+        for batch in batches:
+            pending.append(pool.apply_async(_encode_in_worker, (batch,)))
+            if len(pending) >= 2 * num_proc:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
 
 
 def _train_tokenizer(source: Source, config: DataPrepConfig):
@@ -260,6 +276,7 @@ def prepare(config: DataPrepConfig, force: bool = False, progress: bool = False)
             vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
             dtype = _resolve_dtype(config, vocab_size)
             eod_token, eod_id = eod_token_id(tokenizer, config)
+            tokenizer.encode_special_tokens = True  # see _encode
             tokenizer.save(str(tmp / "tokenizer.json"))
             written = _write_splits(tmp, source, tokenizer, eod_id, dtype, config, progress)
             manifest = {

@@ -77,7 +77,6 @@ def _prepare_in_subprocess(out: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow
 def test_split_and_tokens_identical_across_processes(tiny, tmp_path):
     """Two fresh processes (BPE training included) produce byte-identical splits."""
     first = _prepare_in_subprocess(tmp_path / "a")
@@ -110,7 +109,6 @@ def test_changed_settings_are_not_silently_reused(tmp_path):
         prepare(config)
 
 
-@pytest.mark.slow
 def test_sigkill_midway_leaves_nothing_that_loads(tmp_path):
     out = tmp_path / "big"
     code = (
@@ -151,7 +149,7 @@ def _corpus(count: int = 30) -> list[str]:
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet", "txt"])
 def test_local_sources_round_trip(tmp_path, fmt):
-    texts = [t for t in _corpus() if t]
+    texts = [t for t in _corpus() if t] + ["a literal <|endoftext|> inside text stays text\n"]
     src = tmp_path / "src"
     src.mkdir()
     if fmt == "jsonl":
@@ -192,8 +190,30 @@ def test_pretrained_tokenizer_by_path_and_int32(tiny, tmp_path):
 
 def test_num_proc_gives_identical_output(tmp_path):
     config = tiny_config(tmp_path / "one")
-    config.max_bytes = 8_500_000  # more than two encode batches
+    config.max_bytes = 5_000_000  # more than one encode batch (4 MB)
     one = prepare(config)
     config.output_dir, config.num_proc = str(tmp_path / "two"), 2
     two = prepare(config)
     assert one["splits"] == two["splits"]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["download", "streaming"])
+def test_hf_source_from_a_local_dataset_repo(tmp_path, streaming):
+    """`hf:` goes through datasets.load_dataset; a local repo folder needs no hub."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    texts = [t for t in _corpus(20) if t]
+    rows = "".join(json.dumps({"text": t}) + "\n" for t in texts)
+    (repo / "train.jsonl").write_text(rows)
+    config = DataPrepConfig(
+        source=f"hf:{repo}::train",
+        output_dir=str(tmp_path / "out"),
+        vocab_size=600,
+        validation_fraction=0.3,
+        streaming=streaming,
+    )
+    manifest = prepare(config)
+    assert manifest["source"]["kind"] == "hf" and manifest["source"]["split"] == "train"
+    expected = _expected_split(config)
+    assert sorted(expected["train"] + expected["valid"]) == sorted(texts)
+    assert _decoded_documents(tmp_path / "out", "valid") == expected["valid"]
