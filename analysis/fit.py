@@ -37,30 +37,36 @@ class LSEModel:
     names: tuple[str, ...]
     kinds: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        num_terms, num_points, num_params = self.design.shape
+        flat = np.ascontiguousarray(self.design.reshape(num_terms * num_points, num_params))
+        object.__setattr__(self, "flat", flat)  # [n_terms * n_points, n_params], one matmul
+
     def terms(self, params: np.ndarray) -> np.ndarray:
-        return np.einsum("jpk,k->pj", self.design, params)  # [n_points, n_terms]
+        return (self.flat @ params).reshape(self.design.shape[:2])  # [n_terms, n_points]
 
     def predict_log(self, params: np.ndarray) -> np.ndarray:
         t = self.terms(params)
-        top = t.max(axis=1, keepdims=True)
-        return (top + np.log(np.exp(t - top).sum(axis=1, keepdims=True)))[:, 0]  # [n_points]
+        top = t.max(axis=0)
+        return top + np.log(np.exp(t - top).sum(axis=0))  # [n_points]
 
 
 def objective(
     params: np.ndarray, model: LSEModel, log_loss: np.ndarray, weight: np.ndarray
 ) -> tuple[float, np.ndarray]:
     """Summed weighted Huber of log-loss residuals and its exact gradient."""
-    t = model.terms(params)  # [P, J]
-    top = t.max(axis=1, keepdims=True)
+    t = model.terms(params)  # [J, P]
+    top = t.max(axis=0)
     ex = np.exp(t - top)
-    total = ex.sum(axis=1, keepdims=True)
-    resid = top[:, 0] + np.log(total[:, 0]) - log_loss  # [P]
+    total = ex.sum(axis=0)
+    resid = top + np.log(total) - log_loss  # [P]
     absr = np.abs(resid)
-    quad = absr <= HUBER_DELTA
-    huber = np.where(quad, 0.5 * resid**2, HUBER_DELTA * (absr - 0.5 * HUBER_DELTA))
+    huber = np.where(
+        absr <= HUBER_DELTA, 0.5 * resid * resid, HUBER_DELTA * (absr - 0.5 * HUBER_DELTA)
+    )
     psi = weight * np.clip(resid, -HUBER_DELTA, HUBER_DELTA)  # d huber / d resid, [P]
-    soft = ex / total  # d LSE / d term_j, [P, J]
-    grad = np.einsum("p,pj,jpk->k", psi, soft, model.design)
+    # d LSE / d term_j is softmax_j; chain rule through term_j = X_j @ params
+    grad = ((ex * (psi / total)).reshape(-1)) @ model.flat  # [n_params]
     return float(np.dot(weight, huber)), grad
 
 
