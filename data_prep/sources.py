@@ -39,9 +39,10 @@ class Source:
         texts = (t for t in self._iterate() if t)
         for text in itertools.islice(texts, self.max_documents):
             yield text
-            num_bytes += len(text.encode("utf-8"))
-            if self.max_bytes is not None and num_bytes >= self.max_bytes:
-                return
+            if self.max_bytes is not None:
+                num_bytes += len(text.encode("utf-8"))
+                if num_bytes >= self.max_bytes:
+                    return
 
 
 def stdlib_files() -> tuple[Path, list[Path]]:
