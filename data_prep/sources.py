@@ -38,6 +38,11 @@ class Source:
         num_bytes = 0
         texts = (t for t in self._iterate() if t)
         for text in itertools.islice(texts, self.max_documents):
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"data_prep.text_field: a document is a {type(text).__name__}, not text; "
+                    "point text_field at a string column"
+                )
             yield text
             if self.max_bytes is not None:
                 num_bytes += len(text.encode("utf-8"))
@@ -153,11 +158,23 @@ def _local_source(config: DataPrepConfig) -> Source:
     import datasets
 
     builder = "parquet" if files[0].suffix == ".parquet" else "json"
-    dataset = datasets.load_dataset(
-        builder, data_files=[str(p) for p in files], split="train", streaming=config.streaming
-    )
+    try:
+        dataset = datasets.load_dataset(
+            builder, data_files=[str(p) for p in files], split="train", streaming=config.streaming
+        )
+    except datasets.exceptions.DatasetGenerationError as err:
+        raise ValueError(
+            f"data_prep.source: could not parse {config.source} as {builder} "
+            f"({err.__cause__ or err}); check the files"
+        ) from err
     _check_text_field(dataset, config.text_field, config.source)
-    return Source(description, lambda: (row[config.text_field] for row in dataset))
+    return Source(description, lambda: _texts(dataset, config.text_field))
+
+
+def _texts(dataset: Any, text_field: str) -> Iterator[str]:
+    """One column, read in batches (row-by-row dicts of every column are several times slower)."""
+    for batch in dataset.select_columns([text_field]).iter(batch_size=1024):
+        yield from batch[text_field]
 
 
 def _hf_source(config: DataPrepConfig) -> Source:
@@ -197,7 +214,7 @@ def _hf_source(config: DataPrepConfig) -> Source:
         "fingerprint": getattr(dataset, "_fingerprint", None),
         "version": str(getattr(info, "version", None)),
     }
-    return Source(description, lambda: (row[config.text_field] for row in dataset))
+    return Source(description, lambda: _texts(dataset, config.text_field))
 
 
 def open_source(config: DataPrepConfig) -> Source:

@@ -45,6 +45,15 @@ def test_text_field_absent_lists_the_fields(tmp_path):
     _fails(config, r"data_prep.text_field: .* no field 'text'; its fields are content, lang")
 
 
+def test_malformed_jsonl_and_non_text_field(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\n{"text": oops\n')
+    config = DataPrepConfig(source=str(tmp_path / "bad.jsonl"), output_dir=str(tmp_path / "o"))
+    _fails(config, r"could not parse .*bad.jsonl as json")
+    (tmp_path / "num.jsonl").write_text('{"text": 1}\n{"text": 2}\n')
+    config = DataPrepConfig(source=str(tmp_path / "num.jsonl"), output_dir=str(tmp_path / "o"))
+    _fails(config, "a document is a int, not text")
+
+
 def test_unsupported_file_type(tmp_path):
     (tmp_path / "notes.md").write_text("# hi")
     config = DataPrepConfig(source=str(tmp_path / "notes.md"), output_dir=str(tmp_path / "o"))
