@@ -65,12 +65,18 @@ def _squeue(job_ids: list[str]) -> dict[str, str]:
     # -r: one line per array element, so "12_3" appears as itself, never inside "12_[3-7]".
     # Ask for the array ids (the part before "_"): squeue rejects unknown ids as a whole.
     arrays = sorted({jid.split("_")[0] for jid in job_ids})
-    proc = subprocess.run(
-        ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(arrays)],
-        capture_output=True,
-        text=True,
-        timeout=SQUEUE_TIMEOUT_S,
-    )
+    try:
+        proc = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(arrays)],
+            capture_output=True,
+            text=True,
+            timeout=SQUEUE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise RuntimeError(
+            f"cannot ask Slurm about this study's jobs ({err}); is the controller up and "
+            "SLURM_CONF exported?"
+        ) from err
     if proc.returncode != 0:
         if "Invalid job id" in proc.stderr:
             return {}  # all of them left the queue long ago

@@ -7,9 +7,12 @@ import threading
 import time
 
 import pytest
+from mlflow.tracking import MlflowClient
 
+from data_prep.testing import tiny_config
+from scaling.configio import to_dict
 from scaling.scheduler import read_records
-from scaling.submission import cancel_study, study_status, submit_study
+from scaling.submission import cancel_study, study_parent_run_id, study_status, submit_study
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 
@@ -44,6 +47,11 @@ def test_local_study_runs_with_bounded_concurrency_and_resubmit_is_a_noop(
     wider = [r for r in children if r.data.tags["variant"] == "wider_mlp"]
     assert all(r.data.params["model.ffn_hidden_size"] == "228" for r in wider)  # 4.75 x 48
 
+    parent = study_parent_run_id(study)
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent}
+    client = MlflowClient(mlflow_server)
+    assert [a.path for a in client.list_artifacts(parent)] == ["study.yaml"]  # the spec
+
     again = submit_study(study)
     assert again.submitted == [] and len(study_runs(study)) == 5
 
@@ -61,7 +69,10 @@ def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
         tokens={"per_size": {"30K": 400 * 256}},
         train={"checkpoint_interval": 10},
     )
+    # the data is prepared by submit, from the spec's parameters
+    spec["data"] = {"prepare": to_dict(tiny_config(tmp_path / "data")), "num_val_windows": 4}
     study = write_and_load(spec, tmp_path / "study.yaml")
+    assert not (tmp_path / "data").exists()
     submitter = threading.Thread(target=submit_study, args=(study,))
     submitter.start()
     cid = poll(lambda: next(iter(read_records(study.folder)), None), 60, "a job record")

@@ -1,0 +1,92 @@
+"""`plan` (cells and cost), the cell-state rule, and the CLI commands on a study."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from scaling.cells import expand_cells
+from scaling.cli import app
+from scaling.loader import study_from_dict, vocab_size
+from scaling.mlflow_state import CellRun
+from scaling.plan import plan_study
+from scaling.submission import cell_state
+from tests.scaling.conftest import small_spec
+
+
+def _run(status: str, outcome: str | None = None) -> CellRun:
+    return CellRun("r", status, outcome, None, None, None)
+
+
+@pytest.mark.parametrize(
+    "run,live,expected",
+    [
+        (None, None, "unsubmitted"),
+        (None, "PENDING", "pending"),
+        (_run("SCHEDULED"), "PENDING", "pending"),
+        (_run("SCHEDULED"), "REQUEUED", "pending"),
+        (_run("RUNNING", "running"), "RUNNING", "running"),
+        (_run("RUNNING", "running"), "COMPLETING", "running"),
+        (_run("FINISHED", "completed"), None, "finished"),
+        (_run("FINISHED", "completed"), "COMPLETING", "finished"),
+        (_run("FINISHED", "diverged"), None, "diverged"),
+        (_run("RUNNING", "running"), None, "failed"),  # its job died without finishing the run
+        (_run("SCHEDULED"), None, "failed"),  # its job never started and is gone
+        (_run("FAILED"), None, "failed"),
+        (_run("KILLED"), None, "failed"),  # cancelled: retried by the next submit
+        (_run("KILLED"), "PENDING", "pending"),  # ... and pending again once resubmitted
+    ],
+)
+def test_cell_state(run, live, expected):
+    assert cell_state(run, live) == expected
+
+
+def test_plan_costs_every_cell_from_the_accounting(tmp_path, data_dir):
+    pytest.importorskip("models.accounting", reason="models.accounting has not landed")
+    from models.accounting import flops_per_token
+
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
+    spec["variants"] = ["linear", "identity", "wider_mlp"]
+    spec["cost"] = {"flops_per_gpu_s": 1e9}
+    study = study_from_dict(spec)
+    plan = plan_study(study)
+    assert plan.num_runs == 2 * 3
+    by_arm = {(r.size, r.variant): r for r in plan.rows}
+    for row in plan.rows:
+        assert row.tokens == 3072 and row.steps == 12
+        assert row.gpus == (2 if row.size == "60K" else 1)
+        assert row.hours == pytest.approx(row.flops / (row.gpus * 1e9) / 3600)
+    for size in ("30K", "60K"):
+        # identity has no W_Q (d^2 fewer weights per layer); wider_mlp has 0.75 d x d x 2 more
+        layers = study.shape(size).num_layers
+        lin = by_arm[(size, "linear")].num_params
+        assert lin - by_arm[(size, "identity")].num_params == layers * 48 * 48
+        assert by_arm[(size, "wider_mlp")].num_params - lin == layers * 2 * 48 * (228 - 192)
+    for row, cell in zip(plan.rows, expand_cells(study, vocab_size(study)), strict=True):
+        assert row.flops == flops_per_token(cell.run.model) * row.tokens
+    assert plan.gpu_hours == pytest.approx(sum(r.flops for r in plan.rows) / 1e9 / 3600)
+
+
+def test_cli_plan_and_status(tmp_path, data_dir):
+    pytest.importorskip("models.accounting", reason="models.accounting has not landed")
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    runner = CliRunner()
+    result = runner.invoke(app, ["plan", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "30K-linear-s0" in result.output and "4 runs" in result.output
+    result = runner.invoke(app, ["status", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert result.output.count("unsubmitted") == 4
+
+
+def test_cli_reports_a_bad_spec_without_a_traceback(tmp_path, data_dir):
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db", seeds=[])
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = CliRunner().invoke(app, ["submit", str(path)])
+    assert result.exit_code == 2
+    assert "study.seeds: empty" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "study").exists()
