@@ -1,0 +1,110 @@
+"""``ModelConfig`` -> megatron-core ``GPTModel`` for this rank's pipeline stage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from models import runtime
+from models.config import ModelConfig, ParallelConfig
+
+
+def transformer_config(config: ModelConfig, parallel: ParallelConfig, **overrides: Any):
+    """megatron ``TransformerConfig`` for the reference GPT: no biases, no dropout, exact GELU.
+
+    ``use_cpu_initialization`` builds every weight full on the CPU generator, then slices it, so
+    a seed gives the same full weights for any tensor-parallel size. ``overrides`` (e.g.
+    ``bf16=True``, ``recompute_granularity="selective"``) pass straight to megatron.
+    """
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    kwargs: dict[str, Any] = dict(
+        num_layers=config.num_layers,
+        hidden_size=config.hidden_size,
+        num_attention_heads=config.num_attention_heads,
+        num_query_groups=config.query_groups,
+        kv_channels=config.kv_channels,
+        ffn_hidden_size=config.ffn_size,
+        tensor_model_parallel_size=parallel.tensor_parallel,
+        pipeline_model_parallel_size=parallel.pipeline_parallel,
+        pipeline_dtype=torch.float32,
+        params_dtype=torch.float32,
+        use_cpu_initialization=True,
+        init_method_std=config.init_std,
+        add_bias_linear=False,
+        add_qkv_bias=False,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        normalization="LayerNorm",
+        layernorm_epsilon=1e-5,
+        qk_layernorm=config.qk_norm,
+        gated_linear_unit=False,
+        activation_func=F.gelu,
+        bias_activation_fusion=False,
+        bias_dropout_fusion=False,
+        masked_softmax_fusion=False,
+        persist_layer_norm=False,
+        apply_rope_fusion=False,
+        gradient_accumulation_fusion=False,
+    )
+    kwargs.update(overrides)
+    return TransformerConfig(**kwargs)
+
+
+def build_gpt(
+    config: ModelConfig,
+    parallel: ParallelConfig | None = None,
+    *,
+    seed: int | None = None,
+    transformer_overrides: dict[str, Any] | None = None,
+):
+    """The megatron-core ``GPTModel`` holding this rank's pipeline stage of ``config``.
+
+    Validates first (ValueError before any group or tensor exists), then joins or creates the
+    process groups (a 1-rank gloo group in a plain CPU process). ``seed`` seeds torch and
+    megatron's RNG tracker before the weights are drawn; without it the current torch RNG state
+    is used. On a GPU machine the model is moved to the current CUDA device.
+
+    Under PP the stage is ``parallel_state.get_pipeline_model_parallel_rank()``: the first stage
+    has the embeddings (``pre_process``), the last the final norm and output layer
+    (``post_process``). ``forward(input_ids, position_ids, attention_mask, labels=...)`` returns
+    the per-token loss ``[b, s]`` on the last stage when ``labels`` is given, otherwise logits
+    ``[b, s, vocab/tp]``; other stages return hidden states ``[s, b, d]``. Drive PP through
+    ``get_forward_backward_func()``, which calls ``set_input_tensor`` on later stages.
+    """
+    parallel_given = parallel
+    config.validate()
+    if parallel is not None:
+        config.validate_parallel(parallel)
+    parallel = runtime.ensure_parallel(parallel_given)
+    if parallel_given is None:
+        config.validate_parallel(parallel)
+
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt import GPTModel
+
+    from models.spec import block_spec
+
+    if seed is not None:
+        runtime.set_seed(seed)
+    else:
+        runtime.ensure_rng_tracker()
+    tconfig = transformer_config(config, parallel, **(transformer_overrides or {}))
+    model = GPTModel(
+        config=tconfig,
+        transformer_layer_spec=block_spec(config, tconfig),
+        vocab_size=config.vocab_size,
+        max_sequence_length=config.seq_length,
+        pre_process=parallel_state.is_pipeline_first_stage(),
+        post_process=parallel_state.is_pipeline_last_stage(),
+        parallel_output=True,
+        share_embeddings_and_output_weights=config.tie_embeddings,
+        position_embedding_type=(
+            "learned_absolute" if config.position_embedding == "learned" else "rope"
+        ),
+    )
+    if torch.cuda.is_available():
+        model.cuda(torch.cuda.current_device())
+    return model

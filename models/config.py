@@ -1,0 +1,171 @@
+"""Model and parallelism configs: plain dataclasses, validated once before anything is built.
+
+Every shape constraint that megatron-core would otherwise hit deep inside a process group (as an
+assert or a hang) is checked here, so a bad config fails with a ValueError naming the field and
+the fix before any process group, tensor or job exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+QueryVariant = Literal["linear", "identity", "nonlinear", "residual_linear"]
+QUERY_VARIANTS: tuple[str, ...] = ("linear", "identity", "nonlinear", "residual_linear")
+# Variants whose query is built from X itself (q = X, or (X + f(X)) / 2), so its width is d.
+FULL_WIDTH_QUERY_VARIANTS: tuple[str, ...] = ("identity", "nonlinear", "residual_linear")
+# Variants with the d -> d/2 -> d bottleneck f.
+BOTTLENECK_QUERY_VARIANTS: tuple[str, ...] = ("nonlinear", "residual_linear")
+POSITION_EMBEDDINGS: tuple[str, ...] = ("learned", "rope")
+
+
+@dataclass
+class ModelConfig:
+    """A GPT-2-style pre-LN decoder (no biases, no dropout) with a choice of query projection.
+
+    ``ffn_hidden_size`` None means 4·d; the paper's "wider MLP" baseline sets it to 4.75·d.
+    ``head_dim`` None means d / heads; the full-width query variants need heads·head_dim == d.
+    """
+
+    vocab_size: int
+    seq_length: int
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_query_groups: int | None = None
+    ffn_hidden_size: int | None = None
+    query_variant: QueryVariant = "linear"
+    qk_norm: bool = False
+    position_embedding: Literal["learned", "rope"] = "learned"
+    tie_embeddings: bool = True
+    init_std: float = 0.02
+    head_dim: int | None = None
+
+    @property
+    def ffn_size(self) -> int:
+        """FFN width: 4·d unless set (GPT-2's MLP ratio)."""
+        return self.ffn_hidden_size if self.ffn_hidden_size is not None else 4 * self.hidden_size
+
+    @property
+    def query_groups(self) -> int:
+        """Number of key/value heads (None = one per query head, i.e. plain multi-head)."""
+        return (
+            self.num_query_groups if self.num_query_groups is not None else self.num_attention_heads
+        )
+
+    @property
+    def kv_channels(self) -> int:
+        """Per-head width."""
+        if self.head_dim is not None:
+            return self.head_dim
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def query_width(self) -> int:
+        """Width of the concatenated queries of all heads."""
+        return self.num_attention_heads * self.kv_channels
+
+    def validate(self) -> None:
+        """Raise ValueError naming the field and the fix for any inconsistent shape."""
+        for name in (
+            "vocab_size",
+            "seq_length",
+            "num_layers",
+            "hidden_size",
+            "num_attention_heads",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+        for name in ("num_query_groups", "ffn_hidden_size", "head_dim"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(f"{name}: must be a positive integer or null, got {value!r}")
+        if self.query_variant not in QUERY_VARIANTS:
+            raise ValueError(
+                f"query_variant: {self.query_variant!r} is unknown; "
+                f"use one of {', '.join(QUERY_VARIANTS)}"
+            )
+        if self.position_embedding not in POSITION_EMBEDDINGS:
+            raise ValueError(
+                f"position_embedding: {self.position_embedding!r} is unknown; "
+                f"use one of {', '.join(POSITION_EMBEDDINGS)}"
+            )
+        if not (isinstance(self.init_std, int | float) and self.init_std > 0):
+            raise ValueError(f"init_std: must be a positive number, got {self.init_std!r}")
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size: {self.hidden_size} is not divisible by num_attention_heads "
+                f"{self.num_attention_heads}; pick a multiple of it (or set head_dim)"
+            )
+        if self.num_attention_heads % self.query_groups:
+            raise ValueError(
+                f"num_query_groups: {self.query_groups} does not divide num_attention_heads "
+                f"{self.num_attention_heads}; use a divisor of it (or null for one per head)"
+            )
+        if self.query_variant in FULL_WIDTH_QUERY_VARIANTS and self.query_width != self.hidden_size:
+            raise ValueError(
+                f"head_dim: query variant {self.query_variant!r} builds the query from X itself, "
+                f"so num_attention_heads * head_dim ({self.query_width}) must equal hidden_size "
+                f"({self.hidden_size}); leave head_dim null"
+            )
+        if self.query_variant in BOTTLENECK_QUERY_VARIANTS and self.hidden_size % 2:
+            raise ValueError(
+                f"hidden_size: {self.hidden_size} is odd, but query variant {self.query_variant!r} "
+                "has a d/2 bottleneck; use an even hidden_size"
+            )
+        if self.position_embedding == "rope" and self.kv_channels % 2:
+            raise ValueError(
+                f"position_embedding: 'rope' rotates pairs of channels, but the head width "
+                f"{self.kv_channels} is odd; change hidden_size/num_attention_heads or use "
+                "'learned'"
+            )
+
+    def validate_parallel(self, parallel: ParallelConfig) -> None:
+        """Raise ValueError if ``parallel`` cannot split this model (before any group exists)."""
+        self.validate()
+        parallel.validate()
+        tp, pp = parallel.tensor_parallel, parallel.pipeline_parallel
+        checks = [
+            (self.num_attention_heads, "num_attention_heads", tp, "tensor_parallel"),
+            (self.query_groups, "num_query_groups", tp, "tensor_parallel"),
+            (self.ffn_size, "ffn_hidden_size", tp, "tensor_parallel"),
+            (self.vocab_size, "vocab_size", tp, "tensor_parallel"),
+            (self.num_layers, "num_layers", pp, "pipeline_parallel"),
+        ]
+        if self.query_variant in BOTTLENECK_QUERY_VARIANTS:
+            checks.append(
+                (
+                    self.hidden_size // 2,
+                    "hidden_size // 2 (query bottleneck)",
+                    tp,
+                    "tensor_parallel",
+                )
+            )
+        for value, name, parts, pname in checks:
+            if value % parts:
+                raise ValueError(
+                    f"parallel.{pname}: {parts} does not divide {name} ({value}); "
+                    f"choose a {pname} that divides it"
+                )
+
+
+@dataclass
+class ParallelConfig:
+    """How one model is spread over processes: world size = TP x PP x DP."""
+
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    data_parallel: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel * self.data_parallel
+
+    def validate(self) -> None:
+        for name in ("tensor_parallel", "pipeline_parallel", "data_parallel"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"parallel.{name}: must be a positive integer, got {value!r}")

@@ -1,0 +1,138 @@
+"""Process groups and seeds: the one place that starts and stops torch.distributed and megatron.
+
+``init_distributed`` reads the launcher's environment (torchrun, or Slurm through submitit's
+``TorchDistributedEnvironment().export()``); with no launcher it makes a 1-rank group, so the
+models API works in a plain Python process. On a machine without CUDA it uses gloo and activates
+the CPU adapter, so nothing else has to know whether it runs on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+from models import _cpu_adapter
+from models.config import ParallelConfig
+
+_owns_process_group = False
+
+
+def _env_int(*names: str) -> int | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value not in (None, ""):
+            return int(value)
+    return None
+
+
+def init_distributed() -> None:
+    """Join (or create) the default process group: NCCL with CUDA, gloo without.
+
+    Rank and world size come from ``RANK``/``WORLD_SIZE`` (torchrun, submitit's export) or
+    ``SLURM_PROCID``/``SLURM_NTASKS``; the rendezvous from ``MASTER_ADDR``/``MASTER_PORT``.
+    Without them, a single-process group on an in-memory store (no port is opened).
+    """
+    global _owns_process_group
+    if not torch.cuda.is_available():
+        _cpu_adapter.activate()
+    if dist.is_initialized():
+        return
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    rank = _env_int("RANK", "SLURM_PROCID")
+    world_size = _env_int("WORLD_SIZE", "SLURM_NTASKS")
+    if rank is None or world_size is None or "MASTER_ADDR" not in os.environ:
+        if world_size not in (None, 1):
+            raise ValueError(
+                f"WORLD_SIZE={world_size} but MASTER_ADDR is not set; launch with torchrun or "
+                "export the rendezvous (submitit's TorchDistributedEnvironment().export())"
+            )
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    else:
+        if torch.cuda.is_available():
+            local_rank = _env_int("LOCAL_RANK", "SLURM_LOCALID") or 0
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size)
+    _owns_process_group = True
+
+
+def initialize_parallel(parallel: ParallelConfig) -> None:
+    """Create megatron's TP/PP/DP groups for ``parallel`` (joining the default group first).
+
+    Raises ValueError if the launched world size is not TP x PP x DP, or if megatron's groups
+    already exist with other sizes.
+    """
+    from megatron.core import parallel_state
+
+    parallel.validate()
+    init_distributed()
+    world_size = dist.get_world_size()
+    if world_size != parallel.world_size:
+        raise ValueError(
+            f"parallel: tensor_parallel x pipeline_parallel x data_parallel = "
+            f"{parallel.world_size}, but {world_size} processes were launched; make them equal"
+        )
+    if parallel_state.model_parallel_is_initialized():
+        have = (
+            parallel_state.get_tensor_model_parallel_world_size(),
+            parallel_state.get_pipeline_model_parallel_world_size(),
+        )
+        if have != (parallel.tensor_parallel, parallel.pipeline_parallel):
+            raise ValueError(
+                f"parallel: model parallel groups already exist with TP={have[0]}, PP={have[1]}; "
+                "call models.runtime.destroy() before switching to "
+                f"TP={parallel.tensor_parallel}, PP={parallel.pipeline_parallel}"
+            )
+        return
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=parallel.tensor_parallel,
+        pipeline_model_parallel_size=parallel.pipeline_parallel,
+    )
+
+
+def ensure_parallel(parallel: ParallelConfig | None = None) -> ParallelConfig:
+    """The parallel layout in force, creating a 1-process one if nothing is set up yet."""
+    from megatron.core import parallel_state
+
+    if parallel is None and parallel_state.model_parallel_is_initialized():
+        tp = parallel_state.get_tensor_model_parallel_world_size()
+        pp = parallel_state.get_pipeline_model_parallel_world_size()
+        return ParallelConfig(tp, pp, dist.get_world_size() // (tp * pp))
+    parallel = parallel or ParallelConfig()
+    initialize_parallel(parallel)
+    return parallel
+
+
+def set_seed(seed: int) -> None:
+    """Seed torch and megatron's RNG tracker (model-parallel and data-parallel streams).
+
+    Weights are initialised full on the CPU generator and sliced (``use_cpu_initialization``),
+    so the same seed gives the same full weights for any tensor-parallel size.
+    """
+    from megatron.core import tensor_parallel
+
+    torch.manual_seed(seed)
+    tensor_parallel.model_parallel_cuda_manual_seed(seed)
+
+
+def ensure_rng_tracker(seed: int = 1234) -> None:
+    """Megatron's attention forks the tracker's model-parallel stream; make sure it exists."""
+    from megatron.core import tensor_parallel
+
+    if not tensor_parallel.get_cuda_rng_tracker().is_initialized():
+        state = torch.get_rng_state()
+        tensor_parallel.model_parallel_cuda_manual_seed(seed)
+        torch.set_rng_state(state)
+
+
+def destroy() -> None:
+    """Tear down megatron's groups and, if we created it, the default process group."""
+    global _owns_process_group
+    from megatron.core import parallel_state, tensor_parallel
+
+    parallel_state.destroy_model_parallel()
+    tensor_parallel.get_cuda_rng_tracker().reset()
+    if _owns_process_group and dist.is_initialized():
+        dist.destroy_process_group()
+    _owns_process_group = False

@@ -1,0 +1,176 @@
+"""Code run inside spawned gloo ranks by the models tests (importable, so spawn can find it)."""
+
+from __future__ import annotations
+
+import torch
+
+from models import ModelConfig, ParallelConfig
+
+SEQ, BATCH, VOCAB = 16, 2, 64
+
+
+def tiny_config(**overrides) -> ModelConfig:
+    base = dict(
+        vocab_size=VOCAB, seq_length=SEQ, num_layers=2, hidden_size=32, num_attention_heads=4
+    )
+    return ModelConfig(**{**base, **overrides})
+
+
+# name -> ModelConfig overrides; every query variant plus the options that change the attention.
+CASES: dict[str, dict] = {
+    "linear": dict(query_variant="linear"),
+    "identity": dict(query_variant="identity"),
+    "nonlinear": dict(query_variant="nonlinear"),
+    "residual_linear": dict(query_variant="residual_linear"),
+    "linear_qk_norm": dict(query_variant="linear", qk_norm=True),
+    "nonlinear_gqa_rope": dict(
+        query_variant="nonlinear", num_query_groups=2, position_embedding="rope"
+    ),
+}
+
+
+def to_numpy(obj):
+    """Tensors -> numpy arrays, recursively: torch tensors sent through a multiprocessing queue
+    travel as shared-memory handles that die with the worker."""
+    if torch.is_tensor(obj):
+        return obj.detach().cpu().numpy()
+    if isinstance(obj, dict):
+        return {k: to_numpy(v) for k, v in obj.items()}
+    return obj
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(7)
+    tokens = torch.randint(0, VOCAB, (BATCH, SEQ + 1), generator=gen)
+    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+
+def _positions() -> torch.Tensor:
+    return torch.arange(SEQ).unsqueeze(0).expand(BATCH, -1)
+
+
+def _gather_full(param: torch.Tensor) -> torch.Tensor:
+    """Full tensor of a possibly TP-sliced parameter (or its grad), as megatron laid it out."""
+    from megatron.core import parallel_state
+
+    if not getattr(param, "tensor_model_parallel", False):
+        return param.detach().clone()
+    group = parallel_state.get_tensor_model_parallel_group()
+    parts = [torch.empty_like(param) for _ in range(torch.distributed.get_world_size(group))]
+    torch.distributed.all_gather(parts, param.detach().contiguous(), group=group)
+    return torch.cat(parts, dim=param.partition_dim)
+
+
+def _full_grads(model) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, param in model.named_parameters():
+        grad = param.grad
+        holder = torch.nn.Parameter(grad) if grad is not None else None
+        if holder is not None and getattr(param, "tensor_model_parallel", False):
+            holder.tensor_model_parallel = True
+            holder.partition_dim = param.partition_dim
+        out[name] = _gather_full(holder) if holder is not None else None
+    return out
+
+
+def reference_worker(rank: int, world_size: int, cases: list[str], seed: int) -> dict:
+    """One process: loss, full weights and grads of each case."""
+    from models import build_gpt, runtime
+
+    tokens, labels = batch()
+    results = {}
+    for case in cases:
+        model = build_gpt(tiny_config(**CASES[case]), seed=seed)
+        loss = model(tokens, _positions(), None, labels=labels).float().mean()
+        loss.backward()
+        results[case] = {
+            "loss": loss.item(),
+            "weights": {
+                k: v.detach().clone() for k, v in model.state_dict().items() if torch.is_tensor(v)
+            },
+            "grads": {n: p.grad.clone() for n, p in model.named_parameters()},
+        }
+    runtime.destroy()
+    return to_numpy(results)
+
+
+def tensor_parallel_worker(rank: int, world_size: int, cases: list[str], seed: int) -> dict:
+    """TP=world_size: same seed, so the same full weights; loss and gathered grads per case."""
+    from models import build_gpt, runtime
+
+    tokens, labels = batch()
+    parallel = ParallelConfig(tensor_parallel=world_size)
+    results = {}
+    for case in cases:
+        model = build_gpt(tiny_config(**CASES[case]), parallel, seed=seed)
+        loss = model(tokens, _positions(), None, labels=labels).float().mean()
+        loss.backward()
+        results[case] = {
+            "loss": loss.item(),
+            "weights": {n: _gather_full(p) for n, p in model.named_parameters()},
+            "grads": _full_grads(model),
+            "local_grads": {n: p.grad.clone() for n, p in model.named_parameters()},
+        }
+    runtime.destroy()
+    return to_numpy(results)
+
+
+def _stage_key(name: str, layer_offset: int) -> str:
+    """Name of a stage parameter in the 1-process model (layers are numbered per stage)."""
+    parts = name.split(".")
+    if parts[:2] == ["decoder", "layers"]:
+        parts[2] = str(int(parts[2]) + layer_offset)
+    return ".".join(parts)
+
+
+def pipeline_worker(rank: int, world_size: int, cases: list[str], reference: dict) -> dict:
+    """PP=world_size through megatron's schedule, with the 1-process model's weights loaded."""
+    from megatron.core import parallel_state
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    from models import build_gpt, runtime
+
+    tokens, labels = batch()
+    parallel = ParallelConfig(pipeline_parallel=world_size)
+    results = {}
+    for case in cases:
+        config = tiny_config(**CASES[case])
+        model = build_gpt(config, parallel, seed=0)
+        offset = parallel_state.get_pipeline_model_parallel_rank() * (
+            config.num_layers // world_size
+        )
+        ref = reference[case]["weights"]
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                key = _stage_key(name, offset)
+                if name == "output_layer.weight" and key not in ref:
+                    key = "embedding.word_embeddings.weight"  # the tied copy on the last stage
+                param.copy_(torch.from_numpy(ref[key]))
+
+        def forward_step(data_iterator, model):
+            tok, lab = next(data_iterator)
+            pos = torch.arange(tok.shape[1]).unsqueeze(0).expand(tok.shape[0], -1)
+            output = model(tok, pos, None, labels=lab)
+
+            def loss_func(output_tensor):
+                loss = output_tensor.float().mean()
+                return loss, {"loss": loss.detach()}
+
+            return output, loss_func
+
+        losses = get_forward_backward_func()(
+            forward_step_func=forward_step,
+            data_iterator=iter([(tokens, labels)]),
+            model=[model],
+            num_microbatches=1,
+            seq_length=SEQ,
+            micro_batch_size=BATCH,
+            forward_only=False,
+        )
+        results[case] = {
+            "offset": offset,
+            "loss": losses[0]["loss"].item() if losses else None,
+            "grads": {_stage_key(n, offset): p.grad.clone() for n, p in model.named_parameters()},
+        }
+    runtime.destroy()
+    return to_numpy(results)
