@@ -1,1 +1,14 @@
-"""Scaling studies of attention-query variants: study specs, orchestration and the `scaling` CLI."""
+"""Scaling studies of attention-query variants: study specs, orchestration and the `scaling` CLI.
+
+The orchestration API (each name lives in the module after the colon; import it from there, so
+that importing `scaling` stays cheap):
+
+- `load_study(path) -> Study` (scaling.loader): read and validate a spec, its cells and the
+  environment (dataset, MLflow, Slurm); raises `ConfigError` naming the field and the fix.
+- `plan_study(study) -> Plan` (scaling.plan): one `PlanRow` per cell plus totals (runs, FLOPs,
+  GPU-hours).
+- `expand_cells(study, vocab_size) -> list[Cell]` (scaling.cells): the resolved `RunConfig`s.
+- `submit_study(study) -> Submitted` (scaling.submission): submit new and failed cells.
+- `study_status(study) -> list[StatusRow]`, `wait_study(study, callback)`,
+  `cancel_study(study)`, `study_parent_run_id(study)` (scaling.submission).
+"""

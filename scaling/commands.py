@@ -15,12 +15,12 @@ import typer
 StudyArg = Annotated[Path, typer.Argument(help="Study spec (YAML or JSON).")]
 
 
-def _load(path: Path):
+def _load(path: Path, check_environment: bool = True):
     from scaling.configio import ConfigError
     from scaling.loader import load_study
 
     try:
-        return load_study(path)
+        return load_study(path, check_environment=check_environment)
     except ConfigError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
@@ -38,11 +38,17 @@ def _print_table(title: str, header: list[str], rows: list[list[str]], footer: s
     Console().print(table)
 
 
-def plan(study: StudyArg) -> None:
+def plan(
+    study: StudyArg,
+    check_environment: Annotated[
+        bool,
+        typer.Option(help="Also check that the MLflow server and Slurm answer (off: offline)."),
+    ] = True,
+) -> None:
     """Print a study's cells and cost (a dry run: validates everything, submits nothing)."""
     from scaling.plan import format_plan, plan_study
 
-    spec = _load(study)
+    spec = _load(study, check_environment)
     header, rows, totals = format_plan(plan_study(spec))
     _print_table(f"study {spec.name}: plan", header, rows, totals)
 
