@@ -139,9 +139,9 @@ def _git_commit() -> str:
 class _Trainer:
     def __init__(self, config: RunConfig, stop: threading.Event | None) -> None:
         from megatron.core import parallel_state
-        from jobs._accounting import flops_per_token
 
         from data_prep import training_dataset, validation_windows
+        from jobs._accounting import flops_per_token
         from models.build import build_gpt
 
         self.config = config
@@ -213,7 +213,6 @@ class _Trainer:
 
     def _finish_tracking(self, result: RunResult, state: _State) -> None:
         from jobs._accounting import num_nonembedding_params, num_params
-
         from scaling.configio import dump_file
 
         config = self.config
