@@ -174,3 +174,98 @@ def pipeline_worker(rank: int, world_size: int, cases: list[str], reference: dic
         }
     runtime.destroy()
     return to_numpy(results)
+
+
+# Shapes for the counting and FLOP checks: every option that changes a count appears somewhere.
+COUNT_CASES: dict[str, dict] = {
+    **CASES,
+    "linear_untied_gqa": dict(query_variant="linear", tie_embeddings=False, num_query_groups=2),
+    "linear_head_dim": dict(query_variant="linear", head_dim=12),
+    "identity_rope": dict(query_variant="identity", position_embedding="rope"),
+    "wider_mlp": dict(query_variant="linear", ffn_hidden_size=152),
+}
+FLOP_SIZES: dict[str, dict] = {
+    "small": dict(num_layers=2, hidden_size=32, num_attention_heads=4, seq_length=16),
+    "medium": dict(num_layers=3, hidden_size=64, num_attention_heads=4, seq_length=32),
+    "large": dict(
+        num_layers=2, hidden_size=128, num_attention_heads=8, seq_length=64, vocab_size=256
+    ),
+}
+
+
+def counting_worker(rank: int, world_size: int) -> dict:
+    """Built models' parameter counts, and torch's FLOP count of one training step's matmuls."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from models import build_gpt, runtime
+
+    counts = {}
+    for case, overrides in COUNT_CASES.items():
+        model = build_gpt(tiny_config(**overrides), seed=0)
+        embedding = sum(
+            p.numel()
+            for n, p in model.named_parameters()
+            if n.startswith("embedding.") or n.startswith("output_layer.")
+        )
+        counts[case] = (sum(p.numel() for p in model.parameters()), embedding)
+    flops = {}
+    for size, shape in FLOP_SIZES.items():
+        for variant in ("linear", "identity", "nonlinear", "residual_linear"):
+            config = tiny_config(query_variant=variant, **shape)
+            model = build_gpt(config, seed=0)
+            tokens = torch.randint(0, config.vocab_size, (2, config.seq_length))
+            positions = torch.arange(config.seq_length).unsqueeze(0).expand(2, -1)
+            counter = FlopCounterMode(display=False)
+            with counter:
+                model(tokens, positions, None, labels=tokens).float().mean().backward()
+            flops[(size, variant)] = counter.get_total_flops() / tokens.numel()
+    runtime.destroy()
+    return {"counts": counts, "flops": flops}
+
+
+def w2_zero_worker(rank: int, world_size: int) -> dict:
+    """Max |logits(nonlinear with W2 = 0) - logits(identity with the same other weights)|."""
+    from models import build_gpt, logits, runtime
+
+    nonlinear = build_gpt(tiny_config(query_variant="nonlinear"), seed=3)
+    identity = build_gpt(tiny_config(query_variant="identity"), seed=4)
+    shared = dict(nonlinear.named_parameters())
+    with torch.no_grad():
+        for name, param in nonlinear.named_parameters():
+            if name.endswith("query.linear_out.weight"):
+                param.zero_()
+            elif "query." in name and param.dim() == 1:
+                param.normal_(1.0, 0.3)  # non-trivial gains: only W2 = 0 may switch f off
+        for name, param in identity.named_parameters():
+            param.copy_(shared[name])
+    tokens, _ = batch()
+    diff = (logits(nonlinear, tokens) - logits(identity, tokens)).abs().max().item()
+    with torch.no_grad():  # control: with W2 != 0 the two must differ
+        for name, param in nonlinear.named_parameters():
+            if name.endswith("query.linear_out.weight"):
+                param.normal_(0.0, 0.02)
+    control = (logits(nonlinear, tokens) - logits(identity, tokens)).abs().max().item()
+    runtime.destroy()
+    return {"diff": diff, "control": control}
+
+
+def import_worker(rank: int, world_size: int, checkpoints: dict[str, str]) -> dict:
+    """For each saved reference checkpoint: max |our logits - reference logits|, and the config."""
+    from models import import_nanogpt, logits, runtime
+    from models.config import ModelConfig  # noqa: F401 - unpickled config type
+    from scaling.configio import to_dict
+
+    tokens, _ = batch()
+    out = {}
+    for mode, path in checkpoints.items():
+        model, config = import_nanogpt(path)
+        expected = torch.load(path + ".logits", weights_only=True)
+        out[mode] = {
+            "diff": (logits(model, tokens) - expected).abs().max().item(),
+            "config": to_dict(config),
+            "gain_std": float(
+                torch.cat([p.flatten() for n, p in model.named_parameters() if p.dim() == 1]).std()
+            ),
+        }
+    runtime.destroy()
+    return out
