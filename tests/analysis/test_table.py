@@ -73,7 +73,9 @@ def test_missing_cell_gives_no_gain_at_that_size():
     table = table[~((table["variant"] == "nonlinear") & (table["size"] == "5M"))]
     (variant,) = analyse(table, num_resamples=50).verdict["variants"]
     assert set(variant["gain_pct_by_size"]) == {"2M", "10M", "20M"}
-    assert variant["k0"] is not None  # 3 sizes per arm still fit k(C)
+    assert variant["k0"] is not None  # 3 sizes per arm still fit k(C) ...
+    assert variant["verdict"] == "inconclusive"  # ... but are too few to judge a trend
+    assert "3 sizes per arm" in variant["reason"]
 
 
 def test_too_few_sizes_is_inconclusive_not_a_guess():
@@ -83,17 +85,18 @@ def test_too_few_sizes_is_inconclusive_not_a_guess():
     assert variant["k0"] is None and variant["gamma_ci95"] is None
 
 
-def test_single_seed_has_no_intervals():
-    table = make_study(STUDY, sizes=SIZES, num_seeds=1)
+@pytest.mark.parametrize("num_seeds", [1, 2])
+def test_one_or_two_seeds_give_no_intervals(num_seeds):
+    table = make_study(STUDY, sizes=SIZES, num_seeds=num_seeds)
     verdict = analyse(table, num_resamples=50).verdict
     (variant,) = verdict["variants"]
     assert variant["verdict"] == "inconclusive"
     assert variant["gamma"] is not None and variant["gamma_ci95"] is None
     assert all(g["gain_pct"]["ci95"] is None for g in variant["gain_pct_by_size"].values())
     assert all(p["ci95"] is None for f in verdict["fits"] for p in f["params"].values())
-    assert all(
-        r["seed_sd"] is None and r.get("seeds_needed") is None for r in verdict["seed_noise"]
-    )
+    if num_seeds == 1:  # two seeds do give a (rough) sd, and so a power estimate
+        noise = verdict["seed_noise"]
+        assert all(r["seed_sd"] is None and r.get("seeds_needed") is None for r in noise)
 
 
 def test_one_size_with_a_single_seed_widens_only_there():
@@ -102,6 +105,7 @@ def test_one_size_with_a_single_seed_widens_only_there():
     (variant,) = analyse(table, num_resamples=100).verdict["variants"]
     gains = variant["gain_pct_by_size"]
     assert gains["20M"]["num_paired_seeds"] == 1 and gains["20M"]["gain_pct"]["ci95"] is None
+    assert gains["20M"]["gain_pct"]["value"] is not None  # the point estimate is still shown
     assert gains["10M"]["gain_pct"]["ci95"] is not None
 
 

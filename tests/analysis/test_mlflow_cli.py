@@ -1,0 +1,159 @@
+"""`scaling analyze` end to end: a study read from a real MLflow server, and a run CSV."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import typer
+import yaml
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from analysis.cli import analyze
+from analysis.mlflow_io import load_study
+from analysis.synthetic import Effect, make_study
+
+STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}
+SIZES = (2e6, 5e6, 1e7, 2e7)
+VERDICT_KEYS = {"variant", "verdict", "k0", "k0_ci95", "gamma", "gamma_ci95"}
+VERDICT_KEYS |= {"gain_pct_by_size", "extrapolated_gain_pct"}
+
+
+def _cli():
+    app = typer.Typer()
+    app.command()(analyze)
+    app.command("unused")(lambda: None)  # two commands, so `analyze` is addressed by name
+    return app
+
+
+def _log_cell(client, exp_id, parent_id, study, row, status="FINISHED", outcome="completed"):
+    tags = {
+        "study": study,
+        "mlflow.parentRunId": parent_id,
+        "variant": row["variant"],
+        "size": row["size"],
+        "seed": str(row["seed"]),
+        "lr": "0.001",
+        "outcome": outcome,
+    }
+    run = client.create_run(exp_id, tags=tags, run_name=f"{row['variant']}-{row['size']}")
+    rid = run.info.run_id
+    summary = {
+        "n_params": row["n_params"] * 1.1,
+        "n_nonembedding_params": row["n_params"],
+        "tokens": row["tokens"],
+        "flops": row["flops"],
+    }
+    if not math.isnan(row["final_val_loss"]):
+        summary["final_val_loss"] = row["final_val_loss"]
+    metrics = [Metric(k, v, 0, 0) for k, v in summary.items()]
+    # a short validation curve ending at the final loss, for the training-curve plot
+    metrics += [Metric("val/loss", row["final_val_loss"] + 1.0 / s, 0, s) for s in (1, 2, 4)]
+    client.log_batch(rid, metrics=metrics)
+    client.set_terminated(rid, status)
+    return rid
+
+
+@pytest.fixture(scope="module")
+def study(mlflow_server, tmp_path_factory):
+    """A 4-size, 3-seed study in MLflow plus one failed and one diverged cell."""
+    client = MlflowClient(tracking_uri=mlflow_server)
+    name = "analysis_test_study"
+    exp_id = client.create_experiment(f"exp_{name}")
+    parent = client.create_run(exp_id, tags={"scaling.role": "study", "study": name})
+    table = make_study(STUDY, sizes=SIZES, num_seeds=3)
+    ids = [_log_cell(client, exp_id, parent.info.run_id, name, r) for _, r in table.iterrows()]
+    bad = table.iloc[0].to_dict() | {"seed": 7}
+    failed = _log_cell(client, exp_id, parent.info.run_id, name, bad, status="FAILED")
+    diverged = _log_cell(
+        client, exp_id, parent.info.run_id, name, bad | {"seed": 8}, "FINISHED", "diverged"
+    )
+    other = client.create_run(exp_id, tags={"study": "another_study"})  # must not be read
+    client.set_terminated(other.info.run_id)
+    spec = tmp_path_factory.mktemp("spec") / "study.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {"name": name, "mlflow": {"experiment": f"exp_{name}", "tracking_uri": mlflow_server}}
+        )
+    )
+    return {
+        "uri": mlflow_server,
+        "name": name,
+        "parent": parent.info.run_id,
+        "cells": ids,
+        "failed": failed,
+        "diverged": diverged,
+        "spec": spec,
+        "table": table,
+    }
+
+
+def test_load_study_reads_the_contract(study):
+    table, parent = load_study(study["uri"], f"exp_{study['name']}", study["name"])
+    assert parent == study["parent"]
+    assert len(table) == len(study["cells"]) + 2
+    status = dict(zip(table["run_id"], table["status"], strict=True))
+    assert status[study["failed"]] == "failed" and status[study["diverged"]] == "diverged"
+    assert all(status[r] == "completed" for r in study["cells"])
+    one = table[table["run_id"] == study["cells"][0]].iloc[0]
+    src = study["table"].iloc[0]
+    assert one["n_params"] == src["n_params"]  # non-embedding N from n_nonembedding_params
+    assert one["n_params_total"] == pytest.approx(src["n_params"] * 1.1)
+    assert one["final_val_loss"] == pytest.approx(src["final_val_loss"])
+    assert one["lr"] == 0.001 and one["size"] == src["size"]
+
+
+def test_missing_study_names_what_to_check(study):
+    with pytest.raises(ValueError, match="no runs tagged study='nope'"):
+        load_study(study["uri"], f"exp_{study['name']}", "nope")
+    with pytest.raises(ValueError, match="experiment 'no_such_exp' not found"):
+        load_study(study["uri"], "no_such_exp", study["name"])
+
+
+def test_cli_study_writes_report_and_logs_it_to_the_parent(study, tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        _cli(), ["analyze", str(study["spec"]), "--out", str(out), "--resamples", "50"]
+    )
+    assert res.exit_code == 0, res.output
+    verdict = json.loads((out / "verdict.json").read_text())
+    (variant,) = verdict["variants"]
+    assert VERDICT_KEYS <= set(variant)
+    assert variant["verdict"] == "persists", variant["reason"]
+    assert {r["run_id"] for r in verdict["excluded_runs"]} == {study["failed"], study["diverged"]}
+    for name in ("report.html", "report.md", "loss_vs_n.svg", "training_curves.png"):
+        assert (out / name).is_file(), name
+    html = (out / "report.html").read_text()
+    assert "data:image/png;base64," in html and "Excluded runs" in html
+    client = MlflowClient(tracking_uri=study["uri"])
+    logged = {a.path for a in client.list_artifacts(study["parent"], "analysis")}
+    assert {"analysis/verdict.json", "analysis/report.html"} <= logged
+
+
+def test_cli_spec_without_mlflow_section_names_the_key(tmp_path):
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump({"name": "s"}))
+    res = CliRunner().invoke(_cli(), ["analyze", str(spec), "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0
+    assert "the `mlflow` section is missing" in str(res.exception)
+    spec.write_text(yaml.safe_dump({"name": "s", "mlflow": {"experiment": "e"}}))
+    res = CliRunner().invoke(_cli(), ["analyze", str(spec), "--out", str(tmp_path / "o")])
+    assert "mlflow.tracking_uri is missing" in str(res.exception)
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_runs_csv(tmp_path):
+    csv = tmp_path / "runs.csv"
+    make_study({"base": Effect(), "v": Effect(k0=1.3)}, sizes=SIZES, num_seeds=2).to_csv(csv)
+    out = tmp_path / "out"
+    args = ["analyze", "--runs-csv", str(csv), "--out", str(out), "--resamples", "30"]
+    res = CliRunner().invoke(_cli(), [*args, "--baseline", "linear"])
+    assert "--baseline 'linear' is not a variant" in str(res.exception)
+    assert not out.exists()  # refused before anything was written
+    res = CliRunner().invoke(_cli(), [*args, "--baseline", "base"])
+    assert res.exit_code == 0, res.output
+    (variant,) = json.loads((out / "verdict.json").read_text())["variants"]
+    assert VERDICT_KEYS <= set(variant) and variant["variant"] == "v"
