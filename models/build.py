@@ -74,6 +74,11 @@ def build_gpt(
     ``[b, s, vocab/tp]``; other stages return hidden states ``[s, b, d]``. Drive PP through
     ``get_forward_backward_func()``, which calls ``set_input_tensor`` on later stages.
     """
+    if (transformer_overrides or {}).get("sequence_parallel"):
+        raise NotImplementedError(
+            "transformer_overrides.sequence_parallel: not supported (the query modules and "
+            "bias-free norms assume activations replicated over tensor-parallel ranks)"
+        )
     parallel_given = parallel
     config.validate()
     if parallel is not None:

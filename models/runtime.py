@@ -27,6 +27,11 @@ def _env_int(*names: str) -> int | None:
     return None
 
 
+def launched_world_size() -> int:
+    """Number of processes the launcher started (1 without a launcher)."""
+    return _env_int("WORLD_SIZE", "SLURM_NTASKS") or 1
+
+
 def init_distributed() -> None:
     """Join (or create) the default process group: NCCL with CUDA, gloo without.
 
@@ -66,13 +71,13 @@ def initialize_parallel(parallel: ParallelConfig) -> None:
     from megatron.core import parallel_state
 
     parallel.validate()
-    init_distributed()
-    world_size = dist.get_world_size()
+    world_size = dist.get_world_size() if dist.is_initialized() else launched_world_size()
     if world_size != parallel.world_size:
         raise ValueError(
             f"parallel: tensor_parallel x pipeline_parallel x data_parallel = "
             f"{parallel.world_size}, but {world_size} processes were launched; make them equal"
         )
+    init_distributed()  # also activates the CPU adapter on a machine without CUDA
     if parallel_state.model_parallel_is_initialized():
         have = (
             parallel_state.get_tensor_model_parallel_world_size(),
@@ -96,6 +101,7 @@ def ensure_parallel(parallel: ParallelConfig | None = None) -> ParallelConfig:
     from megatron.core import parallel_state
 
     if parallel is None and parallel_state.model_parallel_is_initialized():
+        init_distributed()  # joins nothing new; activates the CPU adapter if needed
         tp = parallel_state.get_tensor_model_parallel_world_size()
         pp = parallel_state.get_pipeline_model_parallel_world_size()
         return ParallelConfig(tp, pp, dist.get_world_size() // (tp * pp))
