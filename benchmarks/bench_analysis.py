@@ -1,0 +1,77 @@
+"""Benchmark: Approach-3 fits plus a 1,000-resample seed bootstrap for a 200-run study.
+
+Budget (issue 6): <= 30 s on 2 cores. The study: 2 arms x 5 sizes x 4 LRs x 5 seeds = 200 runs;
+each resample re-selects the best LR per cell and refits L(N), L(C) per arm and k(C).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_analysis.py [--resamples 1000]
+        [--chinchilla]   # also time the full 4,500-start grid on the Chinchilla fixture
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from analysis.core import analyse
+from analysis.synthetic import Effect, make_study
+
+BUDGET_S = 30.0
+FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "chinchilla_fig4_points.csv"
+
+
+def bench_study(num_resamples: int) -> float:
+    table = make_study(
+        {"linear": Effect(), "nonlinear": Effect(k0=1.5)},
+        sizes=(2e6, 5e6, 1e7, 2e7, 5e7),
+        num_seeds=5,
+        lrs=(1e-3, 2e-3, 4e-3, 8e-3),
+    )
+    assert len(table) == 200
+    t0 = time.perf_counter()
+    result = analyse(table, num_resamples=num_resamples)
+    elapsed = time.perf_counter() - t0
+    (variant,) = result.verdict["variants"]
+    print(
+        f"200 runs, {num_resamples} resamples: {elapsed:.1f} s "
+        f"({'within' if elapsed <= BUDGET_S else 'OVER'} the {BUDGET_S:.0f} s budget); "
+        f"verdict {variant['verdict']}, gamma {variant['gamma']:.4f} {variant['gamma_ci95']}"
+    )
+    return elapsed
+
+
+def bench_chinchilla() -> float:
+    import pandas as pd
+
+    from analysis import fit as F
+
+    table = pd.read_csv(FIXTURE).sort_values("loss").iloc[:-5]
+    n = table["Model Size"].to_numpy()
+    d = table["Training FLOP"].to_numpy() / (6 * n)
+    model = F.chinchilla_model(n, d)
+    t0 = time.perf_counter()
+    got = F.fit(model, np.log(table["loss"].to_numpy()), F.grid_starts(model)).as_dict()
+    elapsed = time.perf_counter() - t0
+    print(
+        f"Chinchilla L(N, D), 4,500 starts x {len(n)} points: {elapsed:.1f} s; "
+        f"E {np.exp(got['e']):.4f} alpha {got['alpha']:.4f} beta {got['beta']:.4f}"
+    )
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--chinchilla", action="store_true")
+    args = parser.parse_args()
+    print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
+    bench_study(args.resamples)
+    if args.chinchilla:
+        bench_chinchilla()
+
+
+if __name__ == "__main__":
+    main()
