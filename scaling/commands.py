@@ -35,7 +35,11 @@ def _print_table(title: str, header: list[str], rows: list[list[str]], footer: s
         table.add_column(name, no_wrap=True)
     for row in rows:
         table.add_row(*row)
-    Console().print(table)
+    # never truncate cell ids: widen past the terminal (or the 80 columns of a pipe) if needed
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
+    console = Console()
+    console.width = max(console.width, sum(widths) + 3 * len(widths) + 1)
+    console.print(table)
 
 
 def plan(

@@ -98,7 +98,8 @@ def plan_study(study: Study) -> Plan:
 
 
 def _si(value: float) -> str:
-    for unit, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+    """3 significant digits with K/M/B/T (counts of parameters and tokens)."""
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(value) >= scale:
             return f"{value / scale:.3g}{unit}"
     return f"{value:.3g}"
@@ -124,14 +125,14 @@ def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
             _si(r.num_params_total),
             _si(r.tokens),
             str(r.steps),
-            _si(r.flops),
+            f"{r.flops:.2e}",
             str(r.gpus),
             _duration(r.hours),
         ]
         for r in plan.rows
     ]
     totals = (
-        f"{plan.num_runs} runs, {_si(plan.total_flops)}FLOPs, {plan.gpu_hours:.3g} GPU-hours "
-        f"at {_si(plan.flops_per_gpu_s)}FLOP/s per GPU; longest cell {_duration(plan.max_hours)}"
+        f"{plan.num_runs} runs, {plan.total_flops:.3g} FLOPs, {plan.gpu_hours:.4g} GPU-hours at "
+        f"{plan.flops_per_gpu_s:.3g} FLOP/s per GPU; longest cell {_duration(plan.max_hours)}"
     )
     return header, rows, totals
