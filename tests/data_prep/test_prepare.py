@@ -63,25 +63,32 @@ def test_stdlib_order_is_fixed_and_real():
     assert len(files) > 500 and not any("site-packages" in p.parts for p in files)
 
 
-def _prepare_in_subprocess(out: Path) -> dict:
+def _prepare_in_subprocess(out: Path) -> subprocess.Popen:
     code = (
         "import json, sys; from data_prep.testing import tiny_config; "
         "from data_prep import prepare; m = prepare(tiny_config(sys.argv[1])); "
         "print(json.dumps(m['splits']))"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(out)], capture_output=True, text=True, env=env, cwd=REPO
+    return subprocess.Popen(
+        [sys.executable, "-c", code, str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_split_and_tokens_identical_across_processes(tiny, tmp_path):
     """Two fresh processes (BPE training included) produce byte-identical splits."""
-    first = _prepare_in_subprocess(tmp_path / "a")
-    second = _prepare_in_subprocess(tmp_path / "b")
-    assert first == second == load_manifest(tiny)["splits"]
+    procs = [_prepare_in_subprocess(tmp_path / name) for name in ("a", "b")]
+    results = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr[-3000:]
+        results.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert results[0] == results[1] == load_manifest(tiny)["splits"]
 
 
 def test_reuse_does_no_work_and_force_rebuilds(tmp_path):
