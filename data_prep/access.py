@@ -79,7 +79,9 @@ def training_dataset(data: DataConfig, seq_length: int, num_samples: int) -> Tra
 
     Works in a plain process and inside a torch.distributed job (call it on every rank: megatron
     builds the index on rank 0, then the other ranks load it after a barrier). Epochs repeat with
-    a fresh shuffle when `num_samples` exceeds one pass over the train split.
+    a fresh shuffle when `num_samples` exceeds one pass over the train split. Within one epoch
+    the order does not depend on `num_samples`, so a shorter run trains on a prefix of a longer
+    one with the same seed.
     """
     if seq_length < 1 or num_samples < 1:
         raise ValueError(
