@@ -68,7 +68,6 @@ def test_nonlinear_with_zero_w2_computes_identity():
     assert result["control"] > 1e-3  # the check can tell the two apart
 
 
-@pytest.mark.slow
 def test_import_reference_checkpoint_gives_same_logits(tmp_path):
     tokens, _ = w.batch()
     checkpoints = {}
