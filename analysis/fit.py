@@ -20,13 +20,17 @@ import numpy as np
 from scipy.optimize import minimize
 
 HUBER_DELTA = 1e-3
+# The summed Huber of a good fit is ~1e-6 per point, below L-BFGS's ftol floor of
+# ftol * max(|f|, 1): the optimiser would stop early and a warm-started bootstrap would
+# collapse onto its start. Scaling by 1/delta^2 (minimiser unchanged) makes ftol relative.
+SCALE = 1.0 / HUBER_DELTA**2
 # Epoch AI / Chinchilla initialisation grid, per kind of parameter.
 GRID = {
     "log_coef": np.arange(0.0, 25.0 + 1e-9, 5.0),  # a, b in {0, 5, ..., 25}
     "exponent": np.arange(0.0, 2.0 + 1e-9, 0.5),  # alpha, beta in {0, 0.5, ..., 2}
     "log_floor": np.arange(-1.0, 1.0 + 1e-9, 0.5),  # e in {-1, -0.5, ..., 1}
 }
-_LBFGS_OPTIONS = {"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10, "maxcor": 20}
+_LBFGS_OPTIONS = {"maxiter": 2000, "ftol": 1e-12, "gtol": 1e-6, "maxcor": 20}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +58,7 @@ class LSEModel:
 def objective(
     params: np.ndarray, model: LSEModel, log_loss: np.ndarray, weight: np.ndarray
 ) -> tuple[float, np.ndarray]:
-    """Summed weighted Huber of log-loss residuals and its exact gradient."""
+    """Summed weighted Huber of log-loss residuals (times SCALE) and its exact gradient."""
     t = model.terms(params)  # [J, P]
     top = t.max(axis=0)
     ex = np.exp(t - top)
@@ -67,13 +71,13 @@ def objective(
     psi = weight * np.clip(resid, -HUBER_DELTA, HUBER_DELTA)  # d huber / d resid, [P]
     # d LSE / d term_j is softmax_j; chain rule through term_j = X_j @ params
     grad = ((ex * (psi / total)).reshape(-1)) @ model.flat  # [n_params]
-    return float(np.dot(weight, huber)), grad
+    return SCALE * float(np.dot(weight, huber)), SCALE * grad
 
 
 @dataclasses.dataclass(frozen=True)
 class Fit:
     params: np.ndarray  # [n_params], in the model's LSE parameterisation
-    loss: float  # summed Huber at the optimum
+    loss: float  # summed Huber at the optimum, times SCALE
     converged: bool
     names: tuple[str, ...]
 
