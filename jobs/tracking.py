@@ -120,7 +120,11 @@ class _Uploader:
 
         position = offset
         for line in data[:end].splitlines(keepends=True):
-            record = json.loads(line)
+            position += len(line)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the torn last line of a killed writer
             kind = record["t"]
             if kind == "metric":
                 metrics.append(Metric(record["k"], record["v"], record["ts"], record["step"]))
@@ -139,7 +143,6 @@ class _Uploader:
                         self.client.update_run(run_id, status="RUNNING")
                     else:
                         self.client.set_terminated(run_id, record["status"])
-            position += len(line)
             if len(metrics) >= _MAX_METRICS or len(params) >= _MAX_PARAMS or len(tags) >= _MAX_TAGS:
                 send()
                 self._set_offset(position)
@@ -156,11 +159,24 @@ class Tracker:
         self._uploader = _Uploader(self.output_dir, tracking, run_name)
         self._lock = threading.Lock()  # guards the spool file
         self._upload_lock = threading.Lock()  # one upload at a time (thread or flush())
-        self._file = open(self._uploader.spool, "a", encoding="utf-8")  # noqa: SIM115
+        spool = self._uploader.spool
+        if spool.is_file() and spool.stat().st_size:
+            with open(spool, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                torn = f.read(1) != b"\n"
+            if torn:  # a killed writer left half a line; end it so it is skipped, not merged
+                with open(spool, "ab") as f:
+                    f.write(b"\n")
+        # line-buffered: each record reaches the OS at once, so SIGKILL loses nothing logged
+        self._file = open(spool, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.last_error: str | None = None
         self._interval = tracking.flush_interval_s
+        try:  # create (or find) the run now, so the cell shows as running at once
+            self._uploader.ensure_run()
+        except Exception as err:  # noqa: BLE001 - server down: the upload thread retries
+            self.last_error = f"{type(err).__name__}: {err}"
         self._thread = threading.Thread(target=self._loop, name="mlflow-upload", daemon=True)
         self._thread.start()
 

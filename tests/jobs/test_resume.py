@@ -1,0 +1,148 @@
+"""Exact resume: a SIGKILLed run and a USR2-preempted submitit job end bitwise where an
+uninterrupted run ends, and keep logging to the same MLflow run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from jobs.checkpoint import list_checkpoints
+from jobs.testing import tiny_run_dict
+
+STEPS = 40
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def _cfg(tmp_path: Path, data_dir: Path, train: dict | None = None, **overrides) -> dict:
+    train = {"steps": STEPS, **(train or {})}
+    return tiny_run_dict(tmp_path, data_dir, train=train, **overrides)
+
+
+def _start(cfg: dict, tmp_path: Path, tag: str) -> tuple[subprocess.Popen, Path]:
+    path = tmp_path / f"{tag}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    log = tmp_path / f"{tag}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobs", str(path)],
+            env=_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    return proc, log
+
+
+def _result(cfg: dict) -> dict:
+    return json.loads((Path(cfg["output_dir"]) / "result.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, data_dir) -> dict:
+    tmp = tmp_path_factory.mktemp("reference")
+    cfg = _cfg(tmp, data_dir)
+    proc, log = _start(cfg, tmp, "ref")
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    return _result(cfg)
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of `pid` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _all_steps_logged(uri: str, run_id: str) -> list[int]:
+    history = MlflowClient(uri).get_metric_history(run_id, "train/loss")
+    return sorted({m.step for m in history})
+
+
+@pytest.mark.slow
+def test_sigkill_then_rerun_ends_bitwise_equal(tmp_path, data_dir, reference, mlflow_server):
+    tracking = {"enabled": True, "tracking_uri": mlflow_server, "experiment": "jobs-kill"}
+    cfg = _cfg(tmp_path, data_dir, train={"checkpoint_interval": 5}, tracking=tracking)
+    proc, log = _start(cfg, tmp_path, "first")
+    ckpts = Path(cfg["output_dir"]) / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not any(step >= 10 for step, _ in list_checkpoints(ckpts)):
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not (Path(cfg["output_dir"]) / "result.json").exists(), "killed too late"
+
+    proc, log = _start(cfg, tmp_path, "second")
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    assert "resumed at step" in log.read_text()
+    result = _result(cfg)
+    assert result["train_losses"] == reference["train_losses"]  # bitwise
+    assert result["final_val_loss"] == reference["final_val_loss"]
+    client = MlflowClient(mlflow_server)
+    runs = client.search_runs([client.get_experiment_by_name("jobs-kill").experiment_id])
+    assert [r.info.run_id for r in runs] == [result["run_id"]]  # one run, continued
+    assert _all_steps_logged(mlflow_server, result["run_id"]) == list(range(1, STEPS + 1))
+
+
+@pytest.mark.slow
+def test_usr2_preemption_saves_requeues_and_continues_the_run(
+    tmp_path, data_dir, reference, mlflow_server, monkeypatch
+):
+    import submitit
+
+    from jobs import TrainingJob
+    from jobs.config import RunConfig
+    from scaling.configio import from_dict
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    tracking = {"enabled": True, "tracking_uri": mlflow_server, "experiment": "jobs-usr2"}
+    # no periodic checkpoints: the only checkpoint is the one the preemption writes
+    cfg = _cfg(tmp_path, data_dir, name="usr2", tracking=tracking)
+    config = from_dict(RunConfig, cfg, where="run")
+    executor = submitit.LocalExecutor(folder=tmp_path / "submitit")
+    executor.update_parameters(timeout_min=10)
+    job = executor.submit(TrainingJob(config))
+    deadline = time.monotonic() + 300
+    while "step 5/" not in (job.stdout() or ""):
+        assert not job.done(), job.stderr()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # USR2, as Slurm sends before a preemption or timeout. (LocalJob._interrupt signals the
+    # local controller, which forwards only SIGTERM, so signal the task process directly.)
+    (task,) = _children(int(job.job_id))
+    os.kill(task, signal.SIGUSR2)
+    result = job.result()
+    out = job.stdout()
+    assert result.status == "completed", out
+    resumed_at = int(out.split("resumed at step ")[1].split()[0])
+    assert 5 <= resumed_at < STEPS
+    assert result.train_losses == reference["train_losses"]
+    assert result.final_val_loss == reference["final_val_loss"]
+    client = MlflowClient(mlflow_server)
+    exp = client.get_experiment_by_name("jobs-usr2")
+    runs = client.search_runs([exp.experiment_id])
+    assert [r.info.run_id for r in runs] == [result.run_id]  # one run, continued
+    assert _all_steps_logged(mlflow_server, result.run_id) == list(range(1, STEPS + 1))
