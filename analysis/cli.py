@@ -44,8 +44,10 @@ def analyze(
     log_to_parent: bool = typer.Option(True, help="log the report to the study's parent run"),
 ) -> None:
     """Fit scaling laws per variant and judge whether each variant's gain persists with scale."""
-    if (study is None) == (runs_csv is None) and not (study is None and experiment):
-        raise typer.BadParameter("give either STUDY (a study spec) or --runs-csv FILE")
+    if study is not None and runs_csv is not None:
+        raise typer.BadParameter("give STUDY (a study spec) or --runs-csv FILE, not both")
+    if study is None and runs_csv is None and not experiment:
+        raise typer.BadParameter("give STUDY (a study spec) or --runs-csv FILE")
     parent, curves = None, None
     if runs_csv is not None:
         from analysis.table import load_csv
@@ -80,9 +82,11 @@ def analyze(
         detect_gain_pct=detect_gain,
         curves=curves,
     )
+    from analysis.report import fmt, fmt_ci
+
     for v in verdict["variants"]:
         typer.echo(
-            f"{v['variant']}: {v['verdict']} (gamma {v['gamma']}, CI {v['gamma_ci95']}; "
-            f"k0 {v['k0']}, CI {v['k0_ci95']})"
+            f"{v['variant']} vs {baseline}: {v['verdict']} ({v['reason']}); gamma "
+            f"{fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}, k0 {fmt(v['k0'])} {fmt_ci(v['k0_ci95'])}"
         )
     typer.echo(f"report: {out / 'report.html'}")

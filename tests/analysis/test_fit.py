@@ -54,6 +54,7 @@ def test_zero_weight_points_do_not_move_the_fit():
     assert got["alpha"] == pytest.approx(0.3, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_chinchilla_fixture_full_grid_matches_epoch(shared_dir):
     """Epoch AI (2024): E 1.817, alpha 0.348, beta 0.366 with the 5 highest losses dropped.
 
@@ -72,3 +73,34 @@ def test_chinchilla_fixture_full_grid_matches_epoch(shared_dir):
     assert np.exp(got["e"]) == pytest.approx(1.817, rel=0.01)
     assert got["alpha"] == pytest.approx(0.348, rel=0.01)
     assert got["beta"] == pytest.approx(0.366, rel=0.01)
+
+
+def test_study_with_two_budgets_per_size_fits_chinchilla_law():
+    """L(N, D) is fitted per arm once a size has >= 2 token budgets, and recovers the law."""
+    from analysis.core import analyse
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in (2e6, 5e6, 1e7, 2e7, 5e7):
+        for tokens_per_param in (5, 20, 80):
+            d = tokens_per_param * n
+            for seed in range(3):
+                loss = 1.9 + 400 * n**-0.34 + 900 * d**-0.3 + rng.normal(0, 0.003)
+                rows.append(
+                    {
+                        "variant": "linear",
+                        "size": f"{n:g}",
+                        "n_params": n,
+                        "tokens": d,
+                        "seed": seed,
+                        "final_val_loss": loss,
+                    }
+                )
+    from analysis.table import normalise
+
+    table = normalise(pd.DataFrame(rows), "test")
+    fits = analyse(table, num_resamples=20).verdict["fits"]
+    (nd,) = [f for f in fits if f["law"] == "L(N,D)"]
+    assert nd["num_points"] == 15
+    for name, truth in (("E", 1.9), ("alpha", 0.34), ("beta", 0.3)):
+        assert nd["params"][name]["value"] == pytest.approx(truth, rel=0.1), name
