@@ -75,7 +75,7 @@ def _full_grads(model) -> dict[str, torch.Tensor]:
 
 def reference_worker(rank: int, world_size: int, cases: list[str], seed: int) -> dict:
     """One process: loss, full weights and grads of each case."""
-    from models import build_gpt, runtime
+    from models import build_gpt, logits, runtime
 
     tokens, labels = batch()
     results = {}
@@ -89,6 +89,7 @@ def reference_worker(rank: int, world_size: int, cases: list[str], seed: int) ->
                 k: v.detach().clone() for k, v in model.state_dict().items() if torch.is_tensor(v)
             },
             "grads": {n: p.grad.clone() for n, p in model.named_parameters()},
+            "logits": logits(model, tokens),
         }
     runtime.destroy()
     return to_numpy(results)
@@ -96,7 +97,7 @@ def reference_worker(rank: int, world_size: int, cases: list[str], seed: int) ->
 
 def tensor_parallel_worker(rank: int, world_size: int, cases: list[str], seed: int) -> dict:
     """TP=world_size: same seed, so the same full weights; loss and gathered grads per case."""
-    from models import build_gpt, runtime
+    from models import build_gpt, logits, runtime
 
     tokens, labels = batch()
     parallel = ParallelConfig(tensor_parallel=world_size)
@@ -110,6 +111,7 @@ def tensor_parallel_worker(rank: int, world_size: int, cases: list[str], seed: i
             "weights": {n: _gather_full(p) for n, p in model.named_parameters()},
             "grads": _full_grads(model),
             "local_grads": {n: p.grad.clone() for n, p in model.named_parameters()},
+            "logits": logits(model, tokens),  # vocab slices gathered over TP
         }
     runtime.destroy()
     return to_numpy(results)

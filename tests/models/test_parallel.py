@@ -39,6 +39,8 @@ def test_tensor_parallel_matches_one_process(case, reference, tensor_parallel):
     ranks = [r[case] for r in tensor_parallel]
     for rank in ranks:
         assert rank["loss"] == pytest.approx(ref["loss"], rel=1e-6)
+        assert rank["logits"].shape == ref["logits"].shape == (w.BATCH, w.SEQ, w.VOCAB)
+        np.testing.assert_allclose(rank["logits"], ref["logits"], rtol=RTOL, atol=ATOL)
     assert set(ranks[0]["weights"]) == set(ref["grads"])
     for name, grad in ref["grads"].items():
         # Same seed -> the same full weights, whatever the TP size (CPU init, then sliced).
