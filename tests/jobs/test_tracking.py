@@ -1,0 +1,61 @@
+"""The tracker against real `mlflow server`s: nothing lost through an outage."""
+
+from __future__ import annotations
+
+import subprocess
+
+from mlflow.tracking import MlflowClient
+
+from jobs.config import TrackingConfig
+from jobs.tracking import Tracker, upload_spool
+from tests.conftest import start_mlflow_server
+from tests.distributed import free_port
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    import os
+    import signal
+
+    os.killpg(proc.pid, signal.SIGKILL)  # the server runs in its own session (conftest)
+    proc.wait(timeout=30)
+
+
+def test_server_outage_mid_run_loses_nothing(tmp_path):
+    port = free_port()
+    proc, uri = start_mlflow_server(tmp_path / "server", port=port)
+    try:
+        tracking = TrackingConfig(tracking_uri=uri, experiment="outage", flush_interval_s=0.2)
+        tracker = Tracker(tmp_path / "run", tracking, run_name="cell")
+        run_id = tracker.run_id
+        assert run_id is not None  # created at start while the server is up
+        for step in range(1, 21):
+            tracker.log_metrics({"train/loss": 10.0 / step, "lr": 1e-3}, step=step)
+        assert tracker.flush()
+        _stop(proc)  # the server goes away mid-run
+        for step in range(21, 41):
+            tracker.log_metrics({"train/loss": 10.0 / step, "lr": 1e-3}, step=step)
+        tracker.set_tags({"outcome": "completed"})
+        assert not tracker.flush() and tracker.last_error  # it noticed, and kept the records
+        proc, uri = start_mlflow_server(tmp_path / "server", port=port)  # same store returns
+        assert tracker.close(timeout_s=60)
+        client = MlflowClient(uri)
+        history = client.get_metric_history(run_id, "train/loss")
+        assert sorted(m.step for m in history) == list(range(1, 41))
+        assert {m.step: m.value for m in history}[40] == 10.0 / 40
+        assert client.get_run(run_id).data.tags["outcome"] == "completed"
+    finally:
+        _stop(proc)
+
+
+def test_spool_left_by_an_unreachable_server_uploads_later(tmp_path, mlflow_server):
+    dead = f"http://127.0.0.1:{free_port()}"
+    tracking = TrackingConfig(tracking_uri=dead, experiment="late", flush_interval_s=0.2)
+    tracker = Tracker(tmp_path / "run", tracking, run_name="cell")
+    tracker.log_params({"model.hidden_size": 64})
+    tracker.log_metrics({"val/loss": 3.5}, step=7)
+    assert not tracker.close(timeout_s=1)  # never reachable: everything stays spooled
+    late = TrackingConfig(tracking_uri=mlflow_server, experiment="late")
+    assert upload_spool(tmp_path / "run", late, run_name="cell") == 0
+    run_id = (tmp_path / "run" / "mlflow_run_id").read_text()
+    run = MlflowClient(mlflow_server).get_run(run_id)
+    assert run.data.params["model.hidden_size"] == "64" and run.data.metrics["val/loss"] == 3.5
