@@ -33,7 +33,9 @@ def study_source(spec_path: Path) -> tuple[str, str, str]:
 def analyze(
     study: Path | None = typer.Argument(None, help="study spec (YAML); runs are read from MLflow"),
     runs_csv: Path | None = typer.Option(None, "--runs-csv", help="analyse this run table"),
-    out: Path | None = typer.Option(None, "--out", help="output dir [default: analysis/<study>]"),
+    out: Path | None = typer.Option(
+        None, "--out", help="output dir [default: results/<study>/analysis]"
+    ),
     baseline: str = typer.Option("linear", "--baseline", help="the arm the others are judged by"),
     tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="overrides the spec's"),
     experiment: str | None = typer.Option(None, "--experiment", help="overrides the spec's"),
@@ -53,7 +55,7 @@ def analyze(
         from analysis.table import load_csv
 
         table = load_csv(runs_csv)
-        out = out or Path("analysis") / runs_csv.stem
+        out = out or Path("results") / runs_csv.stem / "analysis"
     else:
         uri, exp, name = (tracking_uri, experiment, study_name)
         if study is not None:
@@ -68,7 +70,7 @@ def analyze(
         table, parent = load_study(uri, exp, name)
         curves = load_curves(uri, list(table.loc[table["status"] == "completed", "run_id"]))
         tracking_uri = uri
-        out = out or Path("analysis") / name
+        out = out or Path("results") / name / "analysis"
     from analysis.api import run_analysis
 
     verdict = run_analysis(

@@ -3,6 +3,9 @@ are handled honestly (excluded and listed, or "not available", never a made-up i
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -121,3 +124,12 @@ def test_lr_selection_uses_best_mean_and_flags_the_edge():
     clipped = table[table["lr"] <= 3e-3]
     rows = analyse(clipped, num_resamples=20).verdict["lr_selection"]
     assert all(r["at_edge"] and r["best_lr"] == 3e-3 for r in rows)
+
+
+def test_analysis_imports_no_torch_or_megatron():
+    code = (
+        "import sys, analysis.api, analysis.cli, analysis.mlflow_io, analysis.plots; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
