@@ -27,6 +27,21 @@ __all__ = [
 
 SQUEUE_TIMEOUT_S = 30.0
 RECORDS = "jobs.json"
+# Slurm job states of a job that has not ended (squeue(1) "JOB STATE CODES").
+LIVE_SLURM_STATES = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "SUSPENDED",
+    "STOPPED",
+}
 LOCAL_CONTROLLER = "submitit.local._local"
 QUEUED = "queued-"  # local job id of a cell waiting for a slot: "queued-<pid of submit>"
 
@@ -84,7 +99,8 @@ def _squeue(job_ids: list[str]) -> dict[str, str]:
     states = {}
     for line in proc.stdout.splitlines():
         jid, _, state = line.strip().partition("|")
-        states[jid] = state
+        if state in LIVE_SLURM_STATES:  # asked by id, squeue also lists recently ended jobs
+            states[jid] = state
     return {jid: states[jid] for jid in job_ids if jid in states}
 
 

@@ -48,7 +48,15 @@ __all__ = [
 
 DONE_STATES = ("finished", "diverged")
 ACTIVE_STATES = ("pending", "running")
-_PENDING_SLURM = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED"}
+_PENDING_SLURM = {
+    "PENDING",
+    "CONFIGURING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "SUSPENDED",
+    "STOPPED",
+}
 LOCAL_POLL_S = 1.0
 
 

@@ -87,10 +87,10 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
     result = submit_study(study)
     (interrupted, job_a), (killed, job_b) = sorted(result.jobs.items())
     out = {cid: study.folder / "cells" / cid for cid in result.jobs}
+    # each as soon as it has a checkpoint, i.e. ~10 of its 300 steps in
     poll(lambda: checkpoint_steps(out[interrupted]), 180, "a checkpoint of the first cell")
-    poll(lambda: checkpoint_steps(out[killed]), 180, "a checkpoint of the second cell")
-
     job_a._interrupt()  # preemption: USR2, the job checkpoints and submitit requeues it
+    poll(lambda: checkpoint_steps(out[killed]), 180, "a checkpoint of the second cell")
     subprocess.run(["scancel", job_b.job_id], check=True, timeout=30)  # a crash, no requeue
 
     states = poll(

@@ -1,0 +1,150 @@
+"""`scaling run STUDY`: prepare data → submit → watch → analyze → report, in one command.
+
+The same study file runs on a laptop (local executor, SQLite MLflow store) and on a cluster
+(Slurm job arrays, an MLflow server): this module only strings together `scaling.submission`
+and `analysis`, and shows progress while the cells train.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from scaling.study import Study
+from scaling.submission import ACTIVE_STATES, StatusRow, study_status
+
+__all__ = ["RunOutcome", "run_study", "Progress"]
+
+POLL_S = 5.0
+
+
+@dataclass
+class RunOutcome:
+    """What `run_study` produced: the grid's final state and where the analysis lies."""
+
+    rows: list[StatusRow]
+    verdict: dict | None
+    report_dir: Path | None
+    parent_run_id: str | None
+
+
+class Progress:
+    """Cells done / running / failed and an ETA, from the plan's FLOPs per cell.
+
+    ETA = elapsed × (FLOPs of unfinished cells / FLOPs of cells ended since the start): cells
+    differ in cost by orders of magnitude across a ladder, so counting cells would mislead.
+    """
+
+    def __init__(self, flops_by_cell: dict[str, float], already_done: set[str]) -> None:
+        self.flops = flops_by_cell
+        self.start = time.monotonic()
+        self.done_before = already_done
+
+    def summary(self, rows: list[StatusRow]) -> str:
+        states = Counter(r.state for r in rows)
+        ended = {r.cell_id for r in rows if r.state not in ACTIVE_STATES + ("unsubmitted",)}
+        new_flops = sum(self.flops.get(c, 0.0) for c in ended - self.done_before)
+        left_flops = sum(self.flops.get(r.cell_id, 0.0) for r in rows if r.cell_id not in ended)
+        elapsed = time.monotonic() - self.start
+        eta = "?" if new_flops <= 0 else _clock(elapsed * left_flops / new_flops)
+        failed = states["failed"] + states["diverged"]
+        return (
+            f"{len(ended)}/{len(rows)} done ({states['finished']} finished, {failed} failed or "
+            f"diverged), {states['running']} running, {states['pending']} pending; "
+            f"elapsed {_clock(elapsed)}, ETA {eta}"
+        )
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _watch(study: Study, progress: Progress, submitting: threading.Thread | None, say) -> list:
+    """Poll the grid until nothing is active (and the local submitter, if any, has returned)."""
+    last = ""
+    while True:
+        rows = study_status(study)
+        line = progress.summary(rows)
+        if line.split("; elapsed")[0] != last:  # print on change, not every poll
+            say(line)
+            last = line.split("; elapsed")[0]
+        active = any(r.state in ACTIVE_STATES for r in rows)
+        if not active and (submitting is None or not submitting.is_alive()):
+            return rows
+        time.sleep(POLL_S)
+
+
+def run_study(
+    study: Study,
+    analyze: bool = True,
+    out_dir: Path | None = None,
+    baseline: str = "linear",
+    say: Callable[[str], None] = print,
+) -> RunOutcome:
+    """Run a whole study to its verdict; returns when every cell has ended and the report exists.
+
+    Re-running is safe: finished cells are skipped (their state is in MLflow), failed ones
+    retried, so an interrupted `scaling run` picks up where it stopped.
+    """
+    from scaling.plan import plan_study
+    from scaling.submission import prepare_data, study_parent_run_id, submit_study
+
+    if study.data.prepare is not None:
+        say(f"data: {study.dataset_path} (prepared now if missing)")
+    prepare_data(study)
+    plan = plan_study(study)
+    before = {r.cell_id for r in study_status(study) if r.state in ("finished", "diverged")}
+    progress = Progress({r.cell_id: r.flops for r in plan.rows}, before)
+    say(f"study {study.name}: {plan.num_runs} cells, {len(before)} already done")
+
+    errors: list[BaseException] = []
+    if study.executor == "local":
+        # The local executor runs cells while submit_study blocks; watch from this thread.
+        def submit() -> None:
+            try:
+                submit_study(study)
+            except BaseException as err:  # noqa: BLE001 - re-raised below in this thread
+                errors.append(err)
+
+        submitting = threading.Thread(target=submit, name="scaling-submit", daemon=True)
+        submitting.start()
+    else:
+        submitted = submit_study(study)
+        say(f"submitted {len(submitted.submitted)} cell(s) to Slurm")
+        submitting = None
+    rows = _watch(study, progress, submitting, say)
+    if errors:
+        raise errors[0]
+
+    parent = study_parent_run_id(study)
+    if not analyze:
+        return RunOutcome(rows, None, None, parent)
+    verdict, report_dir = analyze_study(study, out_dir, baseline, parent)
+    return RunOutcome(rows, verdict, report_dir, parent)
+
+
+def analyze_study(
+    study: Study, out_dir: Path | None, baseline: str, parent: str | None
+) -> tuple[dict, Path]:
+    """Load the study's runs from MLflow, fit, judge, and write the report (also to MLflow)."""
+    from analysis.api import run_analysis
+    from analysis.mlflow_io import load_curves, load_study
+
+    uri = study.mlflow.tracking_uri
+    table, parent_id = load_study(uri, study.mlflow.experiment, study.name)
+    completed = list(table.loc[table["status"] == "completed", "run_id"])
+    out = Path(out_dir) if out_dir else study.folder / "analysis"
+    verdict = run_analysis(
+        table,
+        out,
+        baseline=baseline,
+        parent_run_id=parent_id or parent,
+        tracking_uri=uri,
+        curves=load_curves(uri, completed),
+    )
+    return verdict, out
