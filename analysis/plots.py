@@ -27,6 +27,11 @@ def _save(fig, out_dir: Path, name: str) -> str:
     return f"{name}.png"
 
 
+def _color(an: Analysis, variant: str) -> str:
+    """One colour per arm across every figure."""
+    return f"C{sorted(an.groups.info['variant'].unique()).index(variant)}"
+
+
 def _band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """``values [B, X]`` over resamples -> 2.5/97.5 percentiles, or None without resamples."""
     ok = np.isfinite(values).all(axis=1)
@@ -39,8 +44,8 @@ def loss_vs_n(an: Analysis, out_dir: Path) -> str:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     info = an.groups.info
-    for i, fit in enumerate(f for f in an.fits if f.law == "L(N)"):
-        color = f"C{i}"
+    for fit in (f for f in an.fits if f.law == "L(N)"):
+        color = _color(an, fit.variant)
         pts = fit.points
         n = info["n_params"].to_numpy()[pts]
         ax.scatter(n, an.groups.loss[0, pts], color=color, label=fit.variant, zorder=3)
@@ -69,8 +74,8 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
     base = info[info["on_curve"] & (info["variant"] == an.verdict["baseline"])]
     # N -> C along the baseline's measured points (log-linear), to draw the k(C) model over N
     slope, icpt = np.polyfit(np.log(base["n_params"]), np.log(base["flops"]), 1)
-    for i, var in enumerate(an.verdict["variants"]):
-        color = f"C{i + 1}"
+    for var in an.verdict["variants"]:
+        color = _color(an, var["variant"])
         sizes = var["gain_pct_by_size"].values()
         n = np.array([s["n_params"] for s in sizes])
         pct = np.array([s["gain_pct"]["value"] for s in sizes], dtype=float)
@@ -111,16 +116,17 @@ def k_vs_c(an: Analysis, out_dir: Path) -> str:
     lo = info["flops"].min() / 2
     hi = max(6 * 20 * n * n for n in V.NAMED_SCALES.values()) * 2
     grid = np.geomspace(lo, hi, 80)
-    for i, var in enumerate(an.verdict["variants"]):
+    for var in an.verdict["variants"]:
+        color = _color(an, var["variant"])
         k_fit = next((f for f in an.fits if f.law == "k(C)" and f.variant == var["variant"]), None)
         if k_fit is None or np.isnan(k_fit.params[0]).any():
             continue
         model = V.EffectiveCompute(k_fit, var["c_ref"])
         ks = np.stack([model.k(c) for c in grid], axis=1)  # [B+1, grid]
-        ax.plot(grid, ks[0], color=f"C{i + 1}", label=var["variant"])
+        ax.plot(grid, ks[0], color=color, label=var["variant"])
         band = _band(ks[1:])
         if band is not None:
-            ax.fill_between(grid, *band, color=f"C{i + 1}", alpha=0.2, lw=0)
+            ax.fill_between(grid, *band, color=color, alpha=0.2, lw=0)
     ax.axvspan(info["flops"].min(), info["flops"].max(), color="0.9", label="measured range")
     ax.axhline(1, color="k", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="training compute C (FLOPs)")
@@ -138,15 +144,16 @@ def lr_sweeps(an: Analysis, out_dir: Path) -> str | None:
     fig, axes = plt.subplots(1, len(sizes), figsize=(3.2 * len(sizes), 3.4), squeeze=False)
     variants = sorted(runs["variant"].unique())
     for ax, size in zip(axes[0], sizes, strict=True):
-        for i, variant in enumerate(variants):
+        for variant in variants:
             sel = runs[(runs["size"] == size) & (runs["variant"] == variant)]
             if sel.empty:
                 continue
             mean = sel.groupby("lr")["final_val_loss"].mean()
-            ax.plot(mean.index, mean.to_numpy(), "o-", color=f"C{i}", label=variant)
-            ax.scatter(sel["lr"], sel["final_val_loss"], color=f"C{i}", s=6, alpha=0.35)
+            color = _color(an, variant)
+            ax.plot(mean.index, mean.to_numpy(), "o-", color=color, label=variant)
+            ax.scatter(sel["lr"], sel["final_val_loss"], color=color, s=6, alpha=0.35)
             best = mean.idxmin()
-            ax.scatter([best], [mean.min()], marker="*", s=120, color=f"C{i}", zorder=4)
+            ax.scatter([best], [mean.min()], marker="*", s=120, color=color, zorder=4)
         ax.set(xscale="log", xlabel="learning rate", title=size)
     axes[0][0].set_ylabel("final validation loss")
     axes[0][0].legend(fontsize=7)
@@ -165,11 +172,11 @@ def training_curves(an: Analysis, curves: dict, out_dir: Path) -> str | None:
     for ax, size in zip(axes[0], sizes, strict=True):
         for _, run in runs[runs["size"] == size].iterrows():
             steps, values = curves[run["run_id"]]
-            color = f"C{variants.index(run['variant'])}"
+            color = _color(an, run["variant"])
             ax.plot(steps, values, color=color, alpha=0.6, lw=1)
         ax.set(yscale="log", xlabel="step", title=size)
     axes[0][0].set_ylabel("validation loss")
-    handles = [plt.Line2D([], [], color=f"C{i}", label=v) for i, v in enumerate(variants)]
+    handles = [plt.Line2D([], [], color=_color(an, v), label=v) for v in variants]
     axes[0][0].legend(handles=handles, fontsize=7)
     return _save(fig, out_dir, "training_curves")
 
