@@ -97,7 +97,8 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
                 "run_id": run.info.run_id,
             }
         )
-    parent_id = parents[0].info.run_id if parents else None
+    # a re-submitted study may have left a second parent; the first created is the study's
+    parent_id = min(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
     return normalise(pd.DataFrame(rows), f"study {study!r} in MLflow"), parent_id
 
 
