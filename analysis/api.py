@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from analysis.core import analyse, check_inputs
@@ -34,7 +36,9 @@ def run_analysis(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "verdict.json").write_text(json.dumps(result.verdict, indent=2))
+    (out / "verdict.json").write_text(
+        json.dumps(json_safe(result.verdict), indent=2, allow_nan=False)
+    )
     figures = all_plots(result, out, curves)
     write_report(result.verdict, figures, out)
     if parent_run_id is not None:
@@ -42,3 +46,16 @@ def run_analysis(
 
         log_to_parent(tracking_uri, parent_run_id, out)
     return result.verdict
+
+
+def json_safe(value):
+    """Plain JSON data: numpy scalars to Python, non-finite floats to None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
