@@ -103,11 +103,15 @@ def lr_edge_flags(groups: Groups) -> pd.DataFrame:
     manufacture gains).
     """
     rows = []
-    for g, row in groups.info.iterrows():
+    for g, row in groups.info.sort_values(["variant", "n_params", "tokens"]).iterrows():
         grid = row["lr_grid"]
         if len(grid) < 2:
             continue
         best = groups.best_lr[0, g]
+        resampled = groups.best_lr[1:, g]
+        resampled = resampled[np.isfinite(resampled)]
+        # how often a resample picks the same LR: the LR choice's own uncertainty
+        share = float(np.mean(np.isclose(resampled, best))) if resampled.size else float("nan")
         rows.append(
             {
                 "variant": row["variant"],
@@ -116,6 +120,7 @@ def lr_edge_flags(groups: Groups) -> pd.DataFrame:
                 "best_lr": best,
                 "lr_grid": grid,
                 "at_edge": bool(np.isclose(best, grid[0]) or np.isclose(best, grid[-1])),
+                "best_lr_share": share,
             }
         )
     return pd.DataFrame(rows)

@@ -128,10 +128,20 @@ def _blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
                 fmt(r["best_lr"]),
                 ", ".join(fmt(x, 3) for x in r["lr_grid"]),
                 "**at edge of grid**" if r["at_edge"] else "inside",
+                fmt(r["best_lr_share"], 2),
             ]
             for r in verdict["lr_selection"]
         ]
-        b.append(("table", ["variant", "size", "best LR", "grid", "optimum"], rows))
+        header = ["variant", "size", "best LR", "grid", "optimum", "share of resamples"]
+        b.append(("table", header, rows))
+        b.append(
+            (
+                "p",
+                "Best LR = lowest mean loss over seeds, re-chosen in every bootstrap resample; "
+                "'share' is how often a resample chose the same LR. An optimum at the edge "
+                "means the sweep did not bracket the best LR for that arm and size.",
+            )
+        )
     else:
         b.append(("p", "No LR sweep in this study (one LR per cell)."))
     if "lr_sweeps" in figures:

@@ -119,6 +119,7 @@ def test_lr_selection_uses_best_mean_and_flags_the_edge():
     for (variant, size), row in rows.items():
         sel = table[(table["variant"] == variant) & (table["size"] == size)]
         assert row["best_lr"] == sel.groupby("lr")["final_val_loss"].mean().idxmin()
+        assert 0 < row["best_lr_share"] <= 1
     # the synthetic optimum 0.0047 (N/108e6)^(-1/3) is ~0.018 at 2M: inside the grid
     # at 20M it is ~0.008, also inside; drop the top LRs and the optimum hits the edge
     clipped = table[table["lr"] <= 3e-3]
