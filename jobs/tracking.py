@@ -172,6 +172,7 @@ class Tracker:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.last_error: str | None = None
+        self.call_time_s = 0.0  # time the caller spent in log_* (the in-loop tracking cost)
         self._interval = tracking.flush_interval_s
         try:  # create (or find) the run now, so the cell shows as running at once
             self._uploader.ensure_run()
@@ -185,15 +186,19 @@ class Tracker:
         return self._uploader.run_id
 
     def _write(self, record: dict[str, Any]) -> None:
+        start = time.perf_counter()
         with self._lock:
             self._file.write(json.dumps(record) + "\n")
+        self.call_time_s += time.perf_counter() - start
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        start = time.perf_counter()
         now = int(time.time() * 1000)
         with self._lock:
             for key, value in metrics.items():
                 line = {"t": "metric", "k": key, "v": float(value), "ts": now, "step": step}
                 self._file.write(json.dumps(line) + "\n")
+        self.call_time_s += time.perf_counter() - start
 
     def log_params(self, params: dict[str, Any]) -> None:
         for key, value in params.items():
@@ -272,6 +277,7 @@ class NullTracker:
 
     run_id = None
     last_error = None
+    call_time_s = 0.0
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         pass

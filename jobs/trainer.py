@@ -42,6 +42,8 @@ class RunResult:
     tokens: int
     run_id: str | None = None
     train_losses: list[float] = field(default_factory=list)
+    loop_time_s: float = 0.0  # wall time of the training loop (steps, evals, logging, saves)
+    tracking_time_s: float = 0.0  # of which spent in tracker calls (rank 0)
 
 
 @dataclass
@@ -293,6 +295,7 @@ class _Trainer:
         dp_rank = self.ps.get_data_parallel_rank()
         dp_size = self.ps.get_data_parallel_world_size()
         status, reason = "completed", None
+        loop_start = time.perf_counter()
         while state.step < train_cfg.steps:
             lr = lr_at(state.step, train_cfg.steps, config.optimizer.lr, config.schedule)
             self.engine.set_lr(lr)
@@ -350,6 +353,7 @@ class _Trainer:
                     self.tracker.run_id,
                     list(state.losses),
                 )
+        loop_time = time.perf_counter() - loop_start
         final = math.nan
         if status == "completed":
             final = self._evaluate(state)
@@ -358,11 +362,18 @@ class _Trainer:
             print(f"[jobs] {config.name}: diverged at step {state.step}: {reason}", flush=True)
             self.tracker.set_tags({"divergence_reason": reason})
         result = RunResult(
-            status, final, state.step, state.tokens_seen, self.tracker.run_id, list(state.losses)
+            status,
+            final,
+            state.step,
+            state.tokens_seen,
+            self.tracker.run_id,
+            list(state.losses),
+            loop_time,
         )
         self._finish_tracking(result, state)
         self.tracker.close()
         result.run_id = self.tracker.run_id  # created by the upload thread, maybe only now
+        result.tracking_time_s = self.tracker.call_time_s
         if self.rank == 0:
             _write_result(self.config, result)
         return result

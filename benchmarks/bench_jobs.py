@@ -1,0 +1,98 @@
+"""Training-job throughput and MLflow tracking overhead on this machine.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_jobs.py [--steps 40] [--repeats 2]
+
+Trains the same small cell (4 layers, d 128, seq 128, 4096 tokens per step, log every step)
+with tracking off, to a local `mlflow server`, and to a SQLite store; reports steps/s, tokens/s
+and the tracking overhead as the ratio of training-loop wall times (tracked / untracked).
+Each run is a fresh process (tests.distributed.run_ranks), alternating the arms per repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo, for tests.*
+
+from tests.conftest import start_mlflow_server  # noqa: E402
+from tests.distributed import run_ranks  # noqa: E402
+
+
+def _run(rank: int, world_size: int, cfg: dict) -> dict:
+    from jobs.config import RunConfig
+    from jobs.trainer import train
+    from scaling.configio import from_dict
+
+    result = train(from_dict(RunConfig, cfg, where="run"))
+    return {"loop_time_s": result.loop_time_s, "tracking_time_s": result.tracking_time_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--engine", default="megatron", choices=["megatron", "deepspeed"])
+    args = parser.parse_args()
+
+    from data_prep.testing import tiny_dataset
+    from jobs.testing import tiny_run_dict
+
+    root = Path(tempfile.mkdtemp(prefix="bench_jobs_"))
+    data_dir = tiny_dataset(root / "data")
+    server, uri = start_mlflow_server(root / "mlflow")
+    arms = {
+        "off": {"enabled": False},
+        "server": {"enabled": True, "tracking_uri": uri, "experiment": "bench"},
+        "sqlite": {"enabled": True, "experiment": "bench"},  # default: OUTPUT/mlflow.db
+    }
+    times: dict[str, list[float]] = {arm: [] for arm in arms}
+    in_loop: dict[str, list[float]] = {arm: [] for arm in arms}
+    try:
+        for repeat in range(args.repeats):
+            for arm, tracking in arms.items():
+                cfg = tiny_run_dict(
+                    root / f"{arm}{repeat}",
+                    data_dir,
+                    engine=args.engine,
+                    model={"num_layers": 4, "hidden_size": 128, "seq_length": 128},
+                    # 32 sequences x 128 tokens = 4096 tokens per step, micro-batch 8 -> 4 micro
+                    train={
+                        "steps": args.steps,
+                        "global_batch_tokens": 4096,
+                        "micro_batch_size": 8,
+                        "log_interval": 1,
+                        "eval_interval": 10,
+                    },
+                    tracking={**tracking, "flush_interval_s": 5.0},
+                )
+                (result,) = run_ranks(_run, 1, cfg)
+                times[arm].append(result["loop_time_s"])
+                in_loop[arm].append(result["tracking_time_s"] / result["loop_time_s"])
+                print(
+                    f"{arm:7s} repeat {repeat}: {result['loop_time_s']:.2f} s loop, "
+                    f"{result['tracking_time_s'] * 1e3:.1f} ms in tracker calls",
+                    flush=True,
+                )
+    finally:
+        server.terminate()
+    base = statistics.median(times["off"])
+    print(f"\nengine {args.engine}, {args.steps} steps of 4096 tokens, 1 CPU thread")
+    print("overhead A/B = median loop time / untracked - 1 (noisy on a shared box);")
+    print("in-loop = time inside tracker calls / loop time (what the training thread pays)")
+    header = f"{'arm':8s} {'loop s':>8s} {'steps/s':>8s} {'tokens/s':>9s}"
+    print(f"{header} {'overhead A/B':>13s} {'in-loop':>8s}")
+    for arm, values in times.items():
+        median = statistics.median(values)
+        print(
+            f"{arm:8s} {median:8.2f} {args.steps / median:8.2f} "
+            f"{args.steps * 4096 / median:9.0f} {median / base - 1:+13.2%} "
+            f"{statistics.median(in_loop[arm]):8.3%}"
+        )
+
+
+if __name__ == "__main__":
+    main()
