@@ -22,6 +22,7 @@ AdamW beta2 0.99 below 0.5M tokens per batch else 0.95, warmup = N tokens.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ def nominal_params(shape: Shape) -> int:
     return 12 * shape.num_layers * shape.hidden_size**2
 
 
+@functools.lru_cache(maxsize=256)
 def shape_for_size(size: str, aspect_ratio: float = 64.0, head_dim: int = 64) -> Shape:
     """The ladder rule (module docstring): closest 12 L d² with d = head_dim·h, d/L ≈ aspect."""
     target = parse_size(size)
