@@ -16,11 +16,13 @@ TP not dividing heads or PP not dividing layers surfaces here with the cell and 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scaling.configio import ConfigError, from_dict
+from scaling.configio import ConfigError, from_dict, to_dict
 from scaling.ladder import (
     arm_overrides,
     nominal_params,
@@ -66,6 +68,16 @@ class Cell:
     @property
     def world_size(self) -> int:
         return self.run.parallel.world_size
+
+    @property
+    def config_hash(self) -> str:
+        """Fingerprint of what the cell trains (not where it logs or writes): a finished run
+        with another fingerprint was trained under a different recipe."""
+        data = to_dict(self.run)
+        for where in ("tracking", "output_dir"):
+            data.pop(where)
+        text = json.dumps(data, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def cell_id(size: str, variant: str, seed: int, lr: float) -> str:

@@ -132,6 +132,9 @@ def slurm_available(timeout_s: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
     """(True, "") if a Slurm controller answers `sinfo`, else (False, why)."""
     if shutil.which("sinfo") is None:
         return False, "sinfo is not on PATH (Slurm client not installed)"
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():
+        return False, f"SLURM_CONF={conf} does not exist"
     try:
         proc = subprocess.run(
             ["sinfo", "-h", "-o", "%P"],

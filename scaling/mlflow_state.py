@@ -36,6 +36,7 @@ __all__ = [
 
 RUN_ID_FILE = "mlflow_run_id"  # jobs.tracking reads the cell's run id from OUTPUT/<this>
 ROLE_TAG = "scaling.role"
+HASH_TAG = "scaling.config_hash"
 # MLflow's default HTTP retries last minutes; a status command must answer in seconds.
 _HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 
@@ -49,7 +50,8 @@ class CellRun:
     outcome: str | None  # tag written by the job: running, completed, diverged
     final_val_loss: float | None
     last_val_loss: float | None
-    end_time: int | None
+    start_time: int
+    config_hash: str | None  # tag: the resolved run config this run trains (cells.config_hash)
 
 
 def client_for(study: Study) -> MlflowClient:
@@ -161,17 +163,14 @@ def cell_runs(study: Study, client: MlflowClient | None = None) -> dict[str, Cel
             outcome=tags.get("outcome"),
             final_val_loss=_val_loss(run, "final_val_loss"),
             last_val_loss=_val_loss(run, "val/loss"),
-            end_time=run.info.end_time,
+            start_time=run.info.start_time,
+            config_hash=tags.get(HASH_TAG),
         )
         previous = found.get(cid)
         # Two runs for one cell should not exist; if one does, the oldest is the cell's run.
-        if previous is None or run.info.start_time < _start(client, previous):
+        if previous is None or cell_run.start_time < previous.start_time:
             found[cid] = cell_run
     return found
-
-
-def _start(client: MlflowClient, cell_run: CellRun) -> int:
-    return client.get_run(cell_run.run_id).info.start_time
 
 
 def ensure_cell_run(
@@ -182,11 +181,12 @@ def ensure_cell_run(
         run = client.create_run(
             exp_id,
             run_name=cell.cell_id,
-            tags={"mlflow.parentRunId": parent_run_id, **cell.tags},
+            tags={"mlflow.parentRunId": parent_run_id, **cell.tags, HASH_TAG: cell.config_hash},
         )
         run_id = run.info.run_id
     else:
         run_id = existing.run_id
+        client.set_tag(run_id, HASH_TAG, cell.config_hash)
     client.update_run(run_id, status="SCHEDULED")
     out = Path(cell.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)

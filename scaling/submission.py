@@ -175,10 +175,11 @@ def submit_study(study: Study, on_progress: Callable[[str], None] | None = None)
     prepare_data(study)
     with _submit_lock(study):
         client = client_for(study)
-        parent = ensure_parent_run(study, client)  # first: every child points at it
+        runs = cell_runs(study, client)
+        _check_unchanged(study, _cells(study), runs)
+        parent = ensure_parent_run(study, client)  # before any child: each one points at it
         exp_id = experiment_id(client, study.mlflow.experiment)
         cells = _cells(study, parent)
-        runs = cell_runs(study, client)
         records = read_records(study.folder)
         live = live_jobs(records, _submitit_folder(study))
         todo, skipped = [], {}
@@ -196,6 +197,22 @@ def submit_study(study: Study, on_progress: Callable[[str], None] | None = None)
         else:
             jobs = _run_local(study, todo, records, say)
         return Submitted(parent, [c.cell_id for c in todo], skipped, jobs)
+
+
+def _check_unchanged(study: Study, cells: list[Cell], runs: dict[str, CellRun]) -> None:
+    """Refuse to mix recipes: a cell's existing run must train the same resolved run config."""
+    changed = [
+        c.cell_id
+        for c in cells
+        if c.cell_id in runs and runs[c.cell_id].config_hash not in (None, c.config_hash)
+    ]
+    if changed:
+        raise ValueError(
+            f"study {study.name}: {len(changed)} cell(s) already have MLflow runs trained with a "
+            f"different run config ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})"
+            "; the spec's recipe changed since they were submitted. Restore it, or give the "
+            "study a new name (or mlflow.experiment) to start a separate grid"
+        )
 
 
 def _job(cell: Cell) -> Any:

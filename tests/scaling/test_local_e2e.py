@@ -55,6 +55,13 @@ def test_local_study_runs_with_bounded_concurrency_and_resubmit_is_a_noop(
     again = submit_study(study)
     assert again.submitted == [] and len(study_runs(study)) == 5
 
+    # the same cells under a changed recipe are refused, not silently mixed with old results
+    spec["tokens"] = {"per_size": {"30K": 4096, "60K": 4096}}
+    changed = write_and_load(spec, tmp_path / "changed.yaml")
+    with pytest.raises(ValueError, match="different run config"):
+        submit_study(changed)
+    assert len(study_runs(study)) == 5
+
 
 def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
     tmp_path, data_dir, mlflow_server

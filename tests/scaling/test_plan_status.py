@@ -16,7 +16,7 @@ from tests.scaling.conftest import small_spec
 
 
 def _run(status: str, outcome: str | None = None) -> CellRun:
-    return CellRun("r", status, outcome, None, None, None)
+    return CellRun("r", status, outcome, None, None, 0, None)
 
 
 @pytest.mark.parametrize(
