@@ -100,6 +100,7 @@ class _Uploader:
     def upload(self) -> None:
         """Send everything spooled so far; raises if the server is unreachable (offset kept)."""
         from mlflow.entities import Metric, Param, RunTag
+        from mlflow.exceptions import MlflowException
 
         if not self.spool.is_file():
             return
@@ -113,9 +114,22 @@ class _Uploader:
             return
         metrics, params, tags = [], [], []
 
-        def send() -> None:
-            if metrics or params or tags:
+        def log_batch(metrics: list, params: list, tags: list) -> bool:
+            """False if the server refuses these records for good (a 4xx answer)."""
+            try:
                 self.client.log_batch(run_id, metrics=metrics, params=params, tags=tags)
+            except MlflowException as err:
+                if not 400 <= err.get_http_status_code() < 500:
+                    raise  # server trouble: keep the records, retry later
+                print(f"[jobs] MLflow refused a batch: {err}", flush=True)
+                return False
+            return True
+
+        def send() -> None:
+            # A refused param (logged before with another value) must not take metrics with
+            # it, nor block the records after it: retry without params, then drop.
+            if (metrics or params or tags) and not log_batch(metrics, params, tags) and params:
+                log_batch(metrics, [], tags)
             metrics.clear(), params.clear(), tags.clear()
 
         position = offset

@@ -143,7 +143,7 @@ class _Trainer:
         from megatron.core import parallel_state
 
         from data_prep import training_dataset, validation_windows
-        from jobs._accounting import flops_per_token
+        from models.accounting import flops_per_token
         from models.build import build_gpt
 
         self.config = config
@@ -214,7 +214,7 @@ class _Trainer:
             self.tracker.log_params(flatten(to_dict(config)))
 
     def _finish_tracking(self, result: RunResult, state: _State) -> None:
-        from jobs._accounting import num_nonembedding_params, num_params
+        from models.accounting import num_nonembedding_params, num_params
         from scaling.configio import dump_file
 
         config = self.config

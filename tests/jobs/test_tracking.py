@@ -59,3 +59,16 @@ def test_spool_left_by_an_unreachable_server_uploads_later(tmp_path, mlflow_serv
     run_id = (tmp_path / "run" / "mlflow_run_id").read_text()
     run = MlflowClient(mlflow_server).get_run(run_id)
     assert run.data.params["model.hidden_size"] == "64" and run.data.metrics["val/loss"] == 3.5
+
+
+def test_a_refused_param_does_not_block_metrics(tmp_path, mlflow_server):
+    tracking = TrackingConfig(tracking_uri=mlflow_server, experiment="refused")
+    first = Tracker(tmp_path / "run", tracking, run_name="cell")
+    first.log_params({"optimizer.lr": 0.001})
+    assert first.close(timeout_s=30)
+    again = Tracker(tmp_path / "run", tracking, run_name="cell")  # same run (id file)
+    again.log_params({"optimizer.lr": 0.002})  # MLflow refuses to change a param
+    again.log_metrics({"train/loss": 2.5}, step=3)
+    assert again.close(timeout_s=30)
+    run = MlflowClient(mlflow_server).get_run(first.run_id)
+    assert run.data.params["optimizer.lr"] == "0.001" and run.data.metrics["train/loss"] == 2.5
