@@ -146,3 +146,39 @@ def test_usr2_preemption_saves_requeues_and_continues_the_run(
     runs = client.search_runs([exp.experiment_id])
     assert [r.info.run_id for r in runs] == [result.run_id]  # one run, continued
     assert _all_steps_logged(mlflow_server, result.run_id) == list(range(1, STEPS + 1))
+
+
+@pytest.mark.slow
+def test_usr2_on_a_two_task_job_stops_both_ranks_at_the_same_step(
+    tmp_path, data_dir, reference, monkeypatch
+):
+    """Under Slurm each task is one rank and every task gets USR2, but only global rank 0 runs
+    `checkpoint()`; the stop must still reach rank 1 (DP=2 here) so both save the same step."""
+    import submitit
+
+    from jobs import TrainingJob
+    from jobs.config import RunConfig
+    from scaling.configio import from_dict
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    cfg = _cfg(tmp_path, data_dir, name="usr2dp", parallel={"data_parallel": 2})
+    executor = submitit.LocalExecutor(folder=tmp_path / "submitit")
+    executor.update_parameters(timeout_min=10, tasks_per_node=2)
+    job = executor.submit(TrainingJob(from_dict(RunConfig, cfg, where="run")))
+    deadline = time.monotonic() + 300
+    while "step 5/" not in (job.stdout() or ""):
+        assert not job.done(), job.stderr()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for task in _children(int(job.job_id)):
+        os.kill(task, signal.SIGUSR2)
+    results = job.results()
+    out = job.stdout()
+    assert [r.status for r in results] == ["completed", "completed"], out
+    resumed_at = int(out.split("resumed at step ")[1].split()[0])
+    assert 5 <= resumed_at < STEPS
+    result = results[0]
+    assert results[1].train_losses == result.train_losses
+    # DP=2 reduces in another order than one process: equal to float32 rounding, not bitwise
+    assert result.train_losses == pytest.approx(reference["train_losses"], rel=2e-5)
