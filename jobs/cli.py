@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -38,6 +39,8 @@ def train(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
     result = run_training(config)
+    if os.environ.get("RANK", "0") != "0":
+        return  # one line per run, from rank 0
     typer.echo(
         f"{config.name}: {result.status} after {result.steps} steps, "
         f"final val loss {result.final_val_loss:.6f}"

@@ -51,6 +51,14 @@ class MegatronEngine:
 
         self.config = config
         self.on_gpu = torch.cuda.is_available()
+        if self.on_gpu and config.optimizer.distributed:
+            # its parameter state lives outside state_dict() (save_parameter_state), which the
+            # per-rank checkpoints here do not write yet: a resume would lose Adam's moments
+            raise ValueError(
+                "optimizer.distributed: checkpointing megatron's distributed optimizer is not "
+                "implemented; set optimizer.distributed: false (or use engine 'deepspeed' with "
+                "deepspeed.zero_stage 1 or 2 to shard optimiser state)"
+            )
         ddp_config = DistributedDataParallelConfig(
             grad_reduce_in_fp32=True,
             overlap_grad_reduce=False,
