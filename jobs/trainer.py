@@ -344,7 +344,7 @@ class _Trainer:
                 self._save(state)
             if self._stop_requested():
                 self._save(state)
-                self.tracker.close()
+                self.tracker.close(timeout_s=10)  # Slurm kills soon; the spool keeps the rest
                 return RunResult(
                     "preempted",
                     math.nan,

@@ -12,3 +12,19 @@ def train_ranks(rank: int, world_size: int, configs: list[dict]) -> list[dict[st
     from scaling.configio import from_dict
 
     return [dict(train(from_dict(RunConfig, c, where="run")).__dict__) for c in configs]
+
+
+def preempt_then_resume(rank: int, world_size: int, config: dict) -> list[dict[str, Any]]:
+    """Train with the stop flag already set (stops and saves after step 1), then resume."""
+    import threading
+
+    from jobs.config import RunConfig
+    from jobs.trainer import train
+    from scaling.configio import from_dict
+
+    cfg = from_dict(RunConfig, config, where="run")
+    stop = threading.Event()
+    stop.set()
+    first = train(cfg, stop=stop)
+    second = train(cfg)
+    return [dict(first.__dict__), dict(second.__dict__)]

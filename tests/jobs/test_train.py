@@ -96,3 +96,17 @@ def test_engines_agree_and_divergence_is_a_result(tmp_path, data_dir, mlflow_ser
     assert run.data.tags["outcome"] == "diverged" and run.data.tags["divergence_reason"]
     history = client.get_metric_history(boom["run_id"], "train/loss")
     assert max(m.step for m in history) == boom["steps"]  # the diverging step is recorded
+
+
+def test_deepspeed_zero2_resumes_bitwise_from_its_weights_only_checkpoint(tmp_path, data_dir):
+    from tests.jobs.helpers import preempt_then_resume
+
+    ds = {"engine": "deepspeed", "deepspeed": {"zero_stage": 2}, "train": {"steps": 4}}
+    straight = tiny_run_dict(tmp_path / "a", data_dir, **ds)
+    resumed = tiny_run_dict(tmp_path / "b", data_dir, **ds)
+    (ref,) = run_ranks(train_ranks, 1, [straight])[0]
+    first, second = run_ranks(preempt_then_resume, 1, resumed)[0]
+    assert first["status"] == "preempted" and first["steps"] == 1
+    assert second["status"] == "completed"
+    assert second["train_losses"] == ref["train_losses"]
+    assert second["final_val_loss"] == ref["final_val_loss"]
