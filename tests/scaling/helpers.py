@@ -28,7 +28,12 @@ def study_runs(study: Study) -> list:
     return client.search_runs([exp.experiment_id], max_results=1000)
 
 
-def poll(condition: Callable[[], object], timeout_s: float, what: str, every_s: float = 0.5):
+def poll(
+    condition: Callable[[], object],
+    timeout_s: float,
+    what: str | Callable[[], str],
+    every_s: float = 0.5,
+):
     """Return condition()'s first truthy value; fail the test after timeout_s."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -36,6 +41,7 @@ def poll(condition: Callable[[], object], timeout_s: float, what: str, every_s: 
         if value:
             return value
         time.sleep(every_s)
+    what = what() if callable(what) else what
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 

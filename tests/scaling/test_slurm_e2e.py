@@ -93,11 +93,13 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
     poll(lambda: checkpoint_steps(out[killed]), 180, "a checkpoint of the second cell")
     subprocess.run(["scancel", job_b.job_id], check=True, timeout=30)  # a crash, no requeue
 
-    states = poll(
-        lambda: (s := {r.cell_id: r.state for r in study_status(study)})[killed] == "failed" and s,
-        60,
-        "the killed cell to show as failed",
-    )
+    seen: list[dict] = []
+
+    def killed_is_failed() -> dict | None:
+        seen.append({r.cell_id: r.state for r in study_status(study)})
+        return seen[-1] if seen[-1][killed] == "failed" else None
+
+    states = poll(killed_is_failed, 60, lambda: f"the killed cell to show as failed: {seen[-3:]}")
     assert states[interrupted] in ("pending", "running", "finished")
     run_ids = {r.data.tags["cell_id"]: r.info.run_id for r in _children(study)}
 
