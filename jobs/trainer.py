@@ -138,6 +138,26 @@ def _git_commit() -> str:
     return result.stdout.strip() or "unknown"
 
 
+def _plot_losses(state: _State, path: Path, title: str) -> Path:
+    """Train and validation loss against step, for the MLflow run page."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(range(1, len(state.losses) + 1), state.losses, label="train", lw=1)
+    if state.val_losses:
+        steps, values = zip(*state.val_losses, strict=True)
+        ax.plot(steps, values, "o-", label="validation")
+    ax.set(xlabel="step", ylabel="loss", title=title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 class _Trainer:
     def __init__(self, config: RunConfig, stop: threading.Event | None) -> None:
         from megatron.core import parallel_state
@@ -238,8 +258,10 @@ class _Trainer:
         for i, loss in enumerate(state.losses, start=1):
             lines.append(f"{i},{loss!r},{val.get(i, '')}")
         curve.write_text("\n".join(lines) + "\n")
+        plot = _plot_losses(state, artifacts / "loss_curve.png", config.name)
         self.tracker.log_artifact(artifacts / "run_config.yaml")
         self.tracker.log_artifact(curve)
+        self.tracker.log_artifact(plot)
         self.tracker.set_tags({"outcome": result.status})
         self.tracker.set_status("FINISHED")
 

@@ -66,7 +66,7 @@ def test_single_process_run_follows_the_mlflow_contract(tmp_path, data_dir, mlfl
     val_steps = sorted(m.step for m in client.get_metric_history(result["run_id"], "val/loss"))
     assert val_steps == [3, 6]
     artifacts = {a.path for a in client.list_artifacts(result["run_id"])}
-    assert {"run_config.yaml", "loss_curve.csv"} <= artifacts
+    assert {"run_config.yaml", "loss_curve.csv", "loss_curve.png"} <= artifacts
 
 
 def test_engines_agree_and_divergence_is_a_result(tmp_path, data_dir, mlflow_server):
