@@ -6,6 +6,22 @@ Trains the same small cell (4 layers, d 128, seq 128, 4096 tokens per step, log 
 with tracking off, to a local `mlflow server`, and to a SQLite store; reports steps/s, tokens/s
 and the tracking overhead as the ratio of training-loop wall times (tracked / untracked).
 Each run is a fresh process (tests.distributed.run_ranks), alternating the arms per repeat.
+
+Measured 2026-11-29 on the shared 2-core CI-class box (other jobs running), 30 steps, median of
+3 (megatron) / 2 (deepspeed) repeats:
+
+    engine     arm      steps/s  tokens/s  overhead A/B  in-loop
+    megatron   off        2.24     9177      +0.0%       0.000%
+    megatron   server     2.26     9263      -0.9%       0.029%
+    megatron   sqlite     2.04     8347      +9.9%       0.029%
+    deepspeed  off        2.22     9113      +0.0%       0.000%
+    deepspeed  server     2.20     9011      +1.1%       0.025%
+    deepspeed  sqlite     2.01     8228     +10.8%       0.026%
+
+The A/B ratio swings by +-20% between invocations on this shared box (an earlier run had the
+server arm at -26%); the in-loop figure (time the training thread spends in tracker calls,
+~0.1 ms per step for 7 metrics) is the stable one and is far below the 1% budget. A spooled
+upload of 490 metrics to SQLite takes ~25 ms, in the background thread.
 """
 
 from __future__ import annotations
