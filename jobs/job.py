@@ -6,6 +6,10 @@ main thread, so training runs in a worker thread: `checkpoint()` sets a stop fla
 finishes its current step, all ranks agree on stopping (an all-reduce of the flag each step),
 save a checkpoint, and only then does `checkpoint()` return the resubmission. The requeued job
 resumes from that checkpoint and continues the same MLflow run (its id is in output_dir).
+
+The worker thread must be the first to touch megatron in its process (true for every submitit
+task, which is a fresh process): on CPU, models.runtime's adapter installs a per-thread
+TorchFunctionMode in the thread that first initialises it.
 """
 
 from __future__ import annotations
@@ -39,9 +43,12 @@ class TrainingJob(submitit.helpers.Checkpointable):
     def __call__(self):
         from jobs.trainer import train
 
-        if os.environ.get("SUBMITIT_EXECUTOR"):  # inside a submitit job: one task = one rank
-            # CUDA_VISIBLE_DEVICES stays: models.runtime picks the device by LOCAL_RANK
-            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        if os.environ.get("SUBMITIT_EXECUTOR") not in ("slurm", "local"):
+            # called directly or by submitit's in-process debug executor: nobody sends USR2,
+            # so train in this thread (no stop flag needed)
+            return train(self.config)
+        # one task = one rank; CUDA_VISIBLE_DEVICES stays (models.runtime picks by LOCAL_RANK)
+        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
         self._stop = threading.Event()
         outcome: dict[str, Any] = {}
 
@@ -51,7 +58,9 @@ class TrainingJob(submitit.helpers.Checkpointable):
             except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
                 outcome["error"] = err
 
-        self._worker = threading.Thread(target=work, name=f"train-{self.config.name}")
+        # daemon: if a step outlasts preempt_wait_s, the requeue's exit must not wait for it
+        # (checkpoints are atomic, so cutting a save short only loses that save)
+        self._worker = threading.Thread(target=work, name=f"train-{self.config.name}", daemon=True)
         self._worker.start()
         while self._worker.is_alive():
             self._worker.join(timeout=0.5)  # short joins keep the main thread open to signals

@@ -81,3 +81,15 @@ def test_cli_rejects_bad_file_with_exit_code_2(tmp_path, data_dir):
     ok.write_text(yaml.safe_dump(tiny_run_dict(tmp_path, data_dir)))
     result = CliRunner().invoke(app, ["train", str(ok), "--dry-run"])
     assert result.exit_code == 0 and "global_batch_tokens: 256" in result.output
+
+
+def test_training_job_pickles_and_resubmits_itself(tmp_path, data_dir):
+    import pickle
+
+    from jobs import TrainingJob
+
+    cfg = tiny_run_config(tmp_path, data_dir)
+    job = pickle.loads(pickle.dumps(TrainingJob(cfg, preempt_wait_s=5)))
+    assert job.config == cfg and job.preempt_wait_s == 5
+    again = job.checkpoint()  # not running: nothing to stop, just the resubmission
+    assert isinstance(again.function, TrainingJob) and again.function.config == cfg
