@@ -127,6 +127,34 @@ def cancel(study: StudyArg) -> None:
         typer.echo(f"  {cid}")
 
 
-def run() -> None:
-    """Prepare, submit, wait, analyze."""
-    raise NotImplementedError
+def run(
+    study: StudyArg,
+    analyze: Annotated[bool, typer.Option(help="Fit and judge once every cell has ended.")] = True,
+    out: Annotated[
+        Path | None, typer.Option(help="Report folder [default: <study folder>/analysis].")
+    ] = None,
+    baseline: Annotated[str, typer.Option(help="The arm the others are judged by.")] = "linear",
+) -> None:
+    """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run)."""
+    from scaling.run import run_study
+
+    spec = _load(study)
+    outcome = run_study(spec, analyze=analyze, out_dir=out, baseline=baseline, say=typer.echo)
+    _status_table(spec)
+    if outcome.verdict is not None:
+        for v in outcome.verdict["variants"]:
+            typer.echo(
+                f"{v['variant']} vs {baseline}: {v['verdict']} (gamma {v['gamma']}, 95% CI "
+                f"{v['gamma_ci95']}; k0 {v['k0']}, 95% CI {v['k0_ci95']})"
+            )
+        report = outcome.report_dir
+        typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
+        typer.echo(f"plots and verdict.json: {report}/")
+    uri = spec.mlflow.tracking_uri
+    if uri.startswith(("http://", "https://")):
+        typer.echo(f"MLflow UI: open {uri} (experiment {spec.mlflow.experiment!r})")
+    else:
+        typer.echo(
+            f"MLflow UI: .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1 "
+            f"--port 5000, then open http://127.0.0.1:5000 (experiment {spec.mlflow.experiment!r})"
+        )
