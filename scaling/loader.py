@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 PROBE_TIMEOUT_S = 10.0
+_SQLITE = "sqlite:///"
 
 
 def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
@@ -40,6 +41,10 @@ def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     if study.data.prepare is not None:
         study.data.prepare["output_dir"] = str(_absolute(study.data.prepare["output_dir"], base))
     study.output_dir = str(_absolute(study.output_dir or f"runs/{study.name}", base))
+    uri = study.mlflow.tracking_uri
+    if uri.startswith(_SQLITE) and uri != _SQLITE + ":memory:":
+        # jobs run elsewhere (a Slurm node's working dir): a relative store path must not move
+        study.mlflow.tracking_uri = _SQLITE + str(_absolute(uri[len(_SQLITE) :], base))
     return study
 
 
@@ -119,12 +124,15 @@ def check_mlflow(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
             "`mlflow server --host 127.0.0.1 --port PORT --backend-store-uri sqlite:///...` "
             "or fix the URI"
         )
-    if uri.startswith("sqlite:///"):
-        parent = Path(uri[len("sqlite:///") :]).parent
-        if not parent.is_dir():
+    if uri.startswith(_SQLITE):
+        # The store's folder is made on first use; it must be possible to make it.
+        existing = Path(uri[len(_SQLITE) :]).absolute().parent
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir() or not os.access(existing, os.W_OK):
             raise ConfigError(
-                f"study.mlflow.tracking_uri: the directory {parent} of the SQLite store does not "
-                "exist; create it or fix the URI"
+                f"study.mlflow.tracking_uri: cannot create the SQLite store {uri[len(_SQLITE) :]} "
+                f"({existing} is not a writable directory); fix the URI or the permissions"
             )
 
 

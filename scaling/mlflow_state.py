@@ -59,7 +59,10 @@ def client_for(study: Study) -> MlflowClient:
 
     for key, value in _HTTP_ENV.items():
         os.environ.setdefault(key, value)
-    return MlflowClient(tracking_uri=study.mlflow.tracking_uri)
+    uri = study.mlflow.tracking_uri
+    if uri.startswith("sqlite:///"):  # a local store's folder is made on first use
+        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    return MlflowClient(tracking_uri=uri)
 
 
 def experiment_id(client: MlflowClient, name: str, create: bool = False) -> str | None:
