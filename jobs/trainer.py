@@ -24,6 +24,7 @@ from jobs import checkpoint as ckpt
 from jobs.batches import step_microbatches
 from jobs.config import RunConfig
 from jobs.optim import lr_at
+from jobs.provenance import device_name, git_commit, versions
 from jobs.tracking import NullTracker, Tracker
 
 __all__ = ["RunResult", "train", "launched_world_size"]
@@ -102,40 +103,6 @@ def _write_result(config: RunConfig, result: RunResult) -> None:
     tmp = path.with_name(".result.json.tmp")
     tmp.write_text(json.dumps(result.__dict__, indent=1))
     os.replace(tmp, path)
-
-
-def _device_name() -> str:
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    return f"cpu ({os.cpu_count()} cores, {torch.get_num_threads()} threads)"
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for pkg in ("torch", "megatron-core", "deepspeed", "mlflow", "nonlinear-query-scaling"):
-        try:
-            out[f"version.{pkg}"] = version(pkg)
-        except PackageNotFoundError:
-            out[f"version.{pkg}"] = "absent"
-    return out
-
-
-def _git_commit() -> str:
-    import subprocess
-
-    repo = Path(__file__).resolve().parents[1]
-    try:
-        result = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return result.stdout.strip() or "unknown"
 
 
 def _plot_losses(state: _State, path: Path, title: str) -> Path:
@@ -222,11 +189,11 @@ class _Trainer:
             **config.tracking.tags,
             "engine": config.engine,
             "outcome": "running",
-            "git_commit": _git_commit(),
+            "git_commit": git_commit(),
             "host": socket.gethostname(),
-            "device": _device_name(),
+            "device": device_name(),
             "world_size": str(self.world),
-            **_versions(),
+            **versions(),
         }
         self.tracker.set_status("RUNNING")
         self.tracker.set_tags(tags)
@@ -311,6 +278,15 @@ class _Trainer:
         return None
 
     def run(self) -> RunResult:
+        try:
+            return self._run()
+        except Exception as err:  # a crash (not a divergence): mark the run, keep the record
+            self.tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:1000]})
+            self.tracker.set_status("FAILED")
+            self.tracker.close(timeout_s=10)
+            raise
+
+    def _run(self) -> RunResult:
         config, train_cfg = self.config, self.config.train
         state, resumed = self._resume()
         self._start_tracking(resumed)
