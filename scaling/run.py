@@ -20,6 +20,7 @@ from scaling.submission import ACTIVE_STATES, StatusRow, study_status
 __all__ = ["RunOutcome", "run_study", "Progress"]
 
 POLL_S = 5.0
+HEARTBEAT_S = 60.0
 
 
 @dataclass
@@ -65,14 +66,18 @@ def _clock(seconds: float) -> str:
 
 
 def _watch(study: Study, progress: Progress, submitting: threading.Thread | None, say) -> list:
-    """Poll the grid until nothing is active (and the local submitter, if any, has returned)."""
-    last = ""
+    """Poll the grid until nothing is active (and the local submitter, if any, has returned).
+
+    A line is printed when a cell ends, and at least once a minute while cells run.
+    """
+    last_line, last_time = "", 0.0
     while True:
         rows = study_status(study)
         line = progress.summary(rows)
-        if line.split("; elapsed")[0] != last:  # print on change, not every poll
+        ended = line.split(",")[0]
+        if ended != last_line or time.monotonic() - last_time > HEARTBEAT_S:
             say(line)
-            last = line.split("; elapsed")[0]
+            last_line, last_time = ended, time.monotonic()
         active = any(r.state in ACTIVE_STATES for r in rows)
         if not active and (submitting is None or not submitting.is_alive()):
             return rows
