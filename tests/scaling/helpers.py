@@ -8,6 +8,9 @@ from pathlib import Path
 
 import yaml
 
+# imported here, not on first poll: importing torch takes seconds, long enough for a tiny run
+# to finish before the test reacts to its first checkpoint
+from jobs.checkpoint import list_checkpoints
 from scaling.loader import load_study
 from scaling.study import Study
 
@@ -46,8 +49,6 @@ def poll(
 
 
 def checkpoint_steps(output_dir: str) -> list[int]:
-    from jobs.checkpoint import list_checkpoints
-
     root = Path(output_dir) / "checkpoints"
     return [step for step, _ in list_checkpoints(root)] if root.is_dir() else []
 

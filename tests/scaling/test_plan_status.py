@@ -88,3 +88,43 @@ def test_cli_reports_a_bad_spec_without_a_traceback(tmp_path, data_dir):
     assert result.exit_code == 2
     assert "study.seeds: empty" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "study").exists()
+
+
+def test_slurm_job_parameters_follow_each_cell_parallelism(tmp_path, data_dir):
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    from scaling.submission import _slurm_parameters
+
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
+    spec["slurm"] = {
+        "partition": "gpu",
+        "account": "lab",
+        "gpus_per_node": 8,
+        "time_limit_min": 90,
+        "additional": {"exclusive": True},
+        "setup": ["module load cuda"],
+    }
+    study = study_from_dict(spec)
+    gpu16 = _slurm_parameters(study, world_size=16)  # e.g. TP 2 x DP 8 over two 8-GPU nodes
+    assert (gpu16["nodes"], gpu16["ntasks_per_node"], gpu16["gpus_per_node"]) == (2, 8, 8)
+    gpu2 = _slurm_parameters(study, world_size=2)
+    assert (gpu2["nodes"], gpu2["ntasks_per_node"], gpu2["gpus_per_node"]) == (1, 2, 2)
+    sbatch = _make_sbatch_string(command="python -m x", folder=str(tmp_path / "logs"), **gpu16)
+    for line in (
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=8",
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=lab",
+        "#SBATCH --time=90",
+        f"#SBATCH --chdir={study.folder}",  # nothing lands where submit ran
+        "#SBATCH --exclusive",
+        "module load cuda",
+    ):
+        assert line in sbatch, line
+    assert f"--output={tmp_path / 'logs'}" in sbatch
+
+    spec["slurm"] = {"cpus_per_task": 2}  # CPU nodes: one task per rank, no GPU request
+    cpu = _slurm_parameters(study_from_dict(spec), world_size=2)
+    assert (cpu["nodes"], cpu["ntasks_per_node"], "gpus_per_node" in cpu) == (1, 2, False)
+    assert 'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"' in cpu["setup"]

@@ -6,6 +6,7 @@ Skipped, with the reason, only where no Slurm controller answers (`.ci/slurm/sta
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def _job_log(study, job_id: str) -> str:
 def test_interrupted_cell_resumes_and_killed_cell_is_retried(
     tmp_path, data_dir, mlflow_server, slurm_cluster
 ):
-    # two 1-rank cells of 300 steps, checkpointing every 10
+    # two 1-rank cells of 600 steps, checkpointing every 10
     spec = small_spec(
         data_dir,
         tmp_path / "study",
@@ -80,18 +81,29 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
         sizes=["30K"],
         seeds=[0],
         parallel={},
-        tokens={"per_size": {"30K": 300 * 256}},
+        tokens={"per_size": {"30K": 600 * 256}},
         train={"checkpoint_interval": 10},
     )
     study = write_and_load(spec, tmp_path / "study.yaml")
     result = submit_study(study)
     (interrupted, job_a), (killed, job_b) = sorted(result.jobs.items())
     out = {cid: study.folder / "cells" / cid for cid in result.jobs}
-    # each as soon as it has a checkpoint, i.e. ~10 of its 300 steps in
-    poll(lambda: checkpoint_steps(out[interrupted]), 180, "a checkpoint of the first cell")
-    job_a._interrupt()  # preemption: USR2, the job checkpoints and submitit requeues it
-    poll(lambda: checkpoint_steps(out[killed]), 180, "a checkpoint of the second cell")
-    subprocess.run(["scancel", job_b.job_id], check=True, timeout=30)  # a crash, no requeue
+    # each as soon as its first checkpoint exists (step 10 of 600), polled every 0.1 s
+    actions = {
+        interrupted: job_a._interrupt,  # preemption: USR2, the job checkpoints, submitit requeues
+        # a crash: the training process dies at once (SIGHUP; Slurm turns a KILL into a graceful
+        # cancel), no checkpoint, no requeue, its MLflow run left RUNNING
+        killed: lambda: subprocess.run(
+            ["scancel", "--signal=HUP", job_b.job_id], check=True, timeout=30
+        ),
+    }
+
+    def act_on_checkpoints() -> bool:
+        for cid in [c for c in actions if checkpoint_steps(out[c])]:
+            actions.pop(cid)()
+        return not actions
+
+    poll(act_on_checkpoints, 180, lambda: f"a first checkpoint of {sorted(actions)}", 0.1)
 
     seen: list[dict] = []
 
@@ -110,7 +122,9 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
 
     children = _children(study)
     assert {r.data.tags["cell_id"]: r.info.run_id for r in children} == run_ids  # one run each
-    assert "resumed at step" in _job_log(study, job_a.job_id.split("_")[0])
+    logs = _job_log(study, job_a.job_id.split("_")[0]) + _job_log(study, again.jobs[killed].job_id)
+    resumed = dict(re.findall(r"\[jobs\] (\S+): resumed at step (\d+)", logs))
+    assert 10 <= int(resumed[interrupted]) < 600 and 10 <= int(resumed[killed]) < 600, resumed
     steps = logged_steps(study, run_ids[interrupted])
-    assert steps == list(range(1, 301))  # resumed where it stopped: no gap, no repeat
-    assert logged_steps(study, run_ids[killed])[-1] == 300
+    assert steps == list(range(1, 601))  # resumed where it stopped: no gap, no repeat
+    assert logged_steps(study, run_ids[killed])[-1] == 600
