@@ -14,8 +14,8 @@ from models.config import ModelConfig, ParallelConfig
 def transformer_config(config: ModelConfig, parallel: ParallelConfig, **overrides: Any):
     """megatron ``TransformerConfig`` for the reference GPT: no biases, no dropout, exact GELU.
 
-    ``use_cpu_initialization`` builds every weight full on the CPU generator, then slices it, so
-    a seed gives the same full weights for any tensor-parallel size. ``overrides`` (e.g.
+    ``use_cpu_initialization`` keeps megatron's own (overwritten, see ``models.init``) draws off
+    the GPU. ``overrides`` (e.g.
     ``bf16=True``, ``recompute_granularity="selective"``) pass straight to megatron.
     """
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -64,8 +64,13 @@ def build_gpt(
 
     Validates first (ValueError before any group or tensor exists), then joins or creates the
     process groups (a 1-rank gloo group in a plain CPU process). ``seed`` seeds torch and
-    megatron's RNG tracker before the weights are drawn; without it the current torch RNG state
-    is used. On a GPU machine the model is moved to the current CUDA device.
+    megatron's RNG tracker, and the weights are drawn by ``models.init.initialize_weights``:
+    one generator per parameter, seeded from ``seed`` and the parameter's global name, so they
+    are the same full weights for any tensor- and pipeline-parallel size. Without ``seed`` the
+    weight seed is drawn from the current torch RNG (so it depends on each rank's RNG state;
+    pass ``seed`` for reproducible, layout-independent weights). Building leaves torch's CPU RNG
+    where it was before megatron's (discarded) draws, so it too is the same for any layout.
+    On a GPU machine the model is moved to the current CUDA device.
 
     Under PP the stage is ``parallel_state.get_pipeline_model_parallel_rank()``: the first stage
     has the embeddings (``pre_process``), the last the final norm and output layer
@@ -90,13 +95,18 @@ def build_gpt(
     from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
 
+    from models.init import initialize_weights
     from models.spec import block_spec
 
     if seed is not None:
         runtime.set_seed(seed)
     else:
         runtime.ensure_rng_tracker()
+        seed = int(torch.randint(0, 2**62, ()).item())
+    # megatron still runs its own init (with perform_initialization=False it would also skip
+    # setting the tensor-parallel attributes); initialize_weights then overwrites every weight.
     tconfig = transformer_config(config, parallel, **(transformer_overrides or {}))
+    rng_state = torch.get_rng_state()  # restored below: what megatron drew depends on the layout
     model = GPTModel(
         config=tconfig,
         transformer_layer_spec=block_spec(config, tconfig),
@@ -110,6 +120,8 @@ def build_gpt(
             "learned_absolute" if config.position_embedding == "learned" else "rope"
         ),
     )
+    initialize_weights(model, seed, config.init_std, config.num_layers)
+    torch.set_rng_state(rng_state)
     if torch.cuda.is_available():
         model.cuda(torch.cuda.current_device())
     return model

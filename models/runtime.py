@@ -113,8 +113,8 @@ def ensure_parallel(parallel: ParallelConfig | None = None) -> ParallelConfig:
 def set_seed(seed: int) -> None:
     """Seed torch and megatron's RNG tracker (model-parallel and data-parallel streams).
 
-    Weights are initialised full on the CPU generator and sliced (``use_cpu_initialization``),
-    so the same seed gives the same full weights for any tensor-parallel size.
+    The initial weights do not come from these streams: ``models.init`` draws each parameter
+    from its own generator seeded from the seed and the parameter's global name.
     """
     from megatron.core import tensor_parallel
 

@@ -125,8 +125,8 @@ def _stage_key(name: str, layer_offset: int) -> str:
     return ".".join(parts)
 
 
-def pipeline_worker(rank: int, world_size: int, cases: list[str], reference: dict) -> dict:
-    """PP=world_size through megatron's schedule, with the 1-process model's weights loaded."""
+def pipeline_worker(rank: int, world_size: int, cases: list[str], seed: int) -> dict:
+    """PP=world_size through megatron's schedule, built with ``seed`` (no weights loaded)."""
     from megatron.core import parallel_state
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
@@ -137,17 +137,11 @@ def pipeline_worker(rank: int, world_size: int, cases: list[str], reference: dic
     results = {}
     for case in cases:
         config = tiny_config(**CASES[case])
-        model = build_gpt(config, parallel, seed=0)
+        model = build_gpt(config, parallel, seed=seed)
         offset = parallel_state.get_pipeline_model_parallel_rank() * (
             config.num_layers // world_size
         )
-        ref = reference[case]["weights"]
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                key = _stage_key(name, offset)
-                if name == "output_layer.weight" and key not in ref:
-                    key = "embedding.word_embeddings.weight"  # the tied copy on the last stage
-                param.copy_(torch.from_numpy(ref[key]))
+        weights = {_stage_key(n, offset): p.detach().clone() for n, p in model.named_parameters()}
 
         def forward_step(data_iterator, model):
             tok, lab = next(data_iterator)
@@ -171,6 +165,7 @@ def pipeline_worker(rank: int, world_size: int, cases: list[str], reference: dic
         )
         results[case] = {
             "offset": offset,
+            "weights": weights,
             "loss": losses[0]["loss"].item() if losses else None,
             "grads": {_stage_key(n, offset): p.grad.clone() for n, p in model.named_parameters()},
         }
@@ -223,6 +218,21 @@ def counting_worker(rank: int, world_size: int) -> dict:
             flops[(size, variant)] = counter.get_total_flops() / tokens.numel()
     runtime.destroy()
     return {"counts": counts, "flops": flops}
+
+
+def init_worker(rank: int, world_size: int) -> dict:
+    """Initial weights of a 4-layer untied nonlinear model for seeds 0, 0 and 1."""
+    from models import build_gpt, runtime
+
+    config = tiny_config(
+        query_variant="nonlinear", num_layers=4, hidden_size=64, tie_embeddings=False
+    )
+    out = {}
+    for key, seed in (("a", 0), ("b", 0), ("c", 1)):
+        model = build_gpt(config, seed=seed)
+        out[key] = {n: p.detach().clone() for n, p in model.named_parameters()}
+    runtime.destroy()
+    return to_numpy(out)
 
 
 def w2_zero_worker(rank: int, world_size: int) -> dict:

@@ -1,4 +1,5 @@
-"""TP=2 and PP=2 (two gloo processes) compute what one process computes, for every variant."""
+"""TP=2 and PP=2 (two gloo processes) start from the one-process weights of the same seed and
+compute what one process computes, for every variant."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def tensor_parallel() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def pipeline_parallel(reference) -> list[dict]:
-    return run_ranks(w.pipeline_worker, 2, CASES, reference)
+def pipeline_parallel() -> list[dict]:
+    return run_ranks(w.pipeline_worker, 2, CASES, 0)
 
 
 def _is_qk_norm(name: str) -> bool:
@@ -56,6 +57,21 @@ def test_tensor_parallel_matches_one_process(case, reference, tensor_parallel):
         g0, g1 = ranks[0]["local_grads"][name], ranks[1]["local_grads"][name]
         if g0.shape == g1.shape == ref["grads"][name].shape and not _is_qk_norm(name):
             np.testing.assert_array_equal(g0, g1, err_msg=f"replicated {name}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_pipeline_stages_start_from_one_process_weights(case, reference, pipeline_parallel):
+    ref = reference[case]["weights"]
+    first, last = (r[case] for r in pipeline_parallel)
+    assert first["offset"] == 0 and last["offset"] == 1
+    names = set(first["weights"]) | set(last["weights"])
+    assert names == set(reference[case]["grads"]) | {"output_layer.weight"}
+    for stage in (first, last):
+        for name, weight in stage["weights"].items():
+            # The last stage's tied output layer starts as the first stage's embedding.
+            key = "embedding.word_embeddings.weight" if name == "output_layer.weight" else name
+            np.testing.assert_array_equal(weight, ref[key], err_msg=name)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -93,3 +94,24 @@ def test_import_reference_checkpoint_gives_same_logits(tmp_path):
         assert result[mode]["config"]["query_variant"] == variant
         assert result[mode]["diff"] < 1e-5, mode
         assert result[mode]["gain_std"] > 0.1  # the norm gains were really imported
+
+
+def test_initial_weights_follow_seed_and_megatron_distributions():
+    result = run_ranks(w.init_worker, 1)[0]
+    same, other, different = result["a"], result["b"], result["c"]
+    layers, std = 4, 0.02
+    for name, weight in same.items():
+        np.testing.assert_array_equal(weight, other[name], err_msg=name)  # same seed
+        if weight.ndim == 1:  # norm gains
+            np.testing.assert_array_equal(weight, np.ones_like(weight), err_msg=name)
+            continue
+        assert not np.array_equal(weight, different[name]), name  # another seed
+        scaled = name.endswith(("self_attention.linear_proj.weight", "mlp.linear_fc2.weight"))
+        expected = std / math.sqrt(2 * layers) if scaled else std  # GPT-2 scaled output inits
+        assert weight.std() == pytest.approx(expected, rel=0.1), name
+        assert abs(weight.mean()) < 0.2 * expected, name
+    # Every parameter draws its own stream: no two matrices repeat each other.
+    w1 = [v for n, v in same.items() if n.endswith("query.linear_in.weight")]
+    assert len(w1) == layers and not np.array_equal(w1[0], w1[1])
+    assert "output_layer.weight" in same  # untied: drawn independently of the embedding
+    assert not np.array_equal(same["output_layer.weight"], same["embedding.word_embeddings.weight"])
