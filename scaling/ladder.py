@@ -52,7 +52,7 @@ ARMS: dict[str, dict] = {
     "linear": {"query_variant": "linear"},
     "nonlinear": {"query_variant": "nonlinear"},  # Q = (X + f(X)) / 2, arXiv 2603.13381
     "identity": {"query_variant": "identity"},  # Q = X
-    "residual_linear": {"query_variant": "residual_linear"},  # Q = X + X W_Q
+    "residual_linear": {"query_variant": "residual_linear"},  # nonlinear without the GELU
     "linear_qknorm": {"query_variant": "linear", "qk_norm": True},
     "wider_mlp": {"query_variant": "linear", "ffn_multiplier": 4.75},
 }

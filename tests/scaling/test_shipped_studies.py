@@ -1,0 +1,50 @@
+"""The studies shipped in studies/ validate and plan (the cluster ones without their cluster)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scaling.loader import load_study
+from scaling.plan import plan_study
+
+STUDIES = Path(__file__).resolve().parents[2] / "studies"
+
+
+@pytest.mark.parametrize("name", ["demo", "paper-124m", "ladder"])
+def test_shipped_study_validates_and_plans(name):
+    study = load_study(STUDIES / f"{name}.yaml", check_environment=False)
+    plan = plan_study(study)
+    variants = {row.variant for row in plan.rows}
+    assert {"linear", "nonlinear"} <= variants
+    assert plan.num_runs == len({row.cell_id for row in plan.rows})
+    if name == "demo":  # CPU-sized: >= 4 sizes x 2 arms x >= 2 seeds, small enough for a laptop
+        assert len(study.sizes) >= 4 and len(study.seeds) >= 2 and study.executor == "local"
+        assert plan.total_flops < 1e14
+    else:  # cluster-sized: GPU jobs on Slurm, every arm with an LR sweep
+        assert study.executor == "slurm" and study.slurm.gpus_per_node > 0
+        lrs = {(r.variant, r.size): set() for r in plan.rows}
+        for row in plan.rows:
+            lrs[(row.variant, row.size)].add(row.lr)
+        assert min(len(v) for v in lrs.values()) >= 3
+        assert plan.gpu_hours > 100
+
+
+def test_plan_command_prints_the_cost_table():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaling",
+            "plan",
+            str(STUDIES / "paper-124m.yaml"),
+            "--no-check-environment",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "124M-nonlinear-s0-lr0.0008" in out and "48 runs" in out and "GPU-hours" in out
