@@ -17,7 +17,7 @@ from scaling.loader import load_study
 from scaling.plan import plan_study
 from scaling.submission import study_status
 
-DEFAULT = Path(__file__).resolve().parents[1] / "studies" / "nonlinear_query_ladder.yaml"
+DEFAULT = Path(__file__).resolve().parents[1] / "studies" / "ladder.yaml"
 
 
 def _timed(fn, repeat: int = 3):
