@@ -54,8 +54,12 @@ def build_groups(runs: pd.DataFrame, num_resamples: int, seed: int = 0) -> Group
     present = (count > 0).astype(float)
 
     weights = seed_weights(len(seeds), num_resamples, np.random.default_rng(seed))
+    # Each distinct seed draw once, then expanded: repeated draws get bit-identical rows, which
+    # lets laws.fit_across_resamples fit each distinct resample only once.
+    unique_w, inverse = np.unique(weights, axis=0, return_inverse=True)  # [U, seeds]
     with np.errstate(invalid="ignore", divide="ignore"):
-        cell_loss = (weights @ (per_seed * present).T) / (weights @ present.T)  # [B+1, cells]
+        unique_loss = (unique_w @ (per_seed * present).T) / (unique_w @ present.T)  # [U, cells]
+    cell_loss = unique_loss[inverse.reshape(-1)]  # [B+1, cells]
 
     group_ids = cell_frame.groupby(GROUP_KEYS, sort=True).ngroup().to_numpy()
     num_groups = group_ids.max() + 1

@@ -97,6 +97,9 @@ def _fit_summary(fits: list[LawFit], ci_seeds: int) -> list[dict]:
                 "num_points": int(len(fit.points)),
                 "params": {k: V._stat(v, ci_seeds) for k, v in params.items()},
                 "resamples_fitted": int(np.isfinite(fit.params[1:, 0]).sum()),
+                # fits that reached the iteration cap: not converged, left out of the CIs
+                "resamples_failed": fit.counts.failed if fit.counts else 0,
+                "distinct_resamples": fit.counts.distinct if fit.counts else 0,
             }
         )
     return out

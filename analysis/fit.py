@@ -32,6 +32,12 @@ GRID = {
 }
 _LBFGS_OPTIONS = {"maxiter": 2000, "ftol": 1e-12, "gtol": 1e-6, "maxcor": 20}
 _SCREEN_OPTIONS = {"maxiter": 2000, "ftol": 1e-6, "gtol": 1e-1, "maxcor": 20}
+# A bootstrap resample starts from the full-data optimum, which is near its own: it needs
+# ~40-60 iterations on the demo study, but a flat or degenerate resample (e.g. alpha -> 0 when
+# the loss does not fall with N) took between 500 and 2,000 there. The cap bounds that cost;
+# a fit that reaches it has not converged and counts as failed (NaN, reported per law).
+RESAMPLE_MAXITER = 2000
+RESAMPLE_OPTIONS = {**_LBFGS_OPTIONS, "maxiter": RESAMPLE_MAXITER}
 _NUM_POLISHED = 4
 
 
@@ -82,6 +88,8 @@ class Fit:
     loss: float  # summed Huber at the optimum, times SCALE
     converged: bool
     names: tuple[str, ...]
+    iterations: int = 0  # L-BFGS iterations over all starts (screening and polishing)
+    hit_cap: bool = False  # the kept run stopped at maxiter: not a converged optimum
 
     def as_dict(self) -> dict[str, float]:
         return dict(zip(self.names, map(float, self.params), strict=True))
@@ -108,30 +116,39 @@ def fit(
     log_loss: np.ndarray,
     starts: np.ndarray,
     weight: np.ndarray | None = None,
+    options: dict | None = None,
 ) -> Fit:
     """Run L-BFGS from every start and keep the lowest objective (Approach 3).
 
     With many starts, each runs to a loose tolerance first and the best few are then polished
     to the tight one: on the Chinchilla grid this halves the work and lands on the same optimum.
     ``weight`` (``[n_points]``, 0 or more) lets a bootstrap resample drop points without
-    rebuilding the design; points with weight 0 do not influence the fit.
+    rebuilding the design; points with weight 0 do not influence the fit. ``options`` replaces
+    the polishing L-BFGS options (e.g. ``RESAMPLE_OPTIONS``'s iteration cap).
     """
     weight = np.ones_like(log_loss) if weight is None else weight
+    options = _LBFGS_OPTIONS if options is None else options
     starts = np.atleast_2d(starts)
+    iterations = 0
     if len(starts) > _NUM_POLISHED:
         screened = [_lbfgs(model, log_loss, weight, x0, _SCREEN_OPTIONS) for x0 in starts]
+        iterations += sum(int(r.nit) for r in screened)
         screened = [r for r in screened if np.isfinite(r.fun)]
         screened.sort(key=lambda r: r.fun)
         starts = np.array([r.x for r in screened[:_NUM_POLISHED]])
     best: Fit | None = None
     for x0 in starts:
-        res = _lbfgs(model, log_loss, weight, x0, _LBFGS_OPTIONS)
+        res = _lbfgs(model, log_loss, weight, x0, options)
+        iterations += int(res.nit)
         if not np.isfinite(res.fun):
             continue
         if best is None or res.fun < best.loss:
-            best = Fit(np.asarray(res.x), float(res.fun), bool(res.success), model.names)
+            hit_cap = int(res.nit) >= options["maxiter"]
+            best = Fit(
+                np.asarray(res.x), float(res.fun), bool(res.success), model.names, 0, hit_cap
+            )
     assert best is not None, "every start produced a non-finite objective"
-    return best
+    return dataclasses.replace(best, iterations=iterations)
 
 
 def power_law_model(x: np.ndarray) -> LSEModel:

@@ -83,16 +83,20 @@ def _blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     b.append(("h", "Fitted laws"))
     rows = []
     for f in verdict["fits"]:
+        # failed = the warm-started fit hit its iteration cap; such resamples are not in the CI
+        used = f"{f['resamples_fitted']} ({f.get('resamples_failed', 0)} failed)"
         for name, p in f["params"].items():
-            rows.append([f["variant"], f["law"], name, fmt(p["value"]), fmt_ci(p["ci95"])])
-    b.append(("table", ["variant", "law", "parameter", "value", "95% CI"], rows))
+            rows.append([f["variant"], f["law"], name, fmt(p["value"]), fmt_ci(p["ci95"]), used])
+    header = ["variant", "law", "parameter", "value", "95% CI", "resamples fitted"]
+    b.append(("table", header, rows))
     b.append(
         (
             "p",
             "Fits: Chinchilla Approach 3 (log-sum-exp in log space, Huber delta 1e-3 summed "
             "over points, L-BFGS from the initialisation grid, best kept; resamples warm-started "
-            "from the full-data optimum). L(N), L(C) and k(C) use each arm's largest token "
-            "budget per size; k(C) is the joint fit with one shared E.",
+            "from the full-data optimum, each distinct resample fitted once). L(N), L(C) and "
+            "k(C) use each arm's largest token budget per size; k(C) is the joint fit with one "
+            "shared E.",
         )
     )
     if "loss_vs_n" in figures:
