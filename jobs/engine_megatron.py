@@ -68,10 +68,9 @@ class MegatronEngine:
         tconfig = model.config
         tconfig.finalize_model_grads_func = finalize_model_grads
         tconfig.no_sync_func = self.model.no_sync
-        # Free stage outputs once sent and run backward through the C++ engine directly
-        # (megatron's `custom_backward`). Besides saving memory under PP, this keeps the CPU
-        # adapter's TorchFunctionMode active during backward: `torch.autograd.backward` is
-        # itself dispatched through that mode, which disables it for the whole backward pass.
+        # Free pipeline-stage outputs once sent (megatron's `custom_backward`): saves activation
+        # memory under PP. (Backward on CPU works either way: the CPU adapter answers
+        # `torch.cuda.current_device()` with the CPU device inside autograd too.)
         tconfig.deallocate_pipeline_outputs = True
         self.forward_backward = get_forward_backward_func()
         self.ps = parallel_state
