@@ -116,12 +116,8 @@ class MegatronEngine:
             forward_only=forward_only,
         )
 
-    def _mean_loss(self, outputs: list[dict], count: int) -> float:
-        """Mean of per-micro-batch losses over micro-batches and DP, known on every rank."""
-        total = torch.zeros(2, dtype=torch.float64)
-        if self.ps.is_pipeline_last_stage():
-            total[0] = sum(float(o["loss"]) for o in outputs)
-            total[1] = count
+    def _reduce_mean(self, total: torch.Tensor) -> float:
+        """[sum, count] from the last stage, summed over DP and known on every PP rank."""
         dist.all_reduce(total, group=self.ps.get_data_parallel_group())
         if self.ps.get_pipeline_model_parallel_world_size() > 1:
             dist.broadcast(
@@ -130,6 +126,14 @@ class MegatronEngine:
                 group=self.ps.get_pipeline_model_parallel_group(),
             )
         return float(total[0] / total[1])
+
+    def _mean_loss(self, outputs: list[dict], count: int) -> float:
+        """Mean of per-micro-batch losses over micro-batches and DP, known on every rank."""
+        total = torch.zeros(2, dtype=torch.float64)
+        if self.ps.is_pipeline_last_stage():
+            total[0] = sum(float(o["loss"]) for o in outputs)
+            total[1] = count
+        return self._reduce_mean(total)
 
     def train_step(self, microbatches: list[torch.Tensor]) -> tuple[float, float]:
         """Forward/backward over this rank's micro-batches, then the update: (loss, grad norm)."""
@@ -181,14 +185,7 @@ class MegatronEngine:
                 total[0] += float(out["loss"]) * chunk.shape[0]
                 total[1] += chunk.shape[0]
         self.model.train()
-        dist.all_reduce(total, group=self.ps.get_data_parallel_group())
-        if self.ps.get_pipeline_model_parallel_world_size() > 1:
-            dist.broadcast(
-                total,
-                src=self.ps.get_pipeline_model_parallel_last_rank(),
-                group=self.ps.get_pipeline_model_parallel_group(),
-            )
-        return float(total[0] / total[1])
+        return self._reduce_mean(total)
 
     # --- checkpoint payload ---------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
