@@ -15,6 +15,8 @@ TorchFunctionMode in the thread that first initialises it.
 from __future__ import annotations
 
 import os
+import signal
+import sys
 import threading
 from typing import Any
 
@@ -23,6 +25,8 @@ import submitit
 from jobs.config import RunConfig
 
 __all__ = ["TrainingJob"]
+
+_HANDLED_SIGNALS = {signal.SIGUSR2, signal.SIGTERM, signal.SIGINT, signal.SIGCONT}
 
 
 class TrainingJob(submitit.helpers.Checkpointable):
@@ -53,6 +57,10 @@ class TrainingJob(submitit.helpers.Checkpointable):
         outcome: dict[str, Any] = {}
 
         def work() -> None:
+            # Signals belong to the main thread (submitit's handler): block them here, and so in
+            # every thread this one starts (gloo, data loading, tracking), so that a USR2 never
+            # interrupts a system call inside a C++ library thread.
+            signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED_SIGNALS)
             try:
                 outcome["result"] = train(self.config, stop=self._stop)
             except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
@@ -62,8 +70,17 @@ class TrainingJob(submitit.helpers.Checkpointable):
         # (checkpoints are atomic, so cutting a save short only loses that save)
         self._worker = threading.Thread(target=work, name=f"train-{self.config.name}", daemon=True)
         self._worker.start()
-        while self._worker.is_alive():
-            self._worker.join(timeout=0.5)  # short joins keep the main thread open to signals
+        try:
+            while self._worker.is_alive():
+                self._worker.join(timeout=0.5)  # short joins keep the main thread open to signals
+        except SystemExit as exiting:
+            # submitit's USR2 handler ran `checkpoint()` (the worker has saved and ended), then
+            # requeued and exits with a code that means "requeued". Leave at once: interpreter
+            # teardown can race with torch.distributed's C++ threads (its TCP store) and abort
+            # the process, which would lose that exit code and so the requeue.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exiting.code if isinstance(exiting.code, int) else 1)
         if "error" in outcome:
             raise outcome["error"]
         return outcome["result"]
