@@ -30,8 +30,8 @@ def train(
     if dry_run:
         typer.echo(yaml.safe_dump(to_dict(config), sort_keys=False))
         return
-    from jobs.trainer import launched_world_size
     from jobs.trainer import train as run_training
+    from models.runtime import launched_world_size
 
     try:
         config.check_world_size(launched_world_size())

@@ -27,7 +27,7 @@ from jobs.optim import lr_at
 from jobs.provenance import device_name, git_commit, versions
 from jobs.tracking import NullTracker, Tracker
 
-__all__ = ["RunResult", "train", "launched_world_size"]
+__all__ = ["RunResult", "train"]
 
 CPU_PEAK_FLOPS = 1e12  # stated MFU denominator for a CPU process (order of one modern socket)
 GPU_PEAK_FLOPS = 989e12  # H100 SXM dense bf16
@@ -58,26 +58,18 @@ class _State:
     val_losses: list[list[float]] = field(default_factory=list)  # [step, val loss]
 
 
-def launched_world_size() -> int:
-    """World size the launcher asked for (torchrun / submitit export / Slurm), 1 if none."""
-    for name in ("WORLD_SIZE", "SLURM_NTASKS"):
-        if os.environ.get(name):
-            return int(os.environ[name])
-    return 1
-
-
 def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
     """Train one cell, resuming from the newest checkpoint in `config.output_dir`.
 
     `stop` (set by `TrainingJob.checkpoint` on preemption) makes the loop finish the current
     step, save a checkpoint and return status `preempted`.
     """
-    config.check_world_size(launched_world_size())  # before any process group exists
+    from models import runtime
+
+    config.check_world_size(runtime.launched_world_size())  # before any process group exists
     finished = _finished_result(config)
     if finished is not None:  # a rerun of a finished cell (requeue after the end, resubmit)
         return finished
-    from models import runtime
-
     runtime.initialize_parallel(config.parallel)
     try:
         return _Trainer(config, stop).run()

@@ -45,9 +45,14 @@ class Progress:
         self.start = time.monotonic()
         self.done_before = already_done
 
+    @staticmethod
+    def ended(rows: list[StatusRow]) -> set[str]:
+        """Cells that will not run again in this submission (finished, diverged or failed)."""
+        return {r.cell_id for r in rows if r.state not in ACTIVE_STATES + ("unsubmitted",)}
+
     def summary(self, rows: list[StatusRow]) -> str:
         states = Counter(r.state for r in rows)
-        ended = {r.cell_id for r in rows if r.state not in ACTIVE_STATES + ("unsubmitted",)}
+        ended = self.ended(rows)
         new_flops = sum(self.flops.get(c, 0.0) for c in ended - self.done_before)
         left_flops = sum(self.flops.get(r.cell_id, 0.0) for r in rows if r.cell_id not in ended)
         elapsed = time.monotonic() - self.start
@@ -70,14 +75,13 @@ def _watch(study: Study, progress: Progress, submitting: threading.Thread | None
 
     A line is printed when a cell ends, and at least once a minute while cells run.
     """
-    last_line, last_time = "", 0.0
+    last_ended, last_time = None, 0.0
     while True:
         rows = study_status(study)
-        line = progress.summary(rows)
-        ended = line.split(",")[0]
-        if ended != last_line or time.monotonic() - last_time > HEARTBEAT_S:
-            say(line)
-            last_line, last_time = ended, time.monotonic()
+        ended = progress.ended(rows)
+        if ended != last_ended or time.monotonic() - last_time > HEARTBEAT_S:
+            say(progress.summary(rows))
+            last_ended, last_time = ended, time.monotonic()
         active = any(r.state in ACTIVE_STATES for r in rows)
         if not active and (submitting is None or not submitting.is_alive()):
             return rows
