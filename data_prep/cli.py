@@ -53,7 +53,7 @@ def prepare_data(
     import json
 
     from data_prep.config import DataPrepConfig
-    from scaling.configio import from_dict, load_file, to_dict
+    from foundation.config import from_dict, load_file, to_dict
 
     values = locals()
     try:

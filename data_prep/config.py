@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from scaling.configio import ConfigError
+from foundation.config import ConfigError
 
 __all__ = ["DataPrepConfig", "DataConfig", "BPE", "LOCAL_SUFFIXES"]
 

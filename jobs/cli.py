@@ -19,8 +19,8 @@ def train(
     """
     import yaml
 
+    from foundation.config import ConfigError, to_dict
     from jobs.config import load_run_config
-    from scaling.configio import ConfigError, to_dict
 
     try:
         config = load_run_config(run_config)

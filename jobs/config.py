@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Literal
 
 from data_prep.config import DataConfig
+from foundation.config import ConfigError, from_dict, load_file
 from models.config import ModelConfig, ParallelConfig
-from scaling.configio import ConfigError, from_dict, load_file
 
 __all__ = [
     "OptimizerConfig",

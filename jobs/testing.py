@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from foundation.config import from_dict
 from jobs.config import RunConfig
-from scaling.configio import from_dict
 
 __all__ = ["tiny_run_config", "tiny_run_dict"]
 

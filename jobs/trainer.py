@@ -20,11 +20,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from foundation.provenance import device_name, git_commit, versions
 from jobs import checkpoint as ckpt
 from jobs.batches import step_microbatches
 from jobs.config import RunConfig
 from jobs.optim import lr_at
-from jobs.provenance import device_name, git_commit, versions
 from jobs.tracking import NullTracker, Tracker
 
 __all__ = ["RunResult", "train"]
@@ -169,7 +169,7 @@ class _Trainer:
 
     # --- tracking -------------------------------------------------------------------------
     def _start_tracking(self, resumed: bool) -> None:
-        from scaling.configio import flatten, to_dict
+        from foundation.config import flatten, to_dict
 
         config = self.config
         tags = {
@@ -193,8 +193,8 @@ class _Trainer:
             self.tracker.log_params(flatten(to_dict(config)))
 
     def _finish_tracking(self, result: RunResult, state: _State) -> None:
+        from foundation.config import dump_file
         from models.accounting import num_nonembedding_params, num_params
-        from scaling.configio import dump_file
 
         config = self.config
         if self.rank != 0:

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scaling.configio import ConfigError, from_dict, to_dict
+from foundation.config import ConfigError, from_dict, to_dict
 from scaling.ladder import (
     arm_overrides,
     nominal_params,

@@ -16,7 +16,7 @@ StudyArg = Annotated[Path, typer.Argument(help="Study spec (YAML or JSON).")]
 
 
 def _load(path: Path, check_environment: bool = True):
-    from scaling.configio import ConfigError
+    from foundation.config import ConfigError
     from scaling.loader import load_study
 
     try:

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from scaling.configio import ConfigError, from_dict, load_file
+from foundation.config import ConfigError, from_dict, load_file
 from scaling.study import Study
 
 __all__ = [

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scaling.configio import dump_file
+from foundation.config import dump_file
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from scaling.configio import ConfigError, from_dict
+from foundation.config import ConfigError, from_dict
 from scaling.ladder import ARMS, Shape, parse_size, shape_for_size
 
 __all__ = [

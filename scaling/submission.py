@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foundation.config import from_dict
 from scaling.cells import Cell, expand_cells
-from scaling.configio import from_dict
 from scaling.loader import vocab_size
 from scaling.mlflow_state import (
     CellRun,

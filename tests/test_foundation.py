@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from scaling.configio import ConfigError, flatten, from_dict, to_dict
+from foundation.config import ConfigError, flatten, from_dict, to_dict
 
 
 @dataclasses.dataclass
@@ -69,3 +69,12 @@ def test_cli_lists_every_command():
         "analyze",
     ]:
         assert command in out
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as err:
+        from_dict(Outer, {"bogus": 1, "inner": {"kind": "c", "width": "wide"}, "rates": 3})
+    assert len(err.value.problems) == 5, err.value.problems
+    text = str(err.value)
+    for fragment in ("config.name: required", "bogus", "inner.kind", "inner.width", "rates"):
+        assert fragment in text

@@ -14,7 +14,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from data_prep import DataConfig, DataPrepConfig, load_manifest, prepare
 from data_prep.testing import tiny_config
-from scaling.configio import ConfigError, from_dict
+from foundation.config import ConfigError, from_dict
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,9 +6,9 @@ import pytest
 import torch.distributed as dist
 import yaml
 
+from foundation.config import ConfigError
 from jobs.config import load_run_config
 from jobs.testing import tiny_run_config, tiny_run_dict
-from scaling.configio import ConfigError
 
 
 def test_tiny_config_derives_batch_arithmetic(tmp_path, data_dir):

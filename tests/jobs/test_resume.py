@@ -112,9 +112,9 @@ def test_usr2_preemption_saves_requeues_and_continues_the_run(
 ):
     import submitit
 
+    from foundation.config import from_dict
     from jobs import TrainingJob
     from jobs.config import RunConfig
-    from scaling.configio import from_dict
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
@@ -156,9 +156,9 @@ def test_usr2_on_a_two_task_job_stops_both_ranks_at_the_same_step(
     `checkpoint()`; the stop must still reach rank 1 (DP=2 here) so both save the same step."""
     import submitit
 
+    from foundation.config import from_dict
     from jobs import TrainingJob
     from jobs.config import RunConfig
-    from scaling.configio import from_dict
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("WORLD_SIZE", raising=False)

@@ -263,9 +263,9 @@ def w2_zero_worker(rank: int, world_size: int) -> dict:
 
 def import_worker(rank: int, world_size: int, checkpoints: dict[str, str]) -> dict:
     """For each saved reference checkpoint: max |our logits - reference logits|, and the config."""
+    from foundation.config import to_dict
     from models import import_nanogpt, logits, runtime
     from models.config import ModelConfig  # noqa: F401 - unpickled config type
-    from scaling.configio import to_dict
 
     tokens, _ = batch()
     out = {}

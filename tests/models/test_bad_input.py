@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch.distributed as dist
 
+from foundation.config import ConfigError, from_dict
 from models import ModelConfig, ParallelConfig, build_gpt
 from models.nanogpt import nanogpt_config
-from scaling.configio import ConfigError, from_dict
 from tests.models.reference_gpt import model_args
 
 GOOD = dict(vocab_size=64, seq_length=16, num_layers=2, hidden_size=32, num_attention_heads=4)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scaling.configio import ConfigError
+from foundation.config import ConfigError
 from scaling.loader import load_study
 from tests.distributed import free_port
 from tests.scaling.conftest import small_spec

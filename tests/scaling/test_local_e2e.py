@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from data_prep.testing import tiny_config
-from scaling.configio import to_dict
+from foundation.config import to_dict
 from scaling.scheduler import read_records
 from scaling.submission import cancel_study, study_parent_run_id, study_status, submit_study
 from tests.scaling.conftest import small_spec

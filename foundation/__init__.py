@@ -1,0 +1,13 @@
+"""The bottom layer: what every package shares and nothing else provides.
+
+`foundation` imports none of the project's packages (no torch, no megatron at import time), so
+`models`, `data_prep`, `jobs`, `analysis` and `scaling` may all import it without a cycle:
+
+- `foundation.config`: config dataclasses in and out (pydantic v2), errors that name every bad
+  field by its dotted path at once;
+- `foundation.contract`: the MLflow run contract (tag/param/metric names, the cell states, the
+  one place that creates an experiment, paged run search, size labels);
+- `foundation.atomic`: atomic file writes;
+- `foundation.provenance`: code version, package versions, host and device of a run;
+- `foundation.log`: the rank-0 print helper.
+"""

@@ -1,0 +1,288 @@
+"""Config dataclasses in and out: dict/YAML/JSON in, validated dataclass out, and back.
+
+Every config of the project (model, data, run, study) is a dataclass of simple types. Types,
+unknown keys and missing fields are checked by pydantic v2 (a `TypeAdapter` per class); each
+dataclass's own `validate()` then checks what spans fields. Both report *every* problem of a
+mapping at once, each named by its full dotted path (``study.data.prepare.vocab_size``) with the
+fix, because a spec with four mistakes should not need four runs to surface them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import types
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+
+import yaml
+
+from foundation.atomic import write_text
+
+T = TypeVar("T")
+
+__all__ = [
+    "ConfigError",
+    "Problems",
+    "from_dict",
+    "to_dict",
+    "flatten",
+    "load_file",
+    "dump_file",
+    "field_docs",
+]
+
+
+class ConfigError(ValueError):
+    """Invalid config values; the message names each field and its fix, one problem a line."""
+
+    def __init__(self, problems: str | Iterable[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+    def prefixed(self, prefix: str) -> ConfigError:
+        """The same problems, each preceded by `prefix` (a file name)."""
+        return ConfigError(f"{prefix}: {p}" for p in self.problems)
+
+
+class Problems:
+    """Collects problems so a check reports all of them, then raises one ConfigError."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.items.append(message)
+
+    def extend(self, err: ConfigError) -> None:
+        self.items.extend(err.problems)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise ConfigError(self.items)
+
+
+@functools.cache
+def _model(cls: type) -> Any:
+    """A pydantic model with one field of type `cls`: its config (unknown keys are errors)
+    reaches every nested stdlib dataclass, which a bare TypeAdapter would not forbid."""
+    from pydantic import ConfigDict, create_model
+
+    return create_model(
+        f"{cls.__name__}Root", __config__=ConfigDict(extra="forbid"), root=(cls, ...)
+    )
+
+
+def _loc_path(where: str, loc: tuple) -> str:
+    path = where
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _field_type(tp: Any, part: Any) -> Any:
+    """The type one step into `tp` along a pydantic error location (None when unknown)."""
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for arg in get_args(tp):
+            found = _field_type(arg, part)
+            if found is not None:
+                return found
+        return None
+    if dataclasses.is_dataclass(tp):
+        return get_type_hints(tp).get(part)
+    if origin in (list, tuple, dict):
+        return get_args(tp)[-1] if get_args(tp) else Any
+    return None
+
+
+def _class_at(cls: type, loc: tuple) -> Any:
+    tp: Any = cls
+    for part in loc:
+        tp = _field_type(tp, part)
+        if tp is None:
+            return None
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        tp = next((a for a in get_args(tp) if dataclasses.is_dataclass(a)), tp)
+    return tp
+
+
+_EXPECTED = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true/false",
+    "string": "a string",
+    "list": "a list",
+    "tuple": "a list",
+    "dict": "a mapping",
+    "dataclass": "a mapping of fields",
+}
+
+
+def _message(err: dict) -> str:
+    kind, value = err["type"], err.get("input")
+    if kind == "missing":
+        return "required field is missing; set it"
+    if kind == "literal_error":
+        allowed = err.get("ctx", {}).get("expected", "").replace(" or ", ", ")
+        return f"{value!r} is not one of {allowed}"
+    family = kind.split("_")[0]
+    if family in _EXPECTED:
+        shown = type(value).__name__ if family in ("list", "tuple", "dict", "dataclass") else ""
+        return f"expected {_EXPECTED[family]}, got {shown} {value!r}".replace("  ", " ")
+    return err["msg"]
+
+
+def _type_problems(cls: type, errors: list[dict], where: str) -> list[str]:
+    problems, unknown = [], {}
+    for err in errors:
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function")))
+        if err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+            unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
+            continue
+        problems.append(f"{_loc_path(where, loc)}: {_message(err)}")
+    for parent, names in unknown.items():
+        target = _class_at(cls, parent)
+        allowed = [f.name for f in dataclasses.fields(target)] if target else []
+        hint = f"; allowed: {', '.join(sorted(allowed))}" if allowed else ""
+        problems.append(
+            f"{_loc_path(where, parent)}: unknown field(s) {', '.join(sorted(names))}{hint}"
+        )
+    return problems
+
+
+def _validate_tree(obj: Any, where: str, problems: list[str]) -> bool:
+    """Run every nested dataclass's `validate()` (children first); True if all passed.
+
+    A parent's cross-field checks are skipped when a child failed: they would only repeat it.
+    """
+    ok = True
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            ok &= _validate_tree(getattr(obj, f.name), f"{where}.{f.name}", problems)
+        validate = getattr(obj, "validate", None)
+        if ok and callable(validate):
+            try:
+                validate()
+            except ConfigError as err:
+                problems.extend(err.problems)
+                ok = False
+            except ValueError as err:
+                problems.append(f"{where}: {err}")
+                ok = False
+    elif isinstance(obj, list | tuple):
+        for i, item in enumerate(obj):
+            ok &= _validate_tree(item, f"{where}[{i}]", problems)
+    elif isinstance(obj, dict):
+        for key, item in obj.items():
+            ok &= _validate_tree(item, f"{where}.{key}", problems)
+    return ok
+
+
+def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
+    """Build dataclass `cls` from a mapping; raise one ConfigError listing every problem.
+
+    Types are coerced as YAML needs (``"3e-4"`` → float, ``4.0`` → int); unknown fields, wrong
+    types and missing fields are named by their dotted path below `where`, then each nested
+    dataclass's `validate()` runs so cross-field constraints are checked at the same boundary.
+    """
+    from pydantic import ValidationError
+
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
+    try:
+        obj = _model(cls).model_validate({"root": data}).root
+    except ValidationError as err:
+        errors = [{**e, "loc": e["loc"][1:]} for e in err.errors()]  # drop the "root" step
+        raise ConfigError(_type_problems(cls, errors, where)) from None
+    problems: list[str] = []
+    _validate_tree(obj, where, problems)
+    if problems:
+        raise ConfigError(problems)
+    return obj
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain-data form of a config (dataclasses → dicts, tuples → lists, Paths → str)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, list | tuple):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; used for MLflow params."""
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        data = to_dict(data)
+    out: dict[str, Any] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    out[prefix.rstrip(".")] = data
+    return out
+
+
+def load_file(path: str | Path) -> dict:
+    """Read a YAML or JSON mapping; a missing or malformed file raises ConfigError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file; pass the path of a YAML or JSON config")
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not valid YAML/JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def dump_file(obj: Any, path: str | Path) -> None:
+    """Write a config as YAML or JSON (by suffix), atomically."""
+    path = Path(path)
+    data = to_dict(obj)
+    text = (
+        json.dumps(data, indent=2, sort_keys=True)
+        if path.suffix == ".json"
+        else yaml.safe_dump(data, sort_keys=False)
+    )
+    write_text(path, text)
+
+
+def _type_label(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_label(a) for a in get_args(tp))
+    if origin is not None:
+        inner = ", ".join(_type_label(a) for a in get_args(tp))
+        return f"{origin.__name__}[{inner}]"
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def field_docs(cls: type) -> list[tuple[str, str, str]]:
+    """(name, type, default) of each field of dataclass `cls`: the schema that docs list."""
+    hints = get_type_hints(cls)
+    rows = []
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            default = repr(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = repr(to_dict(f.default_factory()))
+        else:
+            default = "required"
+        rows.append((f.name, _type_label(hints[f.name]), default))
+    return rows

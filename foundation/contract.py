@@ -1,0 +1,169 @@
+"""The MLflow run contract: the names jobs write and scaling and analysis read, in one place.
+
+- Experiments are created only by `ensure_experiment`, with one rule for where artifacts go
+  (beside a SQLite store; the server's default otherwise), whoever creates them first.
+- A cell is in exactly one of `STATES`; MLflow's own run status (FINISHED, KILLED, ...) and the
+  scheduler's (PENDING, RUNNING, ...) are translated into them by `scaling`, never shown raw.
+- Summary metrics are `num_params_total` and `num_nonembedding_params`; runs written before the
+  rename carry `n_params` / `n_nonembedding_params`, which `summary_metric` still reads.
+- A size label is a number with K, M or B (``"124M"``); `size_key` sorts labels by value.
+
+Heavy imports (mlflow) happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "STATES",
+    "ACTIVE_STATES",
+    "DONE_STATES",
+    "ENDED_STATES",
+    "make_client",
+    "ensure_experiment",
+    "experiment_id",
+    "search_runs",
+    "summary_metric",
+    "parse_size",
+    "size_key",
+]
+
+# --- cell states: the one vocabulary of `scaling status`, tags and the analysis table -------
+PENDING = "pending"  # known to the study, not submitted yet
+QUEUED = "queued"  # submitted, waiting for resources
+RUNNING = "running"
+COMPLETED = "completed"
+DIVERGED = "diverged"
+FAILED = "failed"  # crashed, or its job died without a result
+CANCELLED = "cancelled"  # stopped by `scaling cancel`
+STATES = (PENDING, QUEUED, RUNNING, COMPLETED, DIVERGED, FAILED, CANCELLED)
+ACTIVE_STATES = (QUEUED, RUNNING)  # a job exists and may still change the cell
+DONE_STATES = (COMPLETED, DIVERGED)  # a result: never resubmitted
+ENDED_STATES = (COMPLETED, DIVERGED, FAILED, CANCELLED)
+
+# --- tags -----------------------------------------------------------------------------------
+TAG_STUDY = "study"
+TAG_CELL_ID = "cell_id"
+TAG_VARIANT = "variant"
+TAG_SIZE = "size"
+TAG_SEED = "seed"
+TAG_LR = "lr"
+TAG_ENGINE = "engine"
+TAG_OUTCOME = "outcome"  # running | completed | diverged, written by the job
+TAG_ROLE = "scaling.role"  # "study" on the study's parent run
+TAG_CONFIG_HASH = "scaling.config_hash"
+TAG_PARENT = "mlflow.parentRunId"
+TAG_ERROR = "error"
+TAG_DIVERGENCE = "divergence_reason"
+ROLE_STUDY = "study"
+RUN_ID_FILE = "mlflow_run_id"  # OUTPUT/<this>: the cell's run id, shared by submit and job
+
+# --- metrics ----------------------------------------------------------------------------------
+TRAIN_LOSS = "train/loss"
+VAL_LOSS = "val/loss"
+FINAL_VAL_LOSS = "final_val_loss"
+NUM_PARAMS_TOTAL = "num_params_total"
+NUM_NONEMBEDDING_PARAMS = "num_nonembedding_params"
+TOKENS = "tokens"  # D trained
+FLOPS = "flops"  # C = flops_per_token x D
+LEGACY_METRICS = {  # old MLflow metric name → its name now (runs logged before the rename)
+    "n_params": NUM_PARAMS_TOTAL,
+    "n_nonembedding_params": NUM_NONEMBEDDING_PARAMS,
+}
+
+# MLflow's default HTTP retries last minutes; commands and jobs must answer in seconds.
+_SQLITE = "sqlite:///"
+
+
+def make_client(uri: str, max_retries: int = 2, timeout_s: int = 20) -> Any:
+    """An MlflowClient for `uri` with bounded HTTP retries; a SQLite store's folder is made."""
+    from mlflow.tracking import MlflowClient
+
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(max_retries))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(timeout_s))
+    if uri.startswith(_SQLITE):
+        Path(uri[len(_SQLITE) :]).parent.mkdir(parents=True, exist_ok=True)
+    return MlflowClient(tracking_uri=uri)
+
+
+def artifact_location(uri: str) -> str | None:
+    """Where a new experiment keeps artifacts: beside a SQLite store, else the server decides.
+
+    Without this, a SQLite store puts them in `./mlruns` of whichever process came first.
+    """
+    if uri.startswith(_SQLITE) and uri != _SQLITE + ":memory:":
+        return (Path(uri[len(_SQLITE) :]).absolute().parent / "mlartifacts").as_uri()
+    return None
+
+
+def experiment_id(client: Any, name: str) -> str | None:
+    """The id of experiment `name`, or None if it does not exist."""
+    exp = client.get_experiment_by_name(name)
+    return exp.experiment_id if exp is not None else None
+
+
+def ensure_experiment(client: Any, name: str, uri: str) -> str:
+    """The id of experiment `name` at `uri`, created if needed: the one place that makes one."""
+    found = experiment_id(client, name)
+    if found is not None:
+        return found
+    try:
+        return client.create_experiment(name, artifact_location=artifact_location(uri))
+    except Exception:  # noqa: BLE001 - a concurrent job or submit created it first
+        found = experiment_id(client, name)
+        if found is None:
+            raise
+        return found
+
+
+def search_runs(client: Any, exp_id: str, filter_string: str = "") -> list[Any]:
+    """Every run of `exp_id` matching `filter_string`, page by page (no 1000-run cap)."""
+    runs, token = [], None
+    while True:
+        page = client.search_runs(
+            [exp_id], filter_string=filter_string, max_results=1000, page_token=token
+        )
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def summary_metric(metrics: dict[str, float], name: str) -> float | None:
+    """Metric `name` of a run, also under its pre-rename name (`LEGACY_METRICS`)."""
+    if name in metrics:
+        return float(metrics[name])
+    for old, new in LEGACY_METRICS.items():
+        if new == name and old in metrics:
+            return float(metrics[old])
+    return None
+
+
+# --- size labels ------------------------------------------------------------------------------
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMB])$")
+_UNIT = {"K": 1e3, "M": 1e6, "B": 1e9}
+
+
+def parse_size(size: str) -> float:
+    """``"1.3B"`` → 1.3e9; raises ValueError for anything but NUMBER followed by K, M or B."""
+    match = _SIZE.match(size) if isinstance(size, str) else None
+    if not match:
+        raise ValueError(
+            f"size {size!r} is not a number followed by K, M or B (e.g. '2M', '124M', '1.3B')"
+        )
+    value = float(match.group(1)) * _UNIT[match.group(2)]
+    if value <= 0:
+        raise ValueError(f"size {size!r} must be positive")
+    return value
+
+
+def size_key(size: str) -> tuple[float, str]:
+    """Sort key of a size label by its value (``"2M"`` before ``"12M"``); bad labels last."""
+    try:
+        return (parse_size(size), size)
+    except ValueError:
+        return (float("inf"), str(size))
