@@ -19,7 +19,7 @@ _EXPORTS = {
     "DeepSpeedConfig": "jobs.config",
     "load_run_config": "jobs.config",
     "train": "jobs.trainer",
-    "RunResult": "jobs.trainer",
+    "RunResult": "jobs.record",
     "TrainingJob": "jobs.job",
 }
 

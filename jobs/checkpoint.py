@@ -24,7 +24,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["save_checkpoint", "load_newest", "list_checkpoints", "rng_state", "set_rng_state"]
+__all__ = [
+    "save_checkpoint",
+    "load_newest",
+    "list_checkpoints",
+    "check_layout",
+    "rng_state",
+    "set_rng_state",
+]
 
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
 
@@ -64,8 +71,13 @@ def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
-def save_checkpoint(root: Path, step: int, payload: dict[str, Any], keep: int) -> Path:
-    """Collective: every rank saves `payload`; returns the complete directory."""
+def save_checkpoint(
+    root: Path, step: int, payload: dict[str, Any], keep: int, layout: dict[str, int] | None = None
+) -> Path:
+    """Collective: every rank saves `payload`; returns the complete directory.
+
+    `layout` (TP, PP, DP) is recorded in `complete.json` so a load can refuse another one.
+    """
     final = root / f"step_{step:08d}"
     tmp = root / f"step_{step:08d}.tmp"
     rank = _rank()
@@ -80,7 +92,8 @@ def save_checkpoint(root: Path, step: int, payload: dict[str, Any], keep: int) -
     _barrier()
     if rank == 0:
         world = dist.get_world_size() if dist.is_initialized() else 1
-        (tmp / "complete.json").write_text(json.dumps({"step": step, "world_size": world}))
+        record = {"step": step, "world_size": world, **(layout or {})}
+        (tmp / "complete.json").write_text(json.dumps(record))
         if final.exists():  # a re-save of the same step (e.g. preemption right after a save)
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -107,15 +120,40 @@ def _try_load(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def check_layout(path: Path, layout: dict[str, int]) -> None:
+    """Raise ValueError if checkpoint `path` was written with another parallel layout.
+
+    Each rank's file holds its own shard of the model and optimiser, so shards written at one
+    TP x PP x DP cannot be read at another: loading them would fail deep inside torch or, worse,
+    load the wrong slices.
+    """
+    saved = json.loads((path / "complete.json").read_text())
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    expected = {"world_size": world, **layout}
+    differs = {k: (saved[k], v) for k, v in expected.items() if k in saved and saved[k] != v}
+    if differs:
+        was = ", ".join(f"{k} {old}" for k, (old, _) in differs.items())
+        now = ", ".join(f"{k} {new}" for k, (_, new) in differs.items())
+        raise ValueError(
+            f"checkpoint {path} was written with {was}, but this run has {now}; resume with the "
+            "parallel layout it was saved with (run.parallel), or start afresh in another "
+            "output_dir"
+        )
+
+
 def load_newest(
-    root: Path, load_fn: Callable[[dict[str, Any]], None] | None = None
+    root: Path,
+    load_fn: Callable[[dict[str, Any]], None] | None = None,
+    layout: dict[str, int] | None = None,
 ) -> dict[str, Any] | None:
     """Collective: this rank's payload from the newest checkpoint every rank can read, or None.
 
-    A checkpoint with a missing or corrupt rank file is skipped on all ranks alike.
+    A checkpoint with a missing or corrupt rank file is skipped on all ranks alike; one written
+    with another parallel `layout` (or world size) raises ValueError before anything is read.
     """
     rank = _rank()
     for _, path in list_checkpoints(root):
+        check_layout(path, layout or {})
         payload = _try_load(path / f"rank_{rank:05d}.pt")
         ok = torch.tensor([1 if payload is not None else 0])
         if dist.is_initialized() and dist.get_world_size() > 1:

@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from foundation.contract import RUN_ID_FILE, TAG_PARENT, ensure_experiment, make_client
 from jobs.config import TrackingConfig
 
 __all__ = ["Tracker", "NullTracker", "resolve_tracking_uri", "upload_spool"]
 
-# MLflow's default retries on an unreachable server last minutes; the spool makes them moot.
-_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 _MAX_METRICS, _MAX_PARAMS, _MAX_TAGS = 1000, 100, 100
 _PARAM_VALUE_LIMIT = 6000
 
@@ -41,44 +40,25 @@ class _Uploader:
     """Reads the spool from the last uploaded offset and sends it; not thread-safe by itself."""
 
     def __init__(self, output_dir: Path, tracking: TrackingConfig, run_name: str) -> None:
-        from mlflow.tracking import MlflowClient
-
-        for key, value in _HTTP_ENV.items():
-            os.environ.setdefault(key, value)
         self.output_dir = output_dir
         self.tracking = tracking
         self.run_name = run_name
         self.uri = resolve_tracking_uri(tracking, output_dir)
-        self.client = MlflowClient(tracking_uri=self.uri)
+        self.client = make_client(self.uri, max_retries=1, timeout_s=10)
         self.spool = output_dir / "tracking" / "spool.jsonl"
         self.offset_file = output_dir / "tracking" / "uploaded_offset"
-        self.run_id_file = output_dir / "mlflow_run_id"
+        self.run_id_file = output_dir / RUN_ID_FILE
         self.run_id: str | None = (
             self.run_id_file.read_text().strip() if self.run_id_file.is_file() else None
         )
-
-    def _experiment_id(self) -> str:
-        name = self.tracking.experiment
-        exp = self.client.get_experiment_by_name(name)
-        if exp is not None:
-            return exp.experiment_id
-        location = None
-        if self.uri.startswith("sqlite:///"):  # keep local artifacts beside the database
-            location = (Path(self.uri[len("sqlite:///") :]).parent / "mlartifacts").as_uri()
-        try:
-            return self.client.create_experiment(name, artifact_location=location)
-        except Exception:  # noqa: BLE001 - another cell created it first
-            exp = self.client.get_experiment_by_name(name)
-            if exp is None:
-                raise
-            return exp.experiment_id
 
     def ensure_run(self) -> str:
         if self.run_id is None:
             tags = {}
             if self.tracking.parent_run_id:
-                tags["mlflow.parentRunId"] = self.tracking.parent_run_id
-            run = self.client.create_run(self._experiment_id(), run_name=self.run_name, tags=tags)
+                tags[TAG_PARENT] = self.tracking.parent_run_id
+            exp_id = ensure_experiment(self.client, self.tracking.experiment, self.uri)
+            run = self.client.create_run(exp_id, run_name=self.run_name, tags=tags)
             tmp = self.run_id_file.with_name(".mlflow_run_id.tmp")
             tmp.write_text(run.info.run_id)
             os.replace(tmp, self.run_id_file)

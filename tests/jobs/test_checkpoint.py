@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import torch
 
 from jobs.checkpoint import list_checkpoints, load_newest, save_checkpoint
@@ -36,3 +39,15 @@ def test_payloads_with_objects_are_refused_on_load(tmp_path):
     save_checkpoint(root, 1, {"step": 1}, keep=3)
     save_checkpoint(root, 2, {"obj": Opaque()}, keep=3)
     assert load_newest(root)["step"] == 1  # weights_only=True will not unpickle Opaque
+
+
+def test_a_checkpoint_of_another_layout_is_refused(tmp_path):
+    root = tmp_path / "ckpt"
+    layout = {"tensor_parallel": 2, "pipeline_parallel": 1, "data_parallel": 1}
+    save_checkpoint(root, 1, {"step": 1}, keep=3, layout=layout)
+    assert (
+        json.loads((root / "step_00000001" / "complete.json").read_text())["tensor_parallel"] == 2
+    )
+    with pytest.raises(ValueError, match="tensor_parallel 2, but this run has tensor_parallel 1"):
+        load_newest(root, layout={**layout, "tensor_parallel": 1})
+    assert load_newest(root, layout=layout)["step"] == 1

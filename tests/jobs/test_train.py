@@ -48,7 +48,7 @@ def test_single_process_run_follows_the_mlflow_contract(tmp_path, data_dir, mlfl
         assert tags[key], key
     assert params["model.hidden_size"] == "64" and params["train.global_batch_tokens"] == "256"
     assert metrics["final_val_loss"] == result["final_val_loss"]
-    assert metrics["tokens"] == 6 * 256 and metrics["flops"] > 0 and metrics["n_params"] > 0
+    assert metrics["tokens"] == 6 * 256 and metrics["flops"] > 0 and metrics["num_params_total"] > 0
     per_step = [
         "train/loss",
         "lr",
