@@ -15,7 +15,7 @@ from pathlib import Path
 
 from scaling.loader import load_study
 from scaling.plan import plan_study
-from scaling.submission import study_status
+from scaling.state import study_status
 
 DEFAULT = Path(__file__).resolve().parents[1] / "studies" / "ladder.yaml"
 

@@ -157,6 +157,14 @@ def _type_problems(cls: type, errors: list[dict], where: str) -> list[str]:
     return problems
 
 
+def _at_field(obj: Any, where: str, message: str) -> str:
+    """``where: message``, or ``where.field: rest`` when the message starts with a field name."""
+    head, sep, rest = message.partition(": ")
+    if sep and head in {f.name for f in dataclasses.fields(obj)}:
+        return f"{where}.{head}: {rest}"
+    return f"{where}: {message}"
+
+
 def _validate_tree(obj: Any, where: str, problems: list[str]) -> bool:
     """Run every nested dataclass's `validate()` (children first); True if all passed.
 
@@ -174,7 +182,7 @@ def _validate_tree(obj: Any, where: str, problems: list[str]) -> bool:
                 problems.extend(err.problems)
                 ok = False
             except ValueError as err:
-                problems.append(f"{where}: {err}")
+                problems.append(_at_field(obj, where, str(err)))
                 ok = False
     elif isinstance(obj, list | tuple):
         for i, item in enumerate(obj):

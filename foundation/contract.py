@@ -167,3 +167,14 @@ def size_key(size: str) -> tuple[float, str]:
         return (parse_size(size), size)
     except ValueError:
         return (float("inf"), str(size))
+
+
+# --- where a study writes ---------------------------------------------------------------------
+def study_folder(name: str, output_dir: str | None = None) -> Path:
+    """A study's folder: its `output_dir`, else ``runs/<name>`` (absolute)."""
+    return Path(output_dir) if output_dir else Path("runs", name).absolute()
+
+
+def analysis_folder(name: str, output_dir: str | None = None) -> Path:
+    """Where a study's analysis is written, by `scaling analyze STUDY` and `scaling run` alike."""
+    return study_folder(name, output_dir) / "analysis"

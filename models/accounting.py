@@ -15,6 +15,7 @@ Conventions (Kaplan et al. 2020; Hoffmann et al. 2022):
 from __future__ import annotations
 
 from models.config import BOTTLENECK_QUERY_VARIANTS, ModelConfig
+from models.variants import is_builtin, load_variant
 
 
 def _attention_weights(config: ModelConfig) -> int:
@@ -27,6 +28,8 @@ def _attention_weights(config: ModelConfig) -> int:
         weights += d * q_width  # W_Q
     elif config.query_variant in BOTTLENECK_QUERY_VARIANTS:
         weights += d * (d // 2) + (d // 2) * d  # W1, W2: d^2 in all, like W_Q
+    elif not is_builtin(config.query_variant):
+        weights += load_variant(config.query_variant).weights(config)  # the user's accounting
     return weights
 
 
@@ -43,6 +46,8 @@ def _layer_gains(config: ModelConfig) -> int:
         gains += 2 * config.kv_channels
     if config.query_variant in BOTTLENECK_QUERY_VARIANTS:
         gains += 2 * d  # RMSNorm before W1, LayerNorm after W2
+    elif not is_builtin(config.query_variant):
+        gains += load_variant(config.query_variant).gains(config)
     return gains
 
 

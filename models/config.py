@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-QueryVariant = Literal["linear", "identity", "nonlinear", "residual_linear"]
-QUERY_VARIANTS: tuple[str, ...] = ("linear", "identity", "nonlinear", "residual_linear")
-# Variants whose query is built from X itself (q = X, or (X + f(X)) / 2), so its width is d.
-FULL_WIDTH_QUERY_VARIANTS: tuple[str, ...] = ("identity", "nonlinear", "residual_linear")
+from models.variants import BUILTIN_VARIANTS, is_builtin, load_variant
+
+# Built-in names, or a variant of the user's own (`models.variants`: "module:function" or an
+# entry-point name).
+QueryVariant = str
+QUERY_VARIANTS: tuple[str, ...] = BUILTIN_VARIANTS
 # Variants with the d -> d/2 -> d bottleneck f.
 BOTTLENECK_QUERY_VARIANTS: tuple[str, ...] = ("nonlinear", "residual_linear")
 POSITION_EMBEDDINGS: tuple[str, ...] = ("learned", "rope")
@@ -83,11 +85,11 @@ class ModelConfig:
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 raise ValueError(f"{name}: must be a positive integer or null, got {value!r}")
-        if self.query_variant not in QUERY_VARIANTS:
-            raise ValueError(
-                f"query_variant: {self.query_variant!r} is unknown; "
-                f"use one of {', '.join(QUERY_VARIANTS)}"
-            )
+        if not is_builtin(self.query_variant):
+            try:
+                load_variant(self.query_variant)
+            except ValueError as err:
+                raise ValueError(f"query_variant: {err}") from err
         if self.position_embedding not in POSITION_EMBEDDINGS:
             raise ValueError(
                 f"position_embedding: {self.position_embedding!r} is unknown; "
@@ -105,7 +107,7 @@ class ModelConfig:
                 f"num_query_groups: {self.query_groups} does not divide num_attention_heads "
                 f"{self.num_attention_heads}; use a divisor of it (or null for one per head)"
             )
-        if self.query_variant in FULL_WIDTH_QUERY_VARIANTS and self.query_width != self.hidden_size:
+        if self.query_variant != "linear" and self.query_width != self.hidden_size:
             raise ValueError(
                 f"head_dim: query variant {self.query_variant!r} builds the query from X itself, "
                 f"so num_attention_heads * head_dim ({self.query_width}) must equal hidden_size "

@@ -31,6 +31,7 @@ from models.query import (
     SeparateQueryAttention,
     SeparateQuerySubmodules,
 )
+from models.variants import is_builtin, load_variant
 
 _QUERY_MODULES: dict[str, ModuleSpec] = {
     "identity": ModuleSpec(module=IdentityQuery),
@@ -52,8 +53,12 @@ def attention_spec(config: ModelConfig) -> ModuleSpec:
         )
         module = SelfAttention
     else:
+        if is_builtin(config.query_variant):
+            query = _QUERY_MODULES[config.query_variant]
+        else:  # the user's own (models.variants)
+            query = load_variant(config.query_variant).query
         submodules = SeparateQuerySubmodules(
-            query=_QUERY_MODULES[config.query_variant],
+            query=query,
             linear_kv=ColumnParallelLinear,
             core_attention=DotProductAttention,
             linear_proj=RowParallelLinear,

@@ -19,6 +19,7 @@ def _load(path: Path, check_environment: bool = True):
     from foundation.config import ConfigError
     from scaling.loader import load_study
 
+    # Resolved once here; every command below hands this object on and never re-expands it.
     try:
         return load_study(path, check_environment=check_environment)
     except ConfigError as err:
@@ -75,10 +76,11 @@ def submit(study: StudyArg) -> None:
     _status_table(spec)
 
 
-def _status_table(spec) -> None:
-    from scaling.submission import study_status
+def _status_table(spec, rows=None) -> None:
+    """Print the grid; `rows` from a poll that already read them, else read now."""
+    from scaling.state import study_status
 
-    rows = study_status(spec)
+    rows = study_status(spec) if rows is None else rows
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.state] = counts.get(row.state, 0) + 1
@@ -113,7 +115,7 @@ def status(
         return
     from scaling.submission import wait_study
 
-    wait_study(spec, callback=lambda _rows: _status_table(spec), poll_s=interval)
+    wait_study(spec, callback=lambda rows: _status_table(spec, rows), poll_s=interval)
 
 
 def cancel(study: StudyArg) -> None:

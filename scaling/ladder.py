@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import dataclass
+
+from foundation.contract import parse_size
 
 __all__ = [
     "ARMS",
@@ -34,14 +35,13 @@ __all__ = [
     "nominal_params",
     "shape_for_size",
     "arm_overrides",
+    "resolve_arm",
     "porian_lr",
     "porian_batch_tokens",
     "porian_beta2",
     "porian_warmup_tokens",
 ]
 
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMB])$")
-_UNIT = {"K": 1e3, "M": 1e6, "B": 1e9}
 ASPECT_TOLERANCE = 1.5  # allowed factor between hidden/layers and the target aspect ratio
 
 # The arms of a study, each a set of ModelConfig overrides on the shared shape: one table, so the
@@ -65,19 +65,6 @@ class Shape:
     num_layers: int
     hidden_size: int
     num_attention_heads: int
-
-
-def parse_size(size: str) -> float:
-    """``"1.3B"`` → 1.3e9; raises ValueError for anything but NUMBER followed by K, M or B."""
-    match = _SIZE.match(size) if isinstance(size, str) else None
-    if not match:
-        raise ValueError(
-            f"size {size!r} is not a number followed by K, M or B (e.g. '2M', '124M', '1.3B')"
-        )
-    value = float(match.group(1)) * _UNIT[match.group(2)]
-    if value <= 0:
-        raise ValueError(f"size {size!r} must be positive")
-    return value
 
 
 def nominal_params(shape: Shape) -> int:
@@ -112,9 +99,30 @@ def shape_for_size(size: str, aspect_ratio: float = 64.0, head_dim: int = 64) ->
     return best[2]
 
 
+def resolve_arm(entry: str) -> tuple[str, dict]:
+    """(arm name, ModelConfig overrides) of one entry of a study's `variants`.
+
+    An entry is a built-in arm (`ARMS`) or the user's own query variant: ``"module:function"``
+    or an entry-point name (`models.variants`), whose arm name is the variant's `name`.
+    Raises ValueError naming the choices.
+    """
+    if entry in ARMS:
+        return entry, dict(ARMS[entry])
+    from models.variants import load_variant
+
+    try:
+        variant = load_variant(entry)
+    except ValueError as err:
+        raise ValueError(
+            f"unknown variant {entry!r}; use one of {', '.join(ARMS)}, or a query variant of "
+            f"your own as 'module:function' (docs/variants.md) [{err}]"
+        ) from err
+    return variant.name, {"query_variant": entry}
+
+
 def arm_overrides(arm: str, hidden_size: int, tensor_parallel: int = 1) -> dict:
     """ModelConfig fields for `arm` at width `hidden_size` (ffn rounded to a multiple of TP)."""
-    overrides = dict(ARMS[arm])
+    overrides = resolve_arm(arm)[1]
     multiplier = overrides.pop("ffn_multiplier", None)
     if multiplier is not None:
         ffn = round(multiplier * hidden_size / tensor_parallel) * tensor_parallel

@@ -1,9 +1,9 @@
-"""`load_study`: read a study spec, validate it whole, and check the world it will run in.
+"""`load_study`: read a study spec, validate it whole, resolve it once, check its world.
 
 Three layers of checks, all before anything is written or submitted: the spec's own fields
 (`Study.validate`), every resolved run config (`expand_cells`), and what lies outside the file
-(dataset on disk, MLflow server reachable, Slurm controller reachable). A study that loads is a
-study whose cells can all be submitted.
+(dataset on disk, MLflow server reachable, Slurm controller reachable). Each layer reports all
+its problems at once. A study that loads is a `ResolvedStudy` whose cells can all be submitted.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.config import ConfigError, from_dict, load_file
+from scaling.resolved import ResolvedStudy, resolve
 from scaling.study import Study
 
 __all__ = [
@@ -48,24 +49,21 @@ def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     return study
 
 
-def load_study(path: str | Path, check_environment: bool = True) -> Study:
+def load_study(path: str | Path, check_environment: bool = True) -> ResolvedStudy:
     """Read `path`, validate the spec and every cell, and (by default) the environment.
 
-    Raises ConfigError (a ValueError) naming the file, the field and the fix. Writes nothing.
+    Raises ConfigError (a ValueError) naming the file, each field and its fix. Writes nothing.
     """
-    from scaling.cells import expand_cells
-
     data = load_file(path)
     try:
-        study = study_from_dict(data)
-        expand_cells(study, vocab_size(study))
+        resolved = resolve(study_from_dict(data))
         if check_environment:
-            check_mlflow(study.mlflow.tracking_uri)
-            if study.executor == "slurm":
-                check_slurm(study.slurm.partition)
+            check_mlflow(resolved.mlflow.tracking_uri)
+            if resolved.executor == "slurm":
+                check_slurm(resolved.spec.slurm.partition)
     except ConfigError as err:
-        raise ConfigError(f"{path}: {err}") from err
-    return study
+        raise err.prefixed(str(path)) from None
+    return resolved
 
 
 def _absolute(path: str, base: Path) -> Path:
@@ -78,6 +76,7 @@ def vocab_size(study: Study) -> int:
 
     A dataset that is neither on disk nor preparable is the "missing dataset" error.
     """
+    from data_prep.config import BPE
     from data_prep.manifest import MANIFEST_NAME, load_manifest
 
     path = study.dataset_path
@@ -100,11 +99,12 @@ def vocab_size(study: Study) -> int:
         )
     if explicit is not None:
         return int(explicit)
-    if study.data.prepare.get("tokenizer", "bpe") == "bpe":
-        return int(study.data.prepare.get("vocab_size", 4096))
+    prep = study.prepare_config()
+    if prep.tokenizer == BPE:  # a trained BPE has exactly the vocabulary asked for
+        return prep.vocab_size
     raise ConfigError(
         "study.model.vocab_size: needed until the dataset is prepared (its tokenizer "
-        f"{study.data.prepare['tokenizer']!r} decides it); set it or prepare the data first"
+        f"{prep.tokenizer!r} decides it); set it or prepare the data first"
     )
 
 

@@ -9,36 +9,29 @@ by its tags and reuses it.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundation import contract as C
+from foundation.atomic import write_text
 from foundation.config import dump_file
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
-    from scaling.cells import Cell
-    from scaling.study import Study
+    from scaling.grid import Cell
+    from scaling.resolved import ResolvedStudy
 
 __all__ = [
     "CellRun",
     "client_for",
-    "experiment_id",
     "find_parent_run",
     "ensure_parent_run",
     "cell_runs",
     "ensure_cell_run",
-    "RUN_ID_FILE",
 ]
-
-RUN_ID_FILE = "mlflow_run_id"  # jobs.tracking reads the cell's run id from OUTPUT/<this>
-ROLE_TAG = "scaling.role"
-HASH_TAG = "scaling.config_hash"
-# MLflow's default HTTP retries last minutes; a status command must answer in seconds.
-_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 
 
 @dataclass(frozen=True)
@@ -54,83 +47,50 @@ class CellRun:
     config_hash: str | None  # tag: the resolved run config this run trains (cells.config_hash)
 
 
-def client_for(study: Study) -> MlflowClient:
-    from mlflow.tracking import MlflowClient
-
-    for key, value in _HTTP_ENV.items():
-        os.environ.setdefault(key, value)
-    uri = study.mlflow.tracking_uri
-    if uri.startswith("sqlite:///"):  # a local store's folder is made on first use
-        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri)
+def client_for(study: ResolvedStudy) -> MlflowClient:
+    return C.make_client(study.mlflow.tracking_uri)
 
 
-def experiment_id(client: MlflowClient, name: str, create: bool = False) -> str | None:
-    exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    if not create:
-        return None
-    try:
-        return client.create_experiment(name)
-    except Exception:  # noqa: BLE001 - a concurrent job created it first
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
-
-
-def _search(client: MlflowClient, exp_id: str, filter_string: str) -> list[Any]:
-    runs, token = [], None
-    while True:
-        page = client.search_runs(
-            [exp_id], filter_string=filter_string, max_results=1000, page_token=token
-        )
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
-
-
-def find_parent_run(study: Study, client: MlflowClient | None = None) -> str | None:
+def find_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) -> str | None:
     """The id of the study's parent run, or None if it was never submitted."""
     client = client or client_for(study)
-    exp_id = experiment_id(client, study.mlflow.experiment)
+    exp_id = C.experiment_id(client, study.mlflow.experiment)
     if exp_id is None:
         return None
-    runs = _search(client, exp_id, f"tags.`{ROLE_TAG}` = 'study' and tags.study = '{study.name}'")
+    query = f"tags.`{C.TAG_ROLE}` = '{C.ROLE_STUDY}' and tags.{C.TAG_STUDY} = '{study.name}'"
+    runs = C.search_runs(client, exp_id, query)
     if not runs:
         return None
     return min(runs, key=lambda r: r.info.start_time).info.run_id  # the first is the parent
 
 
-def ensure_parent_run(study: Study, client: MlflowClient | None = None) -> str:
+def ensure_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) -> str:
     """The study's parent run, created on first submit with the spec attached as an artifact."""
     client = client or client_for(study)
     found = find_parent_run(study, client)
     if found is not None:
         return found
-    exp_id = experiment_id(client, study.mlflow.experiment, create=True)
+    exp_id = C.ensure_experiment(client, study.mlflow.experiment, study.mlflow.tracking_uri)
     run = client.create_run(
         exp_id,
         run_name=study.name,
-        tags={ROLE_TAG: "study", "study": study.name, "executor": study.executor},
+        tags={C.TAG_ROLE: C.ROLE_STUDY, C.TAG_STUDY: study.name, "executor": study.executor},
     )
     run_id = run.info.run_id
     client.log_batch(
         run_id,
         params=_params(
             {
-                "sizes": ",".join(study.sizes),
-                "variants": ",".join(study.variants),
-                "seeds": ",".join(map(str, study.seeds)),
-                "engine": study.engine,
+                "sizes": ",".join(study.spec.sizes),
+                "variants": ",".join(study.spec.variants),
+                "seeds": ",".join(map(str, study.spec.seeds)),
+                "engine": study.spec.engine,
             }
         ),
     )
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "study.yaml"
-        dump_file(study, spec)
+        dump_file(study.spec, spec)
         client.log_artifact(run_id, str(spec))
     # The parent is a container: it holds the spec and groups the children in the UI.
     client.set_terminated(run_id, "FINISHED")
@@ -143,31 +103,26 @@ def _params(values: dict[str, str]) -> list[Any]:
     return [Param(k, str(v)[:6000]) for k, v in values.items()]
 
 
-def _val_loss(run: Any, name: str) -> float | None:
-    value = run.data.metrics.get(name)
-    return float(value) if value is not None else None
-
-
-def cell_runs(study: Study, client: MlflowClient | None = None) -> dict[str, CellRun]:
+def cell_runs(study: ResolvedStudy, client: MlflowClient | None = None) -> dict[str, CellRun]:
     """cell_id → its run, for every cell of the study that has one."""
     client = client or client_for(study)
-    exp_id = experiment_id(client, study.mlflow.experiment)
+    exp_id = C.experiment_id(client, study.mlflow.experiment)
     if exp_id is None:
         return {}
     found: dict[str, CellRun] = {}
-    for run in _search(client, exp_id, f"tags.study = '{study.name}'"):
+    for run in C.search_runs(client, exp_id, f"tags.{C.TAG_STUDY} = '{study.name}'"):
         tags = run.data.tags
-        cid = tags.get("cell_id")
-        if not cid or tags.get(ROLE_TAG) == "study":
+        cid = tags.get(C.TAG_CELL_ID)
+        if not cid or tags.get(C.TAG_ROLE) == C.ROLE_STUDY:
             continue
         cell_run = CellRun(
             run_id=run.info.run_id,
             status=run.info.status,
-            outcome=tags.get("outcome"),
-            final_val_loss=_val_loss(run, "final_val_loss"),
-            last_val_loss=_val_loss(run, "val/loss"),
+            outcome=tags.get(C.TAG_OUTCOME),
+            final_val_loss=C.summary_metric(run.data.metrics, C.FINAL_VAL_LOSS),
+            last_val_loss=C.summary_metric(run.data.metrics, C.VAL_LOSS),
             start_time=run.info.start_time,
-            config_hash=tags.get(HASH_TAG),
+            config_hash=tags.get(C.TAG_CONFIG_HASH),
         )
         previous = found.get(cid)
         # Two runs for one cell should not exist; if one does, the oldest is the cell's run.
@@ -184,17 +139,15 @@ def ensure_cell_run(
         run = client.create_run(
             exp_id,
             run_name=cell.cell_id,
-            tags={"mlflow.parentRunId": parent_run_id, **cell.tags, HASH_TAG: cell.config_hash},
+            tags={C.TAG_PARENT: parent_run_id, **cell.tags, C.TAG_CONFIG_HASH: cell.config_hash},
         )
         run_id = run.info.run_id
     else:
         run_id = existing.run_id
-        client.set_tag(run_id, HASH_TAG, cell.config_hash)
+        client.set_tag(run_id, C.TAG_CONFIG_HASH, cell.config_hash)
     client.update_run(run_id, status="SCHEDULED")
     out = Path(cell.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{RUN_ID_FILE}.tmp"
-    tmp.write_text(run_id)
-    tmp.replace(out / RUN_ID_FILE)
+    write_text(out / C.RUN_ID_FILE, run_id)
     dump_file(cell.run, out / "run_config.yaml")
     return run_id

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaling.cells import Cell, expand_cells
-from scaling.loader import vocab_size
+from scaling.resolved import ResolvedStudy, resolve
 from scaling.study import Study
 
-__all__ = ["PlanRow", "Plan", "plan_study", "plan_cells", "format_plan"]
+__all__ = ["PlanRow", "Plan", "plan_study", "format_plan"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ class PlanRow:
     variant: str
     seed: int
     lr: float
-    num_params: int  # non-embedding N of this arm (models.accounting)
+    num_nonembedding_params: int  # N of this arm (models.accounting)
     num_params_total: int
     tokens: int  # D actually trained: steps × tokens per step
     steps: int
@@ -63,11 +62,14 @@ class Plan:
         return max((r.hours for r in self.rows), default=0.0)
 
 
-def plan_cells(study: Study, cells: list[Cell]) -> Plan:
+def plan_study(study: ResolvedStudy | Study) -> Plan:
+    """Cost every cell of the (resolved) study; writes and submits nothing."""
     from models.accounting import flops_per_token, num_nonembedding_params, num_params
 
+    study = resolve(study)
+    flops_per_gpu_s = study.spec.cost.flops_per_gpu_s
     rows = []
-    for cell in cells:
+    for cell in study.cells:
         run = cell.run
         tokens = run.train.steps * run.tokens_per_step
         flops = float(flops_per_token(run.model)) * tokens
@@ -79,22 +81,17 @@ def plan_cells(study: Study, cells: list[Cell]) -> Plan:
                 variant=cell.variant,
                 seed=cell.seed,
                 lr=cell.lr,
-                num_params=int(num_nonembedding_params(run.model)),
+                num_nonembedding_params=int(num_nonembedding_params(run.model)),
                 num_params_total=int(num_params(run.model)),
                 tokens=tokens,
                 steps=run.train.steps,
                 tokens_per_step=run.tokens_per_step,
                 flops=flops,
                 gpus=gpus,
-                hours=flops / (gpus * study.cost.flops_per_gpu_s) / 3600,
+                hours=flops / (gpus * flops_per_gpu_s) / 3600,
             )
         )
-    return Plan(rows, study.cost.flops_per_gpu_s)
-
-
-def plan_study(study: Study) -> Plan:
-    """Expand (and thereby validate) every cell and cost it; writes and submits nothing."""
-    return plan_cells(study, expand_cells(study, vocab_size(study)))
+    return Plan(rows, flops_per_gpu_s)
 
 
 def _si(value: float) -> str:
@@ -121,7 +118,7 @@ def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
         [
             r.cell_id,
             r.size,
-            _si(r.num_params),
+            _si(r.num_nonembedding_params),
             _si(r.num_params_total),
             _si(r.tokens),
             str(r.steps),

@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundation import contract as C
+from scaling.resolved import ResolvedStudy, resolve
+from scaling.state import StatusRow, study_status
 from scaling.study import Study
-from scaling.submission import ACTIVE_STATES, StatusRow, study_status
 
 __all__ = ["RunOutcome", "run_study", "Progress"]
 
@@ -47,8 +49,8 @@ class Progress:
 
     @staticmethod
     def ended(rows: list[StatusRow]) -> set[str]:
-        """Cells that will not run again in this submission (finished, diverged or failed)."""
-        return {r.cell_id for r in rows if r.state not in ACTIVE_STATES + ("unsubmitted",)}
+        """Cells that will not run again in this submission (completed, diverged, failed...)."""
+        return {r.cell_id for r in rows if r.state in C.ENDED_STATES}
 
     def summary(self, rows: list[StatusRow]) -> str:
         states = Counter(r.state for r in rows)
@@ -57,10 +59,10 @@ class Progress:
         left_flops = sum(self.flops.get(r.cell_id, 0.0) for r in rows if r.cell_id not in ended)
         elapsed = time.monotonic() - self.start
         eta = "?" if new_flops <= 0 else _clock(elapsed * left_flops / new_flops)
-        failed = states["failed"] + states["diverged"]
+        failed = states[C.FAILED] + states[C.DIVERGED] + states[C.CANCELLED]
         return (
-            f"{len(ended)}/{len(rows)} done ({states['finished']} finished, {failed} failed or "
-            f"diverged), {states['running']} running, {states['pending']} pending; "
+            f"{len(ended)}/{len(rows)} done ({states[C.COMPLETED]} completed, {failed} failed, "
+            f"diverged or cancelled), {states[C.RUNNING]} running, {states[C.QUEUED]} queued; "
             f"elapsed {_clock(elapsed)}, ETA {eta}"
         )
 
@@ -70,26 +72,23 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def _watch(study: Study, progress: Progress, submitting: threading.Thread | None, say) -> list:
-    """Poll the grid until nothing is active (and the local submitter, if any, has returned).
+class _Reporter:
+    """Says the progress line when a cell ends, and at least once a minute while cells run."""
 
-    A line is printed when a cell ends, and at least once a minute while cells run.
-    """
-    last_ended, last_time = None, 0.0
-    while True:
-        rows = study_status(study)
-        ended = progress.ended(rows)
-        if ended != last_ended or time.monotonic() - last_time > HEARTBEAT_S:
-            say(progress.summary(rows))
-            last_ended, last_time = ended, time.monotonic()
-        active = any(r.state in ACTIVE_STATES for r in rows)
-        if not active and (submitting is None or not submitting.is_alive()):
-            return rows
-        time.sleep(POLL_S)
+    def __init__(self, progress: Progress, say: Callable[[str], None]) -> None:
+        self.progress, self.say = progress, say
+        self.last_ended: set[str] | None = None
+        self.last_time = 0.0
+
+    def __call__(self, rows: list[StatusRow]) -> None:
+        ended = self.progress.ended(rows)
+        if ended != self.last_ended or time.monotonic() - self.last_time > HEARTBEAT_S:
+            self.say(self.progress.summary(rows))
+            self.last_ended, self.last_time = ended, time.monotonic()
 
 
 def run_study(
-    study: Study,
+    study: ResolvedStudy | Study,
     analyze: bool = True,
     out_dir: Path | None = None,
     baseline: str = "linear",
@@ -101,13 +100,15 @@ def run_study(
     retried, so an interrupted `scaling run` picks up where it stopped.
     """
     from scaling.plan import plan_study
-    from scaling.submission import prepare_data, study_parent_run_id, submit_study
+    from scaling.submission import prepare_data, study_parent_run_id, submit_study, wait_study
 
-    if study.data.prepare is not None:
-        say(f"data: {study.dataset_path} (prepared now if missing)")
+    spec = study.spec if isinstance(study, ResolvedStudy) else study
+    if spec.data.prepare is not None:
+        say(f"data: {spec.dataset_path} (prepared now if missing)")
     prepare_data(study)
+    study = resolve(study)
     plan = plan_study(study)
-    before = {r.cell_id for r in study_status(study) if r.state in ("finished", "diverged")}
+    before = {r.cell_id for r in study_status(study) if r.state in C.DONE_STATES}
     progress = Progress({r.cell_id: r.flops for r in plan.rows}, before)
     say(f"study {study.name}: {plan.num_runs} cells, {len(before)} already done")
 
@@ -126,7 +127,8 @@ def run_study(
         submitted = submit_study(study)
         say(f"submitted {len(submitted.submitted)} cell(s) to Slurm")
         submitting = None
-    rows = _watch(study, progress, submitting, say)
+    busy = submitting.is_alive if submitting is not None else None
+    rows = wait_study(study, callback=_Reporter(progress, say), poll_s=POLL_S, busy=busy)
     if errors:
         raise errors[0]
 
@@ -138,7 +140,7 @@ def run_study(
 
 
 def analyze_study(
-    study: Study, out_dir: Path | None, baseline: str, parent: str | None
+    study: ResolvedStudy, out_dir: Path | None, baseline: str, parent: str | None
 ) -> tuple[dict, Path]:
     """Load the study's runs from MLflow, fit, judge, and write the report (also to MLflow)."""
     from analysis.api import run_analysis
@@ -147,7 +149,7 @@ def analyze_study(
     uri = study.mlflow.tracking_uri
     table, parent_id = load_study(uri, study.mlflow.experiment, study.name)
     completed = list(table.loc[table["status"] == "completed", "run_id"])
-    out = Path(out_dir) if out_dir else study.folder / "analysis"
+    out = Path(out_dir) if out_dir else C.analysis_folder(study.name, study.spec.output_dir)
     verdict = run_analysis(
         table,
         out,

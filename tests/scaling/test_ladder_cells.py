@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scaling.cells import expand_cells
+from scaling.grid import expand_cells
 from scaling.ladder import (
     ARMS,
     ASPECT_TOLERANCE,

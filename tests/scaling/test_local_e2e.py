@@ -40,7 +40,7 @@ def test_local_study_runs_with_bounded_concurrency_and_resubmit_is_a_noop(
     assert peak["running"] == 2  # never more than local.max_parallel at once
 
     rows = study_status(study)
-    assert [r.state for r in rows] == ["finished"] * 4, rows
+    assert [r.state for r in rows] == ["completed"] * 4, rows
     assert all(math.isfinite(r.val_loss) for r in rows)
     children = [r for r in study_runs(study) if r.data.tags.get("scaling.role") != "study"]
     assert sorted(r.data.tags["cell_id"] for r in children) == sorted(r.cell_id for r in rows)
@@ -88,12 +88,12 @@ def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
     submitter.join(timeout=60)
     assert not submitter.is_alive()
     (row,) = study_status(study)
-    assert row.state == "failed"
+    assert row.state == "cancelled"
     run_id = row.run_id
 
     start = time.monotonic()
     again = submit_study(study)
     assert again.submitted == [cid]
     (row,) = study_status(study)
-    assert row.state == "finished" and row.run_id == run_id, row
+    assert row.state == "completed" and row.run_id == run_id, row
     assert time.monotonic() - start < 300

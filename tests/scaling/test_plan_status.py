@@ -6,12 +6,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from scaling.cells import expand_cells
 from scaling.cli import app
+from scaling.grid import expand_cells
 from scaling.loader import study_from_dict, vocab_size
 from scaling.mlflow_state import CellRun
 from scaling.plan import plan_study
-from scaling.submission import cell_state
+from scaling.state import cell_state
 from tests.scaling.conftest import small_spec
 
 
@@ -22,20 +22,20 @@ def _run(status: str, outcome: str | None = None) -> CellRun:
 @pytest.mark.parametrize(
     "run,live,expected",
     [
-        (None, None, "unsubmitted"),
-        (None, "PENDING", "pending"),
-        (_run("SCHEDULED"), "PENDING", "pending"),
-        (_run("SCHEDULED"), "REQUEUED", "pending"),
+        (None, None, "pending"),
+        (None, "PENDING", "queued"),
+        (_run("SCHEDULED"), "PENDING", "queued"),
+        (_run("SCHEDULED"), "REQUEUED", "queued"),
         (_run("RUNNING", "running"), "RUNNING", "running"),
         (_run("RUNNING", "running"), "COMPLETING", "running"),
-        (_run("FINISHED", "completed"), None, "finished"),
-        (_run("FINISHED", "completed"), "COMPLETING", "finished"),
+        (_run("FINISHED", "completed"), None, "completed"),
+        (_run("FINISHED", "completed"), "COMPLETING", "completed"),
         (_run("FINISHED", "diverged"), None, "diverged"),
         (_run("RUNNING", "running"), None, "failed"),  # its job died without finishing the run
         (_run("SCHEDULED"), None, "failed"),  # its job never started and is gone
         (_run("FAILED"), None, "failed"),
-        (_run("KILLED"), None, "failed"),  # cancelled: retried by the next submit
-        (_run("KILLED"), "PENDING", "pending"),  # ... and pending again once resubmitted
+        (_run("KILLED"), None, "cancelled"),  # cancelled: retried by the next submit
+        (_run("KILLED"), "PENDING", "queued"),  # ... and queued again once resubmitted
     ],
 )
 def test_cell_state(run, live, expected):
@@ -59,9 +59,10 @@ def test_plan_costs_every_cell_from_the_accounting(tmp_path, data_dir):
     for size in ("30K", "60K"):
         # identity has no W_Q (d^2 fewer weights per layer); wider_mlp has 0.75 d x d x 2 more
         layers = study.shape(size).num_layers
-        lin = by_arm[(size, "linear")].num_params
-        assert lin - by_arm[(size, "identity")].num_params == layers * 48 * 48
-        assert by_arm[(size, "wider_mlp")].num_params - lin == layers * 2 * 48 * (228 - 192)
+        lin = by_arm[(size, "linear")].num_nonembedding_params
+        assert lin - by_arm[(size, "identity")].num_nonembedding_params == layers * 48 * 48
+        wider = by_arm[(size, "wider_mlp")].num_nonembedding_params
+        assert wider - lin == layers * 2 * 48 * (228 - 192)
     for row, cell in zip(plan.rows, expand_cells(study, vocab_size(study)), strict=True):
         assert row.flops == flops_per_token(cell.run.model) * row.tokens
     assert plan.gpu_hours == pytest.approx(sum(r.flops for r in plan.rows) / 1e9 / 3600)
@@ -77,7 +78,7 @@ def test_cli_plan_and_status(tmp_path, data_dir):
     assert "30K-linear-s0" in result.output and "4 runs" in result.output
     result = runner.invoke(app, ["status", str(path)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert result.output.count("unsubmitted") == 4 + 1  # 4 rows and the "4 unsubmitted" tally
+    assert result.output.count("pending") == 4 + 1  # 4 rows and the "4 pending" tally
 
 
 def test_cli_reports_a_bad_spec_without_a_traceback(tmp_path, data_dir):
@@ -93,7 +94,7 @@ def test_cli_reports_a_bad_spec_without_a_traceback(tmp_path, data_dir):
 def test_slurm_job_parameters_follow_each_cell_parallelism(tmp_path, data_dir):
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from scaling.submission import _slurm_parameters
+    from scaling.executors import slurm_parameters
 
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
     spec["slurm"] = {
@@ -105,9 +106,9 @@ def test_slurm_job_parameters_follow_each_cell_parallelism(tmp_path, data_dir):
         "setup": ["module load cuda"],
     }
     study = study_from_dict(spec)
-    gpu16 = _slurm_parameters(study, world_size=16)  # e.g. TP 2 x DP 8 over two 8-GPU nodes
+    gpu16 = slurm_parameters(study, world_size=16)  # e.g. TP 2 x DP 8 over two 8-GPU nodes
     assert (gpu16["nodes"], gpu16["ntasks_per_node"], gpu16["gpus_per_node"]) == (2, 8, 8)
-    gpu2 = _slurm_parameters(study, world_size=2)
+    gpu2 = slurm_parameters(study, world_size=2)
     assert (gpu2["nodes"], gpu2["ntasks_per_node"], gpu2["gpus_per_node"]) == (1, 2, 2)
     sbatch = _make_sbatch_string(command="python -m x", folder=str(tmp_path / "logs"), **gpu16)
     for line in (
@@ -125,6 +126,6 @@ def test_slurm_job_parameters_follow_each_cell_parallelism(tmp_path, data_dir):
     assert f"--output={tmp_path / 'logs'}" in sbatch
 
     spec["slurm"] = {"cpus_per_task": 2}  # CPU nodes: one task per rank, no GPU request
-    cpu = _slurm_parameters(study_from_dict(spec), world_size=2)
+    cpu = slurm_parameters(study_from_dict(spec), world_size=2)
     assert (cpu["nodes"], cpu["ntasks_per_node"], "gpus_per_node" in cpu) == (1, 2, False)
     assert 'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"' in cpu["setup"]

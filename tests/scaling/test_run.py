@@ -57,7 +57,7 @@ def test_scaling_run_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     out = proc.stdout
-    assert "24/24 done (24 finished" in out
+    assert "24/24 done (24 completed" in out
     assert "nonlinear vs linear:" in out and "report:" in out and "MLflow UI:" in out
 
     report = tmp_path / "runs" / "demo-ci" / "analysis"

@@ -16,8 +16,9 @@ STUDIES = Path(__file__).resolve().parents[2] / "studies"
 
 @pytest.mark.parametrize("name", ["demo", "paper-124m", "ladder"])
 def test_shipped_study_validates_and_plans(name):
-    study = load_study(STUDIES / f"{name}.yaml", check_environment=False)
-    plan = plan_study(study)
+    resolved = load_study(STUDIES / f"{name}.yaml", check_environment=False)
+    plan = plan_study(resolved)
+    study = resolved.spec
     variants = {row.variant for row in plan.rows}
     assert {"linear", "nonlinear"} <= variants
     assert plan.num_runs == len({row.cell_id for row in plan.rows})

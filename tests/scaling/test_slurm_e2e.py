@@ -43,7 +43,7 @@ def test_study_runs_as_slurm_job_arrays_and_resubmit_is_a_noop(
     assert len(arrays) == 2 and all("_" in job.job_id for job in result.jobs.values())
 
     rows = wait_study(study, poll_s=2, timeout_s=STUDY_TIMEOUT_S)
-    assert [r.state for r in rows] == ["finished"] * 4, rows
+    assert [r.state for r in rows] == ["completed"] * 4, rows
     assert all(r.val_loss is not None and math.isfinite(r.val_loss) for r in rows)
 
     runs = study_runs(study)
@@ -61,7 +61,7 @@ def test_study_runs_as_slurm_job_arrays_and_resubmit_is_a_noop(
     assert not list(Path.cwd().glob("slurm-*.out"))
 
     again = submit_study(study)
-    assert again.submitted == [] and set(again.skipped.values()) == {"finished"}
+    assert again.submitted == [] and set(again.skipped.values()) == {"completed"}
     assert len(study_runs(study)) == 5  # no new run, not even a second parent
 
 
@@ -112,13 +112,13 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
         return seen[-1] if seen[-1][killed] == "failed" else None
 
     states = poll(killed_is_failed, 60, lambda: f"the killed cell to show as failed: {seen[-3:]}")
-    assert states[interrupted] in ("pending", "running", "finished")
+    assert states[interrupted] in ("queued", "running", "completed")
     run_ids = {r.data.tags["cell_id"]: r.info.run_id for r in _children(study)}
 
     again = submit_study(study)
     assert again.submitted == [killed]  # the failed cell is retried, the requeued one left alone
     rows = wait_study(study, poll_s=2, timeout_s=STUDY_TIMEOUT_S)
-    assert [r.state for r in rows] == ["finished", "finished"], rows
+    assert [r.state for r in rows] == ["completed", "completed"], rows
 
     children = _children(study)
     assert {r.data.tags["cell_id"]: r.info.run_id for r in children} == run_ids  # one run each

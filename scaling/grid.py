@@ -1,8 +1,10 @@
-"""Cell expansion: a study becomes one fully resolved `jobs.RunConfig` per grid cell.
+"""The grid: a study becomes its cells, one fully resolved `jobs.RunConfig` each.
+
+(`analysis.cells` is another thing: the analysis's grouping of finished runs.)
 
 Every derived number of a cell is computed here by a named rule (`scaling.ladder`), from the
 size's nominal parameter count N, so every arm at a size shares tokens, batch and schedule and
-differs only in its `ARMS` overrides and its learning rate:
+differs only in its arm's overrides (`scaling.ladder.resolve_arm`) and its learning rate:
 
 - tokens D: `tokens.per_size[size]`, else `tokens_per_param × N`, rounded up to whole steps;
 - tokens per step: `batch.per_size[size]`, else fixed `batch.tokens`, else Porian's law; rounded
@@ -10,18 +12,22 @@ differs only in its `ARMS` overrides and its learning rate:
 - warmup: `schedule.warmup_steps` if set, else N tokens (Porian), at most a third of the steps;
 - AdamW beta2: `optimizer.beta2` if set, else Porian's rule for the batch size.
 
-Building each `RunConfig` with `from_dict` runs every model, parallelism and run-config check, so
-TP not dividing heads or PP not dividing layers surfaces here with the cell and field named.
+Building each `RunConfig` with `from_dict` runs every model, parallelism and run-config check on
+the real values, so a bad `study.optimizer` or TP not dividing heads surfaces here with the study
+field named; every problem of every cell is collected, each reported once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from foundation import contract as C
 from foundation.config import ConfigError, from_dict, to_dict
 from scaling.ladder import (
     arm_overrides,
@@ -30,6 +36,7 @@ from scaling.ladder import (
     porian_beta2,
     porian_lr,
     porian_warmup_tokens,
+    resolve_arm,
 )
 from scaling.study import ANY, Study
 
@@ -54,16 +61,13 @@ class Cell:
 
     @property
     def tags(self) -> dict[str, str]:
-        """The MLflow tags that identify this cell (docs/interfaces.md)."""
-        return {
-            "study": self.run.study,
-            "cell_id": self.cell_id,
-            "variant": self.variant,
-            "size": self.size,
-            "seed": str(self.seed),
-            "lr": f"{self.lr:.6g}",
-            "engine": self.run.engine,
-        }
+        """The MLflow tags that identify this cell (`cell_tags`, carried by its run config)."""
+        return dict(self.run.tracking.tags)
+
+    def with_parent(self, parent_run_id: str) -> Cell:
+        """This cell with its run config pointing at the study's parent run (no re-expansion)."""
+        tracking = dataclasses.replace(self.run.tracking, parent_run_id=parent_run_id)
+        return dataclasses.replace(self, run=dataclasses.replace(self.run, tracking=tracking))
 
     @property
     def world_size(self) -> int:
@@ -80,6 +84,21 @@ class Cell:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def cell_tags(
+    study: str, cid: str, variant: str, size: str, seed: int, lr: float, engine: str
+) -> dict[str, str]:
+    """The MLflow tags that identify a cell (`foundation.contract`)."""
+    return {
+        C.TAG_STUDY: study,
+        C.TAG_CELL_ID: cid,
+        C.TAG_VARIANT: variant,
+        C.TAG_SIZE: size,
+        C.TAG_SEED: str(seed),
+        C.TAG_LR: f"{lr:.6g}",
+        C.TAG_ENGINE: engine,
+    }
+
+
 def cell_id(size: str, variant: str, seed: int, lr: float) -> str:
     """``"12M-nonlinear-s0-lr0.00976"``: sortable, readable, safe as a folder name."""
     return f"{size}-{variant}-s{seed}-lr{lr:.3g}"
@@ -88,7 +107,7 @@ def cell_id(size: str, variant: str, seed: int, lr: float) -> str:
 def learning_rates(study: Study, variant: str, size: str) -> list[float]:
     """The LR grid of (variant, size): explicit grid entries, else the law × multipliers."""
     grid = study.lr.grid
-    for key in (variant, ANY):
+    for key in (variant, resolve_arm(variant)[0], ANY):
         if size in grid.get(key, {}):
             return list(grid[key][size])
     assert study.lr.law == "porian", "validate() guarantees a grid entry when law is 'none'"
@@ -124,11 +143,10 @@ def _run_dict(
     seed: int,
     lr: float,
     vocab_size: int,
-    parent_run_id: str | None,
 ) -> dict[str, Any]:
     shape = study.shape(size)
     par = study.parallel_for(size)
-    seq_length = int(study.model.get("seq_length", 1024))
+    seq_length = int(study.model["seq_length"])  # required by scaling.checks
     step_tokens = tokens_per_step(study, size, seq_length)
     steps = num_steps(study, size, step_tokens)
     n = nominal_params(shape)
@@ -137,7 +155,8 @@ def _run_dict(
         warmup = math.ceil(porian_warmup_tokens(n) / step_tokens)
         schedule["warmup_steps"] = min(warmup, int(steps * MAX_WARMUP_FRACTION))
     optimizer = {"beta2": porian_beta2(step_tokens), **study.optimizer, "lr": lr}
-    cid = cell_id(size, variant, seed, lr)
+    arm = resolve_arm(variant)[0]
+    cid = cell_id(size, arm, seed, lr)
     model = {
         "vocab_size": vocab_size,
         "seq_length": seq_length,
@@ -147,8 +166,7 @@ def _run_dict(
         "num_attention_heads": shape.num_attention_heads,
         **arm_overrides(variant, shape.hidden_size, par.tensor_parallel),
     }
-    cell = {"study": study.name, "cell_id": cid, "variant": variant, "size": size}
-    tags = {**cell, "seed": str(seed), "lr": f"{lr:.6g}", "engine": study.engine}
+    tags = cell_tags(study.name, cid, arm, size, seed, lr, study.engine)
     return {
         "name": cid,
         "study": study.name,
@@ -178,7 +196,7 @@ def _run_dict(
         "tracking": {
             "tracking_uri": study.mlflow.tracking_uri,
             "experiment": study.mlflow.experiment,
-            "parent_run_id": parent_run_id,
+            "parent_run_id": None,  # set by Cell.with_parent at submit
             "tags": tags,
         },
         "precision": study.precision,
@@ -186,39 +204,51 @@ def _run_dict(
     }
 
 
-def expand_cells(study: Study, vocab_size: int, parent_run_id: str | None = None) -> list[Cell]:
+def expand_cells(study: Study, vocab_size: int) -> list[Cell]:
     """Every cell of the grid (sizes × variants × seeds × LRs), in a stable order.
 
-    Raises ConfigError naming the study field when a resolved run config is invalid (e.g. TP
-    does not divide a size's heads) or two cells would coincide.
+    Raises one ConfigError listing every problem, each once, named by the study field: resolved
+    run configs that are invalid (e.g. TP does not divide a size's heads) and cells that would
+    coincide.
     """
     from jobs.config import RunConfig
 
     cells: list[Cell] = []
     seen: dict[str, str] = {}
-    for size in study.sizes:
-        _check_split(study, size)
+    problems: dict[str, str] = {}  # problem → where it showed first
+    for size in sorted(study.sizes, key=C.size_key):  # "2M" before "12M"
+        split = _split_problems(study, size)
+        for message in split:
+            problems.setdefault(message, f"size {size}")
         for variant in study.variants:
             for lr in learning_rates(study, variant, size):
                 for seed in study.seeds:
-                    data = _run_dict(study, size, variant, seed, lr, vocab_size, parent_run_id)
+                    if split:
+                        continue
+                    data = _run_dict(study, size, variant, seed, lr, vocab_size)
                     cid = data["name"]
-                    where = f"study (size {size}, variant {variant}, seed {seed}, lr {lr!r})"
+                    where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
                     if cid in seen:
-                        raise ConfigError(
-                            f"study.lr: duplicate cell {cid} from {where} and {seen[cid]}; "
-                            "learning rates that round to the same 3 digits collide; remove one"
+                        problems.setdefault(
+                            f"study.lr: duplicate cell {cid} from ({where}) and ({seen[cid]}); "
+                            "learning rates that round to the same 3 digits collide; remove one",
+                            f"cell {cid}",
                         )
+                        continue
                     seen[cid] = where
                     try:
                         run = from_dict(RunConfig, data, where="run")
                     except ConfigError as err:
-                        raise ConfigError(f"{where}: {_study_hint(err, size)}") from err
-                    cells.append(Cell(cid, size, variant, seed, lr, run))
+                        for message in err.problems:
+                            problems.setdefault(_study_path(message, size), f"cell {cid}")
+                        continue
+                    cells.append(Cell(cid, size, resolve_arm(variant)[0], seed, lr, run))
+    if problems:
+        raise ConfigError(f"{message} ({first})" for message, first in problems.items())
     return cells
 
 
-def _check_split(study: Study, size: str) -> None:
+def _split_problems(study: Study, size: str) -> list[str]:
     """TP must divide the heads and PP the layers of the size's shape (named study fields)."""
     shape = study.shape(size)
     par = study.parallel_for(size)
@@ -227,23 +257,29 @@ def _check_split(study: Study, size: str) -> None:
         f"size {size} is {shape.num_layers} layers x {shape.hidden_size} hidden x "
         f"{shape.num_attention_heads} heads"
     )
+    problems = []
     if shape.num_attention_heads % par.tensor_parallel:
-        raise ConfigError(
+        problems.append(
             f"study.parallel.{key}.tensor_parallel: {par.tensor_parallel} does not divide the "
             f"heads; {described}; use a divisor of {shape.num_attention_heads} or give an "
             f"explicit shape under study.ladder.shapes.{size}"
         )
     if shape.num_layers % par.pipeline_parallel:
-        raise ConfigError(
+        problems.append(
             f"study.parallel.{key}.pipeline_parallel: {par.pipeline_parallel} does not divide "
             f"the layers; {described}; use a divisor of {shape.num_layers} or give an explicit "
             f"shape under study.ladder.shapes.{size}"
         )
+    return problems
 
 
-def _study_hint(err: ConfigError, size: str) -> str:
-    """Point run-config errors back at the study fields that produced them."""
-    message = str(err)
-    if "parallel." in message:
+# Run-config sections copied from the study section of the same name.
+_FROM_STUDY = re.compile(r"^run\.(optimizer|schedule|train|deepspeed|model|precision|engine)\b")
+
+
+def _study_path(message: str, size: str) -> str:
+    """Point a run-config problem back at the study field that produced it."""
+    message = _FROM_STUDY.sub(r"study.\1", message)
+    if message.startswith("run.parallel") or "parallel." in message:
         message += f" (set study.parallel.{size}, or an explicit shape under study.ladder.shapes)"
     return message

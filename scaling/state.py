@@ -1,0 +1,93 @@
+"""Each cell's state, in the one vocabulary of `foundation.contract`, and the study's grid.
+
+A cell's state is read from MLflow (what its run recorded) and the scheduler (whether its job is
+still live), never from logs. The grid comes from the resolved study: a status poll costs one
+MLflow search and one `squeue`, not a re-expansion of the study.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from foundation import contract as C
+from scaling.mlflow_state import CellRun, cell_runs
+from scaling.resolved import ResolvedStudy, resolve
+from scaling.scheduler import live_jobs, read_records
+from scaling.study import Study
+
+__all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
+
+# Scheduler states of a job that waits for resources (Slurm's, and "PENDING" for local ones).
+_WAITING = {
+    "PENDING",
+    "CONFIGURING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "SUSPENDED",
+    "STOPPED",
+}
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    """One cell as `scaling status` shows it."""
+
+    cell_id: str
+    size: str
+    variant: str
+    seed: int
+    lr: float
+    state: str  # one of foundation.contract.STATES
+    val_loss: float | None
+    job_id: str | None
+    run_id: str | None
+
+
+def cell_state(run: CellRun | None, live: str | None) -> str:
+    """One of `foundation.contract.STATES` from MLflow's `run` and the scheduler's `live` state."""
+    if run is not None and run.status == "FINISHED":
+        return C.DIVERGED if run.outcome == C.DIVERGED else C.COMPLETED
+    if live is not None:
+        return C.QUEUED if live in _WAITING else C.RUNNING
+    if run is None:
+        return C.PENDING
+    if run.status == "KILLED":
+        return C.CANCELLED
+    # A run that is not finished and has no live job: it crashed, or its job died.
+    return C.FAILED
+
+
+def submitit_folder(study: ResolvedStudy | Study) -> Path:
+    """Where submitit keeps the study's job logs and pickles."""
+    return study.folder / "submitit"
+
+
+def study_status(study: ResolvedStudy | Study) -> list[StatusRow]:
+    """The grid's state, from MLflow (results) and the scheduler (live jobs); bounded in time."""
+    study = resolve(study)
+    runs = cell_runs(study)
+    records = read_records(study.folder)
+    live = live_jobs(records, submitit_folder(study))
+    rows = []
+    for cell in study.cells:
+        run = runs.get(cell.cell_id)
+        record = records.get(cell.cell_id)
+        val = None
+        if run is not None:
+            val = run.final_val_loss if run.final_val_loss is not None else run.last_val_loss
+        rows.append(
+            StatusRow(
+                cell_id=cell.cell_id,
+                size=cell.size,
+                variant=cell.variant,
+                seed=cell.seed,
+                lr=cell.lr,
+                state=cell_state(run, live.get(cell.cell_id)),
+                val_loss=val,
+                job_id=record.job_id if record else None,
+                run_id=run.run_id if run else None,
+            )
+        )
+    return rows
