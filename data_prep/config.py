@@ -2,15 +2,15 @@
 
 `DataPrepConfig` describes one prepared directory (source, tokenizer, split); `DataConfig` is the
 part of a run config that says which prepared directory to read and in which order. Both are
-validated once, here, so every downstream function can trust them.
+validated once, here, so every downstream function can trust them. Their `validate()` messages
+start with the field name; `foundation.config.from_dict` puts the full dotted path in front
+(`data_prep.vocab_size`, `study.data.prepare.vocab_size`, `run.data.seed`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Literal
-
-from foundation.config import ConfigError
 
 __all__ = ["DataPrepConfig", "DataConfig", "BPE", "LOCAL_SUFFIXES"]
 
@@ -49,20 +49,16 @@ class DataPrepConfig:
 
     def validate(self) -> None:
         if not self.source:
-            raise ConfigError(
-                "data_prep.source: empty; use stdlib, hf:NAME[:CONFIG][:SPLIT] or a path"
-            )
+            raise ValueError("source: empty; use stdlib, hf:NAME[:CONFIG][:SPLIT] or a path")
         if self.source.startswith("hf:") and not self.source[3:].split(":")[0]:
-            raise ConfigError(
-                f"data_prep.source: {self.source!r} lacks a dataset name; e.g. hf:openwebtext"
-            )
+            raise ValueError(f"source: {self.source!r} lacks a dataset name; e.g. hf:openwebtext")
         if not self.output_dir:
-            raise ConfigError("data_prep.output_dir: empty; name the directory to write")
+            raise ValueError("output_dir: empty; name the directory to write")
         if not self.text_field:
-            raise ConfigError("data_prep.text_field: empty; name the column that holds the text")
+            raise ValueError("text_field: empty; name the column that holds the text")
         if self.tokenizer == BPE and not 257 <= self.vocab_size <= 2**31 - 1:
-            raise ConfigError(
-                f"data_prep.vocab_size: {self.vocab_size} cannot hold the 256 byte symbols plus "
+            raise ValueError(
+                f"vocab_size: {self.vocab_size} cannot hold the 256 byte symbols plus "
                 "the end-of-document token; use e.g. 4096"
             )
         if (
@@ -70,23 +66,22 @@ class DataPrepConfig:
             and self.dtype == "uint16"
             and self.vocab_size > UINT16_VOCAB_LIMIT
         ):
-            raise ConfigError(
-                f"data_prep.dtype: uint16 cannot hold a vocab of {self.vocab_size} "
+            raise ValueError(
+                f"dtype: uint16 cannot hold a vocab of {self.vocab_size} "
                 f"(max {UINT16_VOCAB_LIMIT}); use dtype int32 or auto"
             )
         if self.tokenizer_train_bytes <= 0:
-            raise ConfigError("data_prep.tokenizer_train_bytes: must be positive; e.g. 50000000")
+            raise ValueError("tokenizer_train_bytes: must be positive; e.g. 50000000")
         if not 0.0 < self.validation_fraction < 1.0:
-            raise ConfigError(
-                f"data_prep.validation_fraction: {self.validation_fraction} must be in (0, 1); "
-                "e.g. 0.01"
+            raise ValueError(
+                f"validation_fraction: {self.validation_fraction} must be in (0, 1); e.g. 0.01"
             )
         if self.num_proc < 1:
-            raise ConfigError(f"data_prep.num_proc: {self.num_proc} must be >= 1")
+            raise ValueError(f"num_proc: {self.num_proc} must be >= 1")
         for name in ("max_documents", "max_bytes"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ConfigError(f"data_prep.{name}: {value} must be >= 1, or null for no limit")
+                raise ValueError(f"{name}: {value} must be >= 1, or null for no limit")
 
     def identity(self) -> dict:
         """The fields that decide the prepared data (not where it goes, nor how fast)."""
@@ -112,9 +107,9 @@ class DataConfig:
 
     def validate(self) -> None:
         if not self.path:
-            raise ConfigError("data.path: empty; point it at a directory made by prepare-data")
+            raise ValueError("path: empty; point it at a directory made by prepare-data")
         if self.num_val_windows < 1:
-            raise ConfigError(f"data.num_val_windows: {self.num_val_windows} must be >= 1")
+            raise ValueError(f"num_val_windows: {self.num_val_windows} must be >= 1")
         for name in ("seed", "val_seed"):
             if not 0 <= getattr(self, name) < 2**32:
-                raise ConfigError(f"data.{name}: {getattr(self, name)} must be in [0, 2**32)")
+                raise ValueError(f"{name}: {getattr(self, name)} must be in [0, 2**32)")

@@ -37,6 +37,7 @@ from data_prep.manifest import (
 )
 from data_prep.sources import Source, local_fingerprint, open_source
 from data_prep.tokenizer import eod_token_id, load_pretrained, train_bpe
+from foundation.config import ConfigError
 
 __all__ = ["prepare", "is_validation_document"]
 
@@ -255,7 +256,10 @@ def prepare(config: DataPrepConfig, force: bool = False, progress: bool = False)
     Bad input (missing files, empty corpus, absent text field, unknown tokenizer, dtype too small)
     raises ValueError naming the field and the fix before anything is written.
     """
-    config.validate()
+    try:
+        config.validate()
+    except ValueError as err:  # a config built in code, not through from_dict: name the path
+        raise ConfigError(f"data_prep.{err}") from None
     out = Path(config.output_dir).expanduser().resolve()
     with _output_lock(out):
         for stale in out.parent.glob(f".{out.name}.tmp-*"):

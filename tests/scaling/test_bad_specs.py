@@ -159,3 +159,33 @@ def test_the_valid_spec_loads(tmp_path, data_dir):
     study = load_study(path)
     assert study.name == "tiny-study" and study.folder == tmp_path / "study"
     assert not (tmp_path / "study").exists()
+
+
+def test_a_spec_with_four_mistakes_reports_all_four_at_once(tmp_path, data_dir):
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    spec["seeds"] = [0, -1]
+    spec["name"] = "my study"
+    spec["batch"] = {"rule": "fixed"}
+    spec["data"]["prepare"] = {"output_dir": str(data_dir), "vocab_size": 10}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError) as err:
+        load_study(path)
+    text = str(err.value)
+    for fragment in (
+        "study.seeds[1]",
+        "study.name",
+        "study.batch.tokens",
+        "study.data.prepare.vocab_size",
+    ):
+        assert fragment in text, text
+    assert all(line.startswith(str(path)) for line in err.value.problems)
+
+
+def test_a_variant_that_cannot_be_imported_names_the_field_and_the_fix(tmp_path, data_dir):
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    spec["variants"] = ["linear", "no_such_module:make"]
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"study.variants\[1\]: unknown variant.*module:function"):
+        load_study(path)
