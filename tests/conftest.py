@@ -1,4 +1,9 @@
-"""Fixtures shared by every test package: paths and a real local MLflow server."""
+"""Fixtures shared by every test package: paths and a real local MLflow server.
+
+`SCALING_REQUIRE_SERVICES=1` (set by .ci/run) turns a skip for a missing service (Slurm, the
+MLflow server, ../shared, PostgreSQL) into a failure: in CI a test that cannot run is a broken
+environment, not a pass. Only tests marked `gpu` may still skip there (CI has no GPU).
+"""
 
 from __future__ import annotations
 
@@ -18,10 +23,37 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def services_required() -> bool:
+    return os.environ.get("SCALING_REQUIRE_SERVICES") == "1"
+
+
+def skip_unless_required(reason: str) -> None:
+    """Skip with `reason`, or fail with it where CI requires every service."""
+    if services_required():
+        pytest.fail(f"SCALING_REQUIRE_SERVICES=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The net under `skip_unless_required`: in CI, any other skip fails too (except `gpu`)."""
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        services_required()
+        and report.skipped
+        and not hasattr(report, "wasxfail")
+        and item.get_closest_marker("gpu") is None
+    ):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under SCALING_REQUIRE_SERVICES=1: {reason}"
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} is not here; tests that read shared fixtures need it")
+        skip_unless_required(f"{SHARED} is not here; tests that read shared fixtures need it")
     return SHARED
 
 
@@ -76,6 +108,12 @@ def mlflow_server(tmp_path_factory) -> str:
     if uri and wait_for_http(f"{uri}/health", timeout=30):
         yield uri
         return
+    if services_required():
+        pytest.fail(
+            f"SCALING_REQUIRE_SERVICES=1 but the MLflow server at {uri!r} "
+            "(SCALING_TEST_MLFLOW_URI) does not answer",
+            pytrace=False,
+        )
     proc, uri = start_mlflow_server(tmp_path_factory.mktemp("mlflow"))
     try:
         yield uri
