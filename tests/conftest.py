@@ -57,9 +57,10 @@ def shared_dir() -> Path:
     return SHARED
 
 
-def wait_for_http(url: str, timeout: float) -> bool:
+def wait_for_http(url: str, timeout: float, alive: subprocess.Popen | None = None) -> bool:
+    """True once `url` answers 200; False after `timeout`, or at once if `alive` has exited."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (alive is None or alive.poll() is None):
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
                 if resp.status == 200:
@@ -69,8 +70,13 @@ def wait_for_http(url: str, timeout: float) -> bool:
     return False
 
 
-def start_mlflow_server(root: Path, port: int | None = None) -> tuple[subprocess.Popen, str]:
-    """Start `mlflow server` on loopback with a SQLite store under ``root``; return (proc, uri)."""
+def start_mlflow_server(
+    root: Path, port: int | None = None, backend_uri: str | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Start `mlflow server` on loopback; return (proc, uri).
+
+    Its store is `backend_uri` (e.g. a PostgreSQL DSN) or a SQLite file under ``root``.
+    """
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     mlflow_bin = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
@@ -80,7 +86,7 @@ def start_mlflow_server(root: Path, port: int | None = None) -> tuple[subprocess
             mlflow_bin,
             "server",
             "--backend-store-uri",
-            f"sqlite:///{root / 'mlflow.db'}",
+            backend_uri or f"sqlite:///{root / 'mlflow.db'}",
             "--artifacts-destination",
             str(root / "artifacts"),
             "--host",
@@ -95,7 +101,7 @@ def start_mlflow_server(root: Path, port: int | None = None) -> tuple[subprocess
         start_new_session=True,
     )
     uri = f"http://127.0.0.1:{port}"
-    if not wait_for_http(f"{uri}/health", timeout=120):
+    if not wait_for_http(f"{uri}/health", timeout=120, alive=proc):
         proc.kill()
         raise RuntimeError(f"mlflow server did not answer on {uri}; see {root / 'server.log'}")
     return proc, uri
