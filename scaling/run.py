@@ -77,7 +77,13 @@ def _watch(study: Study, progress: Progress, submitting: threading.Thread | None
     """
     last_ended, last_time = None, 0.0
     while True:
-        rows = study_status(study)
+        try:
+            rows = study_status(study)
+        except Exception as err:  # noqa: BLE001 - MLflow (or its database) restarting
+            # the cells keep training and spool their metrics meanwhile: wait, do not give up
+            say(f"status unavailable ({type(err).__name__}: {str(err)[:200]}); retrying")
+            time.sleep(POLL_S)
+            continue
         ended = progress.ended(rows)
         if ended != last_ended or time.monotonic() - last_time > HEARTBEAT_S:
             say(progress.summary(rows))
