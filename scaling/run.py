@@ -21,6 +21,7 @@ __all__ = ["RunOutcome", "run_study", "Progress"]
 
 POLL_S = 5.0
 HEARTBEAT_S = 60.0
+UPLOAD_WAIT_S = 600.0  # how long `scaling run` waits for MLflow to take leftover spools
 
 
 @dataclass
@@ -94,6 +95,42 @@ def _watch(study: Study, progress: Progress, submitting: threading.Thread | None
         time.sleep(POLL_S)
 
 
+def upload_leftover_spools(
+    study: Study, rows: list[StatusRow], say: Callable[[str], None], wait_s: float = UPLOAD_WAIT_S
+) -> list[StatusRow]:
+    """Upload what cells that completed during a tracking outage left in their spools.
+
+    A cell whose server stayed down past its own final upload attempt ends with a result on
+    disk but a run MLflow still shows as unfinished (so `failed`); its spool holds the rest of
+    its metrics and its end status. Retry until the server answers or `wait_s` passes.
+    """
+    from jobs import load_run_config
+    from jobs.tracking import upload_spool
+
+    done = [
+        study.folder / "cells" / r.cell_id
+        for r in rows
+        if r.state == "failed" and (study.folder / "cells" / r.cell_id / "result.json").is_file()
+    ]
+    deadline = time.monotonic() + wait_s
+    while done:
+        out = done[0]
+        config = load_run_config(out / "run_config.yaml")
+        try:
+            upload_spool(out, config.tracking, config.name)
+            say(f"uploaded the spool {out.name} left during a tracking outage")
+            done.pop(0)
+        except Exception as err:  # noqa: BLE001 - still down: retry until the deadline
+            if time.monotonic() > deadline:
+                say(f"MLflow still unreachable ({err}); `scaling run` again uploads the rest")
+                return rows
+            time.sleep(POLL_S)
+    try:
+        return study_status(study)
+    except Exception:  # noqa: BLE001 - a flapping server: keep the rows we have
+        return rows
+
+
 def run_study(
     study: Study,
     analyze: bool = True,
@@ -135,6 +172,7 @@ def run_study(
     rows = _watch(study, progress, submitting, say)
     if errors:
         raise errors[0]
+    rows = upload_leftover_spools(study, rows, say)
 
     parent = study_parent_run_id(study)
     if not analyze:

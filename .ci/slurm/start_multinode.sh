@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Start a multi-node Slurm cluster on this one machine, for node-failure tests: one slurmctld
-# and NUM_NODES slurmd's (nodes n1..nN), each slurmd on its own port (`NodeName ... Port=`,
-# `slurmd -N`), each node with CPUS_PER_NODE CPUs, so that an array spreads over the nodes.
+# Start a two-node Slurm cluster on this one machine, for node-failure tests: one slurmctld
+# and two slurmd's, each on its own port (`NodeName ... Port=`, `slurmd -N`), each node with
+# CPUS_PER_NODE CPUs, so that an array spreads over the nodes. The nodes are named
+# `$(hostname -s)` and `localhost`: names that resolve to this machine, because submitit makes
+# the first node's name a job's MASTER_ADDR (a made-up name like `n1` hangs torch.distributed).
 #
-#   eval "$(.ci/slurm/start_multinode.sh SCRATCH_DIR [NUM_NODES] [CPUS_PER_NODE])"
+#   eval "$(.ci/slurm/start_multinode.sh SCRATCH_DIR [CPUS_PER_NODE])"
 #
 # Ports: SLURMCTLD_PORT (default 7817) and SLURMD_PORT (the first node's; default 7818, then +1
 # per node), so it can run beside the one-node cluster of start.sh on 6817/6818. Prints
@@ -11,9 +13,8 @@
 # otherwise (see FACTS.md).
 set -euo pipefail
 
-scratch="$(realpath -m "${1:?usage: start_multinode.sh SCRATCH_DIR [NUM_NODES] [CPUS_PER_NODE]}")"
-num_nodes="${2:-2}"
-cpus="${3:-1}"
+scratch="$(realpath -m "${1:?usage: start_multinode.sh SCRATCH_DIR [CPUS_PER_NODE]}")"
+cpus="${2:-1}"
 conf="$scratch/slurm.conf"
 export SLURM_CONF="$conf"
 for bin in slurmctld slurmd sinfo; do
@@ -22,6 +23,8 @@ done
 
 mkdir -p "$scratch"/{state,log,run}
 host="$(hostname -s)"
+nodes=("$host" localhost)
+num_nodes=${#nodes[@]}
 ctld_port="${SLURMCTLD_PORT:-7817}"
 slurmd_port="${SLURMD_PORT:-7818}"
 # each node gets an equal share of this machine's memory
@@ -60,16 +63,16 @@ SlurmdPidFile=$scratch/run/slurmd-%n.pid
 SlurmctldLogFile=$scratch/log/slurmctld.log
 SlurmdLogFile=$scratch/log/slurmd-%n.log
 CONF
-for i in $(seq 1 "$num_nodes"); do
-    echo "NodeName=n$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$((slurmd_port + i - 1)) CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN"
+for i in "${!nodes[@]}"; do
+    echo "NodeName=${nodes[$i]} NodeHostname=$host NodeAddr=127.0.0.1 Port=$((slurmd_port + i)) CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN"
 done
 echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 } > "$conf"
 
 slurmctld -c -f "$conf"
-for i in $(seq 1 "$num_nodes"); do
-    mkdir -p "$scratch/spool/n$i"
-    slurmd -f "$conf" -N "n$i"
+for name in "${nodes[@]}"; do
+    mkdir -p "$scratch/spool/$name"
+    slurmd -f "$conf" -N "$name"
 done
 
 for _ in $(seq 1 60); do

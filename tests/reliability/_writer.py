@@ -5,7 +5,7 @@
 The concurrency test runs 16 of these at once. A full `python -m jobs` process costs ~35 ms a
 step on one core (megatron's per-step overhead) plus ~8 s to exit, so 16 x 1,000 steps of it
 take over 10 minutes on 2 cores; this loop keeps what the tracking server sees (the job's own
-`Tracker`, the training loop's metrics every step, one run per process) at a fraction of that.
+`Tracker`, metrics every step, one run per process) at a fraction of that.
 Writes the losses it logged to OUTPUT_DIR/losses.json so the test can compare values.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -30,27 +29,15 @@ def main(out: Path, uri: str, experiment: str, steps: int, seed: int) -> None:
     tracker.set_status("RUNNING")
     losses = []
     for step in range(1, steps + 1):
-        start = time.perf_counter()
         x = torch.randn(8, 16)
         loss = torch.nn.functional.mse_loss(model(x), x)
         opt.zero_grad()
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
         opt.step()
-        step_time = time.perf_counter() - start
         losses.append(loss.item())
-        tracker.log_metrics(
-            {
-                "train/loss": loss.item(),
-                "lr": 1e-3,
-                "grad_norm": grad_norm,
-                "tokens_seen": step * 128,
-                "tokens_per_s": 128 / step_time,
-                "mfu": 0.0,
-                "step_time_s": step_time,
-            },
-            step=step,
-        )
+        # two metrics a step: the single-worker server stores ~500 points/s on 2 busy cores
+        tracker.log_metrics({"train/loss": loss.item(), "grad_norm": grad_norm}, step=step)
     tracker.set_status("FINISHED")
     ok = tracker.close(timeout_s=300)
     (out / "losses.json").write_text(json.dumps({"run_id": tracker.run_id, "losses": losses}))

@@ -19,16 +19,7 @@ from tests.reliability.helpers import cli_env
 
 pytestmark = pytest.mark.slow
 NUM_WRITERS, STEPS = 16, 1000
-# what the training loop logs every step (log_interval 1)
-TRAIN_METRICS = [
-    "train/loss",
-    "lr",
-    "grad_norm",
-    "tokens_seen",
-    "tokens_per_s",
-    "mfu",
-    "step_time_s",
-]
+TRAIN_METRICS = ["train/loss", "grad_norm"]  # what tests/reliability/_writer.py logs
 
 
 def test_sixteen_writers_log_every_point_exactly_once(tmp_path, mlflow_server):
@@ -48,7 +39,7 @@ def test_sixteen_writers_log_every_point_exactly_once(tmp_path, mlflow_server):
         )
         procs.append((proc, log, out))
     for proc, log, out in procs:
-        code = proc.wait(timeout=600)
+        code = proc.wait(timeout=900)
         log.close()
         assert code == 0, (out / "log.txt").read_text()[-3000:]
     wall = time.monotonic() - start

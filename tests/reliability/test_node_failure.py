@@ -42,7 +42,7 @@ def two_node_cluster() -> Iterator[str]:
     env = dict(os.environ, SLURMCTLD_PORT=str(ctld), SLURMD_PORT=str(first))
     try:
         subprocess.run(
-            ["bash", str(SLURM_DIR / "start_multinode.sh"), str(scratch), "2", "1"],
+            ["bash", str(SLURM_DIR / "start_multinode.sh"), str(scratch), "1"],
             env=env,
             check=True,
             capture_output=True,
@@ -102,7 +102,7 @@ def test_a_node_going_down_under_an_array(
     )
     victim = sorted(cells)[1]
     node = node_of(victim).split()[0]
-    assert {node_of(c).split()[0] for c in cells} == {"n1", "n2"}
+    assert len({node_of(c).split()[0] for c in cells}) == 2  # one cell on each node
     steps_before = max(spooled_steps(cells[victim]))
     subprocess.run(
         ["scontrol", "update", f"nodename={node}", "state=down", "reason=test-crash"], check=True
