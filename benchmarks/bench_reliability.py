@@ -142,6 +142,7 @@ def main() -> None:
     from data_prep.testing import tiny_dataset
 
     root = Path(tempfile.mkdtemp(prefix="bench-reliability-"))
+    root.chmod(0o755)  # as root, PostgreSQL runs as `postgres` and must reach root/postgres
     pg = Postgres(root / "postgres").start()
     pg_server = MlflowServer(root / "mlflow-pg", pg.dsn)
     sqlite_server = MlflowServer(root / "mlflow-sqlite", f"sqlite:///{root / 'mlflow.db'}")
