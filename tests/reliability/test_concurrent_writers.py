@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.reliability.helpers import cli_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # slow on a shared 2-core box
 NUM_WRITERS, STEPS = 16, 1000
 TRAIN_METRICS = ["train/loss", "grad_norm"]  # what tests/reliability/_writer.py logs
 

@@ -25,7 +25,7 @@ from tests.reliability.helpers import SCALING, cli_env, spooled_steps, step_coun
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1800)]
 STEPS = 300
 SLURM_DIR = REPO / ".ci" / "slurm"
 

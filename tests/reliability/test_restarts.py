@@ -17,7 +17,7 @@ from tests.reliability.helpers import spooled_steps, start_cli, step_counts
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import poll, write_and_load
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # slow on a shared 2-core box
 STEPS = 1000
 OUTAGE_S = 5  # how long the server stays dead before it is restarted
 

@@ -15,7 +15,7 @@ from tests.reliability.helpers import SCALING, cli_env, step_counts
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def _scaling(*args: str, timeout: float = 300) -> str:
