@@ -6,6 +6,10 @@ then rank 0 writes `complete.json` and renames the directory: a directory withou
 suffix and with `complete.json` is whole. A run killed at any point leaves either a complete
 checkpoint or a `.tmp` directory that resume ignores and the next save replaces.
 
+A write that fails (a full disk, a quota, an I/O error) on any rank fails on every rank alike
+with `CheckpointWriteError`, after its `.tmp` directory is removed (so the space it took is
+free again); older complete checkpoints are untouched, and the next attempt resumes from them.
+
 Loads use `torch.load(weights_only=True)`: payloads hold tensors, numbers, strings, lists and
 dicts only.
 """
@@ -25,6 +29,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = [
+    "CheckpointWriteError",
     "save_checkpoint",
     "load_newest",
     "list_checkpoints",
@@ -43,6 +48,18 @@ def _rank() -> int:
 def _barrier() -> None:
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.barrier()
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written; the ones written before it are intact."""
+
+
+def _all_ok(ok: bool) -> bool:
+    """Collective (so also a barrier): True only if `ok` on every rank."""
+    flag = torch.tensor([1 if ok else 0])
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return flag.item() == 1
 
 
 def rng_state() -> dict[str, Any]:
@@ -87,17 +104,37 @@ def save_checkpoint(
     _barrier()
     target = tmp / f"rank_{rank:05d}.pt"
     partial = tmp / f".rank_{rank:05d}.pt.partial"
-    torch.save(payload, partial)
-    os.replace(partial, target)
-    _barrier()
+    error: BaseException | None = None
+    try:
+        torch.save(payload, partial)  # a full disk: OSError, or RuntimeError from torch's writer
+        os.replace(partial, target)
+    except (OSError, RuntimeError) as err:
+        error = err
+    if _all_ok(error is None) and rank == 0:
+        try:
+            world = dist.get_world_size() if dist.is_initialized() else 1
+            record = {"step": step, "world_size": world, **(layout or {})}
+            (tmp / "complete.json").write_text(json.dumps(record))
+            if final.exists():  # a re-save of the same step (e.g. preemption right after a save)
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            _fsync_dir(root)
+        except OSError as err:
+            error = err
+    if not _all_ok(error is None):
+        if rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)  # give the space back
+        newest = list_checkpoints(root)
+        kept = f"step {newest[0][0]} ({newest[0][1]})" if newest else "none"
+        why = f"{type(error).__name__}: {error}" if error is not None else "failed on another rank"
+        # torch's writer reports a full disk as e.g. "unexpected pos 64 vs 0": name the cause
+        why += f" ({shutil.disk_usage(root).free:,} bytes free on that filesystem)"
+        raise CheckpointWriteError(
+            f"could not write the checkpoint of step {step} under {root}: {why}. Nothing of it "
+            f"was kept; the newest complete checkpoint is {kept}, and a rerun resumes from it "
+            "once the disk has room."
+        ) from error
     if rank == 0:
-        world = dist.get_world_size() if dist.is_initialized() else 1
-        record = {"step": step, "world_size": world, **(layout or {})}
-        (tmp / "complete.json").write_text(json.dumps(record))
-        if final.exists():  # a re-save of the same step (e.g. preemption right after a save)
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        _fsync_dir(root)
         for _, old in list_checkpoints(root)[keep:]:
             shutil.rmtree(old, ignore_errors=True)
     _barrier()

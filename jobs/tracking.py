@@ -6,6 +6,15 @@ calls every `flush_interval_s` and remembers how far it got. The training loop t
 pays for a JSON line per call (microseconds), a server that is down only delays uploads, and a
 killed process leaves a spool the next attempt (a resume, or `upload_spool`) finishes uploading.
 The run id lives in `OUTPUT/mlflow_run_id`, so a resumed or requeued job continues the same run.
+
+Exactly once: a resumed run re-executes (and re-spools) the steps between its last checkpoint
+and the kill, and an upload whose answer was lost (server or database restarting) is sent
+again. So the uploader sends each metric's steps in increasing order and never a step at or
+below the last one that metric already has in MLflow: it asks the server (`get_run`, whose
+latest metrics carry their step) before its first upload and after any failed one, and counts
+on from there while uploads succeed. Metrics are therefore logged at most once per (key, step):
+a re-executed step keeps the values of its first attempt (identical for the loss; an exact
+resume replays the same batches).
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ class _Uploader:
         self.run_id: str | None = (
             self.run_id_file.read_text().strip() if self.run_id_file.is_file() else None
         )
+        # per metric key, the highest step MLflow has; None = unknown, ask the server first
+        self._last_step: dict[str, int] | None = None
 
     def ensure_run(self) -> str:
         if self.run_id is None:
@@ -79,6 +90,19 @@ class _Uploader:
 
     def upload(self) -> None:
         """Send everything spooled so far; raises if the server is unreachable (offset kept)."""
+        try:
+            self._upload()
+        except BaseException:
+            self._last_step = None  # a batch may have landed although its answer was lost
+            raise
+
+    def _server_last_steps(self, run_id: str) -> dict[str, int]:
+        if self._last_step is None:
+            latest = self.client.get_run(run_id).data.to_proto().metrics  # latest = max step
+            self._last_step = {m.key: m.step for m in latest}
+        return self._last_step
+
+    def _upload(self) -> None:
         from mlflow.entities import Metric, Param, RunTag
         from mlflow.exceptions import MlflowException
 
@@ -92,6 +116,7 @@ class _Uploader:
         end = data.rfind(b"\n") + 1  # only whole lines; a torn last line waits
         if end == 0:
             return
+        last_step = self._server_last_steps(run_id)
         metrics, params, tags = [], [], []
 
         def log_batch(metrics: list, params: list, tags: list) -> bool:
@@ -121,7 +146,11 @@ class _Uploader:
                 continue  # the torn last line of a killed writer
             kind = record["t"]
             if kind == "metric":
-                metrics.append(Metric(record["k"], record["v"], record["ts"], record["step"]))
+                key, step = record["k"], record["step"]
+                if step <= last_step.get(key, -1):
+                    continue  # already in MLflow (a re-executed step, or a resent batch)
+                last_step[key] = step
+                metrics.append(Metric(key, record["v"], record["ts"], step))
             elif kind == "param":
                 params.append(Param(record["k"], record["v"]))
             elif kind == "tag":

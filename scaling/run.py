@@ -23,6 +23,7 @@ __all__ = ["RunOutcome", "run_study", "Progress"]
 
 POLL_S = 5.0
 HEARTBEAT_S = 60.0
+UPLOAD_WAIT_S = 600.0  # how long `scaling run` waits for MLflow to take leftover spools
 
 
 @dataclass
@@ -87,6 +88,45 @@ class _Reporter:
             self.last_ended, self.last_time = ended, time.monotonic()
 
 
+def upload_leftover_spools(
+    study: ResolvedStudy,
+    rows: list[StatusRow],
+    say: Callable[[str], None],
+    wait_s: float = UPLOAD_WAIT_S,
+) -> list[StatusRow]:
+    """Upload what cells that completed during a tracking outage left in their spools.
+
+    A cell whose server stayed down past its own final upload attempt ends with a result on
+    disk but a run MLflow still shows as unfinished (so `failed`); its spool holds the rest of
+    its metrics and its end status. Retry until the server answers or `wait_s` passes.
+    """
+    from jobs import load_run_config
+    from jobs.tracking import upload_spool
+
+    done = [
+        study.folder / "cells" / r.cell_id
+        for r in rows
+        if r.state == "failed" and (study.folder / "cells" / r.cell_id / "result.json").is_file()
+    ]
+    deadline = time.monotonic() + wait_s
+    while done:
+        out = done[0]
+        config = load_run_config(out / "run_config.yaml")
+        try:
+            upload_spool(out, config.tracking, config.name)
+            say(f"uploaded the spool {out.name} left during a tracking outage")
+            done.pop(0)
+        except Exception as err:  # noqa: BLE001 - still down: retry until the deadline
+            if time.monotonic() > deadline:
+                say(f"MLflow still unreachable ({err}); `scaling run` again uploads the rest")
+                return rows
+            time.sleep(POLL_S)
+    try:
+        return study_status(study)
+    except Exception:  # noqa: BLE001 - a flapping server: keep the rows we have
+        return rows
+
+
 def run_study(
     study: ResolvedStudy | Study,
     analyze: bool = True,
@@ -128,9 +168,16 @@ def run_study(
         say(f"submitted {len(submitted.submitted)} cell(s) to Slurm")
         submitting = None
     busy = submitting.is_alive if submitting is not None else None
-    rows = wait_study(study, callback=_Reporter(progress, say), poll_s=POLL_S, busy=busy)
+
+    def unavailable(err: Exception) -> None:
+        say(f"status unavailable ({type(err).__name__}: {str(err)[:200]}); retrying")
+
+    rows = wait_study(
+        study, callback=_Reporter(progress, say), poll_s=POLL_S, busy=busy, on_error=unavailable
+    )
     if errors:
         raise errors[0]
+    rows = upload_leftover_spools(study, rows, say)
 
     parent = study_parent_run_id(study)
     if not analyze:

@@ -146,16 +146,26 @@ def wait_study(
     poll_s: float = 10.0,
     timeout_s: float | None = None,
     busy: Callable[[], bool] | None = None,
+    on_error: Callable[[Exception], None] | None = None,
 ) -> list[StatusRow]:
     """Poll the grid until no cell is queued or running (and `busy()`, if given, is False).
 
     The one wait loop of `status --watch` and `run`; `callback` sees every poll's rows.
+    With `on_error`, a failed status query (MLflow or its database restarting) is passed to it
+    and the loop keeps polling: the cells keep training and spool their metrics meanwhile.
     TimeoutError after `timeout_s`.
     """
     study = resolve(study)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        rows = study_status(study)
+        try:
+            rows = study_status(study)
+        except Exception as err:  # noqa: BLE001 - any tracking-server failure
+            if on_error is None:
+                raise
+            on_error(err)
+            time.sleep(poll_s)
+            continue
         if callback is not None:
             callback(rows)
         active = [r.cell_id for r in rows if r.state in C.ACTIVE_STATES]

@@ -1,4 +1,9 @@
-"""Fixtures shared by every test package: paths and a real local MLflow server."""
+"""Fixtures shared by every test package: paths and a real local MLflow server.
+
+`SCALING_REQUIRE_SERVICES=1` (set by .ci/run) turns a skip for a missing service (Slurm, the
+MLflow server, ../shared, PostgreSQL) into a failure: in CI a test that cannot run is a broken
+environment, not a pass. Only tests marked `gpu` may still skip there (CI has no GPU).
+"""
 
 from __future__ import annotations
 
@@ -18,16 +23,44 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def services_required() -> bool:
+    return os.environ.get("SCALING_REQUIRE_SERVICES") == "1"
+
+
+def skip_unless_required(reason: str) -> None:
+    """Skip with `reason`, or fail with it where CI requires every service."""
+    if services_required():
+        pytest.fail(f"SCALING_REQUIRE_SERVICES=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The net under `skip_unless_required`: in CI, any other skip fails too (except `gpu`)."""
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        services_required()
+        and report.skipped
+        and not hasattr(report, "wasxfail")
+        and item.get_closest_marker("gpu") is None
+    ):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under SCALING_REQUIRE_SERVICES=1: {reason}"
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} is not here; tests that read shared fixtures need it")
+        skip_unless_required(f"{SHARED} is not here; tests that read shared fixtures need it")
     return SHARED
 
 
-def wait_for_http(url: str, timeout: float) -> bool:
+def wait_for_http(url: str, timeout: float, alive: subprocess.Popen | None = None) -> bool:
+    """True once `url` answers 200; False after `timeout`, or at once if `alive` has exited."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (alive is None or alive.poll() is None):
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
                 if resp.status == 200:
@@ -37,8 +70,13 @@ def wait_for_http(url: str, timeout: float) -> bool:
     return False
 
 
-def start_mlflow_server(root: Path, port: int | None = None) -> tuple[subprocess.Popen, str]:
-    """Start `mlflow server` on loopback with a SQLite store under ``root``; return (proc, uri)."""
+def start_mlflow_server(
+    root: Path, port: int | None = None, backend_uri: str | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Start `mlflow server` on loopback; return (proc, uri).
+
+    Its store is `backend_uri` (e.g. a PostgreSQL DSN) or a SQLite file under ``root``.
+    """
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     mlflow_bin = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
@@ -48,7 +86,7 @@ def start_mlflow_server(root: Path, port: int | None = None) -> tuple[subprocess
             mlflow_bin,
             "server",
             "--backend-store-uri",
-            f"sqlite:///{root / 'mlflow.db'}",
+            backend_uri or f"sqlite:///{root / 'mlflow.db'}",
             "--artifacts-destination",
             str(root / "artifacts"),
             "--host",
@@ -63,7 +101,7 @@ def start_mlflow_server(root: Path, port: int | None = None) -> tuple[subprocess
         start_new_session=True,
     )
     uri = f"http://127.0.0.1:{port}"
-    if not wait_for_http(f"{uri}/health", timeout=120):
+    if not wait_for_http(f"{uri}/health", timeout=120, alive=proc):
         proc.kill()
         raise RuntimeError(f"mlflow server did not answer on {uri}; see {root / 'server.log'}")
     return proc, uri
@@ -76,6 +114,12 @@ def mlflow_server(tmp_path_factory) -> str:
     if uri and wait_for_http(f"{uri}/health", timeout=30):
         yield uri
         return
+    if services_required():
+        pytest.fail(
+            f"SCALING_REQUIRE_SERVICES=1 but the MLflow server at {uri!r} "
+            "(SCALING_TEST_MLFLOW_URI) does not answer",
+            pytrace=False,
+        )
     proc, uri = start_mlflow_server(tmp_path_factory.mktemp("mlflow"))
     try:
         yield uri

@@ -8,8 +8,8 @@ export SLURM_CONF="$scratch/slurm.conf"
 [ -f "$SLURM_CONF" ] || { echo "stop.sh: no cluster in $scratch" >&2; exit 0; }
 
 scancel --full --quiet --user="$(id -un)" 2>/dev/null || true
-for name in slurmd slurmctld; do
-    pidfile="$scratch/run/$name.pid"
+# slurmd.pid, or slurmd-n1.pid ... for the nodes of start_multinode.sh
+for pidfile in "$scratch"/run/slurmd*.pid "$scratch/run/slurmctld.pid"; do
     [ -f "$pidfile" ] || continue
     pid="$(cat "$pidfile")"
     if kill -0 "$pid" 2>/dev/null; then

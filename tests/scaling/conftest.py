@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from scaling.loader import slurm_available
+from tests.conftest import skip_unless_required
 
 
 @pytest.fixture(scope="session")
@@ -54,4 +55,4 @@ def slurm_cluster() -> None:
     """Skip (with the reason) unless a Slurm controller answers `sinfo`."""
     ok, why = slurm_available()
     if not ok:
-        pytest.skip(f"no Slurm cluster reachable ({why}); .ci/slurm/start.sh starts one")
+        skip_unless_required(f"no Slurm cluster reachable ({why}); .ci/slurm/start.sh starts one")

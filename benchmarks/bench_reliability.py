@@ -1,0 +1,183 @@
+"""Scale of the tracking stack a cluster uses: a 2,000-cell study on a PostgreSQL-backed server.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_reliability.py [--cells-only]
+        [--writer-points 2000]
+
+Starts its own PostgreSQL (scripts/postgres.sh) and MLflow server on it, both on loopback, and
+a SQLite-backed server beside it, then measures:
+  1. `scaling plan` and `scaling status` (the CLI, as a user runs it, so imports count) on a
+     2,000-cell study (2 sizes x 4 arms x 25 seeds x 10 LRs) whose 2,000 cell runs exist, all
+     finished, in that server. Target (issue 15): each <= 5 s.
+  2. tracker write throughput (points/s through `jobs.tracking.Tracker`, spool to server) with 1
+     and 16 concurrent writer processes, SQLite-backed vs PostgreSQL-backed server.
+Not a test: figures depend on the machine; run it and read them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.reliability.services import MlflowServer, Postgres  # noqa: E402
+
+SCALING = str(Path(sys.executable).with_name("scaling"))
+NUM_CELLS = 2000
+
+
+def study_spec(folder: Path, data: Path, uri: str) -> dict:
+    """2 sizes x 4 arms x 25 seeds x 10 LR multipliers = 2,000 cells."""
+    return {
+        "name": "bench-2000",
+        "output_dir": str(folder),
+        "mlflow": {"experiment": "bench-2000", "tracking_uri": uri},
+        "data": {"path": str(data), "num_val_windows": 4},
+        "sizes": ["30K", "60K"],
+        "variants": ["linear", "linear_qknorm", "nonlinear", "wider_mlp"],
+        "seeds": list(range(25)),
+        "model": {"seq_length": 32},
+        "ladder": {
+            "shapes": {
+                "30K": {"num_layers": 1, "hidden_size": 48, "num_attention_heads": 2},
+                "60K": {"num_layers": 2, "hidden_size": 48, "num_attention_heads": 2},
+            }
+        },
+        "lr": {"multipliers": [0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6]},
+        "tokens": {"per_size": {"30K": 3072, "60K": 3072}},
+        "batch": {"rule": "fixed", "tokens": 256, "micro_batch_size": 4},
+        "precision": "fp32",
+        "slurm": {"time_limit_min": 20},
+    }
+
+
+def populate(study_path: Path, backend_uri: str) -> int:
+    """Create every cell's run as a finished cell leaves it, straight into the database."""
+    from mlflow.entities import Metric, RunTag
+    from mlflow.tracking import MlflowClient
+
+    from scaling.loader import load_study
+    from scaling.mlflow_state import ensure_parent_run
+
+    study = load_study(study_path, check_environment=False)
+    study.mlflow.tracking_uri = backend_uri  # direct SQL: 2,000 runs in seconds, not minutes
+    client = MlflowClient(backend_uri)
+    parent = ensure_parent_run(study, client)
+    exp_id = client.get_experiment_by_name(study.mlflow.experiment).experiment_id
+    cells = [cell.with_parent(parent) for cell in study.cells]
+
+    def create(cell) -> None:
+        tags = {"mlflow.parentRunId": parent, **cell.tags, "outcome": "completed"}
+        tags["scaling.config_hash"] = cell.config_hash
+        run = client.create_run(exp_id, run_name=cell.cell_id)
+        now = int(time.time() * 1000)
+        client.log_batch(
+            run.info.run_id,
+            metrics=[Metric("final_val_loss", 4.0, now, 12), Metric("val/loss", 4.0, now, 12)],
+            tags=[RunTag(k, str(v)) for k, v in tags.items()],
+        )
+        client.set_terminated(run.info.run_id, "FINISHED")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, cells))
+    return len(cells)
+
+
+def timed_cli(args: list[str]) -> tuple[float, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", COLUMNS="200")
+    start = time.perf_counter()
+    out = subprocess.run([SCALING, *args], env=env, capture_output=True, text=True, check=True)
+    return time.perf_counter() - start, out.stdout
+
+
+def _writer(uri: str, out: Path, points: int, ready, go) -> None:
+    from jobs.config import TrackingConfig
+    from jobs.tracking import Tracker
+
+    tracker = Tracker(out, TrackingConfig(tracking_uri=uri, experiment="bench-writers"), "w")
+    ready.release()
+    go.wait()
+    for step in range(1, points // 5 + 1):  # 5 metrics a step, like a small training loop
+        tracker.log_metrics({f"m{i}": step * 0.5 + i for i in range(5)}, step=step)
+    assert tracker.close(timeout_s=600), tracker.last_error
+
+
+def writer_throughput(uri: str, root: Path, num_writers: int, points: int) -> float:
+    """Points/s from the first log call to the last upload, all writers together."""
+    ctx = mp.get_context("spawn")
+    ready, go = ctx.Semaphore(0), ctx.Event()
+    procs = [
+        ctx.Process(target=_writer, args=(uri, root / f"w{i}", points, ready, go))
+        for i in range(num_writers)
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.acquire()  # every tracker created its run: time only the logging
+    start = time.perf_counter()
+    go.set()
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    return num_writers * points / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells-only", action="store_true", help="skip the throughput part")
+    parser.add_argument("--writer-points", type=int, default=2000, help="points per writer")
+    args = parser.parse_args()
+    from data_prep.testing import tiny_dataset
+
+    root = Path(tempfile.mkdtemp(prefix="bench-reliability-"))
+    root.chmod(0o755)  # as root, PostgreSQL runs as `postgres` and must reach root/postgres
+    pg = Postgres(root / "postgres").start()
+    pg_server = MlflowServer(root / "mlflow-pg", pg.dsn)
+    sqlite_server = MlflowServer(root / "mlflow-sqlite", f"sqlite:///{root / 'mlflow.db'}")
+    try:
+        pg_server.start()
+        data = tiny_dataset(root / "data")
+        study_path = root / "study.yaml"
+        study_path.write_text(yaml.safe_dump(study_spec(root / "study", data, pg_server.uri)))
+        start = time.perf_counter()
+        n = populate(study_path, pg.dsn)
+        print(f"populated {n} finished cell runs in {time.perf_counter() - start:.1f} s")
+        plan_s, _ = timed_cli(["plan", str(study_path), "--no-check-environment"])
+        plan_env_s, _ = timed_cli(["plan", str(study_path)])
+        status_s, out = timed_cli(["status", str(study_path)])
+        assert f"{NUM_CELLS} finished" in out, out[-500:]
+        print(f"scaling plan   (2,000 cells, offline):          {plan_s:.2f} s")
+        print(f"scaling plan   (2,000 cells, checks the server): {plan_env_s:.2f} s")
+        print(f"scaling status (2,000 cells, 2,000 runs on PG):  {status_s:.2f} s")
+        if args.cells_only:
+            return
+        sqlite_server.start()
+        for name, server in (("SQLite", sqlite_server), ("PostgreSQL", pg_server)):
+            for writers in (1, 16):
+                rate = writer_throughput(
+                    server.uri, root / f"{name}-{writers}", writers, args.writer_points
+                )
+                print(
+                    f"tracker throughput, {name:10s} server, {writers:2d} writer(s) x "
+                    f"{args.writer_points} points: {rate:,.0f} points/s"
+                )
+    finally:
+        sqlite_server.kill()
+        pg_server.kill()
+        pg.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

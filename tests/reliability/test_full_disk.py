@@ -1,0 +1,108 @@
+"""A full disk during a checkpoint: a clear error, the previous checkpoint intact and loadable,
+and the next attempt resumes from it once space is freed.
+
+The run's output lives on a small tmpfs mounted for this test (root only); the test fills it
+right after the first checkpoint, so the second one cannot be written.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from jobs.checkpoint import list_checkpoints
+from jobs.testing import tiny_run_dict
+from tests.conftest import skip_unless_required
+from tests.reliability.helpers import cli_env
+from tests.scaling.helpers import poll
+
+pytestmark = pytest.mark.slow
+STEPS, CHECKPOINT_EVERY = 150, 50
+
+
+@pytest.fixture
+def small_volume(tmp_path) -> Iterator[Path]:
+    """A 32 MiB tmpfs: room for a couple of tiny checkpoints, filled on demand."""
+    if os.geteuid() != 0:
+        skip_unless_required("mounting a tmpfs needs root")
+    mount = tmp_path / "volume"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(volume: Path) -> Path:
+    """Write zeros until the filesystem refuses: ENOSPC for everyone after this."""
+    filler = volume / "filler"
+    chunk = b"\0" * (64 * 1024)
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(chunk)
+        except OSError:
+            pass
+    return filler
+
+
+def _train(cfg_path: Path, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "jobs", str(cfg_path)],
+            env=cli_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def test_checkpoint_on_a_full_disk_fails_clearly_and_resumes_after_space_is_freed(
+    tmp_path, data_dir, small_volume
+):
+    cfg = tiny_run_dict(
+        tmp_path,
+        data_dir,
+        output_dir=str(small_volume / "run"),
+        train={"steps": STEPS, "checkpoint_interval": CHECKPOINT_EVERY},
+    )
+    cfg_path = tmp_path / "run.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    ckpts = small_volume / "run" / "checkpoints"
+    log = tmp_path / "train.log"
+
+    proc = _train(cfg_path, log)
+    poll(lambda: list_checkpoints(ckpts) or proc.poll() is not None, 300, "the first checkpoint")
+    filler = _fill(small_volume)
+    assert proc.wait(timeout=300) != 0, "the run did not notice that the disk is full"
+    out = log.read_text().replace("\n[rank0]: ", "")  # undo the traceback's line wrapping
+    error = out[out.rindex("CheckpointWriteError: ") :]
+    assert f"checkpoint of step {2 * CHECKPOINT_EVERY}" in error, error
+    assert "bytes free on that filesystem" in error, error
+    assert f"newest complete checkpoint is step {CHECKPOINT_EVERY}" in error, error
+    # the failed save left nothing behind, and the previous checkpoint still loads
+    assert [step for step, _ in list_checkpoints(ckpts)] == [CHECKPOINT_EVERY]
+    assert not list(ckpts.glob("*.tmp"))
+    (_, path), *_ = list_checkpoints(ckpts)
+    payload = torch.load(path / "rank_00000.pt", map_location="cpu", weights_only=True)
+    assert payload  # a whole, readable payload
+
+    filler.unlink()
+    proc = _train(cfg_path, log)
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    out = log.read_text()
+    assert f"resumed at step {CHECKPOINT_EVERY}" in out
+    result = yaml.safe_load((small_volume / "run" / "result.json").read_text())
+    assert result["status"] == "completed" and result["steps"] == STEPS, result
+    print(f"[full-disk] error: {error.splitlines()[0][:400]}")
+    print(
+        f"[full-disk] failed save at step {2 * CHECKPOINT_EVERY} on a full 32 MiB tmpfs; "
+        f"resumed at step {CHECKPOINT_EVERY}; completed {result['steps']} steps"
+    )

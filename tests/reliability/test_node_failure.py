@@ -1,0 +1,143 @@
+"""A node dies under a running job array: its cell is requeued by Slurm (or retried by the next
+`scaling submit`), resumes from its checkpoint, and every cell ends as one MLflow run with each
+step logged once.
+
+Runs on its own two-node cluster (.ci/slurm/start_multinode.sh: two slurmd's on this machine,
+one CPU each, so the array's two cells land on different nodes), never on the shared one.
+`scontrol update state=down` stands in for the crash.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scaling.submission import study_status
+from tests.conftest import REPO, skip_unless_required
+from tests.distributed import free_port
+from tests.reliability.helpers import SCALING, cli_env, spooled_steps, step_counts
+from tests.scaling.conftest import small_spec
+from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1800)]
+STEPS = 300
+SLURM_DIR = REPO / ".ci" / "slurm"
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster() -> Iterator[str]:
+    """SLURM_CONF of a fresh two-node cluster on free ports; stopped afterwards."""
+    if os.geteuid() != 0 or shutil.which("slurmd") is None:
+        skip_unless_required("a private multi-node Slurm cluster needs root and slurm-wlm")
+    scratch = Path(tempfile.mkdtemp(prefix="scaling-test-slurm-multi-"))
+    ctld, first = free_port(), free_port()
+    while first + 1 == ctld:
+        first = free_port()
+    env = dict(os.environ, SLURMCTLD_PORT=str(ctld), SLURMD_PORT=str(first))
+    try:
+        subprocess.run(
+            ["bash", str(SLURM_DIR / "start_multinode.sh"), str(scratch), "1"],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        yield str(scratch / "slurm.conf")
+    finally:
+        subprocess.run(["bash", str(SLURM_DIR / "stop.sh"), str(scratch)], check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _scaling(*args: str) -> str:
+    out = subprocess.run(
+        [SCALING, *args], env=cli_env(), capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return out.stdout
+
+
+def test_a_node_going_down_under_an_array(
+    tmp_path, data_dir, mlflow_server, two_node_cluster, monkeypatch
+):
+    monkeypatch.setenv("SLURM_CONF", two_node_cluster)
+    spec = small_spec(
+        data_dir,
+        tmp_path / "study",
+        mlflow_server,
+        executor="slurm",
+        sizes=["30K"],
+        variants=["linear", "nonlinear"],
+        parallel={},
+        tokens={"per_size": {"30K": STEPS * 256}},
+        train={"checkpoint_interval": 20},
+        slurm={"time_limit_min": 20, "array_parallelism": 2, "cpus_per_task": 1},
+    )
+    study_file = tmp_path / "study.yaml"
+    study = write_and_load(spec, study_file)
+    cells = {r.cell_id: study.folder / "cells" / r.cell_id for r in study_status(study)}
+    _scaling("submit", str(study_file))
+
+    def node_of(cell_id: str) -> str:
+        (row,) = [r for r in study_status(study) if r.cell_id == cell_id]
+        out = subprocess.run(
+            ["squeue", "-h", "-j", row.job_id, "-o", "%N %T"], capture_output=True, text=True
+        )
+        return out.stdout.strip()
+
+    # both cells running, one per node, each past a checkpoint
+    poll(
+        lambda: (
+            all(checkpoint_steps(str(p)) for p in cells.values())
+            and all(node_of(c).endswith("RUNNING") for c in cells)
+        ),
+        300,
+        lambda: f"both cells running past a checkpoint: {[node_of(c) for c in cells]}",
+        0.2,
+    )
+    victim = sorted(cells)[1]
+    node = node_of(victim).split()[0]
+    assert len({node_of(c).split()[0] for c in cells}) == 2  # one cell on each node
+    steps_before = max(spooled_steps(cells[victim]))
+    subprocess.run(
+        ["scontrol", "update", f"nodename={node}", "state=down", "reason=test-crash"], check=True
+    )
+    try:
+        # Slurm requeues the victim (JobRequeue=1) onto the surviving node; if it gave up on it
+        # instead, the cell shows as failed and the next `scaling submit` retries it
+        seen: list[dict] = []
+
+        def ended() -> bool:
+            seen.append({r.cell_id: r.state for r in study_status(study)})
+            return all(s in ("finished", "failed") for s in seen[-1].values())
+
+        poll(ended, 600, lambda: f"the cells to end: {seen[-3:]}", 2)
+        retried = [c for c, s in seen[-1].items() if s == "failed"]
+        if retried:
+            _scaling("submit", str(study_file))
+            poll(ended, 600, lambda: f"the retried cells to end: {seen[-3:]}", 2)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=False)
+
+    rows = study_status(study)
+    assert [r.state for r in rows] == ["finished", "finished"], rows
+    children = [r for r in study_runs(study) if r.data.tags.get("scaling.role") != "study"]
+    assert sorted(r.data.tags["cell_id"] for r in children) == sorted(cells)  # one run each
+    logs = "".join(p.read_text() for p in (study.folder / "submitit").rglob("*_log.out"))
+    assert f"{victim}: resumed at step" in logs
+    for row in rows:
+        received = step_counts(mlflow_server, row.run_id)
+        assert sorted(received) == list(range(1, STEPS + 1))
+        assert set(received.values()) == {1}
+    print(
+        f"[node-failure] node {node} down at step {steps_before} of {victim}; "
+        f"{'retried by scaling submit: ' + str(retried) if retried else 'requeued by Slurm'}; "
+        f"points expected {2 * STEPS}, received "
+        f"{sum(sum(step_counts(mlflow_server, r.run_id).values()) for r in rows)}; "
+        f"{len(children)} MLflow runs for {len(rows)} cells"
+    )
