@@ -36,11 +36,15 @@ def analyze(
     out: Path | None = typer.Option(
         None, "--out", help="output dir [default: results/<study>/analysis]"
     ),
-    baseline: str = typer.Option("linear", "--baseline", help="the arm the others are judged by"),
+    baseline: str = typer.Option(
+        "linear",
+        "--baseline",
+        help="the arm the others are judged by; A,B = per size the stronger of arms A and B",
+    ),
     tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="overrides the spec's"),
     experiment: str | None = typer.Option(None, "--experiment", help="overrides the spec's"),
     study_name: str | None = typer.Option(None, "--study-name", help="overrides the spec's name"),
-    resamples: int = typer.Option(1000, "--resamples", help="bootstrap resamples of seeds"),
+    resamples: int = typer.Option(1000, "--resamples", help="parametric bootstrap draws"),
     seed: int = typer.Option(0, "--seed", help="bootstrap RNG seed"),
     detect_gain: float = typer.Option(0.5, "--detect-gain", help="gain (%) for the power table"),
     log_to_parent: bool = typer.Option(True, help="log the report to the study's parent run"),
@@ -50,6 +54,20 @@ def analyze(
         raise typer.BadParameter("give STUDY (a study spec) or --runs-csv FILE, not both")
     if study is None and runs_csv is None and not experiment:
         raise typer.BadParameter("give STUDY (a study spec) or --runs-csv FILE")
+    try:
+        _analyze(
+            study, runs_csv, out, baseline, tracking_uri, experiment, study_name,
+            resamples, seed, detect_gain, log_to_parent,
+        )  # fmt: skip
+    except ValueError as err:  # a user error: one line naming what to fix, no traceback
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _analyze(
+    study, runs_csv, out, baseline, tracking_uri, experiment, study_name,
+    resamples, seed, detect_gain, log_to_parent,
+) -> None:  # fmt: skip
     parent, curves = None, None
     if runs_csv is not None:
         from analysis.table import load_csv
@@ -87,8 +105,9 @@ def analyze(
     from analysis.report import fmt, fmt_ci
 
     for v in verdict["variants"]:
-        typer.echo(
-            f"{v['variant']} vs {baseline}: {v['verdict']} ({v['reason']}); gamma "
-            f"{fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}, k0 {fmt(v['k0'])} {fmt_ci(v['k0_ci95'])}"
-        )
+        typer.echo(f"{v['variant']} vs {baseline}: {v['verdict']} ({v['reason']})")
+        typer.echo(f"  gamma {fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}, k0 {fmt(v['k0'])} "
+                   f"{fmt_ci(v['k0_ci95'])}")  # fmt: skip
+    if len(verdict["variants"]) > 1:
+        typer.echo(f"multiple comparisons: {verdict['multiple_comparisons']}")
     typer.echo(f"report: {out / 'report.html'}")

@@ -31,9 +31,11 @@ def _status(run) -> str:
     if mapped is not None:
         return mapped
     outcome = run.data.tags.get("outcome", "")
-    if outcome in ("diverged", "failed", "running"):
+    if outcome in ("diverged", "failed", "cancelled"):
+        return outcome
+    if outcome in ("running", "pending", "queued"):
         # A FINISHED run whose outcome tag still says running never reported its end.
-        return "failed" if outcome == "running" else outcome
+        return "failed"
     if "final_val_loss" not in run.data.metrics:
         return "failed"
     return "completed"
@@ -76,7 +78,9 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     for run in cells:
         tags, metrics = run.data.tags, run.data.metrics
         missing = [k for k in ("variant", "seed") if k not in tags]
-        missing += [k for k in ("n_nonembedding_params", "tokens") if k not in metrics]
+        n_key = _first(metrics, ("num_nonembedding_params", "n_nonembedding_params"))
+        missing += [] if n_key else ["num_nonembedding_params"]
+        missing += [] if "tokens" in metrics else ["tokens"]
         if missing:
             raise ValueError(
                 f"run {run.info.run_id} of study {study!r} lacks {', '.join(missing)}; "
@@ -86,13 +90,16 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
             {
                 "variant": tags["variant"],
                 "size": tags.get("size"),
-                "n_params": metrics["n_nonembedding_params"],
-                "n_params_total": metrics.get("n_params", math.nan),
+                "num_nonembedding_params": metrics[n_key],
+                "num_params_total": metrics.get(
+                    _first(metrics, ("num_params_total", "n_params")) or "", math.nan
+                ),
                 "tokens": metrics["tokens"],
                 "flops": metrics.get("flops", math.nan),
                 "seed": tags["seed"],
                 "lr": tags.get("lr", math.nan),
                 "final_val_loss": metrics.get("final_val_loss", math.nan),
+                "select_val_loss": metrics.get("final_select_loss", math.nan),
                 "status": _status(run),
                 "run_id": run.info.run_id,
             }
@@ -100,6 +107,11 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     # a re-submitted study may have left a second parent; the first created is the study's
     parent_id = min(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
     return normalise(pd.DataFrame(rows), f"study {study!r} in MLflow"), parent_id
+
+
+def _first(metrics: dict, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` logged (new metric names first, then the old ones)."""
+    return next((n for n in names if n in metrics), None)
 
 
 def load_curves(tracking_uri: str, run_ids: list[str], key: str = "val/loss") -> dict:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis import summary as S
 from analysis import verdict as V
 from analysis.core import Analysis
 
@@ -47,7 +48,7 @@ def loss_vs_n(an: Analysis, out_dir: Path) -> str:
     for fit in (f for f in an.fits if f.law == "L(N)"):
         color = _color(an, fit.variant)
         pts = fit.points
-        n = info["n_params"].to_numpy()[pts]
+        n = info["num_nonembedding_params"].to_numpy()[pts]
         ax.scatter(n, an.groups.loss[0, pts], color=color, label=fit.variant, zorder=3)
         for j, g in enumerate(pts):
             seeds = an.groups.seed_loss[g]
@@ -71,9 +72,9 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     info = an.groups.info
-    base = info[info["on_curve"] & (info["variant"] == an.verdict["baseline"])]
+    base = info[info["on_curve"] & info["variant"].isin(an.verdict["baselines"])]
     # N -> C along the baseline's measured points (log-linear), to draw the k(C) model over N
-    slope, icpt = np.polyfit(np.log(base["n_params"]), np.log(base["flops"]), 1)
+    slope, icpt = np.polyfit(np.log(base["num_nonembedding_params"]), np.log(base["flops"]), 1)
     for var in an.verdict["variants"]:
         color = _color(an, var["variant"])
         sizes = var["gain_pct_by_size"].values()
@@ -86,7 +87,7 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
         if k_fit is None or np.isnan(k_fit.params[0]).any():
             continue
         model = V.EffectiveCompute(k_fit, var["c_ref"])
-        grid = np.geomspace(n.min() / 1.5, max(V.NAMED_SCALES.values()) * 1.5, 80)
+        grid = np.geomspace(n.min() / 1.5, max(S.NAMED_SCALES.values()) * 1.5, 80)
         columns = []
         for compute in np.exp(icpt + slope * np.log(grid)):
             base_loss, var_loss = model.losses(compute)  # each [B+1]
@@ -114,7 +115,10 @@ def k_vs_c(an: Analysis, out_dir: Path) -> str:
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     info = an.groups.info
     lo = info["flops"].min() / 2
-    hi = max(6 * 20 * n * n for n in V.NAMED_SCALES.values()) * 2
+    named = [
+        e["flops"] for v in an.verdict["variants"] for e in v["extrapolated_gain_pct"].values()
+    ]
+    hi = max([info["flops"].max(), *named]) * 2
     grid = np.geomspace(lo, hi, 80)
     for var in an.verdict["variants"]:
         color = _color(an, var["variant"])
@@ -140,7 +144,7 @@ def lr_sweeps(an: Analysis, out_dir: Path) -> str | None:
     if runs.empty or runs.groupby(["variant", "size"])["lr"].nunique().max() < 2:
         return None
     plt = _plt()
-    sizes = list(dict.fromkeys(an.groups.info.sort_values("n_params")["size"]))
+    sizes = list(dict.fromkeys(an.groups.info.sort_values("num_nonembedding_params")["size"]))
     fig, axes = plt.subplots(1, len(sizes), figsize=(3.2 * len(sizes), 3.4), squeeze=False)
     variants = sorted(runs["variant"].unique())
     for ax, size in zip(axes[0], sizes, strict=True):
@@ -166,7 +170,7 @@ def training_curves(an: Analysis, curves: dict, out_dir: Path) -> str | None:
     if runs.empty:
         return None
     plt = _plt()
-    sizes = list(dict.fromkeys(runs.sort_values("n_params")["size"]))
+    sizes = list(dict.fromkeys(runs.sort_values("num_nonembedding_params")["size"]))
     fig, axes = plt.subplots(1, len(sizes), figsize=(3.2 * len(sizes), 3.4), squeeze=False)
     variants = sorted(an.usable["variant"].unique())
     for ax, size in zip(axes[0], sizes, strict=True):

@@ -23,6 +23,72 @@ def fmt_ci(ci) -> str:
     return "not available" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
+METHOD = (
+    "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "
+    "fitted as two variance components (a part shared by every run of one size and seed, and "
+    "a per-run part; two-way ANOVA per size, pooled over sizes with a fitted N-trend), each "
+    "draw's spread inflated by t_{0.975, df} / z_{0.975} for the df its variance was estimated "
+    "on (Student's small-sample correction); the best LR is chosen again in every draw. "
+    "Percentile intervals, 95% unless said otherwise. See docs/statistics.md."
+)
+
+
+def _extrap(v: dict) -> str:
+    parts = []
+    for name, e in v["extrapolated_gain_pct"].items():
+        far = e["times_largest_measured_compute"]
+        warn = " **far extrapolation (>100x)**" if e["far_extrapolation"] else ""
+        parts.append(
+            f"{name}: {fmt(e['gain_pct']['value'])}% {fmt_ci(e['gain_pct']['ci95'])} "
+            f"at C = {fmt(e['flops'], 3)} ({fmt(far, 3)}x the largest measured C){warn}"
+        )
+    return "; ".join(parts) or "not available"
+
+
+def _verdict_blocks(verdict: dict) -> list[tuple]:
+    b: list[tuple] = [("h", "Verdict")]
+    rows = []
+    for v in verdict["variants"]:
+        rows.append(
+            [
+                v["variant"],
+                f"**{v['verdict']}**",
+                v["reason"],
+                f"{fmt(v['k0'])} {fmt_ci(v['k0_ci95'])}",
+                f"{fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}",
+            ]
+        )
+    b.append(("table", ["variant", "verdict", "why", "k0 (at c_ref)", "gamma"], rows))
+    lo, hi = verdict["measured_compute"]
+    b.append(
+        (
+            "p",
+            f"Measured compute: {fmt(lo, 3)} to {fmt(hi, 3)} FLOPs. Multiple comparisons: "
+            f"{verdict['multiple_comparisons']}.",
+        )
+    )
+    if len(verdict["baselines"]) > 1:
+        chosen = ", ".join(f"{k}: {a}" for k, a in verdict["baseline_by_size"].items())
+        b.append(("p", f"Strongest baseline per (size, tokens): {chosen}."))
+    b.append(("h", "Extrapolation (shown, never the basis of a claim)"))
+    per_pt = ", ".join(
+        f"{k}: {fmt(x, 3)}" for k, x in verdict["flops_per_param_token_at_named_scales"].items()
+    )
+    b.append(
+        (
+            "p",
+            "Named scales at 20 tokens/param; their C uses the measured points' own FLOPs "
+            f"accounting (FLOPs per parameter per token: {per_pt}).",
+        )
+    )
+    rows = [[v["variant"], _extrap(v)] for v in verdict["variants"]]
+    b.append(("table", ["variant", "gain at named scales"], rows))
+    if verdict["variants"]:
+        b.append(("p", f"c_ref = {fmt(verdict['variants'][0]['c_ref'])} FLOPs."))
+    b.append(("pre", verdict["rule"]))
+    return b
+
+
 def _blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     """("h", text) | ("p", text) | ("pre", text) | ("table", header, rows) | ("img", file, alt)."""
     b: list[tuple] = [("h", "Scaling analysis")]
@@ -31,41 +97,19 @@ def _blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
             "p",
             f"Baseline `{verdict['baseline']}`; {verdict['num_used']} of {verdict['num_runs']} "
             f"runs used, {verdict['num_seeds']} seed(s), {verdict['num_resamples']} bootstrap "
-            "resamples of seeds (both arms paired). Intervals are 95% expanded-percentile "
-            "bootstrap intervals (Hesterberg 2015; widened for few seeds).",
+            f"draws. {METHOD}",
         )
     )
     if verdict["flops_estimated"]:
         b.append(("p", "Some runs had no `flops`; C = 6 N D was used for them."))
-    b.append(("h", "Verdict"))
-    rows = []
-    for v in verdict["variants"]:
-        far = list(v["extrapolated_gain_pct"].items())
-        far_txt = "; ".join(
-            f"{name}: {fmt(e['gain_pct']['value'])}% {fmt_ci(e['gain_pct']['ci95'])}"
-            for name, e in far
-        )
-        rows.append(
-            [
-                v["variant"],
-                f"**{v['verdict']}**",
-                v["reason"],
-                f"{fmt(v['k0'])} {fmt_ci(v['k0_ci95'])}",
-                f"{fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}",
-                f"{fmt(v['pooled_gain_pct'])} {fmt_ci(v['pooled_gain_pct_ci95'])}",
-                far_txt or "not available",
-            ]
-        )
-    header = ["variant", "verdict", "why", "k0 (at c_ref)", "gamma", "pooled gain %", "extrap."]
-    b.append(("table", header, rows))
-    if verdict["variants"]:
-        b.append(("p", f"c_ref = {fmt(verdict['variants'][0]['c_ref'])} FLOPs."))
-    b.append(("pre", verdict["rule"]))
-    b.append(("h", "Paired gain at each measured size"))
+    b.extend(_verdict_blocks(verdict))
+    b.append(("h", "Paired gain at each matched (size, tokens)"))
     rows = [
         [
             v["variant"],
-            size,
+            g["size"],
+            fmt(g["tokens"], 3),
+            g["baseline_arm"],
             fmt(g["gain_loss"]["value"]),
             fmt_ci(g["gain_loss"]["ci95"]),
             fmt(g["gain_pct"]["value"]),
@@ -73,35 +117,75 @@ def _blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
             g["num_paired_seeds"],
         ]
         for v in verdict["variants"]
-        for size, g in v["gain_pct_by_size"].items()
+        for g in v["gain_pct_by_budget"]
     ]
-    header = ["variant", "size", "gain (loss)", "CI", "gain %", "CI", "paired seeds"]
+    header = ["variant", "size", "tokens", "vs", "gain (loss)", "CI", "gain %", "CI", "paired"]
     b.append(("table", header, rows))
+    b.append(
+        (
+            "p",
+            "Gains compare the two arms at one (size, tokens) only, on the seeds both "
+            "completed; the largest common budget per size feeds k(C).",
+        )
+    )
     for key, title in (("gain_vs_n", "Gain vs N"), ("k_vs_c", "Effective compute")):
         if key in figures:
             b.append(("img", figures[key], title))
     b.append(("h", "Fitted laws"))
     rows = []
     for f in verdict["fits"]:
-        # failed = the warm-started fit hit its iteration cap; such resamples are not in the CI
+        # failed = the draw's fit did not converge; such draws are not in the CI
         used = f"{f['resamples_fitted']} ({f.get('resamples_failed', 0)} failed)"
         for name, p in f["params"].items():
             rows.append([f["variant"], f["law"], name, fmt(p["value"]), fmt_ci(p["ci95"]), used])
-    header = ["variant", "law", "parameter", "value", "95% CI", "resamples fitted"]
+    header = ["variant", "law", "parameter", "value", "95% CI", "draws fitted"]
     b.append(("table", header, rows))
     b.append(
         (
             "p",
             "Fits: Chinchilla Approach 3 (log-sum-exp in log space, Huber delta 1e-3 summed "
-            "over points, L-BFGS from the initialisation grid, best kept; resamples warm-started "
-            "from the full-data optimum, each distinct resample fitted once). L(N), L(C) and "
-            "k(C) use each arm's largest token budget per size; k(C) is the joint fit with one "
-            "shared E.",
+            "over points, from the initialisation grid, best kept, polished by L-BFGS; draws "
+            "warm-started from the full-data optimum). L(N), L(C) use each arm's largest "
+            "token budget per size; L(N, D) every budget; k(C) is the joint fit with one "
+            "shared E on matched points.",
         )
     )
     if "loss_vs_n" in figures:
         b.append(("img", figures["loss_vs_n"], "Loss vs N"))
-    b.append(("h", "Seed noise and power"))
+    b.extend(_noise_blocks(verdict))
+    b.extend(_lr_blocks(verdict, figures))
+    if "training_curves" in figures:
+        b.append(("h", "Training curves"))
+        b.append(("img", figures["training_curves"], "Validation loss during training"))
+    b.append(("h", "Excluded runs"))
+    if verdict["excluded_runs"]:
+        rows = [
+            [r["run_id"], r["variant"], r["size"], r["seed"], fmt(r["lr"]), r["reason"]]
+            for r in verdict["excluded_runs"]
+        ]
+        b.append(("table", ["run", "variant", "size", "seed", "lr", "reason"], rows))
+    else:
+        b.append(("p", "None."))
+    return b
+
+
+def _noise_blocks(verdict: dict) -> list[tuple]:
+    b: list[tuple] = [("h", "Seed noise and power")]
+    model = verdict["noise_model"]
+    if model is not None:
+        rows = [
+            [s, fmt(u), fmt(e)]
+            for s, u, e in zip(model["sizes"], model["sd_seed"], model["sd_run"], strict=True)
+        ]
+        b.append(("table", ["size", "shared per-seed sd", "per-run sd"], rows))
+        b.append(
+            (
+                "p",
+                f"Variance components on {fmt(model['df_seed'], 3)} (shared) and "
+                f"{fmt(model['df_run'], 3)} (per-run) degrees of freedom; draws inflated by "
+                f"{fmt(model['inflate_seed'], 3)} and {fmt(model['inflate_run'], 3)}.",
+            )
+        )
     rows = [
         [
             r["size"],
@@ -123,45 +207,41 @@ def _blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
             "of the baseline's loss: n = ((1.96 + 0.84) sd_diff / gain)^2.",
         )
     )
-    b.append(("h", "Learning-rate selection"))
-    if verdict["lr_selection"]:
-        rows = [
-            [
-                r["variant"],
-                r["size"],
-                fmt(r["best_lr"]),
-                ", ".join(fmt(x, 3) for x in r["lr_grid"]),
-                "**at edge of grid**" if r["at_edge"] else "inside",
-                fmt(r["best_lr_share"], 2),
-            ]
-            for r in verdict["lr_selection"]
+    return b
+
+
+def _lr_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
+    b: list[tuple] = [("h", "Learning-rate selection")]
+    if not verdict["lr_selection"]:
+        b.append(("p", "No LR recorded: each arm's tuning could not be checked."))
+        return b
+    lrs = lambda xs: ", ".join(fmt(x, 3) for x in xs) or "none"  # noqa: E731
+    rows = [
+        [
+            r["variant"],
+            r["size"],
+            fmt(r["tokens"], 3),
+            fmt(r["best_lr"], 3),
+            lrs(r["lrs"]),
+            lrs(r["usable_lrs"]),
+            r["state"] if r["bracketed"] else f"**{r['state']}**",
+            lrs(r["next_lrs"]) if r["next_lrs"] else "",
         ]
-        header = ["variant", "size", "best LR", "grid", "optimum", "share of resamples"]
-        b.append(("table", header, rows))
-        b.append(
-            (
-                "p",
-                "Best LR = lowest mean loss over seeds, re-chosen in every bootstrap resample; "
-                "'share' is how often a resample chose the same LR. An optimum at the edge "
-                "means the sweep did not bracket the best LR for that arm and size.",
-            )
+        for r in verdict["lr_selection"]
+    ]
+    header = ["variant", "size", "tokens", "best LR", "tried", "usable", "state", "add"]
+    b.append(("table", header, rows))
+    b.append(
+        (
+            "p",
+            f"Best LR = lowest mean `{verdict['lr_chosen_on']}` over all seeds of an LR; an LR "
+            "is usable only when every one of its seeds completed (never chosen on the "
+            "survivors). An LR whose next step up diverged counts as bracketed; a best LR at "
+            "the edge of its grid makes a verdict inconclusive.",
         )
-    else:
-        b.append(("p", "No LR sweep in this study (one LR per cell)."))
+    )
     if "lr_sweeps" in figures:
         b.append(("img", figures["lr_sweeps"], "LR sweeps"))
-    if "training_curves" in figures:
-        b.append(("h", "Training curves"))
-        b.append(("img", figures["training_curves"], "Validation loss during training"))
-    b.append(("h", "Excluded runs"))
-    if verdict["excluded_runs"]:
-        rows = [
-            [r["run_id"], r["variant"], r["size"], r["seed"], fmt(r["lr"]), r["reason"]]
-            for r in verdict["excluded_runs"]
-        ]
-        b.append(("table", ["run", "variant", "size", "seed", "lr", "reason"], rows))
-    else:
-        b.append(("p", "None."))
     return b
 
 
