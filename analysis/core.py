@@ -61,7 +61,9 @@ def _excluded(table: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
     """Every run not used, with why: its own state, or its LR losing a seed at that size."""
     out = table[~table["run_id"].isin(set(kept["run_id"]))].copy()
     own = ~is_usable(out)
-    reason = np.where(out["status"] != "completed", out["status"], "non-finite or non-positive final_val_loss")
+    reason = np.where(
+        out["status"] != "completed", out["status"], "non-finite or non-positive final_val_loss"
+    )
     lost = "its LR (or cell) lost a seed at this size: not usable, never chosen on survivors"
     out["reason"] = np.where(own, reason, lost)
     return out.reset_index(drop=True)
