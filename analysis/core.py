@@ -80,7 +80,8 @@ def _lr_guards(comparison: Comparison, info: pd.DataFrame, frontier: dict) -> li
                 continue
             best = "none usable" if f.best_lr is None else f"best {fmt_lr(f.best_lr)}"
             add = ", ".join(fmt_lr(x) for x in f.next_lrs) or "seeds that completed"
-            bad.append(f"{key[0]} {key[1]} @{key[2]:.3g} tokens: {best} {f.state} (add LR {add})")
+            state = "the only LR tried" if len(f.lrs) == 1 else f.state
+            bad.append(f"{key[0]} {key[1]} @{key[2]:.3g} tokens: {best} {state} (add LR {add})")
     return [f"LR not bracketed: {'; '.join(bad)}"] if bad else []
 
 
