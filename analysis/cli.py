@@ -1,4 +1,8 @@
-"""`scaling analyze`: fits, bootstrap CIs and a verdict for a study (MLflow) or a run CSV."""
+"""`scaling analyze`: fits, bootstrap CIs and a verdict for a study (MLflow) or a run CSV.
+
+User errors (a bad CSV, an unknown baseline, a spec without `mlflow`) end in one line on stderr
+naming the file, column and row or the key to fix, exit status 2, no traceback.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +12,32 @@ import typer
 
 
 def study_source(spec_path: Path) -> tuple[str, str, str]:
-    """(tracking_uri, experiment, study name) from a study spec's ``name`` and ``mlflow`` keys."""
-    from scaling.configio import ConfigError, load_file
+    """(tracking_uri, experiment, study name) from a study spec's ``name`` and ``mlflow`` keys.
 
-    spec = load_file(spec_path)
+    Reads only those two keys with PyYAML: analysis imports nothing from the packages above it.
+    """
+    import yaml
+
+    if not spec_path.is_file():
+        raise ValueError(f"{spec_path}: no such study spec")
+    try:
+        spec = yaml.safe_load(spec_path.read_text())
+    except yaml.YAMLError as err:
+        raise ValueError(f"{spec_path}: not readable YAML ({err})") from err
+    if not isinstance(spec, dict):
+        raise ValueError(f"{spec_path}: a study spec is a YAML mapping with `name` and `mlflow`")
     name = spec.get("name")
     mlflow = spec.get("mlflow")
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"{spec_path}: `name` (the study name) is missing; add `name: my_study`")
+        raise ValueError(f"{spec_path}: `name` (the study name) is missing; add `name: my_study`")
     if not isinstance(mlflow, dict):
-        raise ConfigError(
+        raise ValueError(
             f"{spec_path}: the `mlflow` section is missing; add `mlflow: {{experiment: ..., "
             "tracking_uri: ...}}`"
         )
     missing = [k for k in ("experiment", "tracking_uri") if not isinstance(mlflow.get(k), str)]
     if missing:
-        raise ConfigError(
+        raise ValueError(
             f"{spec_path}: mlflow.{missing[0]} is missing; set it to the study's MLflow "
             f"{'experiment name' if missing[0] == 'experiment' else 'server URI'}"
         )

@@ -157,10 +157,12 @@ def test_lr_selection_uses_best_mean_and_flags_the_edge():
         assert "LR not bracketed" in variant["reason"] and "add LR 0.009" in variant["reason"]
 
 
-def test_analysis_imports_no_torch_or_megatron():
+def test_analysis_imports_no_torch_megatron_or_the_packages_above_it():
     code = (
-        "import sys, analysis.api, analysis.cli, analysis.mlflow_io, analysis.plots; "
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
+        "import sys, analysis, analysis.api, analysis.cli, analysis.mlflow_io, analysis.plots; "
+        "analysis.lr_frontier, analysis.run_analysis; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('torch', 'megatron', 'scaling', 'jobs', 'models', 'data_prep')]; "
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
