@@ -166,3 +166,17 @@ def test_analysis_imports_no_torch_megatron_or_the_packages_above_it():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_arms_pair_only_on_seeds_both_completed():
+    """The baseline has a 4th seed the variant lacks: it is left out of every paired gain, so
+    the per-seed noise both arms share still cancels."""
+    table = make_study(STUDY, sizes=SIZES, num_seeds=4)
+    table = table[~((table["variant"] == "nonlinear") & (table["seed"] == 3))]
+    (variant,) = analyse(table, num_resamples=50).verdict["variants"]
+    for size, gain in variant["gain_pct_by_size"].items():
+        assert gain["num_paired_seeds"] == 3
+        at = table[(table["size"] == size) & (table["seed"] < 3)]
+        per_seed = at.pivot_table(index="seed", columns="variant", values="final_val_loss")
+        expected = (per_seed["linear"] - per_seed["nonlinear"]).mean()
+        assert gain["gain_loss"]["value"] == pytest.approx(expected, rel=1e-9)
