@@ -174,7 +174,8 @@ def analyse(
         "baseline": baseline,
         "baselines": baselines,
         "baseline_by_size": {
-            f"{s}@{t:.3g}": str(info.at[g, "variant"]) for (s, t), g in sorted(base_of.items())
+            f"{s}@{t:.3g}": str(info.at[g, "variant"])
+            for (s, t), g in sorted(base_of.items(), key=lambda kv: kv[0][1])
         },
         "num_runs": int(len(table)),
         "num_used": int(len(usable)),

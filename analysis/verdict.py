@@ -158,6 +158,14 @@ def decide(
         guards = ["no interval for gamma (k(C) fitted on too few draws)"]
     if guards:
         return {**out, "verdict": "inconclusive", "reason": "; ".join(guards)}
+    result = _rule(comparison, out, level)
+    if level is not None and level < ALPHA:
+        result["reason"] += f" ({100 * (1 - level):.3g}% intervals: Holm)"
+    return result
+
+
+def _rule(comparison: Comparison, out: dict, level: float | None) -> dict:
+    """Steps 2-7 of RULE on intervals that exist (the guards passed)."""
     t, g = out["top_gain_pct"], out["gamma"]
     t_clause = clause(f"gain@{t['size']}", t["value"], t["ci"], "%")
     g_clause = clause("gamma", g["value"], g["ci"])
