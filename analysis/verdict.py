@@ -35,7 +35,8 @@ several variants at the level Holm's step-down procedure assigns each (top-gain 
 3. fades: gamma CI < 0 and the gain CI > 0 at some measured size.
 4. persists: top gain CI > 0 and k0 CI > 1 (gamma CI contains 0: a constant compute
    multiplier over the measured range).
-5. none: top gain CI > 0 but k0 CI reaches 1 (one size alone does not establish a gain).
+5. inconclusive: top gain CI > 0 but k0 CI reaches 1: the gain measured at the top size is
+   significant, the fitted compute multiplier over the range is not (the reason says both).
 6. hurts: top gain CI < 0 (the variant is significantly worse where measured largest).
 7. none: top gain CI contains 0.
 Extrapolation never makes a claim: k(C) = k0 (C/c_ref)^gamma only judges the trend; gains at
@@ -183,8 +184,22 @@ def _rule(comparison: Comparison, out: dict, level: float | None) -> dict:
     k_clause = "k0 not available" if k["ci"] is None else clause("k0", k["value"], k["ci"], ref=1)
     if t_sign > 0 and sign(k["ci"], 1.0) > 0:
         return {**out, "verdict": "persists", "reason": f"{t_clause}; {g_clause}; {k_clause}"}
-    if t_sign > 0:  # the top size alone, with no multiplier over the range: not established
-        return {**out, "verdict": "none", "reason": f"{t_clause}; {k_clause}"}
+    if t_sign > 0:  # a real gain where measured largest, no multiplier over the range
+        return {**out, "verdict": "inconclusive", "reason": _split_reason(t, t_clause, k)}
     if t_sign < 0:
         return {**out, "verdict": "hurts", "reason": f"{t_clause}{holm}"}
     return {**out, "verdict": "none", "reason": f"{t_clause}{holm}"}
+
+
+def _split_reason(top: dict, t_clause: str, k: dict) -> str:
+    """Rule 5: both facts, each true of its numbers. ``k["ci"]`` may be None, contain 1, or lie
+    below 1 (the fit disagrees with the top size); the words follow the interval."""
+    said = f"measured gain at {top['size']} significant: {t_clause}"
+    if k["ci"] is None:
+        return f"{said}; but the compute multiplier k0 has no interval (k0 not available)"
+    k_clause = clause("k0", k["value"], k["ci"], ref=1)
+    if sign(k["ci"], 1.0) < 0:
+        why = "the fitted compute multiplier's interval lies below 1"
+    else:
+        why = "the fitted compute multiplier's interval includes 1"
+    return f"{said}; but {why}: {k_clause}"
