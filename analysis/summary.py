@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from analysis import power as P
 from analysis import verdict as V
 from analysis.cells import Groups
 from analysis.compare import Comparison
@@ -13,7 +14,6 @@ from analysis.laws import LawFit
 
 NAMED_SCALES = {"1B": 1e9, "7B": 7e9}  # non-embedding N
 TOKENS_PER_PARAM = 20.0  # Chinchilla-optimal budget (Hoffmann et al. 2022)
-Z_ALPHA, Z_POWER = 1.959964, 0.841621  # two-sided 5% test, 80% power
 
 
 class FlopsAccounting:
@@ -86,8 +86,10 @@ def gains_table(comparison: Comparison, groups: Groups, has_ci: bool) -> list[di
 
 
 def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> list[dict]:
-    """Per size: the seed sd of each arm and of the paired difference, and the seeds a paired
-    test (5% two-sided, 80% power) needs to detect ``detect_gain_pct`` % of the loss."""
+    """Per size: the seed sd of each arm and, against its baseline, the sd of the paired
+    difference (in loss and in % of the baseline's loss), the gain the study's paired seeds
+    detect (``mde_pct``: 80% power, two-sided 5%) and the seeds needed for
+    ``detect_gain_pct``; all from ``analysis.power``, which `scaling plan` uses too."""
     info, rows = groups.info, []
     curve = info[info["on_curve"]].sort_values("num_nonembedding_params", kind="stable")
     for (size, tokens), frame in curve.groupby(["size", "tokens"], sort=False):
@@ -101,13 +103,18 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
                 "seed_sd": _sd(losses),
             }
             if base is not None and g != base and info.at[g, "variant"] != info.at[base, "variant"]:
-                diff = groups.seed_loss[base] - losses  # [seeds], paired by seed
-                sd_diff = _sd(diff)
-                target = detect_gain_pct / 100 * float(np.nanmean(groups.seed_loss[base]))
+                base_loss = groups.seed_loss[base]
+                paired = np.isfinite(base_loss) & np.isfinite(losses)
+                sd_pct = P.paired_sd_pct(base_loss, losses)
                 row.update(
-                    paired_diff_sd=sd_diff,
+                    paired_diff_sd=_sd(base_loss - losses),
+                    paired_diff_sd_pct=sd_pct,
+                    num_paired_seeds=int(paired.sum()),
+                    mde_pct=None if sd_pct is None else P.mde(sd_pct, int(paired.sum())),
                     detect_gain_pct=detect_gain_pct,
-                    seeds_needed=_seeds_needed(sd_diff, target),
+                    seeds_needed=None
+                    if sd_pct is None
+                    else P.seeds_needed(sd_pct, detect_gain_pct),
                 )
             rows.append(row)
     return rows
@@ -116,12 +123,6 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
 def _sd(x: np.ndarray) -> float | None:
     x = x[np.isfinite(x)]
     return float(np.std(x, ddof=1)) if x.size >= 2 else None
-
-
-def _seeds_needed(sd: float | None, gain: float) -> int | None:
-    if sd is None or gain <= 0:
-        return None
-    return max(2, math.ceil(((Z_ALPHA + Z_POWER) * sd / gain) ** 2))
 
 
 def fit_summary(fits: list[LawFit], has_ci: bool) -> list[dict]:
