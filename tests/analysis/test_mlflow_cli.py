@@ -14,13 +14,14 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from analysis.cli import analyze
-from analysis.mlflow_io import load_study
+from analysis.mlflow_io import load_curves, load_study
 from analysis.synthetic import Effect, make_study
 
 STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}
 SIZES = (2e6, 5e6, 1e7, 2e7)
 VERDICT_KEYS = {"variant", "verdict", "k0", "k0_ci95", "gamma", "gamma_ci95"}
 VERDICT_KEYS |= {"gain_pct_by_size", "extrapolated_gain_pct"}
+TRAIN_STEPS = 200
 
 
 def _cli():
@@ -53,9 +54,13 @@ def _log_cell(client, exp_id, parent_id, study, row, status="FINISHED", outcome=
     if not math.isnan(row["final_val_loss"]):
         summary["final_val_loss"] = row["final_val_loss"]
     metrics = [Metric(k, v, 0, 0) for k, v in summary.items()]
-    # a short validation curve ending at the final loss, for the training-curve plot
-    metrics += [Metric("val/loss", row["final_val_loss"] + 1.0 / s, 0, s) for s in (1, 2, 4)]
-    client.log_batch(rid, metrics=metrics)
+    # a validation curve every 50 steps and the training loss at every step, as a trainer
+    # logs them, ending at the final loss: the training-curve plot reads both
+    loss = row["final_val_loss"]
+    metrics += [Metric("val/loss", loss + 50.0 / s, 0, s) for s in range(50, 201, 50)]
+    metrics += [Metric("train/loss", loss + 50.0 / s, 0, s) for s in range(1, TRAIN_STEPS + 1)]
+    for i in range(0, len(metrics), 1000):  # log_batch takes at most 1000 metrics
+        client.log_batch(rid, metrics=metrics[i : i + 1000])
     client.set_terminated(rid, status)
     return rid
 
@@ -109,6 +114,16 @@ def test_load_study_reads_the_contract(study):
     assert one["lr"] == 0.001 and one["size"] == src["size"]
 
 
+def test_load_curves_reads_every_logged_step_of_train_and_val_loss(study):
+    ids = study["cells"][:5]
+    curves = load_curves(study["uri"], ids + [study["failed"]])
+    assert set(ids) <= set(curves)
+    for rid in ids:
+        steps, values = curves[rid]["train/loss"]
+        assert steps == list(range(1, TRAIN_STEPS + 1)) and len(values) == TRAIN_STEPS
+        assert curves[rid]["val/loss"][0] == [50, 100, 150, 200]
+
+
 def test_missing_study_names_what_to_check(study):
     with pytest.raises(ValueError, match="no runs tagged study='nope'"):
         load_study(study["uri"], f"exp_{study['name']}", "nope")
@@ -138,6 +153,7 @@ def test_cli_study_writes_report_and_logs_it_to_the_parent(study, tmp_path):
         assert (out / name).is_file(), name
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html and "Excluded runs" in html
+    assert "Training loss at every logged step" in html and "run CSV" not in html
     client = MlflowClient(tracking_uri=study["uri"])
     logged = {a.path for a in client.list_artifacts(study["parent"], "analysis")}
     assert {"analysis/verdict.json", "analysis/report.html"} <= logged
