@@ -33,9 +33,7 @@ def _comparison(gain_pct: np.ndarray) -> Comparison:
 
 
 @pytest.mark.parametrize("k_centre, words", [(1.02, "includes 1"), (0.8, "lies below 1")])
-def test_significant_top_gain_without_a_multiplier_is_inconclusive_and_says_both(
-    k_centre, words
-):
+def test_significant_top_gain_without_a_multiplier_is_inconclusive_and_says_both(k_centre, words):
     """Rule 5: a top gain above 0 beside a k0 interval that reaches 1 is not "none" (that
     would deny a significant measured gain); it is inconclusive and states both facts."""
     rng = np.random.default_rng(0)
