@@ -152,7 +152,7 @@ def _gain_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
         )
     )
     captions = {
-        "gain_vs_n": "Paired gain per size (95% CI); the k(C) model, purple (dashed) where extrapolated",
+        "gain_vs_n": "Paired gain per size (95% CI); k(C) model, dashed purple: extrapolated",
         "k_vs_c": "Compute multiplier k(C) with its 95% band; grey: measured compute",
     }
     b.extend(("img", figures[k], c) for k, c in captions.items() if k in figures)
