@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["run_analysis", "load_csv", "load_study", "lr_frontier", "LRFrontier"]
+__all__ += ["noise_from_source", "power_table"]
 
 _WHERE = {
     "run_analysis": "analysis.api",
@@ -17,6 +18,8 @@ _WHERE = {
     "load_study": "analysis.mlflow_io",
     "lr_frontier": "analysis.frontier",
     "LRFrontier": "analysis.frontier",
+    "noise_from_source": "analysis.power",  # `scaling plan --noise` (issue 11)
+    "power_table": "analysis.power",
 }
 
 

@@ -152,14 +152,22 @@ def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str,
 
 
 def noise_from_source(source: str | float | Path, baseline: str = "linear") -> dict[str, float]:
-    """``{size: paired-difference sd in % of loss}`` from a run CSV path, or from a number
+    """``{size: paired-difference sd in % of loss}`` from a finished study (its spec, a
+    ``.yaml``/``.yml`` path: the runs are read from its MLflow), a run CSV path, or a number
     (the sd as % of loss, the same at every size: key ``"all"``)."""
     try:
         sd = float(source)  # type: ignore[arg-type]
     except (TypeError, ValueError):
+        path = Path(source)
+        if path.suffix in (".yaml", ".yml"):
+            from analysis.cli import study_source
+            from analysis.mlflow_io import load_study
+
+            table, _ = load_study(*study_source(path))
+            return noise_from_table(table, baseline)
         from analysis.table import load_csv
 
-        return noise_from_table(load_csv(source), baseline)
+        return noise_from_table(load_csv(path), baseline)
     if not (math.isfinite(sd) and sd > 0):
         raise ValueError(f"--noise {source}: a seed sd (% of loss) must be a positive number")
     return {"all": sd}

@@ -124,6 +124,17 @@ def test_load_curves_reads_every_logged_step_of_train_and_val_loss(study):
         assert curves[rid]["val/loss"][0] == [50, 100, 150, 200]
 
 
+def test_noise_from_a_finished_study_in_mlflow(study):
+    from analysis import noise_from_source, power_table
+
+    got = noise_from_source(str(study["spec"]))
+    # the 2M linear cell lost a seed (failed, diverged): that size pairs on nothing usable and
+    # falls back to the noise model; every other size is the paired sd of its 3 seeds
+    assert list(got) == ["2M", "5M", "10M", "20M"] and all(v > 0 for v in got.values())
+    rows = power_table(got, num_seeds=3, target_gain=1.0)
+    assert [r["size"] for r in rows] == list(got) and all(r["mde_pct"] > 0 for r in rows)
+
+
 def test_missing_study_names_what_to_check(study):
     with pytest.raises(ValueError, match="no runs tagged study='nope'"):
         load_study(study["uri"], f"exp_{study['name']}", "nope")
