@@ -1,27 +1,31 @@
 """Scaling-law fits per variant and a verdict on whether a gain persists with scale.
 
-Reads a run table (MLflow or CSV); imports no torch or model code. ``run_analysis`` is loaded
-on first use so that importing the CLI stays cheap.
+Reads a run table (MLflow or CSV); imports no torch or model code. Names are loaded on first
+use so that importing the CLI stays cheap. ``lr_frontier`` is the LR contract scaling's
+refinement builds on (docs/interfaces.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["run_analysis", "load_csv", "load_study"]
+__all__ = ["run_analysis", "load_csv", "load_study", "lr_frontier", "LRFrontier"]
+__all__ += ["noise_from_source", "power_table"]
+
+_WHERE = {
+    "run_analysis": "analysis.api",
+    "load_csv": "analysis.table",
+    "load_study": "analysis.mlflow_io",
+    "lr_frontier": "analysis.frontier",
+    "LRFrontier": "analysis.frontier",
+    "noise_from_source": "analysis.power",  # `scaling plan --noise` (issue 11)
+    "power_table": "analysis.power",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "run_analysis":
-        from analysis.api import run_analysis
+    if name in _WHERE:
+        import importlib
 
-        return run_analysis
-    if name == "load_csv":
-        from analysis.table import load_csv
-
-        return load_csv
-    if name == "load_study":
-        from analysis.mlflow_io import load_study
-
-        return load_study
+        return getattr(importlib.import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")

@@ -40,7 +40,7 @@ def run_analysis(
         json.dumps(json_safe(result.verdict), indent=2, allow_nan=False)
     )
     figures = all_plots(result, out, curves)
-    write_report(result.verdict, figures, out)
+    write_report(result.verdict, figures, out, "csv" if curves is None else "mlflow")
     if parent_run_id is not None:
         from analysis.mlflow_io import log_to_parent
 

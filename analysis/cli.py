@@ -1,4 +1,8 @@
-"""`scaling analyze`: fits, bootstrap CIs and a verdict for a study (MLflow) or a run CSV."""
+"""`scaling analyze`: fits, bootstrap CIs and a verdict for a study (MLflow) or a run CSV.
+
+User errors (a bad CSV, an unknown baseline, a spec without `mlflow`) end in one line on stderr
+naming the file, column and row or the key to fix, exit status 2, no traceback.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +12,32 @@ import typer
 
 
 def study_source(spec_path: Path) -> tuple[str, str, str]:
-    """(tracking_uri, experiment, study name) from a study spec's ``name`` and ``mlflow`` keys."""
-    from scaling.configio import ConfigError, load_file
+    """(tracking_uri, experiment, study name) from a study spec's ``name`` and ``mlflow`` keys.
 
-    spec = load_file(spec_path)
+    Reads only those two keys with PyYAML: analysis imports nothing from the packages above it.
+    """
+    import yaml
+
+    if not spec_path.is_file():
+        raise ValueError(f"{spec_path}: no such study spec")
+    try:
+        spec = yaml.safe_load(spec_path.read_text())
+    except yaml.YAMLError as err:
+        raise ValueError(f"{spec_path}: not readable YAML ({err})") from err
+    if not isinstance(spec, dict):
+        raise ValueError(f"{spec_path}: a study spec is a YAML mapping with `name` and `mlflow`")
     name = spec.get("name")
     mlflow = spec.get("mlflow")
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"{spec_path}: `name` (the study name) is missing; add `name: my_study`")
+        raise ValueError(f"{spec_path}: `name` (the study name) is missing; add `name: my_study`")
     if not isinstance(mlflow, dict):
-        raise ConfigError(
+        raise ValueError(
             f"{spec_path}: the `mlflow` section is missing; add `mlflow: {{experiment: ..., "
             "tracking_uri: ...}}`"
         )
     missing = [k for k in ("experiment", "tracking_uri") if not isinstance(mlflow.get(k), str)]
     if missing:
-        raise ConfigError(
+        raise ValueError(
             f"{spec_path}: mlflow.{missing[0]} is missing; set it to the study's MLflow "
             f"{'experiment name' if missing[0] == 'experiment' else 'server URI'}"
         )
@@ -36,11 +50,15 @@ def analyze(
     out: Path | None = typer.Option(
         None, "--out", help="output dir [default: results/<study>/analysis]"
     ),
-    baseline: str = typer.Option("linear", "--baseline", help="the arm the others are judged by"),
+    baseline: str = typer.Option(
+        "linear",
+        "--baseline",
+        help="the arm the others are judged by; A,B = per size the stronger of arms A and B",
+    ),
     tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="overrides the spec's"),
     experiment: str | None = typer.Option(None, "--experiment", help="overrides the spec's"),
     study_name: str | None = typer.Option(None, "--study-name", help="overrides the spec's name"),
-    resamples: int = typer.Option(1000, "--resamples", help="bootstrap resamples of seeds"),
+    resamples: int = typer.Option(1000, "--resamples", help="parametric bootstrap draws"),
     seed: int = typer.Option(0, "--seed", help="bootstrap RNG seed"),
     detect_gain: float = typer.Option(0.5, "--detect-gain", help="gain (%) for the power table"),
     log_to_parent: bool = typer.Option(True, help="log the report to the study's parent run"),
@@ -50,6 +68,20 @@ def analyze(
         raise typer.BadParameter("give STUDY (a study spec) or --runs-csv FILE, not both")
     if study is None and runs_csv is None and not experiment:
         raise typer.BadParameter("give STUDY (a study spec) or --runs-csv FILE")
+    try:
+        _analyze(
+            study, runs_csv, out, baseline, tracking_uri, experiment, study_name,
+            resamples, seed, detect_gain, log_to_parent,
+        )  # fmt: skip
+    except ValueError as err:  # a user error: one line naming what to fix, no traceback
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _analyze(
+    study, runs_csv, out, baseline, tracking_uri, experiment, study_name,
+    resamples, seed, detect_gain, log_to_parent,
+) -> None:  # fmt: skip
     parent, curves = None, None
     if runs_csv is not None:
         from analysis.table import load_csv
@@ -87,8 +119,9 @@ def analyze(
     from analysis.report import fmt, fmt_ci
 
     for v in verdict["variants"]:
-        typer.echo(
-            f"{v['variant']} vs {baseline}: {v['verdict']} ({v['reason']}); gamma "
-            f"{fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}, k0 {fmt(v['k0'])} {fmt_ci(v['k0_ci95'])}"
-        )
+        typer.echo(f"{v['variant']} vs {baseline}: {v['verdict']} ({v['reason']})")
+        typer.echo(f"  gamma {fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}, k0 {fmt(v['k0'])} "
+                   f"{fmt_ci(v['k0_ci95'])}")  # fmt: skip
+    if len(verdict["variants"]) > 1:
+        typer.echo(f"multiple comparisons: {verdict['multiple_comparisons']}")
     typer.echo(f"report: {out / 'report.html'}")

@@ -7,10 +7,21 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from analysis import summary as S
 from analysis import verdict as V
-from analysis.cells import Groups, build_groups, lr_edge_flags
-from analysis.laws import LawFit, fit_all
-from analysis.table import split_usable
+from analysis.cells import Groups, build_groups, usable_cells
+from analysis.compare import Comparison, baseline_map, compare
+from analysis.frontier import (
+    BRACKETED,
+    LRFrontier,
+    fmt_lr,
+    frontier_frame,
+    lr_frontier,
+    selection_column,
+)
+from analysis.laws import LawFit, fit_arms, fit_k
+from analysis.noise import NoiseModel
+from analysis.table import is_usable
 
 
 @dataclasses.dataclass
@@ -20,6 +31,15 @@ class Analysis:
     fits: list[LawFit]
     usable: pd.DataFrame
     excluded: pd.DataFrame
+    comparisons: dict[str, Comparison] = dataclasses.field(default_factory=dict)
+
+
+def parse_baselines(baseline: str) -> list[str]:
+    """``"linear"`` or ``"linear,linear_qknorm"`` (per size, the strongest of them)."""
+    names = [b.strip() for b in baseline.split(",") if b.strip()]
+    if not names:
+        raise ValueError("--baseline is empty; name the arm the others are judged by")
+    return names
 
 
 def check_inputs(table: pd.DataFrame, baseline: str, num_resamples: int) -> None:
@@ -29,11 +49,54 @@ def check_inputs(table: pd.DataFrame, baseline: str, num_resamples: int) -> None
     if table.empty:
         raise ValueError("the run table is empty; nothing to analyse")
     variants = sorted(table["variant"].unique())
-    if baseline not in variants:
-        raise ValueError(
-            f"--baseline {baseline!r} is not a variant of this study; "
-            f"variants are {', '.join(variants)}"
-        )
+    for name in parse_baselines(baseline):
+        if name not in variants:
+            raise ValueError(
+                f"--baseline {name!r} is not a variant of this study; "
+                f"variants are {', '.join(variants)}"
+            )
+
+
+def _excluded(table: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    """Every run not used, with why: its own state, or its LR losing a seed at that size."""
+    out = table[~table["run_id"].isin(set(kept["run_id"]))].copy()
+    own = ~is_usable(out)
+    reason = np.where(
+        out["status"] != "completed", out["status"], "non-finite or non-positive final_val_loss"
+    )
+    lost = "its LR (or cell) lost a seed at this size: not usable, never chosen on survivors"
+    out["reason"] = np.where(own, reason, lost)
+    return out.reset_index(drop=True)
+
+
+def _lr_guards(comparison: Comparison, info: pd.DataFrame, frontier: dict) -> list[str]:
+    """One sentence per compared cell whose best LR is not bracketed."""
+    bad = []
+    for b in comparison.curve:
+        for g in (b.base, b.var):
+            key = (info.at[g, "variant"], info.at[g, "size"], float(info.at[g, "tokens"]))
+            f: LRFrontier | None = frontier.get(key)
+            if f is None or f.state in BRACKETED:
+                continue
+            best = "none usable" if f.best_lr is None else f"best {fmt_lr(f.best_lr)}"
+            add = ", ".join(fmt_lr(x) for x in f.next_lrs) or "seeds that completed"
+            state = "the only LR tried" if len(f.lrs) == 1 else f.state
+            bad.append(f"{key[0]} {key[1]} @{key[2]:.3g} tokens: {best} {state} (add LR {add})")
+    return [f"LR not bracketed: {'; '.join(bad)}"] if bad else []
+
+
+def _guards(comparison: Comparison, k_ok: bool, has_ci: bool, num_seeds: int) -> list[str]:
+    guards = []
+    if len(comparison.curve) < V.MIN_SIZES:
+        guards.append(f"{len(comparison.curve)} sizes per arm; a trend needs >= {V.MIN_SIZES}")
+    if not has_ci:
+        guards.append(f"no CIs with {num_seeds} seed(s); >= {V.MIN_SEEDS} needed")
+    elif comparison.top is not None and comparison.top.num_paired < V.MIN_SEEDS:
+        top = comparison.top
+        guards.append(f"{top.num_paired} paired seed(s) at {top.size}; >= {V.MIN_SEEDS} needed")
+    if not k_ok and len(comparison.curve) >= V.MIN_SIZES:
+        guards.append("k(C) could not be fitted")
+    return guards
 
 
 def analyse(
@@ -43,66 +106,110 @@ def analyse(
     seed: int = 0,
     detect_gain_pct: float = 0.5,
 ) -> Analysis:
-    """Select LRs, fit every law with a seed-paired bootstrap, and judge each variant."""
+    """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant."""
     check_inputs(table, baseline, num_resamples)
-    usable, excluded = split_usable(table)
-    if not (usable["variant"] == baseline).any():
-        raise ValueError(f"no completed runs of the baseline {baseline!r}; see the excluded runs")
-    groups = build_groups(usable, num_resamples, seed)
-    fits = fit_all(groups, baseline)
-    ci_seeds = len(groups.seeds) if num_resamples > 0 else 0  # 0 = no intervals
+    table = table.reset_index(drop=True)
+    baselines = parse_baselines(baseline)
+    frontiers = lr_frontier(table)
+    usable = usable_cells(table, frontiers)
+    excluded = _excluded(table, usable)
+    if not usable["variant"].isin(baselines).any():
+        raise ValueError(f"no usable runs of the baseline {baseline!r}; see the excluded runs")
+    chosen_on_select = selection_column(table) == "select_val_loss"
+    groups = build_groups(usable, num_resamples, seed, chosen_on_select)
+    has_ci = groups.noise is not None and len(groups.seeds) >= V.MIN_SEEDS and num_resamples > 0
     info = groups.info
-    on_base = info["on_curve"] & (info["variant"] == baseline)
-    c_ref = float(np.exp(np.log(info.loc[on_base, "flops"]).mean()))
+    base_of = baseline_map(groups, baselines)
+    fits = fit_arms(groups)
+    arm_lc = {f.variant: f.full() for f in fits if f.law == "L(C)"}
+    accounting = S.FlopsAccounting(
+        *(info[k].to_numpy(float) for k in ("num_nonembedding_params", "tokens", "flops"))
+    )
+    frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
+    comparisons, judged = {}, {}
+    for variant in sorted(set(info["variant"]) - set(baselines)):
+        comp = compare(groups, base_of, variant)
+        comparisons[variant] = comp
+        k_fit, c_ref, c_max = None, float("nan"), float("nan")
+        if comp.curve:
+            compute, is_variant, loss, idx = comp.k_points(groups)
+            c_ref = float(np.exp(np.log(compute[~is_variant]).mean()))
+            c_max = float(compute.max())
+            starts = [arm_lc.get(comp.curve[-1].base_arm), arm_lc.get(variant)]
+            k_fit = fit_k(compute, is_variant, loss, variant, idx, starts)
+            fits.append(k_fit)
+        judged[variant] = (comp, k_fit, c_ref, c_max)
+
+    p_values = {
+        v: V.p_two_sided(c.top.gain_pct[1:]) if c.top is not None and has_ci else 1.0
+        for v, (c, *_rest) in judged.items()
+    }
+    levels = V.holm_levels(p_values) if p_values else {}
     variants = []
-    for variant in sorted(set(info["variant"]) - {baseline}):
-        gains, matrix = V.paired_gains(groups, baseline, variant)
-        with np.errstate(invalid="ignore"), np.testing.suppress_warnings() as sup:
-            sup.filter(RuntimeWarning)
-            pooled = np.nanmean(matrix, axis=1) if matrix.shape[1] else np.full(len(matrix), np.nan)
-        k_fit = next((f for f in fits if f.law == "k(C)" and f.variant == variant), None)
-        min_sizes = min(
-            int((info["on_curve"] & (info["variant"] == v)).sum()) for v in (baseline, variant)
-        )
-        judged = V.judge(k_fit, c_ref, pooled, ci_seeds, min_sizes)
-        variants.append(
-            {"variant": variant, "baseline": baseline, **judged, "gain_pct_by_size": gains}
-        )
-    lr = lr_edge_flags(groups)
+    for variant, (comp, k_fit, c_ref, c_max) in judged.items():
+        k_ok = k_fit is not None and not np.isnan(k_fit.params[0]).any()
+        guards = _guards(comp, k_ok, has_ci, len(groups.seeds))
+        guards += _lr_guards(comp, info, frontier)
+        row = {"variant": variant, "baseline": baseline, "c_ref": c_ref}
+        row.update(k0=None, k0_ci95=None, gamma=None, gamma_ci95=None, extrapolated_gain_pct={})
+        gamma = k0 = None
+        if k_ok:
+            model = V.EffectiveCompute(k_fit, c_ref)
+            k0, gamma = model.k(c_ref), model.gamma
+            row.update(k0=V.stat(k0, has_ci)["value"], k0_ci95=V.stat(k0, has_ci)["ci95"])
+            row.update(gamma=V.stat(gamma, has_ci)["value"])
+            row.update(gamma_ci95=V.stat(gamma, has_ci)["ci95"])
+            row["extrapolated_gain_pct"] = S.extrapolations(model, accounting, c_max, has_ci)
+        decision = V.decide(comp, gamma if has_ci else None, k0, levels.get(variant), guards)
+        row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
+        row["decision"] = {**decision, "top_gain_p": p_values[variant]}
+        row["gain_pct_by_size"] = {
+            r["size"]: r for r in S.gains_table(comp, groups, has_ci) if r["on_curve"]
+        }
+        row["gain_pct_by_budget"] = S.gains_table(comp, groups, has_ci)
+        row["measured_compute"] = [float(info["flops"].min()), float(info["flops"].max())]
+        variants.append(row)
+
     verdict = {
         "baseline": baseline,
+        "baselines": baselines,
+        "baseline_by_size": {
+            f"{s}@{t:.3g}": str(info.at[g, "variant"])
+            for (s, t), g in sorted(base_of.items(), key=lambda kv: kv[0][1])
+        },
         "num_runs": int(len(table)),
         "num_used": int(len(usable)),
         "num_seeds": int(len(groups.seeds)),
-        "num_resamples": int(num_resamples),
+        "num_resamples": int(num_resamples if has_ci else 0),
+        "multiple_comparisons": _multiple(len(variants)),
+        "measured_compute": [float(info["flops"].min()), float(info["flops"].max())],
+        "flops_per_param_token_at_named_scales": {
+            name: accounting.per_param_token(n) for name, n in S.NAMED_SCALES.items()
+        },
         "excluded_runs": _records(excluded, ["run_id", "variant", "size", "seed", "lr", "reason"]),
         "variants": variants,
-        "fits": _fit_summary(fits, ci_seeds),
-        "seed_noise": V.seed_noise(groups, baseline, detect_gain_pct),
-        "lr_selection": _records(lr, list(lr.columns)),
-        "flops_estimated": bool(usable["flops_estimated"].any()),
+        "fits": S.fit_summary(fits, has_ci),
+        "seed_noise": S.seed_noise(groups, base_of, detect_gain_pct),
+        "noise_model": _noise(groups.noise),
+        "lr_selection": _records(frontier_frame(frontiers), list(frontier_frame([]).columns)),
+        "lr_chosen_on": selection_column(table),
+        "flops_estimated": bool(table["flops_estimated"].any()),
         "rule": V.RULE,
     }
-    return Analysis(verdict, groups, fits, usable, excluded)
+    return Analysis(verdict, groups, fits, usable, excluded, comparisons)
 
 
-def _fit_summary(fits: list[LawFit], ci_seeds: int) -> list[dict]:
-    out = []
-    for fit in fits:
-        params = V.natural_params(fit)
-        out.append(
-            {
-                "law": fit.law,
-                "variant": fit.variant,
-                "num_points": int(len(fit.points)),
-                "params": {k: V._stat(v, ci_seeds) for k, v in params.items()},
-                "resamples_fitted": int(np.isfinite(fit.params[1:, 0]).sum()),
-                # fits that reached the iteration cap: not converged, left out of the CIs
-                "resamples_failed": fit.counts.failed if fit.counts else 0,
-                "distinct_resamples": fit.counts.distinct if fit.counts else 0,
-            }
-        )
-    return out
+def _multiple(num_variants: int) -> str:
+    if num_variants <= 1:
+        return "none (one variant)"
+    return (
+        f"Holm step-down over {num_variants} variants' top-gain tests (family-wise 5%); each "
+        "variant's decision intervals are at the level Holm assigns it"
+    )
+
+
+def _noise(model: NoiseModel | None) -> dict | None:
+    return None if model is None else model.as_dict()
 
 
 def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:

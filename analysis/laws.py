@@ -1,14 +1,9 @@
-"""Fit every law on the full data (from the Approach-3 grid) and on each bootstrap resample.
+"""Fit every law on the full data (from the Approach-3 grid) and on each bootstrap draw.
 
-A resample's fit starts from the full-data optimum only (warm start): a resample is a small
-perturbation of the data, so its optimum lies near the full-data one, and one L-BFGS run per
-resample instead of a whole grid is what keeps 1,000 resamples within seconds.
-
-Resamples of n seeds take only C(2n-1, n) distinct values (10 for 3 seeds, 126 for 5), so a
-1,000-resample bootstrap of a small study repeats the same data hundreds of times. Each
-distinct resample is fitted once and its fit is reused for its repeats: the fit is a
-deterministic function of the data and the start, so this changes no number, only the cost
-(on the 3-seed demo study, 1,000 L-BFGS runs per law became 10).
+The full data are fitted from the Approach-3 grid with L-BFGS. A draw's fit starts from that
+optimum only (warm start): a draw is a small perturbation of the data, so its optimum lies near
+the full-data one, and all draws are fitted together by a vectorised damped Gauss-Newton
+(``analysis.batchfit``) on the same objective, which keeps 1,000 draws within seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +13,8 @@ import dataclasses
 import numpy as np
 
 from analysis import fit as F
+from analysis.batchfit import fit_batch as batch_fit
+from analysis.batchfit import objective_batch
 from analysis.cells import Groups
 
 
@@ -25,9 +22,9 @@ from analysis.cells import Groups
 class FitCounts:
     """What fitting one law across resamples cost, and how many resamples failed."""
 
-    distinct: int = 0  # distinct resamples fitted (repeats reuse their fit)
-    lbfgs_iterations: int = 0  # over the full-data grid and every distinct resample
-    failed: int = 0  # resamples (repeats included) whose fit hit the iteration cap: NaN
+    distinct: int = 0  # draws fitted
+    lbfgs_iterations: int = 0  # full-data grid (L-BFGS) plus the batched fit's iterations
+    failed: int = 0  # draws whose fit did not converge: NaN, left out of every interval
 
 
 @dataclasses.dataclass
@@ -46,13 +43,36 @@ class LawFit:
         return None if np.isnan(row).any() else dict(zip(self.names, row.tolist(), strict=True))
 
 
+SCREEN_ITER = 100
+
+
+def full_fit(model: F.LSEModel, log_loss: np.ndarray, starts: np.ndarray, weight: np.ndarray):
+    """Approach 3 on the data: every grid start, the best kept, polished by L-BFGS.
+
+    The grid is screened by the batched fit (all starts at once, ``SCREEN_ITER`` iterations)
+    instead of one loose L-BFGS run per start, which cost ~1 s per law; the best
+    ``F._NUM_POLISHED`` screened points are then polished by ``F.fit`` to the tight tolerance.
+    """
+    if len(starts) <= F._NUM_POLISHED:
+        return F.fit(model, log_loss, starts, weight)
+    num = len(starts)
+    y = np.broadcast_to(log_loss, (num, log_loss.size))
+    w = np.broadcast_to(weight, (num, weight.size))
+    theta, _, iterations = batch_fit(model, y, w, starts, SCREEN_ITER)
+    score = objective_batch(model, theta, y, w)
+    score = np.where(np.isfinite(score), score, np.inf)
+    best = theta[np.argsort(score)[: F._NUM_POLISHED]]
+    got = F.fit(model, log_loss, best, weight)
+    return dataclasses.replace(got, iterations=got.iterations + iterations)
+
+
 def fit_across_resamples(
     model: F.LSEModel, loss: np.ndarray, starts: np.ndarray, min_points: int
 ) -> tuple[np.ndarray, FitCounts]:
     """``loss [B+1, P]`` (NaN = missing) -> params ``[B+1, n_params]``; row 0 from ``starts``.
 
-    Rows 1.. are warm-started from row 0's optimum with an iteration cap; a resample whose fit
-    reaches the cap is not at an optimum and is left NaN (counted in ``FitCounts.failed``).
+    Rows 1.. are fitted together (``analysis.batchfit``), warm-started from row 0's optimum; a
+    draw that does not converge is left NaN (counted in ``FitCounts.failed``).
     """
     num_rows, num_params = loss.shape[0], len(model.names)
     params = np.full((num_rows, num_params), np.nan)
@@ -61,25 +81,18 @@ def fit_across_resamples(
     log_loss = np.log(np.where(finite, loss, 1.0))
     if finite[0].sum() < min_points:
         return params, counts
-    full = F.fit(model, log_loss[0], starts, finite[0].astype(float))
+    full = full_fit(model, log_loss[0], starts, finite[0].astype(float))
     params[0] = full.params
     counts.lbfgs_iterations += full.iterations
     enough = finite[1:].sum(axis=1) >= min_points  # [B]
-    # identical resamples have bit-identical rows (cells.build_groups computes each once)
-    rows = np.where(finite[1:], loss[1:], -1.0)  # [B, P]; -1 marks a missing point
-    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    distinct = np.full((len(first), num_params), np.nan)
-    for u, b in enumerate(first):
-        if not enough[b]:
-            continue
-        got = F.fit(
-            model, log_loss[b + 1], params[0], finite[b + 1].astype(float), F.RESAMPLE_OPTIONS
+    rows = np.flatnonzero(enough)
+    if rows.size:
+        got, converged, iterations = batch_fit(
+            model, log_loss[1:][rows], finite[1:][rows].astype(float), params[0]
         )
-        counts.distinct += 1
-        counts.lbfgs_iterations += got.iterations
-        if not got.hit_cap:
-            distinct[u] = got.params
-    params[1:] = distinct[inverse.reshape(-1)]
+        counts.distinct += int(rows.size)
+        counts.lbfgs_iterations += iterations
+        params[1 + rows[converged]] = got[converged]
     counts.failed = int((enough & np.isnan(params[1:, 0])).sum())
     return params, counts
 
@@ -90,14 +103,12 @@ def _curve_points(groups: Groups, variant: str) -> np.ndarray:
     return np.flatnonzero(mask.to_numpy())
 
 
-def fit_all(groups: Groups, baseline: str) -> list[LawFit]:
-    """L(N) and L(C) per arm, L(N, D) where an arm has >= 2 budgets at a size, k(C) per variant.
-
-    L(N), L(C) and k(C) use one point per (arm, size): its largest token budget.
-    """
+def fit_arms(groups: Groups) -> list[LawFit]:
+    """L(N) and L(C) per arm on its largest budget per size; L(N, D) on every budget of an arm
+    with >= 2 budgets at some size (several budgets feed L(N, D), never a cross-arm gain)."""
     info = groups.info
     fits: list[LawFit] = []
-    n, c, d = (info[k].to_numpy(float) for k in ("n_params", "flops", "tokens"))
+    n, c, d = (info[k].to_numpy(float) for k in ("num_nonembedding_params", "flops", "tokens"))
     for variant in sorted(info["variant"].unique()):
         pts = _curve_points(groups, variant)
         for law, x in (("L(N)", n), ("L(C)", c)):
@@ -112,30 +123,33 @@ def fit_all(groups: Groups, baseline: str) -> list[LawFit]:
             starts = F.grid_starts(model)
             params, counts = fit_across_resamples(model, groups.loss[:, all_pts], starts, 5)
             fits.append(LawFit("L(N,D)", variant, model.names, params, all_pts, counts))
-    base_pts = _curve_points(groups, baseline)
-    for variant in sorted(set(info["variant"]) - {baseline}):
-        pts = np.concatenate([base_pts, _curve_points(groups, variant)])
-        is_variant = np.arange(len(pts)) >= len(base_pts)
-        model = F.shared_floor_model(c[pts], is_variant)
-        starts = _shared_starts(model, fits, baseline, variant)
-        # both arms need >= 2 sizes for their own slope; 5 parameters need >= 5 points
-        params, counts = fit_across_resamples(model, groups.loss[:, pts], starts, 5)
-        params[_too_few_per_arm(groups.loss[:, pts], is_variant)] = np.nan
-        fits.append(LawFit("k(C)", variant, model.names, params, pts, counts))
     return fits
+
+
+def fit_k(
+    compute: np.ndarray,
+    is_variant: np.ndarray,
+    loss: np.ndarray,
+    variant: str,
+    points: np.ndarray,
+    arm_starts: list[dict] | None = None,
+) -> LawFit:
+    """The shared-floor k(C) fit on matched points: ``loss [B+1, P]`` (both arms, paired seeds).
+
+    ``arm_starts``: the two arms' separate L(C) optima (baseline, variant), extra grid starts.
+    """
+    model = F.shared_floor_model(compute, is_variant)
+    starts = [F.tied_grid_starts(model)]
+    if arm_starts and all(s is not None for s in arm_starts):
+        b, v = arm_starts
+        for e in (b["e"], v["e"]):
+            starts.append(np.array([[b["a"], b["alpha"], v["a"], v["alpha"], e]]))
+    # both arms need >= 2 sizes for their own slope; 5 parameters need >= 5 points
+    params, counts = fit_across_resamples(model, loss, np.vstack(starts), 5)
+    params[_too_few_per_arm(loss, is_variant)] = np.nan
+    return LawFit("k(C)", variant, model.names, params, points, counts)
 
 
 def _too_few_per_arm(loss: np.ndarray, is_variant: np.ndarray) -> np.ndarray:
     finite = np.isfinite(loss)
     return (finite[:, ~is_variant].sum(axis=1) < 2) | (finite[:, is_variant].sum(axis=1) < 2)
-
-
-def _shared_starts(model: F.LSEModel, fits: list[LawFit], baseline: str, variant: str):
-    """The tied grid (variant = baseline) plus the two arms' separate L(C) optima."""
-    starts = [F.tied_grid_starts(model)]
-    sep = {f.variant: f.full() for f in fits if f.law == "L(C)" and f.full() is not None}
-    if baseline in sep and variant in sep:
-        b, v = sep[baseline], sep[variant]
-        for e in (b["e"], v["e"]):
-            starts.append(np.array([[b["a"], b["alpha"], v["a"], v["alpha"], e]]))
-    return np.vstack(starts)

@@ -31,9 +31,11 @@ def _status(run) -> str:
     if mapped is not None:
         return mapped
     outcome = run.data.tags.get("outcome", "")
-    if outcome in ("diverged", "failed", "running"):
+    if outcome in ("diverged", "failed", "cancelled"):
+        return outcome
+    if outcome in ("running", "pending", "queued"):
         # A FINISHED run whose outcome tag still says running never reported its end.
-        return "failed" if outcome == "running" else outcome
+        return "failed"
     if "final_val_loss" not in run.data.metrics:
         return "failed"
     return "completed"
@@ -76,7 +78,9 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     for run in cells:
         tags, metrics = run.data.tags, run.data.metrics
         missing = [k for k in ("variant", "seed") if k not in tags]
-        missing += [k for k in ("n_nonembedding_params", "tokens") if k not in metrics]
+        n_key = _first(metrics, ("num_nonembedding_params", "n_nonembedding_params"))
+        missing += [] if n_key else ["num_nonembedding_params"]
+        missing += [] if "tokens" in metrics else ["tokens"]
         if missing:
             raise ValueError(
                 f"run {run.info.run_id} of study {study!r} lacks {', '.join(missing)}; "
@@ -86,13 +90,16 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
             {
                 "variant": tags["variant"],
                 "size": tags.get("size"),
-                "n_params": metrics["n_nonembedding_params"],
-                "n_params_total": metrics.get("n_params", math.nan),
+                "num_nonembedding_params": metrics[n_key],
+                "num_params_total": metrics.get(
+                    _first(metrics, ("num_params_total", "n_params")) or "", math.nan
+                ),
                 "tokens": metrics["tokens"],
                 "flops": metrics.get("flops", math.nan),
                 "seed": tags["seed"],
                 "lr": tags.get("lr", math.nan),
                 "final_val_loss": metrics.get("final_val_loss", math.nan),
+                "select_val_loss": metrics.get("final_select_loss", math.nan),
                 "status": _status(run),
                 "run_id": run.info.run_id,
             }
@@ -102,15 +109,38 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     return normalise(pd.DataFrame(rows), f"study {study!r} in MLflow"), parent_id
 
 
-def load_curves(tracking_uri: str, run_ids: list[str], key: str = "val/loss") -> dict:
-    """``run_id -> (steps, values)`` of a per-step metric, for the training-curve plots."""
+def _first(metrics: dict, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` logged (new metric names first, then the old ones)."""
+    return next((n for n in names if n in metrics), None)
+
+
+CURVE_KEYS = ("train/loss", "val/loss")  # per-step metrics of the MLflow contract
+
+
+def load_curves(
+    tracking_uri: str, run_ids: list[str], keys: tuple[str, ...] = CURVE_KEYS, workers: int = 8
+) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
+    """``run_id -> {key: (steps, values)}`` of per-step metrics, for the training-curve plots.
+
+    ``get_metric_history`` pages through a run's whole history itself (one request per page of
+    the server's page size); runs are fetched ``workers`` at a time in threads, so a study of a
+    few hundred runs costs seconds, not one round trip after another. Runs or keys with no
+    history are left out.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     client = _client(tracking_uri)
-    curves = {}
-    for run_id in run_ids:
-        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
-        if history:
-            curves[run_id] = ([m.step for m in history], [m.value for m in history])
-    return curves
+
+    def one(run_id: str) -> tuple[str, dict]:
+        out = {}
+        for key in keys:
+            history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+            if history:
+                out[key] = ([m.step for m in history], [m.value for m in history])
+        return run_id, out
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(run_ids)))) as pool:
+        return {rid: got for rid, got in pool.map(one, run_ids) if got}
 
 
 def log_to_parent(tracking_uri: str | None, parent_run_id: str, out_dir: Path) -> None:

@@ -5,9 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
+from analysis import fmt as F
+from analysis import summary as S
 from analysis import verdict as V
 from analysis.core import Analysis
+
+EXTRAPOLATED = "#8250df"  # one colour marks every extrapolation, in every figure
 
 
 def _plt():
@@ -19,12 +24,43 @@ def _plt():
     return plt
 
 
-def _save(fig, out_dir: Path, name: str) -> str:
-    fig.tight_layout()
+def _save(fig, out_dir: Path, name: str, tight: bool = True) -> str:
+    if tight:
+        fig.tight_layout()
     for ext in ("png", "svg"):
         fig.savefig(out_dir / f"{name}.{ext}", dpi=110)
     _plt().close(fig)
     return f"{name}.png"
+
+
+def log_axis(ax, axis: str = "x", kind: str = "count") -> None:
+    """Log scale with plain tick labels: 50K, 100K, 1.2M (counts), 10¹² (FLOPs), 0.003 (LRs);
+    ticks at 1, 2, 5 per decade over a short range, 1 per decade over a long one."""
+    from matplotlib import ticker
+
+    getattr(ax, f"set_{axis}scale")("log")
+    lo, hi = getattr(ax, f"get_{axis}lim")()
+    decades = np.log10(hi / lo) if lo > 0 else 10
+    subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+    formatter = {"count": F.si_tick, "flops": F.flops_tick, "plain": F.plain_tick}.get(kind)
+    formatter = formatter or (lambda x, _p=None: f"{x:.3g}×")  # kind "times"
+    target = getattr(ax, f"{axis}axis")
+    if decades < 1:  # under a decade, 1-2-5 may leave one tick: evenly spaced ones instead
+        target.set_major_locator(ticker.MaxNLocator(6))
+    else:
+        target.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+    target.set_major_formatter(ticker.FuncFormatter(formatter))
+    target.set_minor_formatter(ticker.NullFormatter())
+
+
+def _grid(plt, num: int, width: float = 3.6, height: float = 3.0):
+    """``num`` panels, at most 3 a row: a figure that stays readable at a page's width."""
+    cols = min(3, max(1, num))
+    rows = -(-num // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for ax in axes.flat[num:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:num])
 
 
 def _color(an: Analysis, variant: str) -> str:
@@ -42,12 +78,12 @@ def _band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
 
 def loss_vs_n(an: Analysis, out_dir: Path) -> str:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
     info = an.groups.info
     for fit in (f for f in an.fits if f.law == "L(N)"):
         color = _color(an, fit.variant)
         pts = fit.points
-        n = info["n_params"].to_numpy()[pts]
+        n = info["num_nonembedding_params"].to_numpy()[pts]
         ax.scatter(n, an.groups.loss[0, pts], color=color, label=fit.variant, zorder=3)
         for j, g in enumerate(pts):
             seeds = an.groups.seed_loss[g]
@@ -61,19 +97,46 @@ def loss_vs_n(an: Analysis, out_dir: Path) -> str:
         band = _band(curves[1:])
         if band is not None:
             ax.fill_between(grid, *band, color=color, alpha=0.2, lw=0)
-    ax.set(xscale="log", yscale="log", xlabel="non-embedding parameters N")
-    ax.set(ylabel="final validation loss", title="L(N) = E + A N^-alpha, 95% bootstrap band")
-    ax.legend()
+    log_axis(ax, "x", "count")
+    ax.set(xlabel="non-embedding parameters N", ylabel="final validation loss")
+    ax.set_title("L(N) = E + A·N^−α per arm, 95% band", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     return _save(fig, out_dir, "loss_vs_n")
+
+
+def _k_model(an: Analysis, variant: str, c_ref: float) -> V.EffectiveCompute | None:
+    fit = next((f for f in an.fits if f.law == "k(C)" and f.variant == variant), None)
+    if fit is None or np.isnan(fit.params[0]).any():
+        return None
+    return V.EffectiveCompute(fit, c_ref)
+
+
+def _mark_extrapolation(ax, start: float) -> None:
+    """Shade everything right of ``start`` (the largest measured x) and say what it is."""
+    lo, hi = ax.get_xlim()
+    ax.axvspan(start, hi, color=EXTRAPOLATED, alpha=0.08, lw=0)
+    ax.axvline(start, color=EXTRAPOLATED, lw=0.8, ls=":")
+    ax.text(
+        start * 1.15,
+        0.97,
+        "extrapolated →",
+        transform=ax.get_xaxis_transform(),
+        color=EXTRAPOLATED,
+        fontsize=8,
+        va="top",
+    )
+    ax.set_xlim(lo, hi)
 
 
 def gain_vs_n(an: Analysis, out_dir: Path) -> str:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
     info = an.groups.info
-    base = info[info["on_curve"] & (info["variant"] == an.verdict["baseline"])]
+    base = info[info["on_curve"] & info["variant"].isin(an.verdict["baselines"])]
     # N -> C along the baseline's measured points (log-linear), to draw the k(C) model over N
-    slope, icpt = np.polyfit(np.log(base["n_params"]), np.log(base["flops"]), 1)
+    slope, icpt = np.polyfit(np.log(base["num_nonembedding_params"]), np.log(base["flops"]), 1)
+    n_max = float(base["num_nonembedding_params"].max())
     for var in an.verdict["variants"]:
         color = _color(an, var["variant"])
         sizes = var["gain_pct_by_size"].values()
@@ -81,104 +144,178 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
         pct = np.array([s["gain_pct"]["value"] for s in sizes], dtype=float)
         err = np.array([s["gain_pct"]["ci95"] or [np.nan, np.nan] for s in sizes], dtype=float)
         yerr = np.abs(err.T - pct) if len(n) else None
-        ax.errorbar(n, pct, yerr=yerr, fmt="o", color=color, label=f"{var['variant']} measured")
-        k_fit = next((f for f in an.fits if f.law == "k(C)" and f.variant == var["variant"]), None)
-        if k_fit is None or np.isnan(k_fit.params[0]).any():
+        ax.errorbar(
+            n,
+            pct,
+            yerr=yerr,
+            fmt="o",
+            color=color,
+            capsize=3,
+            label=f"{var['variant']}: measured, 95% CI",
+            zorder=3,
+        )
+        model = _k_model(an, var["variant"], var["c_ref"])
+        if model is None or not len(n):
             continue
-        model = V.EffectiveCompute(k_fit, var["c_ref"])
-        grid = np.geomspace(n.min() / 1.5, max(V.NAMED_SCALES.values()) * 1.5, 80)
+        grid = np.geomspace(n.min() / 1.5, max(S.NAMED_SCALES.values()) * 1.5, 80)
         columns = []
         for compute in np.exp(icpt + slope * np.log(grid)):
             base_loss, var_loss = model.losses(compute)  # each [B+1]
             columns.append(100.0 * (base_loss - var_loss) / base_loss)
         curves = np.stack(columns, axis=1)  # [B+1, grid]
-        ax.plot(grid, curves[0], color=color, ls="--", label=f"{var['variant']} k(C) model")
+        inside = grid <= n_max
+        ax.plot(grid[inside], curves[0][inside], color=color, label=f"{var['variant']}: k(C) fit")
+        ax.plot(grid[~inside], curves[0][~inside], color=EXTRAPOLATED, ls="--")
         band = _band(curves[1:])
         if band is not None:
-            ax.fill_between(grid, *band, color=color, alpha=0.15, lw=0)
+            ax.fill_between(grid, *band, color=color, alpha=0.12, lw=0)
         for name, ext in var["extrapolated_gain_pct"].items():
             g = ext["gain_pct"]
             ci = g["ci95"]
             yerr = None if ci is None else [[g["value"] - ci[0]], [ci[1] - g["value"]]]
-            ax.errorbar([ext["n_params"]], [g["value"]], yerr=yerr, fmt="s", color=color)
-            ax.annotate(f"{name} @20 tok/param", (ext["n_params"], g["value"]), fontsize=7)
+            ax.errorbar(
+                [ext["n_params"]],
+                [g["value"]],
+                yerr=yerr,
+                fmt="s",
+                mfc="white",
+                color=EXTRAPOLATED,
+                capsize=3,
+            )
+            beyond = F.times(ext["times_largest_measured_compute"])
+            ax.annotate(
+                f"{name}: extrapolated,\n{beyond} beyond the data",
+                (ext["n_params"], g["value"]),
+                xytext=(-8, -24),
+                textcoords="offset points",
+                ha="right",
+                bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 1},
+                fontsize=7,
+                color=EXTRAPOLATED,
+            )
     ax.axhline(0, color="k", lw=0.8)
-    ax.set(xscale="log", xlabel="non-embedding parameters N", ylabel="gain over baseline (%)")
-    ax.set(title="Paired gain with 95% CI; model extrapolation")
-    ax.legend(fontsize=8)
+    log_axis(ax, "x", "count")
+    _mark_extrapolation(ax, n_max * 1.05)
+    ax.set(xlabel="non-embedding parameters N", ylabel="gain over the baseline (% of loss)")
+    ax.set_title("Paired gain per size; the fitted model and its extrapolation", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left")
     return _save(fig, out_dir, "gain_vs_n")
 
 
 def k_vs_c(an: Analysis, out_dir: Path) -> str:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
     info = an.groups.info
-    lo = info["flops"].min() / 2
-    hi = max(6 * 20 * n * n for n in V.NAMED_SCALES.values()) * 2
-    grid = np.geomspace(lo, hi, 80)
+    lo, c_max = info["flops"].min(), info["flops"].max()
+    named = {
+        name: e["flops"]
+        for v in an.verdict["variants"]
+        for name, e in v["extrapolated_gain_pct"].items()
+    }
+    grid = np.geomspace(lo / 2, max([c_max, *named.values()]) * 2, 80)
     for var in an.verdict["variants"]:
         color = _color(an, var["variant"])
-        k_fit = next((f for f in an.fits if f.law == "k(C)" and f.variant == var["variant"]), None)
-        if k_fit is None or np.isnan(k_fit.params[0]).any():
+        model = _k_model(an, var["variant"], var["c_ref"])
+        if model is None:
             continue
-        model = V.EffectiveCompute(k_fit, var["c_ref"])
         ks = np.stack([model.k(c) for c in grid], axis=1)  # [B+1, grid]
-        ax.plot(grid, ks[0], color=color, label=var["variant"])
+        inside = grid <= c_max
+        ax.plot(grid[inside], ks[0][inside], color=color, label=var["variant"])
+        ax.plot(grid[~inside], ks[0][~inside], color=EXTRAPOLATED, ls="--")
         band = _band(ks[1:])
         if band is not None:
             ax.fill_between(grid, *band, color=color, alpha=0.2, lw=0)
-    ax.axvspan(info["flops"].min(), info["flops"].max(), color="0.9", label="measured range")
+    ax.axvspan(lo, c_max, color="0.9", label="measured compute", lw=0, zorder=0)
     ax.axhline(1, color="k", lw=0.8)
-    ax.set(xscale="log", yscale="log", xlabel="training compute C (FLOPs)")
-    ax.set(ylabel="effective-compute multiplier k(C)", title="k(C) = k0 (C/c_ref)^gamma, 95% band")
-    ax.legend()
+    log_axis(ax, "x", "flops")
+    log_axis(ax, "y", "times")
+    for name, c in named.items():
+        ax.axvline(c, color=EXTRAPOLATED, lw=0.8, ls=":")
+        ax.text(
+            c,
+            0.02,
+            f" {name} (extrapolated)",
+            rotation=90,
+            fontsize=7,
+            transform=ax.get_xaxis_transform(),
+            color=EXTRAPOLATED,
+        )
+    _mark_extrapolation(ax, c_max)
+    ax.set(xlabel="training compute C (FLOPs)", ylabel="compute multiplier k(C)")
+    ax.set_title("k(C) = k0·(C/c_ref)^γ with its 95% band", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
     return _save(fig, out_dir, "k_vs_c")
 
 
 def lr_sweeps(an: Analysis, out_dir: Path) -> str | None:
-    runs = an.usable[an.usable["lr"].notna()]
+    """Loss vs LR per size, one line per arm; best LR starred, an edge best ringed in red,
+    unusable LRs (a seed diverged or failed) crossed at the bottom of the panel."""
+    runs = pd.concat([an.usable, an.excluded], ignore_index=True)
+    runs = runs[runs["lr"].notna()]
     if runs.empty or runs.groupby(["variant", "size"])["lr"].nunique().max() < 2:
         return None
     plt = _plt()
-    sizes = list(dict.fromkeys(an.groups.info.sort_values("n_params")["size"]))
-    fig, axes = plt.subplots(1, len(sizes), figsize=(3.2 * len(sizes), 3.4), squeeze=False)
-    variants = sorted(runs["variant"].unique())
-    for ax, size in zip(axes[0], sizes, strict=True):
-        for variant in variants:
-            sel = runs[(runs["size"] == size) & (runs["variant"] == variant)]
-            if sel.empty:
-                continue
-            mean = sel.groupby("lr")["final_val_loss"].mean()
+    sizes = list(dict.fromkeys(an.groups.info.sort_values("num_nonembedding_params")["size"]))
+    fig, axes = _grid(plt, len(sizes))
+    state = {(r["variant"], r["size"]): r for r in an.verdict["lr_selection"]}
+    for ax, size in zip(axes, sizes, strict=True):
+        for variant in sorted(runs["variant"].unique()):
+            sel = an.usable[(an.usable["size"] == size) & (an.usable["variant"] == variant)]
+            sel = sel[sel["lr"].notna()]
+            row = state.get((variant, size))
             color = _color(an, variant)
-            ax.plot(mean.index, mean.to_numpy(), "o-", color=color, label=variant)
-            ax.scatter(sel["lr"], sel["final_val_loss"], color=color, s=6, alpha=0.35)
-            best = mean.idxmin()
-            ax.scatter([best], [mean.min()], marker="*", s=120, color=color, zorder=4)
-        ax.set(xscale="log", xlabel="learning rate", title=size)
-    axes[0][0].set_ylabel("final validation loss")
-    axes[0][0].legend(fontsize=7)
-    return _save(fig, out_dir, "lr_sweeps")
-
-
-def training_curves(an: Analysis, curves: dict, out_dir: Path) -> str | None:
-    """``curves``: run_id -> (steps, val losses), e.g. from ``mlflow_io.load_curves``."""
-    runs = an.usable[an.usable["run_id"].isin(list(curves))]
-    if runs.empty:
-        return None
-    plt = _plt()
-    sizes = list(dict.fromkeys(runs.sort_values("n_params")["size"]))
-    fig, axes = plt.subplots(1, len(sizes), figsize=(3.2 * len(sizes), 3.4), squeeze=False)
-    variants = sorted(an.usable["variant"].unique())
-    for ax, size in zip(axes[0], sizes, strict=True):
-        for _, run in runs[runs["size"] == size].iterrows():
-            steps, values = curves[run["run_id"]]
-            color = _color(an, run["variant"])
-            ax.plot(steps, values, color=color, alpha=0.6, lw=1)
-        ax.set(yscale="log", xlabel="step", title=size)
-    axes[0][0].set_ylabel("validation loss")
-    handles = [plt.Line2D([], [], color=_color(an, v), label=v) for v in variants]
-    axes[0][0].legend(handles=handles, fontsize=7)
-    return _save(fig, out_dir, "training_curves")
+            if not sel.empty:
+                mean = sel.groupby("lr")["final_val_loss"].mean()
+                ax.plot(mean.index, mean.to_numpy(), "o-", color=color, label=variant, ms=4)
+                ax.scatter(sel["lr"], sel["final_val_loss"], color=color, s=6, alpha=0.35)
+                best = mean.idxmin()
+                ax.scatter([best], [mean.min()], marker="*", s=140, color=color, zorder=4)
+                if row and not row["bracketed"]:
+                    ax.scatter(
+                        [best],
+                        [mean.min()],
+                        s=260,
+                        facecolors="none",
+                        edgecolors="red",
+                        lw=1.5,
+                        zorder=5,
+                    )
+                    ax.annotate(
+                        "best at the grid edge",
+                        (best, mean.min()),
+                        xytext=(0, 12),
+                        textcoords="offset points",
+                        ha="center",
+                        fontsize=7,
+                        color="red",
+                    )
+            if row:
+                bad = sorted(set(row["lrs"]) - set(row["usable_lrs"]))
+                ax.scatter(
+                    bad,
+                    [0.02] * len(bad),
+                    marker="x",
+                    color=color,
+                    s=40,
+                    transform=ax.get_xaxis_transform(),
+                    clip_on=False,
+                )
+        log_axis(ax, "x", "plain")
+        ax.set_title(size, fontsize=10)
+        ax.set_xlabel("learning rate")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("final validation loss")
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles += [
+        plt.Line2D([], [], marker="*", ls="", color="0.3", ms=10),
+        plt.Line2D([], [], marker="x", ls="", color="0.3"),
+    ]
+    labels += ["best usable LR", "unusable LR (a seed diverged/failed)"]
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return _save(fig, out_dir, "lr_sweeps", tight=False)
 
 
 def all_plots(an: Analysis, out_dir: Path, curves: dict | None = None) -> dict[str, str]:
@@ -190,6 +327,8 @@ def all_plots(an: Analysis, out_dir: Path, curves: dict | None = None) -> dict[s
     lr = lr_sweeps(an, out_dir)
     if lr:
         out["lr_sweeps"] = lr
+    from analysis.plot_training import training_curves
+
     tc = training_curves(an, curves or {}, out_dir)
     if tc:
         out["training_curves"] = tc

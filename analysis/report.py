@@ -1,17 +1,21 @@
-"""The report: one list of blocks rendered both as Markdown and as a self-contained HTML page.
+"""The report: what was found first (a sentence per variant), then the numbers behind it.
 
-HTML embeds the PNGs as base64 so the page is a single file that opens anywhere (an MLflow
-artifact view, an e-mail attachment) without its neighbours.
+One list of blocks (``analysis.render``) becomes ``report.md`` and a self-contained
+``report.html``. Numbers are rounded to what their interval supports and carry their unit
+(``analysis.fmt``); extrapolations are marked as such wherever they appear.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 from pathlib import Path
+
+from analysis import fmt as F
+from analysis.headline import headline
+from analysis.render import to_html, to_markdown
 
 
 def fmt(value, digits: int = 4) -> str:
+    """Plain number for the CLI's one-line summary (the report uses ``analysis.fmt``)."""
     if value is None:
         return "not available"
     if isinstance(value, float):
@@ -23,214 +27,303 @@ def fmt_ci(ci) -> str:
     return "not available" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
 
 
-def _blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
-    """("h", text) | ("p", text) | ("pre", text) | ("table", header, rows) | ("img", file, alt)."""
-    b: list[tuple] = [("h", "Scaling analysis")]
+METHOD = (
+    "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "
+    "fitted as two variance components (a part shared by every run of one size and seed, and "
+    "a per-run part), each draw's spread inflated by t/z for the degrees of freedom its "
+    "variance was estimated on (Student's small-sample correction); the best LR is chosen "
+    "again in every draw. Percentile intervals, 95% unless said otherwise; numbers are rounded "
+    "so that the interval's half-width keeps two significant digits. See docs/statistics.md."
+)
+CSV_NO_CURVES = (
+    "No training curves: a run CSV holds final losses only. `scaling analyze STUDY` reads "
+    "each run's per-step `train/loss` and `val/loss` from MLflow and draws them here."
+)
+
+
+def _badge(outcome: str) -> str:
+    return f"[[{outcome}|{outcome}]]"
+
+
+def _extrap_text(e: dict) -> str:
+    beyond = F.times(e["times_largest_measured_compute"])
+    what = "far extrapolation (>100×)" if e["far_extrapolation"] else "extrapolated"
+    return f"[[extrap|{what}: {beyond} beyond the data]]"
+
+
+def _verdict_blocks(verdict: dict) -> list[tuple]:
+    b: list[tuple] = [("h", "Verdict")]
+    rows = []
+    for v in verdict["variants"]:
+        level = 1 - (v["decision"].get("level") or 0.05)
+        top = v["decision"].get("top_gain_pct")
+        k = v["decision"].get("k0") or {}
+        g = v["decision"].get("gamma") or {}
+        rows.append(
+            [
+                v["variant"],
+                _badge(v["verdict"]),
+                F.with_ci(top["value"], top["ci"], "%") + f" at {top['size']}" if top else F.NA,
+                F.with_ci(k.get("value"), k.get("ci"), "×"),
+                F.with_ci(g.get("value"), g.get("ci")),
+                F.level_pct(level),
+                v["reason"],
+            ]
+        )
+    header = ["variant", "verdict", "top gain", "k0 (at c_ref)", "γ", "CI level", "why"]
+    b.append(("table", header, rows))
+    lo, hi = verdict["measured_compute"]
+    b.append(
+        (
+            "p",
+            f"Measured compute: {F.flops(lo)} to {F.flops(hi)}. Multiple comparisons: "
+            f"{verdict['multiple_comparisons']}.",
+        )
+    )
+    if len(verdict["baselines"]) > 1:
+        chosen = ", ".join(f"{k}: {a}" for k, a in verdict["baseline_by_size"].items())
+        b.append(("p", f"Strongest baseline per (size, tokens): {chosen}."))
+    if verdict["variants"]:
+        b.append(("p", f"c_ref = {F.flops(verdict['variants'][0]['c_ref'])}."))
+    return b
+
+
+def _extrapolation_blocks(verdict: dict) -> list[tuple]:
+    b: list[tuple] = [("h", "Extrapolation (shown, never the basis of a claim)")]
+    b.append(
+        (
+            "note",
+            "Every number in this section lies beyond the measured compute: it is the fitted "
+            "k(C) carried outside the data, marked [[extrap|extrapolated]] with how far.",
+        )
+    )
+    rows = []
+    for v in verdict["variants"]:
+        for name, e in v["extrapolated_gain_pct"].items():
+            g = e["gain_pct"]
+            rows.append(
+                [
+                    v["variant"],
+                    name,
+                    F.count(e["n_params"]),
+                    F.flops(e["flops"]),
+                    F.with_ci(g["value"], g["ci95"], "%"),
+                    _extrap_text(e),
+                ]
+            )
+    header = ["variant", "scale", "N", "C", "model gain", "distance from the data"]
+    b.append(("table", header, rows) if rows else ("p", "No k(C) fit: nothing to extrapolate."))
+    per_pt = ", ".join(
+        f"{k}: {F.num(x)}" for k, x in verdict["flops_per_param_token_at_named_scales"].items()
+    )
+    b.append(
+        (
+            "p",
+            "Named scales at 20 tokens/param; their C uses the measured points' own FLOPs "
+            f"accounting (FLOPs per parameter per token: {per_pt}).",
+        )
+    )
+    return b
+
+
+def _gain_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
+    b: list[tuple] = [("h", "Paired gain at each matched (size, tokens)")]
+    rows = [
+        [
+            v["variant"],
+            g["size"],
+            F.count(g["tokens"]),
+            g["baseline_arm"],
+            F.with_ci(g["gain_loss"]["value"], g["gain_loss"]["ci95"]),
+            F.with_ci(g["gain_pct"]["value"], g["gain_pct"]["ci95"], "%"),
+            g["num_paired_seeds"],
+        ]
+        for v in verdict["variants"]
+        for g in v["gain_pct_by_budget"]
+    ]
+    header = ["variant", "size", "tokens", "vs", "gain (loss) [95% CI]", "gain [95% CI]", "seeds"]
+    b.append(("table", header, rows))
+    b.append(
+        (
+            "p",
+            "gain = baseline loss − variant loss (positive: the variant is better), at one "
+            "(size, tokens) only, on the seeds both arms completed; the largest common budget "
+            "per size feeds k(C).",
+        )
+    )
+    captions = {
+        "gain_vs_n": "Paired gain per size (95% CI); k(C) model, dashed purple: extrapolated",
+        "k_vs_c": "Compute multiplier k(C) with its 95% band; grey: measured compute",
+    }
+    b.extend(("img", figures[k], c) for k, c in captions.items() if k in figures)
+    return b
+
+
+def _fit_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
+    b: list[tuple] = [("h", "Fitted laws")]
+    rows = []
+    for f in verdict["fits"]:
+        # failed = the draw's fit did not converge; such draws are not in the CI
+        used = f"{f['resamples_fitted']} ({f.get('resamples_failed', 0)} failed)"
+        for name, p in f["params"].items():
+            rows.append([f["variant"], f["law"], name, F.with_ci(p["value"], p["ci95"]), used])
+    header = ["variant", "law", "parameter", "value [95% CI]", "draws fitted"]
+    b.append(("table", header, rows))
+    b.append(
+        (
+            "p",
+            "Fits: Chinchilla Approach 3 (log-sum-exp in log space, Huber δ = 1e-3 summed over "
+            "points, from the initialisation grid, best kept; draws warm-started from the "
+            "full-data optimum). L(N), L(C) use each arm's largest token budget per size; "
+            "L(N, D) every budget; k(C) is the joint fit with one shared E on matched points.",
+        )
+    )
+    if "loss_vs_n" in figures:
+        b.append(("img", figures["loss_vs_n"], "Final validation loss vs N, per arm"))
+    return b
+
+
+def _noise_blocks(verdict: dict) -> list[tuple]:
+    b: list[tuple] = [("h", "Seed noise and power")]
+    rows = []
+    gain = None
+    for r in verdict["seed_noise"]:
+        gain = r.get("detect_gain_pct", gain)
+        has = "paired_diff_sd_pct" in r
+        sd_pct = r.get("paired_diff_sd_pct")
+        rows.append(
+            [
+                r["size"],
+                r["variant"],
+                r["num_seeds"],
+                F.num(r["seed_sd"], sig=2),
+                F.num(sd_pct, sig=2) + "%" if has and sd_pct is not None else "",
+                F.num(r.get("mde_pct"), sig=2) + "%" if has and r.get("mde_pct") else "",
+                (r.get("seeds_needed") or "more than 10,000") if has and sd_pct else "",
+            ]
+        )
+    header = ["size", "arm", "seeds", "seed sd (loss)", "paired-difference sd"]
+    header += ["detectable gain", f"seeds for {gain}%" if gain is not None else "seeds needed"]
+    b.append(("table", header, rows))
+    b.append(
+        (
+            "p",
+            "Detectable gain: the smallest true gain a paired t-test on this many paired seeds "
+            "detects with 80% power at two-sided 5% (exact, noncentral t; "
+            "`analysis.power`, the same figures `scaling plan --noise` prints). Seeds needed: "
+            "the fewest paired seeds with that power at the gain named in the header. The "
+            "paired-difference sd is in % of the baseline's loss.",
+        )
+    )
+    model = verdict["noise_model"]
+    if model is not None:
+        b.append(
+            (
+                "p",
+                f"Noise model: variance components on {F.num(model['df_seed'])} (shared per "
+                f"seed) and {F.num(model['df_run'])} (per run) degrees of freedom; draws "
+                f"inflated by {F.num(model['inflate_seed'])} and "
+                f"{F.num(model['inflate_run'])}.",
+            )
+        )
+    return b
+
+
+def _lr_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
+    b: list[tuple] = [("h", "Learning-rate selection")]
+    if not verdict["lr_selection"]:
+        b.append(("p", "No LR recorded: each arm's tuning could not be checked."))
+        return b
+    lrs = lambda xs: ", ".join(F.lr(x) for x in xs) or "none"  # noqa: E731
+    rows = [
+        [
+            r["variant"],
+            r["size"],
+            F.count(r["tokens"]),
+            F.lr(r["best_lr"]),
+            lrs(r["lrs"]),
+            lrs(r["usable_lrs"]),
+            r["state"] if r["bracketed"] else f"[[inconclusive|{r['state']}]]",
+            lrs(r["next_lrs"]) if r["next_lrs"] else "",
+        ]
+        for r in sorted(verdict["lr_selection"], key=lambda r: (r["variant"], r["tokens"]))
+    ]
+    header = ["variant", "size", "tokens", "best LR", "tried", "usable", "state", "add"]
+    b.append(("table", header, rows))
+    b.append(
+        (
+            "p",
+            f"Best LR = lowest mean `{verdict['lr_chosen_on']}` over all seeds of an LR; an LR "
+            "is usable only when every one of its seeds completed (never chosen on the "
+            "survivors). An LR whose next step up diverged counts as bracketed; a best LR at "
+            "the edge of its grid makes a verdict inconclusive.",
+        )
+    )
+    if "lr_sweeps" in figures:
+        caption = "Loss vs learning rate per size (★ best usable LR, red ring: at the grid edge)"
+        b.append(("img", figures["lr_sweeps"], caption))
+    return b
+
+
+def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> list[tuple]:
+    variants = ", ".join(v["variant"] for v in verdict["variants"]) or "no variant"
+    b: list[tuple] = [("h1", f"Scaling analysis: {variants} vs {verdict['baseline']}")]
+    b.append(("lead", [(v["verdict"], s) for v, s in _pairs(verdict)]))
     b.append(
         (
             "p",
             f"Baseline `{verdict['baseline']}`; {verdict['num_used']} of {verdict['num_runs']} "
             f"runs used, {verdict['num_seeds']} seed(s), {verdict['num_resamples']} bootstrap "
-            "resamples of seeds (both arms paired). Intervals are 95% expanded-percentile "
-            "bootstrap intervals (Hesterberg 2015; widened for few seeds).",
+            f"draws. {METHOD}",
         )
     )
     if verdict["flops_estimated"]:
-        b.append(("p", "Some runs had no `flops`; C = 6 N D was used for them."))
-    b.append(("h", "Verdict"))
-    rows = []
-    for v in verdict["variants"]:
-        far = list(v["extrapolated_gain_pct"].items())
-        far_txt = "; ".join(
-            f"{name}: {fmt(e['gain_pct']['value'])}% {fmt_ci(e['gain_pct']['ci95'])}"
-            for name, e in far
-        )
-        rows.append(
-            [
-                v["variant"],
-                f"**{v['verdict']}**",
-                v["reason"],
-                f"{fmt(v['k0'])} {fmt_ci(v['k0_ci95'])}",
-                f"{fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}",
-                f"{fmt(v['pooled_gain_pct'])} {fmt_ci(v['pooled_gain_pct_ci95'])}",
-                far_txt or "not available",
-            ]
-        )
-    header = ["variant", "verdict", "why", "k0 (at c_ref)", "gamma", "pooled gain %", "extrap."]
-    b.append(("table", header, rows))
-    if verdict["variants"]:
-        b.append(("p", f"c_ref = {fmt(verdict['variants'][0]['c_ref'])} FLOPs."))
-    b.append(("pre", verdict["rule"]))
-    b.append(("h", "Paired gain at each measured size"))
-    rows = [
-        [
-            v["variant"],
-            size,
-            fmt(g["gain_loss"]["value"]),
-            fmt_ci(g["gain_loss"]["ci95"]),
-            fmt(g["gain_pct"]["value"]),
-            fmt_ci(g["gain_pct"]["ci95"]),
-            g["num_paired_seeds"],
-        ]
-        for v in verdict["variants"]
-        for size, g in v["gain_pct_by_size"].items()
-    ]
-    header = ["variant", "size", "gain (loss)", "CI", "gain %", "CI", "paired seeds"]
-    b.append(("table", header, rows))
-    for key, title in (("gain_vs_n", "Gain vs N"), ("k_vs_c", "Effective compute")):
-        if key in figures:
-            b.append(("img", figures[key], title))
-    b.append(("h", "Fitted laws"))
-    rows = []
-    for f in verdict["fits"]:
-        # failed = the warm-started fit hit its iteration cap; such resamples are not in the CI
-        used = f"{f['resamples_fitted']} ({f.get('resamples_failed', 0)} failed)"
-        for name, p in f["params"].items():
-            rows.append([f["variant"], f["law"], name, fmt(p["value"]), fmt_ci(p["ci95"]), used])
-    header = ["variant", "law", "parameter", "value", "95% CI", "resamples fitted"]
-    b.append(("table", header, rows))
-    b.append(
-        (
-            "p",
-            "Fits: Chinchilla Approach 3 (log-sum-exp in log space, Huber delta 1e-3 summed "
-            "over points, L-BFGS from the initialisation grid, best kept; resamples warm-started "
-            "from the full-data optimum, each distinct resample fitted once). L(N), L(C) and "
-            "k(C) use each arm's largest token budget per size; k(C) is the joint fit with one "
-            "shared E.",
-        )
-    )
-    if "loss_vs_n" in figures:
-        b.append(("img", figures["loss_vs_n"], "Loss vs N"))
-    b.append(("h", "Seed noise and power"))
-    rows = [
-        [
-            r["size"],
-            r["variant"],
-            r["num_seeds"],
-            fmt(r["seed_sd"]),
-            fmt(r.get("paired_diff_sd")),
-            fmt(r.get("seeds_needed")) if "detect_gain_pct" in r else "",
-        ]
-        for r in verdict["seed_noise"]
-    ]
-    gain = next((r["detect_gain_pct"] for r in verdict["seed_noise"] if "detect_gain_pct" in r), 0)
-    header = ["size", "variant", "seeds", "seed sd", "paired diff sd", f"seeds for {gain}%"]
-    b.append(("table", header, rows))
-    b.append(
-        (
-            "p",
-            f"Seeds needed: paired test, 5% two-sided, 80% power, to detect a gain of {gain}% "
-            "of the baseline's loss: n = ((1.96 + 0.84) sd_diff / gain)^2.",
-        )
-    )
-    b.append(("h", "Learning-rate selection"))
-    if verdict["lr_selection"]:
-        rows = [
-            [
-                r["variant"],
-                r["size"],
-                fmt(r["best_lr"]),
-                ", ".join(fmt(x, 3) for x in r["lr_grid"]),
-                "**at edge of grid**" if r["at_edge"] else "inside",
-                fmt(r["best_lr_share"], 2),
-            ]
-            for r in verdict["lr_selection"]
-        ]
-        header = ["variant", "size", "best LR", "grid", "optimum", "share of resamples"]
-        b.append(("table", header, rows))
-        b.append(
-            (
-                "p",
-                "Best LR = lowest mean loss over seeds, re-chosen in every bootstrap resample; "
-                "'share' is how often a resample chose the same LR. An optimum at the edge "
-                "means the sweep did not bracket the best LR for that arm and size.",
-            )
-        )
-    else:
-        b.append(("p", "No LR sweep in this study (one LR per cell)."))
-    if "lr_sweeps" in figures:
-        b.append(("img", figures["lr_sweeps"], "LR sweeps"))
+        b.append(("note", "Some runs had no `flops`; C = 6 N D was used for them."))
+    b.extend(_verdict_blocks(verdict))
+    b.extend(_gain_blocks(verdict, figures))
+    b.extend(_extrapolation_blocks(verdict))
+    b.extend(_fit_blocks(verdict, figures))
+    b.extend(_noise_blocks(verdict))
+    b.extend(_lr_blocks(verdict, figures))
+    b.append(("h", "Training curves"))
     if "training_curves" in figures:
-        b.append(("h", "Training curves"))
-        b.append(("img", figures["training_curves"], "Validation loss during training"))
+        caption = "Training loss at every logged step (EMA-smoothed; raw faint), validation dots"
+        b.append(("img", figures["training_curves"], caption))
+    elif curves_from == "csv":
+        b.append(("p", CSV_NO_CURVES))
+    else:
+        b.append(("p", "No per-step `train/loss` or `val/loss` history was found for these runs."))
     b.append(("h", "Excluded runs"))
     if verdict["excluded_runs"]:
         rows = [
-            [r["run_id"], r["variant"], r["size"], r["seed"], fmt(r["lr"]), r["reason"]]
+            [r["run_id"], r["variant"], r["size"], r["seed"], F.lr(r["lr"]), r["reason"]]
             for r in verdict["excluded_runs"]
         ]
         b.append(("table", ["run", "variant", "size", "seed", "lr", "reason"], rows))
     else:
         b.append(("p", "None."))
+    b.append(("h", "The verdict rule"))
+    b.append(("pre", verdict["rule"]))
     return b
 
 
-def to_markdown(blocks: list[tuple]) -> str:
-    out = []
-    for block in blocks:
-        kind = block[0]
-        if kind == "h":
-            out.append(f"{'#' if block[1] == 'Scaling analysis' else '##'} {block[1]}\n")
-        elif kind == "p":
-            out.append(block[1] + "\n")
-        elif kind == "pre":
-            out.append("```\n" + block[1] + "\n```\n")
-        elif kind == "table":
-            _, header, rows = block
-            out.append("| " + " | ".join(header) + " |")
-            out.append("|" + "---|" * len(header))
-            out.extend("| " + " | ".join(str(c) for c in row) + " |" for row in rows)
-            out.append("")
-        elif kind == "img":
-            out.append(f"![{block[2]}]({block[1]})\n")
-    return "\n".join(out)
+def _pairs(verdict: dict) -> list[tuple[dict, str]]:
+    sentences = headline(verdict)
+    if not verdict["variants"]:
+        return [({"verdict": "none"}, sentences[0])]
+    return list(zip(verdict["variants"], sentences, strict=True))
 
 
-def _inline(text: str) -> str:
-    """Escape, then the two Markdown marks the blocks use: **bold** and `code`."""
-    parts = html.escape(text).split("**")
-    text = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
-    parts = text.split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+def write_report(
+    verdict: dict, figures: dict[str, str], out_dir: Path, curves_from: str | None = None
+) -> tuple[Path, Path]:
+    """Write ``report.md`` (images beside it) and a self-contained ``report.html``.
 
-
-def to_html(blocks: list[tuple], out_dir: Path) -> str:
-    body = []
-    for block in blocks:
-        kind = block[0]
-        if kind == "h":
-            tag = "h1" if block[1] == "Scaling analysis" else "h2"
-            body.append(f"<{tag}>{html.escape(block[1])}</{tag}>")
-        elif kind == "p":
-            body.append(f"<p>{_inline(block[1])}</p>")
-        elif kind == "pre":
-            body.append(f"<pre>{html.escape(block[1])}</pre>")
-        elif kind == "table":
-            _, header, rows = block
-            head = "".join(f"<th>{_inline(h)}</th>" for h in header)
-            cells = "".join(
-                "<tr>" + "".join(f"<td>{_inline(str(c))}</td>" for c in row) + "</tr>"
-                for row in rows
-            )
-            body.append(f"<table><tr>{head}</tr>{cells}</table>")
-        elif kind == "img":
-            data = base64.b64encode((out_dir / block[1]).read_bytes()).decode()
-            body.append(f'<img alt="{html.escape(block[2])}" src="data:image/png;base64,{data}">')
-    style = (
-        "body{font-family:sans-serif;max-width:70em;margin:2em auto}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}"
-        "img{max-width:100%}pre{background:#f6f6f6;padding:1em}"
-    )
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Scaling analysis</title>"
-        f"<style>{style}</style></head><body>{''.join(body)}</body></html>"
-    )
-
-
-def write_report(verdict: dict, figures: dict[str, str], out_dir: Path) -> tuple[Path, Path]:
-    """Write ``report.md`` (images beside it) and a self-contained ``report.html``."""
-    blocks = _blocks(verdict, figures)
+    ``curves_from``: ``"csv"`` when the runs came from a CSV (the report says why there are no
+    training curves), ``"mlflow"`` when per-step history was read, None when unknown.
+    """
+    blocks = _blocks(verdict, figures, curves_from)
     md, page = out_dir / "report.md", out_dir / "report.html"
     md.write_text(to_markdown(blocks))
-    page.write_text(to_html(blocks, out_dir))
+    page.write_text(to_html(blocks, out_dir, blocks[0][1]))
     return md, page

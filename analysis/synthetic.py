@@ -70,7 +70,7 @@ def make_study(
                         {
                             "variant": variant,
                             "size": size_label(n),
-                            "n_params": n,
+                            "num_nonembedding_params": n,
                             "tokens": tokens,
                             "flops": compute,
                             "seed": s,

@@ -1,9 +1,10 @@
-"""Derived numbers with bootstrap CIs, seed noise and power, and the per-variant verdict.
+"""The verdict rule, written once: here (code), in every report (``RULE``) and in the README.
 
-Every interval is a 95% expanded-percentile interval over the seed-paired bootstrap resamples. An
-interval is reported only when it can mean something: at least three seeds (three *paired*
-seeds for a per-size gain) and a fit on at least half of the resamples; otherwise it is ``None`` and
-the report says "not available", never a made-up interval.
+Intervals are percentile intervals over the parametric-bootstrap draws of ``analysis.noise``
+(seed noise as two fitted components, small-sample t inflation). An interval is given only when
+it can mean something: at least three seeds (three *paired* seeds for a per-size gain) and a
+fit on at least half of the draws; otherwise it is ``None`` and the report says "not
+available", never a made-up interval.
 """
 
 from __future__ import annotations
@@ -11,64 +12,79 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
-from analysis.cells import Groups
+from analysis.compare import Comparison
 from analysis.laws import LawFit
 
-NAMED_SCALES = {"1B": 1e9, "7B": 7e9}
-TOKENS_PER_PARAM = 20.0  # Chinchilla-optimal budget (Hoffmann et al. 2022)
-Z_ALPHA, Z_POWER = 1.959964, 0.841621  # two-sided 5% test, 80% power
-# Measured on synthetic persistent-gain studies (8 noise draws each): 3 sizes per arm gave a
-# wrong verdict in 2/8 (3 seeds) and 4/8 (2 seeds); 4 sizes and 3 seeds gave 8/8 right. Two
-# seeds give a bootstrap with 3 distinct resamples, which cannot estimate a spread.
-MIN_SIZES = 4
-MIN_SEEDS = 3
+MIN_SIZES = 4  # a trend (gamma) from fewer sizes per arm is not judged
+MIN_SEEDS = 3  # fewer seeds cannot estimate a spread worth an interval
+ALPHA = 0.05
+FAR_EXTRAPOLATION = 100.0  # beyond this many times the largest measured compute: say so
 
 RULE = """\
-Verdict per variant, from 95% bootstrap CIs (seeds resampled, both arms paired):
-1. `inconclusive` if the effective-compute fit k(C) = k0 (C/c_ref)^gamma has fewer than 4
-   sizes per arm, or there are no CIs (fewer than 3 seeds; a per-size CI needs 3 seeds paired
-   at that size).
-2. `grows` if the CI of gamma lies above 0 and the CI of the extrapolated gain (%) at the
-   largest named scale lies above 0.
-3. `none` if the CI of the pooled measured gain (mean over measured sizes of the paired gain in
-   % of the baseline's loss) does not lie entirely above 0.
-4. `fades` if the CI of gamma lies below 0.
-5. `persists` if the CI of gamma contains 0 and the CI of the extrapolated gain (%) at the
-   largest named scale lies above 0.
-6. Otherwise `inconclusive`: a gain is measured but its trend is too uncertain to carry it to
-   the largest named scale (more sizes or seeds are needed).
-Gains are baseline minus variant loss (positive = the variant is better); extrapolations use
-C = 6 N D at D = 20 N. gamma = 0 is a constant compute multiplier, which still means an
-absolute loss gap that shrinks as the loss approaches its floor E."""
+Verdict per variant. gain = baseline loss - variant loss (positive = the variant is better),
+paired on the seeds both arms completed, at one (size, tokens) only. top gain = the gain at the
+largest size both arms measured (their largest common token budget). Intervals: parametric
+bootstrap over the fitted seed-noise components with small-sample t inflation, at 95%; with
+several variants at the level Holm's step-down procedure assigns each (top-gain test).
+1. inconclusive: fewer than 4 sizes per arm, fewer than 3 paired seeds at the top size, k(C)
+   not fitted, or the best LR of either arm at a compared (size, tokens) not bracketed (at the
+   edge of its grid, or no LR with every seed completed); the reason names the cells and the
+   LRs to add. An LR whose next step up diverged counts as bracketed.
+2. grows: top gain CI > 0 and gamma CI > 0.
+3. fades: gamma CI < 0 and the gain CI > 0 at some measured size.
+4. persists: top gain CI > 0 and k0 CI > 1 (gamma CI contains 0: a constant compute
+   multiplier over the measured range).
+5. inconclusive: top gain CI > 0 but k0 CI reaches 1: the gain measured at the top size is
+   significant, the fitted compute multiplier over the range is not (the reason says both).
+6. hurts: top gain CI < 0 (the variant is significantly worse where measured largest).
+7. none: top gain CI contains 0.
+Extrapolation never makes a claim: k(C) = k0 (C/c_ref)^gamma only judges the trend; gains at
+named scales are shown with how far they lie beyond the measured compute. gamma = 0 is a
+constant compute multiplier, which still means an absolute loss gap that shrinks as the loss
+approaches its floor E."""
 
 
-def ci95(samples: np.ndarray, num_seeds: int) -> list[float] | None:
-    """Expanded-percentile 95% interval of the finite resamples (Hesterberg 2015), or None.
-
-    A plain percentile interval from a bootstrap over n seeds is too narrow for small n (it
-    ignores the n/(n-1) variance bias and uses normal instead of t tails): on synthetic
-    studies with 5 seeds it covered the true gamma 80% of the time instead of 95%. The
-    expanded interval takes the percentiles at Phi(-sqrt(n/(n-1)) t_{0.975, n-1}) instead.
-    """
+def ci(samples: np.ndarray, alpha: float = ALPHA) -> list[float] | None:
+    """Central ``1 - alpha`` percentile interval of the finite draws, or None with too few."""
     s = samples[np.isfinite(samples)]
-    if num_seeds < MIN_SEEDS or s.size < max(10, 0.5 * samples.size):
+    if samples.size == 0 or s.size < max(10, 0.5 * samples.size):
         return None
-    tail = stats.norm.cdf(
-        -math.sqrt(num_seeds / (num_seeds - 1)) * stats.t.ppf(0.975, num_seeds - 1)
-    )
-    lo, hi = np.percentile(s, [100 * tail, 100 * (1 - tail)])
+    lo, hi = np.percentile(s, [50 * alpha, 100 - 50 * alpha])
     return [float(lo), float(hi)]
+
+
+def p_two_sided(samples: np.ndarray) -> float:
+    """Bootstrap p-value of "= 0": twice the share of draws on the far side of 0 (at least
+    1/(B+1)); ``ci(samples, a)`` excludes 0 exactly when this is below ``a``."""
+    s = samples[np.isfinite(samples)]
+    if s.size == 0:
+        return 1.0
+    side = min(np.mean(s <= 0), np.mean(s >= 0))
+    return float(min(1.0, max(2 * side, 1.0 / (s.size + 1))))
+
+
+def holm_levels(p_values: dict[str, float], alpha: float = ALPHA) -> dict[str, float | None]:
+    """Holm (1979) step-down: the i-th smallest p is tested at ``alpha / (m - i)``; once one
+    is not rejected, every later one is not (level None = not significant whatever its CI)."""
+    order = sorted(p_values, key=p_values.get)
+    levels: dict[str, float | None] = {}
+    stopped = False
+    for i, name in enumerate(order):
+        level = alpha / (len(order) - i)
+        levels[name] = None if stopped else level
+        if not stopped and p_values[name] >= level:
+            stopped = True
+    return levels
 
 
 def _num(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def _stat(samples: np.ndarray, num_seeds: int) -> dict:
-    """Full-data value (row 0) and the CI over resamples (rows 1..)."""
-    return {"value": _num(samples[0]), "ci95": ci95(samples[1:], num_seeds)}
+def stat(samples: np.ndarray, has_ci: bool) -> dict:
+    """Data value (row 0) and the 95% CI over the draws (rows 1..)."""
+    return {"value": _num(samples[0]), "ci95": ci(samples[1:]) if has_ci else None}
 
 
 def natural_params(fit: LawFit) -> dict[str, np.ndarray]:
@@ -93,7 +109,8 @@ class EffectiveCompute:
             self.log_k_unit = (self.a - self.a_v) / self.alpha  # log k at C = 1
 
     def k(self, compute: float) -> np.ndarray:
-        return np.exp(self.log_k_unit + self.gamma * math.log(compute))
+        with np.errstate(over="ignore", invalid="ignore"):  # a wild draw's k is inf: not a CI
+            return np.exp(self.log_k_unit + self.gamma * math.log(compute))
 
     def losses(self, compute: float) -> tuple[np.ndarray, np.ndarray]:
         lc = math.log(compute)
@@ -101,119 +118,88 @@ class EffectiveCompute:
         return base, np.exp(self.e) + np.exp(self.a_v - self.alpha_v * lc)
 
 
-def seed_noise(groups: Groups, baseline: str, detect_gain_pct: float) -> list[dict]:
-    """Per size: the seed-to-seed sd of each arm and of the paired difference, and the seeds a
-    paired test (5% two-sided, 80% power) needs to detect ``detect_gain_pct`` % of the loss."""
-    info, rows = groups.info, []
-    curve = info[info["on_curve"]].sort_values("n_params", kind="stable")
-    for size, frame in curve.groupby("size", sort=False):
-        base = frame.index[frame["variant"] == baseline]
-        for g in frame.index:
-            losses = groups.seed_loss[g]
-            row = {
-                "size": size,
-                "variant": info.at[g, "variant"],
-                "num_seeds": int(np.isfinite(losses).sum()),
-                "seed_sd": _sd(losses),
-            }
-            if len(base) and g != base[0]:
-                diff = groups.seed_loss[base[0]] - losses  # [seeds], paired by seed
-                sd_diff = _sd(diff)
-                target = detect_gain_pct / 100 * float(np.nanmean(groups.seed_loss[base[0]]))
-                row.update(
-                    paired_diff_sd=sd_diff,
-                    detect_gain_pct=detect_gain_pct,
-                    seeds_needed=_seeds_needed(sd_diff, target),
-                )
-            rows.append(row)
-    return rows
+def clause(name: str, value: float, interval: list[float], unit: str = "", ref: int = 0) -> str:
+    """``"gamma 0.012 CI [-0.03, 0.05] contains 0"``: a number, its interval and the relation
+    that interval has to ``ref``, all from the same numbers (tests parse these back)."""
+    rel = {1: f"> {ref}", -1: f"< {ref}", 0: f"contains {ref}"}[sign(interval, ref)]
+    return f"{name} {value:.4g}{unit} CI [{interval[0]:.4g}, {interval[1]:.4g}] {rel}"
 
 
-def _sd(x: np.ndarray) -> float | None:
-    x = x[np.isfinite(x)]
-    return float(np.std(x, ddof=1)) if x.size >= 2 else None
+def sign(interval: list[float] | None, ref: float = 0.0) -> int:
+    """+1 / -1 when the interval lies above / below ``ref``, else 0."""
+    if interval is None:
+        return 0
+    return 1 if interval[0] > ref else -1 if interval[1] < ref else 0
 
 
-def _seeds_needed(sd: float | None, gain: float) -> int | None:
-    if sd is None or gain <= 0:
-        return None
-    return max(2, math.ceil(((Z_ALPHA + Z_POWER) * sd / gain) ** 2))
-
-
-def paired_gains(groups: Groups, baseline: str, variant: str) -> tuple[dict, np.ndarray]:
-    """Per measured size: paired gain (loss and % of baseline) with CI; plus the [B+1, sizes]
-    gain-% matrix for the pooled gain."""
-    info = groups.info
-    curve = info[info["on_curve"]].sort_values("n_params", kind="stable")
-    out, columns = {}, []
-    for size, frame in curve.groupby("size", sort=False):
-        b = frame.index[frame["variant"] == baseline]
-        v = frame.index[frame["variant"] == variant]
-        if not len(b) or not len(v):
-            continue
-        lb, lv = groups.loss[:, b[0]], groups.loss[:, v[0]]  # [B+1]
-        paired = int(
-            (np.isfinite(groups.seed_loss[b[0]]) & np.isfinite(groups.seed_loss[v[0]])).sum()
-        )
-        pct = 100.0 * (lb - lv) / lb
-        columns.append(pct)
-        out[size] = {
-            "n_params": float(info.at[b[0], "n_params"]),
-            "gain_loss": _stat(lb - lv, paired),
-            "gain_pct": _stat(pct, paired),
-            "num_paired_seeds": paired,
-        }
-    matrix = np.stack(columns, axis=1) if columns else np.full((groups.loss.shape[0], 0), np.nan)
-    return out, matrix
-
-
-def judge(
-    k_fit: LawFit | None,
-    c_ref: float,
-    pooled: np.ndarray,
-    num_seeds: int,
-    min_sizes: int,
+def decide(
+    comparison: Comparison,
+    gamma: np.ndarray | None,
+    k0: np.ndarray | None,
+    level: float | None,
+    guards: list[str],
 ) -> dict:
-    """Apply RULE; returns the k0/gamma/extrapolation numbers with the verdict and its reason."""
-    result: dict = {"c_ref": c_ref, "k0": None, "k0_ci95": None, "gamma": None}
-    result.update(gamma_ci95=None, extrapolated_gain_pct={})
-    pooled_ci = ci95(pooled[1:], num_seeds)
-    result.update(pooled_gain_pct=_num(pooled[0]), pooled_gain_pct_ci95=pooled_ci)
-    if k_fit is None or np.isnan(k_fit.params[0]).any():
-        return {**result, "verdict": "inconclusive", "reason": "k(C) could not be fitted"}
-    model = EffectiveCompute(k_fit, c_ref)
-    k0, gamma = model.k(c_ref), model.gamma
-    result.update(k0=_num(k0[0]), k0_ci95=ci95(k0[1:], num_seeds))
-    result.update(gamma=_num(gamma[0]), gamma_ci95=ci95(gamma[1:], num_seeds))
-    for name, n in NAMED_SCALES.items():
-        tokens = TOKENS_PER_PARAM * n
-        compute = 6.0 * n * tokens
-        base, var = model.losses(compute)
-        k = model.k(compute)
-        result["extrapolated_gain_pct"][name] = {
-            "n_params": n,
-            "tokens": tokens,
-            "flops": compute,
-            "gain_pct": _stat(100.0 * (base - var) / base, num_seeds),
-            "gain_loss": _stat(base - var, num_seeds),
-            "k": _stat(k, num_seeds),
-        }
-    if min_sizes < MIN_SIZES:
-        reason = f"{min_sizes} sizes per arm; a trend needs >= {MIN_SIZES}"
-        return {**result, "verdict": "inconclusive", "reason": reason}
-    if num_seeds < MIN_SEEDS:
-        reason = f"no CIs with {num_seeds} seed(s); >= {MIN_SEEDS} needed"
-        return {**result, "verdict": "inconclusive", "reason": reason}
-    g_ci = result["gamma_ci95"]
-    far = list(result["extrapolated_gain_pct"].values())[-1]["gain_pct"]["ci95"]
-    if g_ci is None or far is None or pooled_ci is None:
-        return {**result, "verdict": "inconclusive", "reason": "too few resamples could be fitted"}
-    if g_ci[0] > 0 and far[0] > 0:
-        return {**result, "verdict": "grows", "reason": "gamma CI > 0, far gain CI > 0"}
-    if pooled_ci[0] <= 0:
-        return {**result, "verdict": "none", "reason": "pooled measured gain CI includes 0"}
-    if g_ci[1] < 0:
-        return {**result, "verdict": "fades", "reason": "gamma CI < 0"}
-    if far[0] > 0:
-        return {**result, "verdict": "persists", "reason": "gamma CI contains 0, far gain > 0"}
-    return {**result, "verdict": "inconclusive", "reason": "far gain CI includes 0"}
+    """Apply RULE. ``gamma, k0 [B+1]`` from the k(C) fit; ``level`` the variant's Holm level
+    (None = the step-down stopped before it); ``guards`` the failed guards (each a sentence)."""
+    out: dict = {"level": level, "top_gain_pct": None, "gamma": None, "k0": None}
+    top = comparison.top
+    if top is not None:
+        interval = ci(top.gain_pct[1:], level or ALPHA)
+        if interval is not None:
+            out["top_gain_pct"] = {"size": top.size, "tokens": top.tokens}
+            out["top_gain_pct"].update(value=_num(top.gain_pct[0]), ci=interval)
+    if gamma is not None and np.isfinite(gamma[0]):
+        interval = ci(gamma[1:], level or ALPHA)
+        if interval is not None:
+            out["gamma"] = {"value": float(gamma[0]), "ci": interval}
+            out["k0"] = {"value": float(k0[0]), "ci": ci(k0[1:], level or ALPHA)}
+    if out["top_gain_pct"] is None and not guards:
+        guards = ["no interval for the top gain"]
+    if out["gamma"] is None and not guards:
+        guards = ["no interval for gamma (k(C) fitted on too few draws)"]
+    if guards:
+        return {**out, "verdict": "inconclusive", "reason": "; ".join(guards)}
+    result = _rule(comparison, out, level)
+    if level is not None and level < ALPHA:
+        result["reason"] += f" ({100 * (1 - level):.3g}% intervals: Holm)"
+    return result
+
+
+def _rule(comparison: Comparison, out: dict, level: float | None) -> dict:
+    """Steps 2-7 of RULE on intervals that exist (the guards passed)."""
+    t, g = out["top_gain_pct"], out["gamma"]
+    t_clause = clause(f"gain@{t['size']}", t["value"], t["ci"], "%")
+    g_clause = clause("gamma", g["value"], g["ci"])
+    t_sign = 0 if level is None else sign(t["ci"])
+    holm = "" if level is not None else " (Holm step-down stopped before this variant)"
+    if t_sign > 0 and sign(g["ci"]) > 0:
+        return {**out, "verdict": "grows", "reason": f"{t_clause}; {g_clause}"}
+    if sign(g["ci"]) < 0 and level is not None:
+        for b in comparison.curve:
+            interval = ci(b.gain_pct[1:], level)
+            if sign(interval) > 0 and b.num_paired >= MIN_SEEDS:
+                earlier = clause(f"gain@{b.size}", float(b.gain_pct[0]), interval, "%")
+                return {**out, "verdict": "fades", "reason": f"{g_clause}; {earlier}"}
+    k = out["k0"]
+    k_clause = "k0 not available" if k["ci"] is None else clause("k0", k["value"], k["ci"], ref=1)
+    if t_sign > 0 and sign(k["ci"], 1.0) > 0:
+        return {**out, "verdict": "persists", "reason": f"{t_clause}; {g_clause}; {k_clause}"}
+    if t_sign > 0:  # a real gain where measured largest, no multiplier over the range
+        return {**out, "verdict": "inconclusive", "reason": _split_reason(t, t_clause, k)}
+    if t_sign < 0:
+        return {**out, "verdict": "hurts", "reason": f"{t_clause}{holm}"}
+    return {**out, "verdict": "none", "reason": f"{t_clause}{holm}"}
+
+
+def _split_reason(top: dict, t_clause: str, k: dict) -> str:
+    """Rule 5: both facts, each true of its numbers. ``k["ci"]`` may be None, contain 1, or lie
+    below 1 (the fit disagrees with the top size); the words follow the interval."""
+    said = f"measured gain at {top['size']} significant: {t_clause}"
+    if k["ci"] is None:
+        return f"{said}; but the compute multiplier k0 has no interval (k0 not available)"
+    k_clause = clause("k0", k["value"], k["ci"], ref=1)
+    if sign(k["ci"], 1.0) < 0:
+        why = "the fitted compute multiplier's interval lies below 1"
+    else:
+        why = "the fitted compute multiplier's interval includes 1"
+    return f"{said}; but {why}: {k_clause}"

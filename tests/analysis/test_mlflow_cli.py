@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 
 import pytest
 import typer
@@ -13,13 +14,14 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from analysis.cli import analyze
-from analysis.mlflow_io import load_study
+from analysis.mlflow_io import load_curves, load_study
 from analysis.synthetic import Effect, make_study
 
 STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}
 SIZES = (2e6, 5e6, 1e7, 2e7)
 VERDICT_KEYS = {"variant", "verdict", "k0", "k0_ci95", "gamma", "gamma_ci95"}
 VERDICT_KEYS |= {"gain_pct_by_size", "extrapolated_gain_pct"}
+TRAIN_STEPS = 200
 
 
 def _cli():
@@ -41,18 +43,24 @@ def _log_cell(client, exp_id, parent_id, study, row, status="FINISHED", outcome=
     }
     run = client.create_run(exp_id, tags=tags, run_name=f"{row['variant']}-{row['size']}")
     rid = run.info.run_id
+    n = row["num_nonembedding_params"]
+    # the old metric names for one arm, the new ones for the other: readers accept both
     summary = {
-        "n_params": row["n_params"] * 1.1,
-        "n_nonembedding_params": row["n_params"],
+        ("n_params" if row["variant"] == "linear" else "num_params_total"): n * 1.1,
+        ("n_nonembedding_params" if row["variant"] == "linear" else "num_nonembedding_params"): n,
         "tokens": row["tokens"],
         "flops": row["flops"],
     }
     if not math.isnan(row["final_val_loss"]):
         summary["final_val_loss"] = row["final_val_loss"]
     metrics = [Metric(k, v, 0, 0) for k, v in summary.items()]
-    # a short validation curve ending at the final loss, for the training-curve plot
-    metrics += [Metric("val/loss", row["final_val_loss"] + 1.0 / s, 0, s) for s in (1, 2, 4)]
-    client.log_batch(rid, metrics=metrics)
+    # a validation curve every 50 steps and the training loss at every step, as a trainer
+    # logs them, ending at the final loss: the training-curve plot reads both
+    loss = row["final_val_loss"]
+    metrics += [Metric("val/loss", loss + 50.0 / s, 0, s) for s in range(50, 201, 50)]
+    metrics += [Metric("train/loss", loss + 50.0 / s, 0, s) for s in range(1, TRAIN_STEPS + 1)]
+    for i in range(0, len(metrics), 1000):  # log_batch takes at most 1000 metrics
+        client.log_batch(rid, metrics=metrics[i : i + 1000])
     client.set_terminated(rid, status)
     return rid
 
@@ -61,7 +69,7 @@ def _log_cell(client, exp_id, parent_id, study, row, status="FINISHED", outcome=
 def study(mlflow_server, tmp_path_factory):
     """A 4-size, 3-seed study in MLflow plus one failed and one diverged cell."""
     client = MlflowClient(tracking_uri=mlflow_server)
-    name = "analysis_test_study"
+    name = f"analysis_test_study_{uuid.uuid4().hex[:8]}"  # the server outlives one test run
     exp_id = client.create_experiment(f"exp_{name}")
     parent = client.create_run(exp_id, tags={"scaling.role": "study", "study": name})
     table = make_study(STUDY, sizes=SIZES, num_seeds=3)
@@ -100,10 +108,31 @@ def test_load_study_reads_the_contract(study):
     assert all(status[r] == "completed" for r in study["cells"])
     one = table[table["run_id"] == study["cells"][0]].iloc[0]
     src = study["table"].iloc[0]
-    assert one["n_params"] == src["n_params"]  # non-embedding N from n_nonembedding_params
-    assert one["n_params_total"] == pytest.approx(src["n_params"] * 1.1)
+    assert one["num_nonembedding_params"] == src["num_nonembedding_params"]
+    assert one["num_params_total"] == pytest.approx(src["num_nonembedding_params"] * 1.1)
     assert one["final_val_loss"] == pytest.approx(src["final_val_loss"])
     assert one["lr"] == 0.001 and one["size"] == src["size"]
+
+
+def test_load_curves_reads_every_logged_step_of_train_and_val_loss(study):
+    ids = study["cells"][:5]
+    curves = load_curves(study["uri"], ids + [study["failed"]])
+    assert set(ids) <= set(curves)
+    for rid in ids:
+        steps, values = curves[rid]["train/loss"]
+        assert steps == list(range(1, TRAIN_STEPS + 1)) and len(values) == TRAIN_STEPS
+        assert curves[rid]["val/loss"][0] == [50, 100, 150, 200]
+
+
+def test_noise_from_a_finished_study_in_mlflow(study):
+    from analysis import noise_from_source, power_table
+
+    got = noise_from_source(str(study["spec"]))
+    # the 2M linear cell lost a seed (failed, diverged): that size pairs on nothing usable and
+    # falls back to the noise model; every other size is the paired sd of its 3 seeds
+    assert list(got) == ["2M", "5M", "10M", "20M"] and all(v > 0 for v in got.values())
+    rows = power_table(got, num_seeds=3, target_gain=1.0)
+    assert [r["size"] for r in rows] == list(got) and all(r["mde_pct"] > 0 for r in rows)
 
 
 def test_missing_study_names_what_to_check(study):
@@ -122,12 +151,20 @@ def test_cli_study_writes_report_and_logs_it_to_the_parent(study, tmp_path):
     verdict = json.loads((out / "verdict.json").read_text())
     (variant,) = verdict["variants"]
     assert VERDICT_KEYS <= set(variant)
-    assert variant["verdict"] == "persists", variant["reason"]
-    assert {r["run_id"] for r in verdict["excluded_runs"]} == {study["failed"], study["diverged"]}
+    # every cell ran at one LR (0.001): no arm's LR is bracketed, so no claim can be made
+    assert variant["verdict"] == "inconclusive", variant["reason"]
+    assert "LR not bracketed" in variant["reason"] and "add LR 0.0005, 0.002" in variant["reason"]
+    reasons = {r["run_id"]: r["reason"] for r in verdict["excluded_runs"]}
+    assert reasons[study["failed"]] == "failed" and reasons[study["diverged"]] == "diverged"
+    # the failed and diverged seeds make their cell's LR unusable: its other seeds are listed
+    # too, never used as survivors
+    survivors = set(reasons) - {study["failed"], study["diverged"]}
+    assert len(survivors) == 3 and all("lost a seed" in reasons[r] for r in survivors)
     for name in ("report.html", "report.md", "loss_vs_n.svg", "training_curves.png"):
         assert (out / name).is_file(), name
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html and "Excluded runs" in html
+    assert "Training loss at every logged step" in html and "run CSV" not in html
     client = MlflowClient(tracking_uri=study["uri"])
     logged = {a.path for a in client.list_artifacts(study["parent"], "analysis")}
     assert {"analysis/verdict.json", "analysis/report.html"} <= logged
@@ -138,10 +175,10 @@ def test_cli_spec_without_mlflow_section_names_the_key(tmp_path):
     spec.write_text(yaml.safe_dump({"name": "s"}))
     res = CliRunner().invoke(_cli(), ["analyze", str(spec), "--out", str(tmp_path / "o")])
     assert res.exit_code != 0
-    assert "the `mlflow` section is missing" in str(res.exception)
+    assert res.exit_code == 2 and "the `mlflow` section is missing" in res.output
     spec.write_text(yaml.safe_dump({"name": "s", "mlflow": {"experiment": "e"}}))
     res = CliRunner().invoke(_cli(), ["analyze", str(spec), "--out", str(tmp_path / "o")])
-    assert "mlflow.tracking_uri is missing" in str(res.exception)
+    assert res.exit_code == 2 and "mlflow.tracking_uri is missing" in res.output
     assert not (tmp_path / "o").exists()
 
 
@@ -151,9 +188,27 @@ def test_cli_runs_csv(tmp_path):
     out = tmp_path / "out"
     args = ["analyze", "--runs-csv", str(csv), "--out", str(out), "--resamples", "30"]
     res = CliRunner().invoke(_cli(), [*args, "--baseline", "linear"])
-    assert "--baseline 'linear' is not a variant" in str(res.exception)
+    assert res.exit_code == 2 and "--baseline 'linear' is not a variant" in res.output
+    assert "Traceback" not in res.output
     assert not out.exists()  # refused before anything was written
     res = CliRunner().invoke(_cli(), [*args, "--baseline", "base"])
     assert res.exit_code == 0, res.output
     (variant,) = json.loads((out / "verdict.json").read_text())["variants"]
     assert VERDICT_KEYS <= set(variant) and variant["variant"] == "v"
+
+
+@pytest.mark.parametrize(
+    "edit, fragment",
+    [
+        (lambda f: f.drop(columns="tokens"), "missing required column(s) tokens"),
+        (lambda f: f.assign(final_val_loss=["x"] + [1.0] * (len(f) - 1)),
+         "column 'final_val_loss' row 1 is 'x', not a number"),
+    ],
+)  # fmt: skip
+def test_cli_bad_csv_is_one_line_naming_file_column_and_row(tmp_path, edit, fragment):
+    csv = tmp_path / "runs.csv"
+    edit(make_study(STUDY, sizes=SIZES, num_seeds=3)).to_csv(csv, index=False)
+    res = CliRunner().invoke(_cli(), ["analyze", "--runs-csv", str(csv), "--out", str(tmp_path)])
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and str(csv) in lines[0], res.output

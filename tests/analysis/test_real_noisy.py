@@ -1,8 +1,8 @@
 """The 24-run demo study (real small-model losses, 3 seeds, very noisy) stays cheap and honest.
 
-Its bootstrap used to refit every law 1,000 times; 3 seeds give only 10 distinct resamples, so
-the analysis now fits each once and reuses it. These tests count fits and iterations (not wall
-time) and check that reuse and the iteration cap change no number silently.
+Every law is fitted on 1,000 parametric-bootstrap draws by the batched fitter; these tests
+check that each batched fit is the optimum a fresh L-BFGS run finds from the same start, and
+that a draw whose fit does not converge is counted and left out, never kept.
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis import batchfit, laws
 from analysis import fit as F
-from analysis import laws
 from analysis.core import analyse
 from analysis.table import load_csv
 
 DEMO = Path(__file__).with_name("demo_runs.csv")  # from `scaling run studies/demo.yaml`
 NUM_RESAMPLES = 1000
-DISTINCT_3_SEEDS = 10  # multisets of 3 seeds drawn from 3: C(5, 3)
 
 
 @pytest.fixture(scope="module")
@@ -27,44 +26,52 @@ def demo():
     return analyse(load_csv(DEMO), num_resamples=NUM_RESAMPLES)
 
 
-def test_demo_study_fits_each_distinct_resample_once_with_bounded_iterations(demo):
+def test_demo_study_fits_every_draw_and_stays_honest(demo):
     assert {f.law for f in demo.fits} == {"L(N)", "L(C)", "k(C)"}
-    for fit in demo.fits:
-        assert fit.counts.distinct == DISTINCT_3_SEEDS, (fit.law, fit.counts)
-        # the full-data grid (<= 152 screened starts + 4 polished) plus one run per resample
-        bound = (152 + 4) * F._SCREEN_OPTIONS["maxiter"] + DISTINCT_3_SEEDS * F.RESAMPLE_MAXITER
-        assert 0 < fit.counts.lbfgs_iterations < bound
     for row in demo.verdict["fits"]:
         assert row["resamples_fitted"] + row["resamples_failed"] == NUM_RESAMPLES, row
+        assert row["resamples_failed"] < 0.1 * NUM_RESAMPLES, row
     (variant,) = demo.verdict["variants"]
-    assert variant["gamma_ci95"] is not None and variant["verdict"] in ("none", "inconclusive")
+    # one LR per cell: the grid is a single point, so no LR is bracketed and nothing is claimed
+    assert variant["gamma_ci95"] is not None and variant["verdict"] == "inconclusive"
+    assert "LR not bracketed" in variant["reason"]
 
 
-def test_reused_fits_equal_a_fresh_warm_started_fit_of_that_resample(demo):
-    groups = demo.groups
+def _model(groups, fit):
+    info = groups.info
+    if fit.law == "k(C)":
+        return F.shared_floor_model(
+            info["flops"].to_numpy(float)[fit.points],
+            (info["variant"] == "nonlinear").to_numpy()[fit.points],
+        )
+    column = "num_nonembedding_params" if fit.law == "L(N)" else "flops"
+    return F.power_law_model(info[column].to_numpy(float)[fit.points])
+
+
+def test_batched_fits_equal_a_fresh_lbfgs_fit_of_that_draw(demo):
+    groups, comp = demo.groups, demo.comparisons["nonlinear"]
     for fit in demo.fits:
-        model = {
-            "L(N)": lambda p: F.power_law_model(groups.info["n_params"].to_numpy(float)[p]),
-            "L(C)": lambda p: F.power_law_model(groups.info["flops"].to_numpy(float)[p]),
-            "k(C)": lambda p: F.shared_floor_model(
-                groups.info["flops"].to_numpy(float)[p],
-                (groups.info["variant"] == "nonlinear").to_numpy()[p],
-            ),
-        }[fit.law](fit.points)
-        loss = groups.loss[:, fit.points]  # [B+1, P], no missing points in the demo
+        model = _model(groups, fit)
+        if fit.law == "k(C)":
+            loss = comp.k_points(groups)[2]  # [B+1, P] paired means
+        else:
+            loss = groups.loss[:, fit.points]
         for b in (1, 2, 500, NUM_RESAMPLES):
             fresh = F.fit(model, np.log(loss[b]), fit.params[0], None, F.RESAMPLE_OPTIONS)
-            np.testing.assert_allclose(fit.params[b], fresh.params, rtol=1e-9, atol=1e-12)
+            ours, _ = F.objective(fit.params[b], model, np.log(loss[b]), np.ones(loss.shape[1]))
+            # the same optimum, or a lower point of the same objective
+            assert ours <= fresh.loss * (1 + 1e-6) + 1e-9, (fit.law, b, ours, fresh.loss)
+            np.testing.assert_allclose(fit.params[b], fresh.params, rtol=1e-3, atol=1e-3)
 
 
-def test_a_resample_that_reaches_the_iteration_cap_is_counted_as_failed(demo, monkeypatch):
-    monkeypatch.setattr(F, "RESAMPLE_OPTIONS", {**F.RESAMPLE_OPTIONS, "maxiter": 2})
+def test_a_draw_whose_fit_does_not_converge_is_counted_as_failed(demo, monkeypatch):
+    monkeypatch.setattr(batchfit, "MAX_ITER", 1)
     fit = next(f for f in demo.fits if f.law == "L(N)" and f.variant == "linear")
-    model = F.power_law_model(demo.groups.info["n_params"].to_numpy(float)[fit.points])
+    model = F.power_law_model(
+        demo.groups.info["num_nonembedding_params"].to_numpy(float)[fit.points]
+    )
     starts = F.grid_starts(model)
     params, counts = laws.fit_across_resamples(model, demo.groups.loss[:, fit.points], starts, 3)
     failed = np.isnan(params[1:, 0])
-    # a resample identical to the data converges at once from the full-data optimum; any
-    # other cannot in 2 iterations, and is NaN and counted, never kept as a fit
     assert counts.failed == failed.sum() > 0.5 * NUM_RESAMPLES
     assert np.isfinite(params[0]).all()

@@ -24,24 +24,49 @@ def _write(tmp_path, frame: pd.DataFrame):
     return path
 
 
-def test_csv_with_only_required_columns(tmp_path):
+@pytest.mark.parametrize("n_column", ["num_nonembedding_params", "n_params"])
+def test_csv_with_only_required_columns(tmp_path, n_column):
+    """The new column name and the old one (``n_params``) both read."""
     frame = make_study(STUDY, sizes=SIZES, num_seeds=2)
-    path = _write(tmp_path, frame[["variant", "n_params", "tokens", "seed", "final_val_loss"]])
+    frame = frame.rename(columns={"num_nonembedding_params": n_column})
+    path = _write(tmp_path, frame[["variant", n_column, "tokens", "seed", "final_val_loss"]])
     table = load_csv(path)
     assert (table["status"] == "completed").all()
     assert table["flops_estimated"].all()
-    np.testing.assert_allclose(table["flops"], 6 * table["n_params"] * table["tokens"])
+    n = table["num_nonembedding_params"]
+    np.testing.assert_allclose(table["flops"], 6 * n * table["tokens"])
     assert set(table["size"]) == {"2M", "5M", "10M", "20M"}
+
+
+def test_csv_without_size_pairs_arms_whose_n_differs(tmp_path):
+    """nonlinear adds 2d norm gains per layer, wider_mlp 12.5% of N: both pair with linear of
+    the same shape when the size is derived from N."""
+    frame = make_study({"linear": Effect(), "nonlinear": Effect(), "wider_mlp": Effect()},
+                       sizes=SIZES, num_seeds=3)  # fmt: skip
+    n = frame["num_nonembedding_params"]
+    frame.loc[frame["variant"] == "nonlinear", "num_nonembedding_params"] = n + 2 * 256 * 8
+    frame.loc[frame["variant"] == "wider_mlp", "num_nonembedding_params"] = n * 1.125
+    frame = frame.drop(columns="size")
+    table = load_csv(_write(tmp_path, frame))
+    sizes = table.groupby("size")["variant"].nunique()
+    assert len(sizes) == len(SIZES) and (sizes == 3).all(), sizes
+    result = analyse(table, num_resamples=20)
+    for variant in result.verdict["variants"]:
+        assert len(variant["gain_pct_by_size"]) == len(SIZES), variant["variant"]
 
 
 @pytest.mark.parametrize(
     "edit, fragment",
     [
         (lambda f: f.drop(columns="tokens"), "missing required column(s) tokens"),
-        (lambda f: f.assign(status="crashed"), "column 'status' has crashed"),
+        (lambda f: f.assign(status="crashed"), "column 'status' row 1 has 'crashed'"),
+        (lambda f: f.assign(status="finished"), "use one of pending, queued, running"),
         (lambda f: f.assign(final_val_loss="low"), "column 'final_val_loss' row 1"),
-        (lambda f: f.assign(n_params=-1.0), "'n_params' must be a positive number"),
-        (lambda f: f.assign(seed=0.5), "'seed' must hold integers"),
+        (
+            lambda f: f.assign(num_nonembedding_params=-1.0),
+            "'num_nonembedding_params' row 1 must be a positive",
+        ),
+        (lambda f: f.assign(seed=0.5), "'seed' row 1 must hold an integer"),
     ],
 )
 def test_bad_csv_names_file_and_column(tmp_path, edit, fragment):
@@ -116,21 +141,42 @@ def test_lr_selection_uses_best_mean_and_flags_the_edge():
     table = make_study(STUDY, sizes=SIZES, num_seeds=2, lrs=(1e-3, 3e-3, 1e-2, 3e-2))
     result = analyse(table, num_resamples=20)
     rows = {(r["variant"], r["size"]): r for r in result.verdict["lr_selection"]}
+    assert len(rows) == 2 * len(SIZES)
     for (variant, size), row in rows.items():
         sel = table[(table["variant"] == variant) & (table["size"] == size)]
         assert row["best_lr"] == sel.groupby("lr")["final_val_loss"].mean().idxmin()
-        assert 0 < row["best_lr_share"] <= 1
-    # the synthetic optimum 0.0047 (N/108e6)^(-1/3) is ~0.018 at 2M: inside the grid
-    # at 20M it is ~0.008, also inside; drop the top LRs and the optimum hits the edge
+    # the synthetic optimum 0.0047 (N/108e6)^(-1/3) is ~0.018 at 2M and ~0.008 at 20M: inside
+    # the grid; drop the top LRs and the optimum hits the upper edge, which names the LR to add
     clipped = table[table["lr"] <= 3e-3]
-    rows = analyse(clipped, num_resamples=20).verdict["lr_selection"]
-    assert all(r["at_edge"] and r["best_lr"] == 3e-3 for r in rows)
+    result = analyse(clipped, num_resamples=20)
+    rows = result.verdict["lr_selection"]
+    assert all(r["state"] == "edge_high" and r["best_lr"] == 3e-3 for r in rows)
+    assert all(r["next_lrs"] == [pytest.approx(9e-3)] for r in rows)
+    for variant in result.verdict["variants"]:
+        assert variant["verdict"] == "inconclusive"
+        assert "LR not bracketed" in variant["reason"] and "add LR 0.009" in variant["reason"]
 
 
-def test_analysis_imports_no_torch_or_megatron():
+def test_analysis_imports_no_torch_megatron_or_the_packages_above_it():
     code = (
-        "import sys, analysis.api, analysis.cli, analysis.mlflow_io, analysis.plots; "
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
+        "import sys, analysis, analysis.api, analysis.cli, analysis.mlflow_io, analysis.plots; "
+        "analysis.lr_frontier, analysis.run_analysis; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('torch', 'megatron', 'scaling', 'jobs', 'models', 'data_prep')]; "
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_arms_pair_only_on_seeds_both_completed():
+    """The baseline has a 4th seed the variant lacks: it is left out of every paired gain, so
+    the per-seed noise both arms share still cancels."""
+    table = make_study(STUDY, sizes=SIZES, num_seeds=4)
+    table = table[~((table["variant"] == "nonlinear") & (table["seed"] == 3))]
+    (variant,) = analyse(table, num_resamples=50).verdict["variants"]
+    for size, gain in variant["gain_pct_by_size"].items():
+        assert gain["num_paired_seeds"] == 3
+        at = table[(table["size"] == size) & (table["seed"] < 3)]
+        per_seed = at.pivot_table(index="seed", columns="variant", values="final_val_loss")
+        expected = (per_seed["linear"] - per_seed["nonlinear"]).mean()
+        assert gain["gain_loss"]["value"] == pytest.approx(expected, rel=1e-9)

@@ -1,0 +1,139 @@
+"""The learning-rate frontier: per (variant, size, tokens), which LRs count and whether the best
+one is bracketed. Shared contract with scaling's LR refinement (docs/interfaces.md).
+
+Why these rules: an untuned arm manufactures or hides a gain (FACTS: the 124M "gain" vanished
+against a tuned baseline). So an LR is *usable* for an arm and size only when every seed run at
+it completed: a diverged or failed seed says that LR is unreliable there, and choosing on the
+seeds that survived would pick a lucky survivor. A best LR at the edge of the tried grid may not
+be the optimum; one whose next step up diverged is bounded by instability and counts as
+interior.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.table import is_usable
+
+STATES = ("interior", "bracketed_by_divergence", "edge_low", "edge_high", "no_usable_lr")
+BRACKETED = ("interior", "bracketed_by_divergence")
+DEFAULT_STEP = 2.0  # a single LR has no grid step of its own; 2x is a common sweep step
+
+
+@dataclasses.dataclass(frozen=True)
+class LRFrontier:
+    """One (variant, size, tokens) cell group's LR sweep, judged."""
+
+    variant: str
+    size: str
+    tokens: float
+    lrs: list[float]  # sorted, every LR tried
+    usable_lrs: list[float]  # every seed completed
+    best_lr: float | None  # lowest mean loss over the usable LRs
+    state: str  # one of STATES
+    next_lrs: list[float]  # LRs to add (edge states) or to re-run
+    diverged_lrs: list[float] = dataclasses.field(default_factory=list)
+    mean_loss: dict[float, float] = dataclasses.field(default_factory=dict)  # usable LR -> loss
+
+
+def _step(lrs: list[float], step_factor: float | None) -> float:
+    if step_factor is not None:
+        if step_factor <= 1:
+            raise ValueError(f"step_factor must be > 1, got {step_factor}")
+        return step_factor
+    if len(lrs) < 2:
+        return DEFAULT_STEP
+    return float(np.exp(np.median(np.diff(np.log(lrs)))))
+
+
+def selection_column(table: pd.DataFrame) -> str:
+    """``select_val_loss`` when every usable run has one (issue 11), else ``final_val_loss``."""
+    usable = table[is_usable(table)]
+    if "select_val_loss" in table and len(usable) and usable["select_val_loss"].notna().all():
+        return "select_val_loss"
+    return "final_val_loss"
+
+
+def _judge(lrs, usable, diverged, best, step) -> tuple[str, list[float]]:
+    if best is None:
+        return "no_usable_lr", ([lrs[0] / step] if diverged else [])
+    if len(lrs) == 1:  # one LR is at both edges of its grid
+        return "edge_low", [best / step, best * step]
+    i = lrs.index(best)
+    if i == 0:
+        return "edge_low", [best / step]
+    if i == len(lrs) - 1:
+        return "edge_high", [best * step]
+    below, above = lrs[i - 1], lrs[i + 1]
+    below_ok = below in usable or below in diverged
+    above_ok = above in usable or above in diverged
+    if not below_ok:  # a failed or incomplete neighbour brackets nothing: run it again
+        return "edge_low", [below] + ([] if above_ok else [above])
+    if not above_ok:
+        return "edge_high", [above]
+    if above in diverged and above not in usable:
+        return "bracketed_by_divergence", []
+    return "interior", []
+
+
+def lr_frontier(table: pd.DataFrame, *, step_factor: float | None = None) -> list[LRFrontier]:
+    """One ``LRFrontier`` per (variant, size, tokens) with a recorded LR.
+
+    ``table`` is a run table (``analysis.table.normalise``), all states included: the diverged
+    and failed runs are what the rules need. The best LR is chosen on ``select_val_loss`` when
+    every usable run has one, else on ``final_val_loss``; ``step_factor`` (default: the grid's
+    own median geometric step, 2 for a single LR) sets ``next_lrs``. A single LR tried is at
+    both edges: state ``edge_low`` with one step either side in ``next_lrs``.
+    """
+    column = selection_column(table)
+    swept = table[table["lr"].notna()]
+    out = []
+    for (variant, size, tokens), group in swept.groupby(["variant", "size", "tokens"], sort=True):
+        seeds = set(group["seed"])
+        ok = is_usable(group)
+        lrs = sorted(float(x) for x in group["lr"].unique())
+        usable, diverged, means = [], [], {}
+        for lr in lrs:
+            at = group["lr"] == lr
+            runs = group[at]
+            if (runs["status"] == "diverged").any():
+                diverged.append(lr)
+            if ok[at].all() and set(runs["seed"]) == seeds:
+                usable.append(lr)
+                means[lr] = float(runs[column].mean())
+        best = min(means, key=means.get) if means else None
+        state, next_lrs = _judge(lrs, usable, diverged, best, _step(lrs, step_factor))
+        out.append(
+            LRFrontier(
+                str(variant),
+                str(size),
+                float(tokens),
+                lrs,
+                usable,
+                best,
+                state,
+                [float(x) for x in next_lrs],
+                diverged,
+                means,
+            )
+        )
+    return out
+
+
+def frontier_frame(frontiers: list[LRFrontier]) -> pd.DataFrame:
+    """The frontiers as a table (for the verdict and report)."""
+    rows = [dataclasses.asdict(f) for f in frontiers]
+    for row in rows:
+        row.pop("mean_loss")
+        row["bracketed"] = row["state"] in BRACKETED
+    cols = [f.name for f in dataclasses.fields(LRFrontier) if f.name != "mean_loss"]
+    return pd.DataFrame(rows, columns=[*cols, "bracketed"])
+
+
+def fmt_lr(lr: float) -> str:
+    """``0.0030000001 -> "0.003"``: LRs in reasons and reports, 3 significant digits."""
+    return f"{lr:.3g}" if math.isfinite(lr) else str(lr)

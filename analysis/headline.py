@@ -1,0 +1,138 @@
+"""The report's first sentence per variant: what was found, in words, from the verdict's numbers.
+
+Every word is decided by a number beside it: "better"/"worse" by the sign of the top gain,
+"significant" by its interval (at the level the decision used), the closing clause by the
+outcome and the intervals that decided it. tests/analysis/test_headline.py parses the sentences
+back against the verdict for every outcome.
+"""
+
+from __future__ import annotations
+
+from analysis import fmt as F
+
+OUTCOME_WORDS = {
+    "persists": "the gain persists",
+    "grows": "the gain grows with scale",
+    "fades": "the gain fades with scale",
+    "hurts": "the variant hurts",
+    "none": "no gain",
+    "inconclusive": "inconclusive",
+}
+
+
+def _sign(ci: list[float] | None, ref: float = 0.0) -> int:
+    if ci is None:
+        return 0
+    return 1 if ci[0] > ref else -1 if ci[1] < ref else 0
+
+
+def _baseline_name(v: dict) -> str:
+    names = v["baseline"].split(",")
+    return names[0] if len(names) == 1 else f"the stronger of {' and '.join(names)}"
+
+
+def top_gain(v: dict) -> tuple[str, float, list[float] | None, float] | None:
+    """(size, gain %, interval at the decision level or None, confidence) at the top size."""
+    level = v["decision"].get("level") or 0.05
+    top = v["decision"].get("top_gain_pct")
+    if top is not None:
+        return top["size"], top["value"], top["ci"], 1 - level
+    sizes = list(v["gain_pct_by_size"].values())
+    if not sizes or sizes[-1]["gain_pct"]["value"] is None:
+        return None
+    last = sizes[-1]
+    return last["size"], last["gain_pct"]["value"], None, 1 - level
+
+
+def measured(v: dict) -> str:
+    """ "At 100M, nonlinear is 1.9% better than linear (gain 1.9%, 95% CI 1.6% to 2.2%)"."""
+    top = top_gain(v)
+    base = _baseline_name(v)
+    if top is None:
+        return f"{v['variant']} has no size measured together with {base}"
+    size, value, ci, conf = top
+    places = F.decimals(ci)
+    size_text = F.num(abs(value), places)
+    if float(size_text.replace(F.MINUS, "-")) == 0:
+        how = f"is no different from {base}"
+    else:
+        how = f"{size_text}% {'better' if value > 0 else 'worse'} than {base}"
+    gain = F.num(value, places) + "%"
+    if ci is None:
+        return f"At {size}, {v['variant']} measured {how} (gain {gain}, no interval: fewer seeds)"
+    lo, hi = (F.num(x, places) + "%" for x in ci)
+    gain += f", {F.level_pct(conf)} CI {lo} to {hi}"
+    if _sign(ci) == 0:
+        return f"At {size}, {v['variant']} measured {how} (gain {gain}: not significant)"
+    return f"At {size}, {v['variant']} is {how} (gain {gain})"
+
+
+def _k0(v: dict, conf: float, words: bool | str = True) -> str:
+    k = v["decision"].get("k0") or {}
+    return F.with_ci(k.get("value"), k.get("ci"), "\u00d7", conf, words=words)
+
+
+def _gamma(v: dict, conf: float) -> str:
+    g = v["decision"].get("gamma") or {}
+    return "\u03b3 " + F.with_ci(g.get("value"), g.get("ci"), "", conf, words="inline")
+
+
+def significant_sizes(v: dict) -> list[str]:
+    """Sizes whose paired gain's 95% interval lies above 0."""
+    return [s for s, g in v["gain_pct_by_size"].items() if _sign(g["gain_pct"]["ci95"]) > 0]
+
+
+def _inconclusive(v: dict, conf: float) -> str:
+    reason = v["reason"]
+    if reason.startswith("measured gain at"):  # rule 5
+        return (
+            f"but the fitted compute multiplier's interval does not lie above 1 "
+            f"(k0 {_k0(v, conf, 'inline')}): inconclusive"
+        )
+    if reason.startswith("LR not bracketed"):
+        cells = reason.count("(add LR")
+        return (
+            f"inconclusive: the best learning rate of {cells} cell(s) is not bracketed by the "
+            "grid (the LRs to add are in the learning-rate table)"
+        )
+    return f"inconclusive: {reason.split('; ')[0]}"
+
+
+def sentence(v: dict) -> str:
+    """One sentence for one variant of ``verdict["variants"]``."""
+    top = top_gain(v)
+    conf = top[3] if top else 0.95
+    head = measured(v)
+    outcome = v["verdict"]
+    if outcome == "persists":
+        tail = f"over the measured range it is worth {_k0(v, conf)} compute: the gain persists"
+    elif outcome == "grows":
+        tail = (
+            f"its compute multiplier grows with compute ({_gamma(v, conf)}): "
+            "the gain grows with scale"
+        )
+    elif outcome == "fades":
+        where = ", ".join(significant_sizes(v)) or "a smaller size"
+        tail = (
+            f"significant at {where}, its compute multiplier shrinks with compute "
+            f"({_gamma(v, conf)}): the gain fades with scale"
+        )
+    elif outcome == "hurts":
+        tail = "significantly worse at the largest measured size: the variant hurts"
+    elif outcome == "none":
+        sig = significant_sizes(v)
+        tail = (
+            f"a significant gain only at {', '.join(sig)}, not at the largest size: no gain"
+            if sig
+            else "no gain at any measured size"
+        )
+    else:
+        tail = _inconclusive(v, conf)
+    return f"{head}; {tail}."
+
+
+def headline(verdict: dict) -> list[str]:
+    """One sentence per variant; one saying so when only a baseline was measured."""
+    if not verdict["variants"]:
+        return [f"Only the baseline {verdict['baseline']} has usable runs: nothing to compare."]
+    return [sentence(v) for v in verdict["variants"]]

@@ -1,0 +1,173 @@
+"""The power planner: how large a paired gain a study's seeds can detect, and how many seeds a
+target gain needs. Called by the report's seed-noise table and by `scaling plan --noise`.
+
+The test is the one the verdict's per-size gains amount to: a paired comparison of two arms on
+``n`` seeds, two-sided at 5%, with the paired difference ``baseline - variant`` having sd
+``sigma`` (in % of the baseline's loss). Its t statistic follows a noncentral t with ``n - 1``
+df and noncentrality ``delta sqrt(n) / sigma``. The figures here solve that exactly:
+
+    power(delta) = P(|T| > t_{1-alpha/2, n-1}),  T ~ t'(n - 1, delta sqrt(n) / sigma)
+
+The minimum detectable gain (MDE) is the ``delta`` with ``power(delta) = 0.8``; the seeds
+needed are the smallest ``n >= 2`` with ``power >= 0.8`` at the target. The familiar closed form
+``MDE ~ (t_{1-alpha/2, n-1} + t_{1-beta, n-1}) sigma / sqrt(n)`` (Cohen 1988, ch. 2) is within a
+few percent of the exact value for n >= 3 (``mde_closed_form``); the exact one is used because
+at 2-3 seeds the difference is visible. Checked against a simulation of the paired t-test in
+tests/analysis/test_power.py.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+ALPHA, POWER = 0.05, 0.8
+MAX_SEEDS = 10_000  # beyond this a gain is not worth planning for
+
+
+def power_of(gain_pct: float, sd_pct: float, num_seeds: int, alpha: float = ALPHA) -> float:
+    """Probability the two-sided paired t-test at ``alpha`` rejects "no gain" on ``num_seeds``
+    paired seeds when the true gain is ``gain_pct`` and the paired-difference sd ``sd_pct``."""
+    if num_seeds < 2 or sd_pct <= 0:
+        return float("nan")
+    df = num_seeds - 1
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    ncp = gain_pct * math.sqrt(num_seeds) / sd_pct
+    far_tail = stats.nct.cdf(-crit, df, abs(ncp))  # NaN deep in the tail: it is ~0 there
+    return float(stats.nct.sf(crit, df, abs(ncp)) + np.nan_to_num(far_tail))
+
+
+def mde(sd_pct: float, num_seeds: int, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Smallest true gain (same unit as ``sd_pct``) detected with ``power``; NaN below 2 seeds."""
+    if num_seeds < 2 or not sd_pct > 0:
+        return float("nan")
+    hi = 2 * mde_closed_form(sd_pct, num_seeds, alpha, power) + sd_pct
+    return float(optimize.brentq(lambda d: power_of(d, sd_pct, num_seeds, alpha) - power, 0, hi))
+
+
+def mde_closed_form(
+    sd_pct: float, num_seeds: int, alpha: float = ALPHA, power: float = POWER
+) -> float:
+    """``(t_{1-alpha/2, n-1} + t_{power, n-1}) sd / sqrt(n)``: the textbook approximation."""
+    df = num_seeds - 1
+    t_sum = stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)
+    return float(t_sum * sd_pct / math.sqrt(num_seeds))
+
+
+def seeds_needed(
+    sd_pct: float, gain_pct: float, alpha: float = ALPHA, power: float = POWER
+) -> int | None:
+    """Smallest number of paired seeds (>= 2) whose test has ``power`` at ``gain_pct``; None
+    when the gain is not positive or would need more than ``MAX_SEEDS``."""
+    if not (gain_pct > 0 and sd_pct > 0):
+        return None
+    n = 2
+    while power_of(gain_pct, sd_pct, n, alpha) < power:  # power rises with n: first n is it
+        n = n + 1 if n < 64 else int(n * 1.1)
+        if n > MAX_SEEDS:
+            return None
+    if n > 64:  # the coarse steps may have overshot: walk back
+        while n > 64 and power_of(gain_pct, sd_pct, n - 1, alpha) >= power:
+            n -= 1
+    return n
+
+
+def power_table(
+    sd_by_size: dict[str, float],
+    num_seeds: int,
+    target_gain: float | None = None,
+    alpha: float = ALPHA,
+    power: float = POWER,
+) -> list[dict]:
+    """One row per size: ``size, sd_pct, num_seeds, mde_pct`` (the gain detected with
+    ``power`` on ``num_seeds`` seeds) and, with ``target_gain`` (%), ``target_gain_pct,
+    seeds_needed, power_at_target``. ``sd_by_size`` is what ``noise_from_source`` returns."""
+    rows = []
+    for size, sd in sd_by_size.items():
+        row = {"size": size, "sd_pct": sd, "num_seeds": num_seeds}
+        row["mde_pct"] = mde(sd, num_seeds, alpha, power)
+        if target_gain is not None:
+            row["target_gain_pct"] = target_gain
+            row["seeds_needed"] = seeds_needed(sd, target_gain, alpha, power)
+            row["power_at_target"] = power_of(target_gain, sd, num_seeds, alpha)
+        rows.append(row)
+    return rows
+
+
+def paired_sd_pct(base: np.ndarray, variant: np.ndarray) -> float | None:
+    """sd of ``100 (base - variant) / mean(base)`` over the seeds both have (``[seeds]`` each,
+    NaN = missing); None with fewer than 2 such seeds."""
+    both = np.isfinite(base) & np.isfinite(variant)
+    if both.sum() < 2:
+        return None
+    diff = 100.0 * (base[both] - variant[both]) / base[both].mean()
+    return float(np.std(diff, ddof=1))
+
+
+def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str, float]:
+    """Per size (by N): the paired-difference sd in % of the baseline's loss.
+
+    Each arm at its best usable LR (``analysis.lr_frontier``'s rules: every seed completed);
+    the difference is baseline minus each other arm, paired by seed; with several other arms
+    the largest sd (the plan must hold for all). A size with no second arm, or with fewer than
+    2 paired seeds, falls back to the noise model: a paired difference keeps only the per-run
+    component, so its sd is ``sqrt(2) * sd_run``; with one arm per size that component cannot
+    be split from the shared one, and ``sqrt(2)`` times the whole seed sd is used (an upper
+    bound: pairing can only remove noise).
+    """
+    from analysis.cells import build_groups, usable_cells
+    from analysis.frontier import lr_frontier
+
+    groups = build_groups(usable_cells(table, lr_frontier(table)), num_draws=0)
+    info = groups.info[groups.info["on_curve"]].sort_values("num_nonembedding_params")
+    out: dict[str, float] = {}
+    for size, frame in info.groupby("size", sort=False):
+        base = frame.index[frame["variant"] == baseline]
+        sds = []
+        if len(base):
+            for g in frame.index.drop(base):
+                sd = paired_sd_pct(groups.seed_loss[base[0]], groups.seed_loss[g])
+                if sd is not None:
+                    sds.append(sd)
+        if sds:
+            out[str(size)] = max(sds)
+        elif groups.noise is not None and groups.noise.sd_run.size:
+            i = groups.noise.sizes.index(size)
+            loss = float(np.nanmean(groups.seed_loss[frame.index]))
+            sd = float(groups.noise.sd_run[i])
+            if not sd > 0:  # one arm: the shared part cannot be split off; count all of it
+                sd = float(np.hypot(groups.noise.sd_run[i], groups.noise.sd_seed[i]))
+            if np.isfinite(sd) and sd > 0:
+                out[str(size)] = 100.0 * math.sqrt(2.0) * sd / loss
+    if not out:
+        raise ValueError(
+            "no size has two paired seeds of two arms or a fitted noise model; a noise "
+            "estimate needs at least 2 seeds per size"
+        )
+    return out
+
+
+def noise_from_source(source: str | float | Path, baseline: str = "linear") -> dict[str, float]:
+    """``{size: paired-difference sd in % of loss}`` from a finished study (its spec, a
+    ``.yaml``/``.yml`` path: the runs are read from its MLflow), a run CSV path, or a number
+    (the sd as % of loss, the same at every size: key ``"all"``)."""
+    try:
+        sd = float(source)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        path = Path(source)
+        if path.suffix in (".yaml", ".yml"):
+            from analysis.cli import study_source
+            from analysis.mlflow_io import load_study
+
+            table, _ = load_study(*study_source(path))
+            return noise_from_table(table, baseline)
+        from analysis.table import load_csv
+
+        return noise_from_table(load_csv(path), baseline)
+    if not (math.isfinite(sd) and sd > 0):
+        raise ValueError(f"--noise {source}: a seed sd (% of loss) must be a positive number")
+    return {"all": sd}

@@ -1,0 +1,144 @@
+"""The numbers beside the verdict: seed noise and power, extrapolation, fitted-law tables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from analysis import power as P
+from analysis import verdict as V
+from analysis.cells import Groups
+from analysis.compare import Comparison
+from analysis.laws import LawFit
+
+NAMED_SCALES = {"1B": 1e9, "7B": 7e9}  # non-embedding N
+TOKENS_PER_PARAM = 20.0  # Chinchilla-optimal budget (Hoffmann et al. 2022)
+
+
+class FlopsAccounting:
+    """C per (N, D) as the *measured* points count it, to place the named scales on the same
+    axis as the fit: ``log(C / (N D)) = a + b log N`` fitted on the measured points.
+
+    With C = 6 N D everywhere this is exactly 6; with real accounting (attention FLOPs, which
+    weigh less as N grows) it follows the measured trend instead of mixing 6 N D into a fit made
+    on another C.
+    """
+
+    def __init__(self, n: np.ndarray, d: np.ndarray, c: np.ndarray):
+        y = np.log(c / (n * d))
+        x = np.log(n)
+        if np.ptp(x) > 0:
+            self.b, self.a = np.polyfit(x, y, 1)
+        else:
+            self.b, self.a = 0.0, float(y.mean())
+
+    def per_param_token(self, n: float) -> float:
+        return float(math.exp(self.a + self.b * math.log(n)))
+
+    def flops(self, n: float, d: float) -> float:
+        return self.per_param_token(n) * n * d
+
+
+def extrapolations(
+    model: V.EffectiveCompute, accounting: FlopsAccounting, c_max: float, has_ci: bool
+) -> dict:
+    """Gain at each named scale (D = 20 N), with how far its compute lies beyond ``c_max``."""
+    out = {}
+    for name, n in NAMED_SCALES.items():
+        tokens = TOKENS_PER_PARAM * n
+        compute = accounting.flops(n, tokens)
+        base, var = model.losses(compute)
+        factor = compute / c_max
+        out[name] = {
+            "n_params": n,
+            "tokens": tokens,
+            "flops": compute,
+            "times_largest_measured_compute": factor,
+            "far_extrapolation": bool(factor > V.FAR_EXTRAPOLATION),
+            "gain_pct": V.stat(100.0 * (base - var) / base, has_ci),
+            "gain_loss": V.stat(base - var, has_ci),
+            "k": V.stat(model.k(compute), has_ci),
+        }
+    return out
+
+
+def gains_table(comparison: Comparison, groups: Groups, has_ci: bool) -> list[dict]:
+    """Every matched (size, tokens): paired gain with its 95% CI."""
+    info = groups.info
+    rows = []
+    for b in comparison.budgets:
+        ok = has_ci and b.num_paired >= V.MIN_SEEDS
+        rows.append(
+            {
+                "size": b.size,
+                "tokens": b.tokens,
+                "baseline_arm": b.base_arm,
+                "n_params": float(info.at[b.base, "num_nonembedding_params"]),
+                "variant_n_params": float(info.at[b.var, "num_nonembedding_params"]),
+                "on_curve": any(b is c for c in comparison.curve),
+                "gain_loss": V.stat(b.gain_loss, ok),
+                "gain_pct": V.stat(b.gain_pct, ok),
+                "num_paired_seeds": b.num_paired,
+            }
+        )
+    return rows
+
+
+def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> list[dict]:
+    """Per size: the seed sd of each arm and, against its baseline, the sd of the paired
+    difference (in loss and in % of the baseline's loss), the gain the study's paired seeds
+    detect (``mde_pct``: 80% power, two-sided 5%) and the seeds needed for
+    ``detect_gain_pct``; all from ``analysis.power``, which `scaling plan` uses too."""
+    info, rows = groups.info, []
+    curve = info[info["on_curve"]].sort_values("num_nonembedding_params", kind="stable")
+    for (size, tokens), frame in curve.groupby(["size", "tokens"], sort=False):
+        base = baseline_of.get((size, float(tokens)))
+        for g in frame.index:
+            losses = groups.seed_loss[g]
+            row = {
+                "size": size,
+                "variant": info.at[g, "variant"],
+                "num_seeds": int(np.isfinite(losses).sum()),
+                "seed_sd": _sd(losses),
+            }
+            if base is not None and g != base and info.at[g, "variant"] != info.at[base, "variant"]:
+                base_loss = groups.seed_loss[base]
+                paired = np.isfinite(base_loss) & np.isfinite(losses)
+                sd_pct = P.paired_sd_pct(base_loss, losses)
+                row.update(
+                    paired_diff_sd=_sd(base_loss - losses),
+                    paired_diff_sd_pct=sd_pct,
+                    num_paired_seeds=int(paired.sum()),
+                    mde_pct=None if sd_pct is None else P.mde(sd_pct, int(paired.sum())),
+                    detect_gain_pct=detect_gain_pct,
+                    seeds_needed=None
+                    if sd_pct is None
+                    else P.seeds_needed(sd_pct, detect_gain_pct),
+                )
+            rows.append(row)
+    return rows
+
+
+def _sd(x: np.ndarray) -> float | None:
+    x = x[np.isfinite(x)]
+    return float(np.std(x, ddof=1)) if x.size >= 2 else None
+
+
+def fit_summary(fits: list[LawFit], has_ci: bool) -> list[dict]:
+    out = []
+    for fit in fits:
+        params = V.natural_params(fit)
+        out.append(
+            {
+                "law": fit.law,
+                "variant": fit.variant,
+                "num_points": int(len(fit.points)),
+                "params": {k: V.stat(v, has_ci) for k, v in params.items()},
+                "resamples_fitted": int(np.isfinite(fit.params[1:, 0]).sum()),
+                # fits that reached the iteration cap: not converged, left out of the CIs
+                "resamples_failed": fit.counts.failed if fit.counts else 0,
+                "distinct_resamples": fit.counts.distinct if fit.counts else 0,
+            }
+        )
+    return out
