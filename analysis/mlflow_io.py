@@ -1,7 +1,8 @@
 """Read a study's runs from MLflow and write the analysis back to the study's parent run.
 
-Follows the MLflow contract in docs/interfaces.md: cells are runs tagged ``study=<name>``;
-the parent run carries ``scaling.role=study``. Imported lazily: only MLflow users pay for it.
+Follows the MLflow run contract (`foundation.contract`): cells are runs tagged
+``study=<name>``; the parent run carries ``scaling.role=study``. Imported lazily: only MLflow
+users pay for it.
 """
 
 from __future__ import annotations
@@ -12,17 +13,12 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.table import normalise
+from foundation import contract as C
 
-PARENT_ROLE_TAG = "scaling.role"
 # MLflow's own run status -> the table's status, unless the cell's `outcome` tag says more.
-_MLFLOW_STATUS = {"FAILED": "failed", "KILLED": "failed", "RUNNING": "running"}
-_MLFLOW_STATUS.update(SCHEDULED="running")
-
-
-def _client(tracking_uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=tracking_uri)
+_MLFLOW_STATUS = {"FAILED": C.FAILED, "KILLED": C.FAILED, "RUNNING": C.RUNNING}
+_MLFLOW_STATUS.update(SCHEDULED=C.RUNNING)
+_client = C.make_client
 
 
 def _status(run) -> str:
@@ -30,44 +26,32 @@ def _status(run) -> str:
     mapped = _MLFLOW_STATUS.get(run.info.status)
     if mapped is not None:
         return mapped
-    outcome = run.data.tags.get("outcome", "")
-    if outcome in ("diverged", "failed", "cancelled"):
+    outcome = run.data.tags.get(C.TAG_OUTCOME, "")
+    if outcome in (C.DIVERGED, C.FAILED, C.CANCELLED):
         return outcome
-    if outcome in ("running", "pending", "queued"):
+    if outcome in (C.RUNNING, C.PENDING, C.QUEUED):
         # A FINISHED run whose outcome tag still says running never reported its end.
-        return "failed"
-    if "final_val_loss" not in run.data.metrics:
-        return "failed"
-    return "completed"
-
-
-def _search_all(client, experiment_id: str, filter_string: str) -> list:
-    runs, token = [], None
-    while True:
-        page = client.search_runs(
-            [experiment_id], filter_string=filter_string, max_results=1000, page_token=token
-        )
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
+        return C.FAILED
+    if C.FINAL_VAL_LOSS not in run.data.metrics:
+        return C.FAILED
+    return C.COMPLETED
 
 
 def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataFrame, str | None]:
     """(run table, parent run id or None) for every cell of ``study`` in ``experiment``."""
     client = _client(tracking_uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
+    exp_id = C.experiment_id(client, experiment)
+    if exp_id is None:
         raise ValueError(
             f"experiment {experiment!r} not found at {tracking_uri}; check the study's "
             "mlflow.experiment and mlflow.tracking_uri"
         )
     quoted = study.replace("'", "\\'")
-    runs = _search_all(client, exp.experiment_id, f"tags.study = '{quoted}'")
-    parents = [r for r in runs if r.data.tags.get(PARENT_ROLE_TAG) == "study"]
-    cells = [r for r in runs if r.data.tags.get(PARENT_ROLE_TAG) != "study"]
+    runs = C.search_runs(client, exp_id, f"tags.{C.TAG_STUDY} = '{quoted}'")
+    parents = [r for r in runs if r.data.tags.get(C.TAG_ROLE) == C.ROLE_STUDY]
+    cells = [r for r in runs if r.data.tags.get(C.TAG_ROLE) != C.ROLE_STUDY]
     if not parents:  # the parent may carry only the role tag and the study name as run name
-        role = _search_all(client, exp.experiment_id, f"tags.`{PARENT_ROLE_TAG}` = 'study'")
+        role = C.search_runs(client, exp_id, f"tags.`{C.TAG_ROLE}` = '{C.ROLE_STUDY}'")
         parents = [r for r in role if r.info.run_name == study]
     if not cells:
         raise ValueError(
@@ -77,10 +61,11 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     rows = []
     for run in cells:
         tags, metrics = run.data.tags, run.data.metrics
-        missing = [k for k in ("variant", "seed") if k not in tags]
-        n_key = _first(metrics, ("num_nonembedding_params", "n_nonembedding_params"))
-        missing += [] if n_key else ["num_nonembedding_params"]
-        missing += [] if "tokens" in metrics else ["tokens"]
+        missing = [k for k in (C.TAG_VARIANT, C.TAG_SEED) if k not in tags]
+        num_nonembedding = C.summary_metric(metrics, C.NUM_NONEMBEDDING_PARAMS)
+        num_total = C.summary_metric(metrics, C.NUM_PARAMS_TOTAL)
+        missing += [] if num_nonembedding is not None else [C.NUM_NONEMBEDDING_PARAMS]
+        missing += [] if C.TOKENS in metrics else [C.TOKENS]
         if missing:
             raise ValueError(
                 f"run {run.info.run_id} of study {study!r} lacks {', '.join(missing)}; "
@@ -88,18 +73,16 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
             )
         rows.append(
             {
-                "variant": tags["variant"],
-                "size": tags.get("size"),
-                "num_nonembedding_params": metrics[n_key],
-                "num_params_total": metrics.get(
-                    _first(metrics, ("num_params_total", "n_params")) or "", math.nan
-                ),
-                "tokens": metrics["tokens"],
-                "flops": metrics.get("flops", math.nan),
-                "seed": tags["seed"],
-                "lr": tags.get("lr", math.nan),
-                "final_val_loss": metrics.get("final_val_loss", math.nan),
-                "select_val_loss": metrics.get("final_select_loss", math.nan),
+                "variant": tags[C.TAG_VARIANT],
+                "size": tags.get(C.TAG_SIZE),
+                "num_nonembedding_params": num_nonembedding,
+                "num_params_total": math.nan if num_total is None else num_total,
+                "tokens": metrics[C.TOKENS],
+                "flops": metrics.get(C.FLOPS, math.nan),
+                "seed": tags[C.TAG_SEED],
+                "lr": tags.get(C.TAG_LR, math.nan),
+                "final_val_loss": metrics.get(C.FINAL_VAL_LOSS, math.nan),
+                "select_val_loss": metrics.get(C.FINAL_SELECT_LOSS, math.nan),
                 "status": _status(run),
                 "run_id": run.info.run_id,
             }
@@ -109,12 +92,7 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     return normalise(pd.DataFrame(rows), f"study {study!r} in MLflow"), parent_id
 
 
-def _first(metrics: dict, names: tuple[str, ...]) -> str | None:
-    """The first of ``names`` logged (new metric names first, then the old ones)."""
-    return next((n for n in names if n in metrics), None)
-
-
-CURVE_KEYS = ("train/loss", "val/loss")  # per-step metrics of the MLflow contract
+CURVE_KEYS = (C.TRAIN_LOSS, C.VAL_LOSS)  # per-step metrics of the MLflow contract
 
 
 def load_curves(

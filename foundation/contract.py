@@ -66,6 +66,7 @@ RUN_ID_FILE = "mlflow_run_id"  # OUTPUT/<this>: the cell's run id, shared by sub
 TRAIN_LOSS = "train/loss"
 VAL_LOSS = "val/loss"
 FINAL_VAL_LOSS = "final_val_loss"
+FINAL_SELECT_LOSS = "final_select_loss"  # on the LR-selection windows (issue 11)
 NUM_PARAMS_TOTAL = "num_params_total"
 NUM_NONEMBEDDING_PARAMS = "num_nonembedding_params"
 TOKENS = "tokens"  # D trained
@@ -106,13 +107,29 @@ def experiment_id(client: Any, name: str) -> str | None:
     return exp.experiment_id if exp is not None else None
 
 
+# MLflow 3's UI picks its view from this tag: without it an experiment opens on the GenAI
+# traces overview ("Traces: 0") instead of the runs table.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 def ensure_experiment(client: Any, name: str, uri: str) -> str:
-    """The id of experiment `name` at `uri`, created if needed: the one place that makes one."""
-    found = experiment_id(client, name)
-    if found is not None:
-        return found
+    """The id of experiment `name` at `uri`, created if needed: the one place that makes one.
+
+    The experiment declares itself a model-training experiment (`EXPERIMENT_KIND_TAG`); one
+    made before that tag existed gets it here.
+    """
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        return exp.experiment_id
     try:
-        return client.create_experiment(name, artifact_location=artifact_location(uri))
+        return client.create_experiment(
+            name,
+            artifact_location=artifact_location(uri),
+            tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+        )
     except Exception:  # noqa: BLE001 - a concurrent job or submit created it first
         found = experiment_id(client, name)
         if found is None:
