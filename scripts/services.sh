@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Start or stop the services the test suite uses: a single-node Slurm cluster (when root and apt
-# are available) and an MLflow tracking server on loopback, whose backend store is a PostgreSQL
-# server (scripts/postgres.sh) as on a cluster, or SQLite where PostgreSQL cannot be had
+# Start or stop the services the test suite uses: a single-node Slurm cluster and headless
+# Chromium (when root and apt are available) and an MLflow tracking server on loopback, whose
+# backend store is a PostgreSQL server (scripts/postgres.sh) as on a cluster, or SQLite where PostgreSQL cannot be had
 # (SCALING_SERVICES_BACKEND=sqlite forces it; a laptop without root and apt falls back to it).
 #   eval "$(bash scripts/services.sh start DIR)"   # prints the exports the tests read
 #   bash scripts/services.sh stop DIR
@@ -54,8 +54,13 @@ case "$action" in
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       bash .ci/slurm/install.sh >&2
       bash .ci/slurm/start.sh "$dir/slurm"
+      # headless Chromium renders report.html in tests/analysis/test_report_browser.py
+      if ! command -v chromium >/dev/null; then
+        apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+          || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+      fi
     else
-      echo "not root or no apt-get: Slurm is not started and the Slurm tests will skip" >&2
+      echo "not root or no apt-get: Slurm and Chromium are not installed; their tests will skip" >&2
     fi
     ;;
   stop)
