@@ -10,11 +10,14 @@ from pathlib import Path
 
 import typer
 
+from foundation import contract as C
 
-def study_source(spec_path: Path) -> tuple[str, str, str]:
-    """(tracking_uri, experiment, study name) from a study spec's ``name`` and ``mlflow`` keys.
 
-    Reads only those two keys with PyYAML: analysis imports nothing from the packages above it.
+def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
+    """(tracking_uri, experiment, study name, analysis folder) from a study spec.
+
+    Reads only its ``name``, ``mlflow`` and ``output_dir`` keys with PyYAML: analysis imports
+    nothing from the packages above it. The folder is the one `scaling run` writes to.
     """
     import yaml
 
@@ -41,14 +44,18 @@ def study_source(spec_path: Path) -> tuple[str, str, str]:
             f"{spec_path}: mlflow.{missing[0]} is missing; set it to the study's MLflow "
             f"{'experiment name' if missing[0] == 'experiment' else 'server URI'}"
         )
-    return mlflow["tracking_uri"], mlflow["experiment"], name
+    folder = C.analysis_folder(name, spec.get("output_dir"))
+    return mlflow["tracking_uri"], mlflow["experiment"], name, folder
 
 
 def analyze(
     study: Path | None = typer.Argument(None, help="study spec (YAML); runs are read from MLflow"),
     runs_csv: Path | None = typer.Option(None, "--runs-csv", help="analyse this run table"),
     out: Path | None = typer.Option(
-        None, "--out", help="output dir [default: results/<study>/analysis]"
+        None,
+        "--out",
+        help="output dir [default: STUDY's folder/analysis, as `scaling run`; "
+        "results/<csv name>/analysis for --runs-csv]",
     ),
     baseline: str = typer.Option(
         "linear",
@@ -90,8 +97,9 @@ def _analyze(
         out = out or Path("results") / runs_csv.stem / "analysis"
     else:
         uri, exp, name = (tracking_uri, experiment, study_name)
+        folder = None
         if study is not None:
-            spec_uri, spec_exp, spec_name = study_source(study)
+            spec_uri, spec_exp, spec_name, folder = study_source(study)
             uri, exp, name = uri or spec_uri, exp or spec_exp, name or spec_name
         if not (uri and exp and name):
             raise typer.BadParameter(
@@ -102,7 +110,7 @@ def _analyze(
         table, parent = load_study(uri, exp, name)
         curves = load_curves(uri, list(table.loc[table["status"] == "completed", "run_id"]))
         tracking_uri = uri
-        out = out or Path("results") / name / "analysis"
+        out = out or folder or C.analysis_folder(name)
     from analysis.api import run_analysis
 
     verdict = run_analysis(

@@ -163,7 +163,7 @@ def noise_from_source(source: str | float | Path, baseline: str = "linear") -> d
             from analysis.cli import study_source
             from analysis.mlflow_io import load_study
 
-            table, _ = load_study(*study_source(path))
+            table, _ = load_study(*study_source(path)[:3])
             return noise_from_table(table, baseline)
         from analysis.table import load_csv
 

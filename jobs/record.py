@@ -130,9 +130,6 @@ def finish(
         C.TOKENS: history.tokens_seen,
         C.FLOPS: flops_per_token * history.tokens_seen,
     }
-    # Transition: also under the pre-rename names, until analysis.mlflow_io reads the new ones
-    # (issue 10); drop this line then.
-    summary.update({old: summary[new] for old, new in C.LEGACY_METRICS.items()})
     if result.status == C.COMPLETED:
         summary[C.FINAL_VAL_LOSS] = result.final_val_loss
     tracker.log_metrics(summary, step=history.step)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from jobs import RunConfig, train
 from foundation.config import from_dict
+from jobs import RunConfig, train
 
 
 def run_dict(args: argparse.Namespace, variant: str, seed: int, lr: float, out: str) -> dict:
