@@ -129,3 +129,13 @@ def mlflow_server(tmp_path_factory) -> str:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture
+def slurm_cluster() -> None:
+    """Skip (with the reason) unless a Slurm controller answers `sinfo`."""
+    from scaling.loader import slurm_available
+
+    ok, why = slurm_available()
+    if not ok:
+        skip_unless_required(f"no Slurm cluster reachable ({why}); .ci/slurm/start.sh starts one")

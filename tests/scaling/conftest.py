@@ -8,9 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from scaling.loader import slurm_available
-from tests.conftest import skip_unless_required
-
 
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory) -> Path:
@@ -48,11 +45,3 @@ def small_spec(data_dir: Path, out: Path, tracking_uri: str, **overrides) -> dic
     for key, value in overrides.items():
         spec[key] = copy.deepcopy(value)
     return spec
-
-
-@pytest.fixture
-def slurm_cluster() -> None:
-    """Skip (with the reason) unless a Slurm controller answers `sinfo`."""
-    ok, why = slurm_available()
-    if not ok:
-        skip_unless_required(f"no Slurm cluster reachable ({why}); .ci/slurm/start.sh starts one")
