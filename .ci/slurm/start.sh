@@ -8,6 +8,7 @@
 # and prints `export SLURM_CONF=...` on stdout (everything else goes to stderr). Idempotent: if
 # this scratch dir's cluster already answers, it only prints the export line.
 set -euo pipefail
+source "$(dirname "$0")/common.sh"
 
 scratch="$(realpath -m "${1:-${SLURM_SCRATCH:-/tmp/scaling-slurm}}")"
 conf="$scratch/slurm.conf"
@@ -35,31 +36,9 @@ ClusterName=scaling-ci
 SlurmctldHost=$host
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/none
-CredType=cred/none
-AuthInfo=cred_expire=10
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$scratch/log/jobcomp.log
-JobRequeue=1
-ReturnToService=2
-SchedulerParameters=bf_interval=1,sched_interval=2
-KillWait=5
-MinJobAge=600
-InactiveLimit=0
-MailProg=/bin/true
-StateSaveLocation=$scratch/state
+$(common_conf "$scratch")
 SlurmdSpoolDir=$scratch/spool
-SlurmctldPidFile=$scratch/run/slurmctld.pid
 SlurmdPidFile=$scratch/run/slurmd.pid
-SlurmctldLogFile=$scratch/log/slurmctld.log
 SlurmdLogFile=$scratch/log/slurmd.log
 $node State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP

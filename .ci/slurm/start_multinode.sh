@@ -12,6 +12,7 @@
 # `export SLURM_CONF=...` on stdout; stop it with stop.sh SCRATCH_DIR. Same settings as start.sh
 # otherwise (see FACTS.md).
 set -euo pipefail
+source "$(dirname "$0")/common.sh"
 
 scratch="$(realpath -m "${1:?usage: start_multinode.sh SCRATCH_DIR [CPUS_PER_NODE]}")"
 cpus="${2:-1}"
@@ -36,31 +37,9 @@ cat <<CONF
 ClusterName=scaling-ci-multi
 SlurmctldHost=$host
 SlurmctldPort=$ctld_port
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/none
-CredType=cred/none
-AuthInfo=cred_expire=10
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$scratch/log/jobcomp.log
-JobRequeue=1
-ReturnToService=2
-SchedulerParameters=bf_interval=1,sched_interval=2
-KillWait=5
-MinJobAge=600
-InactiveLimit=0
-MailProg=/bin/true
-StateSaveLocation=$scratch/state
+$(common_conf "$scratch")
 SlurmdSpoolDir=$scratch/spool/%n
-SlurmctldPidFile=$scratch/run/slurmctld.pid
 SlurmdPidFile=$scratch/run/slurmd-%n.pid
-SlurmctldLogFile=$scratch/log/slurmctld.log
 SlurmdLogFile=$scratch/log/slurmd-%n.log
 CONF
 for i in "${!nodes[@]}"; do
