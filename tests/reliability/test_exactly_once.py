@@ -50,7 +50,7 @@ def test_sigkill_of_scaling_run_then_rerun_logs_every_step_once(tmp_path, data_d
     second = start_cli(args, log, tmp_path)
     assert second.wait(timeout=600) == 0, log.read_text()[-3000:]
     rows = study_status(study)
-    assert [r.state for r in rows] == ["finished", "finished"], rows
+    assert [r.state for r in rows] == ["completed", "completed"], rows
     for row, cell in zip(rows, cells, strict=True):
         spooled = spooled_steps(cell)
         reexecuted = sorted(s for s, n in spooled.items() if n > 1)

@@ -114,7 +114,7 @@ def test_a_node_going_down_under_an_array(
 
         def ended() -> bool:
             seen.append({r.cell_id: r.state for r in study_status(study)})
-            return all(s in ("finished", "failed") for s in seen[-1].values())
+            return all(s in ("completed", "failed") for s in seen[-1].values())
 
         poll(ended, 600, lambda: f"the cells to end: {seen[-3:]}", 2)
         retried = [c for c, s in seen[-1].items() if s == "failed"]
@@ -125,7 +125,7 @@ def test_a_node_going_down_under_an_array(
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=False)
 
     rows = study_status(study)
-    assert [r.state for r in rows] == ["finished", "finished"], rows
+    assert [r.state for r in rows] == ["completed", "completed"], rows
     children = [r for r in study_runs(study) if r.data.tags.get("scaling.role") != "study"]
     assert sorted(r.data.tags["cell_id"] for r in children) == sorted(cells)  # one run each
     logs = "".join(p.read_text() for p in (study.folder / "submitit").rglob("*_log.out"))

@@ -63,7 +63,7 @@ def test_local_study_survives_mlflow_and_postgres_restarts(tmp_path, data_dir, p
 
     assert cli.wait(timeout=1200) == 0, log.read_text()[-3000:]
     rows = study_status(study)
-    assert [r.state for r in rows] == ["finished", "finished"], rows
+    assert [r.state for r in rows] == ["completed", "completed"], rows
     for row in rows:
         received = step_counts(server.uri, row.run_id)
         print(

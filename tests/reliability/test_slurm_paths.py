@@ -50,7 +50,7 @@ def _logs(study) -> str:
 def _ended(study) -> list | None:
     """The status rows once no cell is pending or running (None before)."""
     rows = study_status(study)
-    return rows if all(r.state not in ("pending", "running") for r in rows) else None
+    return rows if all(r.state not in ("queued", "running") for r in rows) else None
 
 
 def _assert_each_step_once(uri: str, rows, steps: int) -> int:
@@ -68,7 +68,7 @@ def test_scaling_run_with_the_slurm_executor(tmp_path, data_dir, mlflow_server, 
     study = write_and_load(_spec(tmp_path, data_dir, mlflow_server, steps), tmp_path / "s.yaml")
     out = _scaling("run", str(tmp_path / "s.yaml"), "--no-analyze", timeout=600)
     rows = study_status(study)
-    assert [r.state for r in rows] == ["finished", "finished"], out[-2000:]
+    assert [r.state for r in rows] == ["completed", "completed"], out[-2000:]
     assert all(r.job_id and "_" in r.job_id for r in rows)  # ran as a Slurm array
     assert len(_children(study)) == 2
     total = _assert_each_step_once(mlflow_server, rows, steps)
@@ -93,9 +93,11 @@ def test_scaling_cancel_of_a_running_array(tmp_path, data_dir, mlflow_server, sl
 
     poll(gone, 60, "the array to leave the queue")
     rows = poll(
-        lambda: (rows := study_status(study)) and all(r.state == "failed" for r in rows) and rows,
+        lambda: (
+            (rows := study_status(study)) and all(r.state == "cancelled" for r in rows) and rows
+        ),
         60,
-        "both cells to show as failed",
+        "both cells to show as cancelled",
     )
     statuses = poll(
         lambda: (s := {r.info.status for r in _children(study)}) == {"KILLED"} and s,
@@ -129,7 +131,7 @@ def test_time_limit_expiring_mid_cell_requeues_and_resumes(
         5,
     )
     logs = _logs(study)
-    assert [r.state for r in rows] == ["finished"], logs[-3000:]
+    assert [r.state for r in rows] == ["completed"], logs[-3000:]
     resumed = [int(s) for s in re.findall(r"resumed at step (\d+)", logs)]
     assert resumed and all(0 < s < steps for s in resumed), logs[-3000:]
     assert len(_children(study)) == 1
@@ -163,7 +165,7 @@ def test_usr2_preemption_of_a_two_task_cell(tmp_path, data_dir, mlflow_server, s
         2,
     )
     logs = _logs(study)
-    assert [r.state for r in rows] == ["finished"], logs[-3000:]
+    assert [r.state for r in rows] == ["completed"], logs[-3000:]
     resumed = [int(s) for s in re.findall(r"resumed at step (\d+)", logs)]
     assert len(resumed) == 1 and 0 < resumed[0] < steps, logs[-3000:]
     (run,) = _children(study)
