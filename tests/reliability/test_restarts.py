@@ -1,5 +1,5 @@
-"""A local study survives its tracking stack restarting under it: the MLflow server is killed
-and restarted twice, then PostgreSQL is restarted, all while cells train. Every cell finishes
+"""A local study survives its tracking stack restarting under it: PostgreSQL is restarted, then
+the MLflow server is killed and restarted twice, each fault while cells train. Every cell finishes
 and every metric point reaches MLflow exactly once (the spool uploads what the outage held).
 
 Runs on this module's own PostgreSQL + MLflow server (tests/reliability/services.py), never on
@@ -50,16 +50,18 @@ def test_local_study_survives_mlflow_and_postgres_restarts(tmp_path, data_dir, p
         poll(lambda: progress() >= step or cli.poll() is not None, 600, f"step {step}", 0.2)
         assert cli.poll() is None, f"the study ended before the fault at step {step}"
 
+    # PostgreSQL first: its restart takes seconds, a server restart can take a minute on a busy
+    # machine, and the study must still be training when each fault starts.
     faults = []
-    for nth in (1, 2):
-        after(progress() + 50)
-        server.kill()
-        time.sleep(OUTAGE_S)
-        server.start()  # same port, same database: the cells' uploads find it again
-        faults.append(f"MLflow server restart {nth} at step {progress()}")
     after(progress() + 50)
     pg.restart()  # every pooled connection of the server is cut
     faults.append(f"PostgreSQL restart at step {progress()}")
+    for nth in (1, 2):
+        after(progress() + 50)
+        server.kill()
+        faults.append(f"MLflow server restart {nth} at step {progress()}")
+        time.sleep(OUTAGE_S)
+        server.start()  # same port, same database: the cells' uploads find it again
 
     assert cli.wait(timeout=1200) == 0, log.read_text()[-3000:]
     rows = study_status(study)
