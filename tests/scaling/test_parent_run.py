@@ -6,6 +6,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import scaling.executors
+from data_prep.manifest import load_manifest
 from scaling.run import run_study
 from scaling.submission import study_parent_run_id, submit_study
 from tests.scaling.conftest import small_spec
@@ -50,8 +51,10 @@ def test_parent_is_running_during_scaling_run_then_finished(tmp_path, data_dir, 
     assert seen and set(seen) == {"RUNNING"}, seen
     parent = client.get_run(outcome.parent_run_id).info
     assert parent.status == "FINISHED"
-    cell = client.get_run(outcome.rows[0].run_id).info
-    assert parent.end_time >= cell.end_time  # it ended with the study, not before its cells
+    cell = client.get_run(outcome.rows[0].run_id)
+    assert parent.end_time >= cell.info.end_time  # it ended with the study, not before its cells
+    (dataset,) = cell.inputs.dataset_inputs  # the UI's Dataset column: what the cell trained on
+    assert dataset.dataset.digest == load_manifest(data_dir).digest
 
     # a resubmission with nothing to do runs the (empty) rest of the study and ends it again
     again = submit_study(study)
