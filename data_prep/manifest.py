@@ -16,7 +16,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Manifest", "load_manifest", "SPLITS", "MANIFEST_NAME", "file_sha256", "index_sizes"]
+__all__ = [
+    "Manifest",
+    "load_manifest",
+    "SPLITS",
+    "MANIFEST_NAME",
+    "file_sha256",
+    "index_sizes",
+]
 
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "valid")
@@ -44,6 +51,20 @@ class Manifest(dict):
     @property
     def eod_token_id(self) -> int:
         return int(self["eod_token_id"])
+
+    @property
+    def digest(self) -> str:
+        """16 hex digits of a hash of every split's token files (their sha256s in the manifest).
+
+        The identity of what a run trains on, short enough for MLflow's dataset digest (at most
+        36 characters): two directories with the same tokens share it, a re-tokenised one does
+        not, whatever its path or creation time.
+        """
+        lines = [
+            f"{split}:{meta['bin_sha256']}:{meta['idx_sha256']}"
+            for split, meta in sorted(self["splits"].items())
+        ]
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
     def prefix(self, split: str) -> str:
         """Path prefix megatron-core expects (``DIR/train`` for ``train.bin``/``train.idx``)."""

@@ -20,7 +20,7 @@ from foundation.config import dump_file, flatten, to_dict
 from foundation.provenance import device_name, git_commit, host_name, versions
 from jobs.config import RunConfig
 
-__all__ = ["RunResult", "LossHistory", "finished_result", "start", "finish"]
+__all__ = ["RunResult", "LossHistory", "finished_result", "start", "finish", "dataset_input"]
 
 
 @dataclass
@@ -87,6 +87,29 @@ def start(tracker: Any, config: RunConfig, world_size: int, resumed: bool) -> No
     tracker.set_tags(tags)
     if not resumed:
         tracker.log_params(flatten(to_dict(config)))
+        tracker.log_dataset(**dataset_input(config.data.path))
+
+
+def dataset_input(data_path: str | Path) -> dict[str, Any]:
+    """Name, digest, source and token counts of the prepared dataset a run trains on.
+
+    From the data_prep manifest, so the digest names the token files, not the path: runs in
+    two studies on the same tokens show the same dataset in MLflow.
+    """
+    from data_prep.manifest import load_manifest
+
+    manifest = load_manifest(data_path)
+    profile: dict[str, Any] = {"vocab_size": manifest.vocab_size}
+    for split, meta in sorted(manifest["splits"].items()):
+        profile[f"num_{split}_tokens"] = int(meta["tokens"])
+        profile[f"num_{split}_documents"] = int(meta["documents"])
+    source = Path(data_path).resolve()
+    return {
+        "name": source.name,
+        "digest": manifest.digest,
+        "source": str(source),
+        "profile": profile,
+    }
 
 
 def _plot_losses(history: LossHistory, path: Path, title: str) -> Path:

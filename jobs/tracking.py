@@ -155,9 +155,11 @@ class _Uploader:
                 params.append(Param(record["k"], record["v"]))
             elif kind == "tag":
                 tags.append(RunTag(record["k"], record["v"]))
-            else:  # artifact / status: order matters, send what came before first
+            else:  # artifact / status / dataset: order matters, send what came before first
                 send()
-                if kind == "artifact":
+                if kind == "dataset":
+                    self.client.log_inputs(run_id, datasets=[_dataset_input(record)])
+                elif kind == "artifact":
                     path = Path(record["path"])
                     if path.is_file():
                         self.client.log_artifact(run_id, str(path), record.get("dir"))
@@ -171,6 +173,20 @@ class _Uploader:
                 self._set_offset(position)
         send()
         self._set_offset(position)
+
+
+def _dataset_input(record: dict[str, Any]) -> Any:
+    """The MLflow input of a spooled `dataset` record, in the training context."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    dataset = Dataset(
+        name=record["name"],
+        digest=record["digest"],
+        source_type="local",
+        source=json.dumps({"uri": record["source"]}),
+        profile=json.dumps(record["profile"]),
+    )
+    return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "training")])
 
 
 class Tracker:
@@ -237,6 +253,11 @@ class Tracker:
     def set_status(self, status: str) -> None:
         """MLflow run status: RUNNING, FINISHED, FAILED or KILLED."""
         self._write({"t": "status", "status": status})
+
+    def log_dataset(self, name: str, digest: str, source: str, profile: dict[str, Any]) -> None:
+        """The run's training data as an MLflow dataset input (the UI's Dataset column)."""
+        record = {"name": name, "digest": digest, "source": source, "profile": profile}
+        self._write({"t": "dataset", **record})
 
     def _flush_file(self) -> None:
         with self._lock:
@@ -315,6 +336,9 @@ class NullTracker:
         pass
 
     def set_status(self, status: str) -> None:
+        pass
+
+    def log_dataset(self, name: str, digest: str, source: str, profile: dict[str, Any]) -> None:
         pass
 
     def flush(self) -> bool:

@@ -6,6 +6,7 @@ import typer
 
 from analysis.cli import analyze
 from data_prep.cli import prepare_data
+from foundation.quiet import silence_known_warnings
 from jobs.cli import train
 from scaling import commands
 
@@ -14,6 +15,19 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _global_options(
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Also show the known, harmless third-party warnings."
+    ),
+) -> None:
+    """Scaling studies: does an attention change still help at scale?"""
+    if not verbose:
+        silence_known_warnings()
+
+
 app.command("prepare-data")(prepare_data)
 app.command("train")(train)
 app.command("plan")(commands.plan)

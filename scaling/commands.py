@@ -50,12 +50,33 @@ def plan(
         typer.Option(help="Also check that the MLflow server and Slurm answer (off: offline)."),
     ] = True,
 ) -> None:
-    """Print a study's cells and cost (a dry run: validates everything, submits nothing)."""
+    """Print a study's cells and cost (a dry run: validates everything, submits nothing).
+
+    An unreachable MLflow server or Slurm cluster is a warning here, not an error: a person
+    plans costs on a laptop before the cluster exists. `submit` and `run` still refuse.
+    """
     from scaling.plan import format_plan, plan_study
 
-    spec = _load(study, check_environment)
+    spec = _load(study, check_environment=False)
     header, rows, totals = format_plan(plan_study(spec))
     _print_table(f"study {spec.name}: plan", header, rows, totals)
+    if check_environment:
+        _warn_environment(study, spec)
+
+
+def _warn_environment(path: Path, spec) -> None:
+    """Print (to stderr) why `submit` would refuse this study here, if it would."""
+    from foundation.config import ConfigError
+    from scaling.loader import check_study_environment
+
+    try:
+        check_study_environment(spec)
+    except ConfigError as err:
+        typer.echo(
+            f"warning: {path}: {err}. `scaling submit` and `scaling run` need it; the plan above "
+            "does not (--no-check-environment skips this check)",
+            err=True,
+        )
 
 
 def submit(study: StudyArg) -> None:
@@ -115,7 +136,17 @@ def status(
         return
     from scaling.submission import wait_study
 
-    wait_study(spec, callback=lambda rows: _status_table(spec, rows), poll_s=interval)
+    rows = wait_study(spec, callback=lambda rows: _status_table(spec, rows), poll_s=interval)
+    _end_parent_if_over(spec, rows)
+
+
+def _end_parent_if_over(spec, rows) -> None:
+    """After a Slurm `submit`, the parent run is RUNNING until someone sees every cell end."""
+    from foundation import contract as C
+    from scaling.mlflow_state import end_parent_run, parent_status
+
+    if rows and all(r.state in C.ENDED_STATES for r in rows):
+        end_parent_run(spec, parent_status([r.state for r in rows]))
 
 
 def cancel(study: StudyArg) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "vocab_size",
     "check_mlflow",
     "check_slurm",
+    "check_study_environment",
     "slurm_available",
 ]
 
@@ -58,12 +59,21 @@ def load_study(path: str | Path, check_environment: bool = True) -> ResolvedStud
     try:
         resolved = resolve(study_from_dict(data))
         if check_environment:
-            check_mlflow(resolved.mlflow.tracking_uri)
-            if resolved.executor == "slurm":
-                check_slurm(resolved.spec.slurm.partition)
+            check_study_environment(resolved)
     except ConfigError as err:
         raise err.prefixed(str(path)) from None
     return resolved
+
+
+def check_study_environment(study: ResolvedStudy) -> None:
+    """Raise ConfigError unless the study's MLflow store and (for Slurm) its cluster answer.
+
+    Apart from `load_study` so that `scaling plan` can turn the error into a warning: costs are
+    worth planning on a laptop before the cluster exists.
+    """
+    check_mlflow(study.mlflow.tracking_uri)
+    if study.executor == "slurm":
+        check_slurm(study.spec.slurm.partition)
 
 
 def _absolute(path: str, base: Path) -> Path:

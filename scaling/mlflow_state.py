@@ -29,6 +29,8 @@ __all__ = [
     "client_for",
     "find_parent_run",
     "ensure_parent_run",
+    "parent_status",
+    "end_parent_run",
     "cell_runs",
     "ensure_cell_run",
 ]
@@ -65,10 +67,15 @@ def find_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) ->
 
 
 def ensure_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) -> str:
-    """The study's parent run, created on first submit with the spec attached as an artifact."""
+    """The study's parent run, RUNNING: a submit is about to run (some of) the study's cells.
+
+    Created on first submit with the spec attached as an artifact; a resubmission sets it back
+    to RUNNING. `end_parent_run` gives it its final status when the study ends.
+    """
     client = client or client_for(study)
     found = find_parent_run(study, client)
     if found is not None:
+        client.update_run(found, status="RUNNING")
         return found
     exp_id = C.ensure_experiment(client, study.mlflow.experiment, study.mlflow.tracking_uri)
     run = client.create_run(
@@ -92,9 +99,20 @@ def ensure_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) 
         spec = Path(tmp) / "study.yaml"
         dump_file(study.spec, spec)
         client.log_artifact(run_id, str(spec))
-    # The parent is a container: it holds the spec and groups the children in the UI.
-    client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+def parent_status(states: list[str]) -> str:
+    """The MLflow status a study ends with: FINISHED only if every cell has its result."""
+    return "FINISHED" if states and all(s in C.DONE_STATES for s in states) else "FAILED"
+
+
+def end_parent_run(study: ResolvedStudy, status: str, client: MlflowClient | None = None) -> None:
+    """Give the study's parent run its final MLflow status (FINISHED, FAILED or KILLED)."""
+    client = client or client_for(study)
+    parent = find_parent_run(study, client)
+    if parent is not None:
+        client.set_terminated(parent, status)
 
 
 def _params(values: dict[str, str]) -> list[Any]:

@@ -138,15 +138,35 @@ def run_study(
 
     Re-running is safe: finished cells are skipped (their state is in MLflow), failed ones
     retried, so an interrupted `scaling run` picks up where it stopped.
+    The study's parent run is RUNNING meanwhile, then FINISHED if every cell has a result,
+    else FAILED (also on an exception; KILLED on Ctrl-C).
     """
-    from scaling.plan import plan_study
-    from scaling.submission import prepare_data, study_parent_run_id, submit_study, wait_study
+    from scaling.submission import fail_parent_run, prepare_data
 
     spec = study.spec if isinstance(study, ResolvedStudy) else study
     if spec.data.prepare is not None:
         say(f"data: {spec.dataset_path} (prepared now if missing)")
     prepare_data(study)
     study = resolve(study)
+    try:
+        return _run_resolved(study, analyze, out_dir, baseline, say)
+    except BaseException as err:
+        fail_parent_run(study, err)
+        raise
+
+
+def _run_resolved(
+    study: ResolvedStudy,
+    analyze: bool,
+    out_dir: Path | None,
+    baseline: str,
+    say: Callable[[str], None],
+) -> RunOutcome:
+    """`run_study` once the data exists; the parent run ends with what this returns."""
+    from scaling.mlflow_state import end_parent_run, parent_status
+    from scaling.plan import plan_study
+    from scaling.submission import study_parent_run_id, submit_study, wait_study
+
     plan = plan_study(study)
     before = {r.cell_id for r in study_status(study) if r.state in C.DONE_STATES}
     progress = Progress({r.cell_id: r.flops for r in plan.rows}, before)
@@ -157,14 +177,14 @@ def run_study(
         # The local executor runs cells while submit_study blocks; watch from this thread.
         def submit() -> None:
             try:
-                submit_study(study)
+                submit_study(study, end_parent=False)
             except BaseException as err:  # noqa: BLE001 - re-raised below in this thread
                 errors.append(err)
 
         submitting = threading.Thread(target=submit, name="scaling-submit", daemon=True)
         submitting.start()
     else:
-        submitted = submit_study(study)
+        submitted = submit_study(study, end_parent=False)
         say(f"submitted {len(submitted.submitted)} cell(s) to Slurm")
         submitting = None
     busy = submitting.is_alive if submitting is not None else None
@@ -180,9 +200,11 @@ def run_study(
     rows = upload_leftover_spools(study, rows, say)
 
     parent = study_parent_run_id(study)
-    if not analyze:
-        return RunOutcome(rows, None, None, parent)
-    verdict, report_dir = analyze_study(study, out_dir, baseline, parent)
+    verdict, report_dir = None, None
+    if analyze:
+        verdict, report_dir = analyze_study(study, out_dir, baseline, parent)
+    # Last: the parent is RUNNING until its analysis is attached, like any run being written.
+    end_parent_run(study, parent_status([r.state for r in rows]))
     return RunOutcome(rows, verdict, report_dir, parent)
 
 

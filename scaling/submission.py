@@ -22,9 +22,11 @@ from scaling.mlflow_state import (
     CellRun,
     cell_runs,
     client_for,
+    end_parent_run,
     ensure_cell_run,
     ensure_parent_run,
     find_parent_run,
+    parent_status,
 )
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.scheduler import cancel_jobs, live_jobs, read_records
@@ -38,6 +40,7 @@ __all__ = [
     "cancel_study",
     "study_parent_run_id",
     "prepare_data",
+    "fail_parent_run",
 ]
 
 RESUBMIT_STATES = (C.PENDING, C.FAILED, C.CANCELLED)
@@ -86,12 +89,17 @@ def _submit_lock(study: ResolvedStudy) -> Iterator[None]:
 
 
 def submit_study(
-    study: ResolvedStudy | Study, on_progress: Callable[[str], None] | None = None
+    study: ResolvedStudy | Study,
+    on_progress: Callable[[str], None] | None = None,
+    end_parent: bool = True,
 ) -> Submitted:
     """Submit every cell that is pending, failed or cancelled; skip the others.
 
     Slurm: one job array per world size, returns once submitted. Local: runs the cells as
     subprocesses, at most `local.max_parallel` at once, and returns when all have ended.
+    The parent run is RUNNING meanwhile; with the local executor and `end_parent` it ends
+    FINISHED or FAILED with the study (`scaling run` passes False: it ends it after analysis).
+    An exception ends it FAILED (KILLED on Ctrl-C) with either executor.
     """
     from scaling.executors import run_local, submit_slurm
 
@@ -117,11 +125,30 @@ def submit_study(
         for cell in todo:
             ensure_cell_run(client, exp_id, parent, cell, runs.get(cell.cell_id))
         say(f"{len(todo)} cell(s) to submit, {len(skipped)} skipped")
-        if study.executor == "slurm":
-            jobs = submit_slurm(study, todo, records)
-        else:
-            jobs = run_local(study, todo, records, say)
+        try:
+            if study.executor == "slurm":
+                jobs = submit_slurm(study, todo, records)
+            else:
+                jobs = run_local(study, todo, records, say)
+        except BaseException as err:
+            fail_parent_run(study, err)
+            raise
+        if study.executor == "local" and end_parent:
+            end_parent_run(study, parent_status([r.state for r in study_status(study)]), client)
         return Submitted(parent, [c.cell_id for c in todo], skipped, jobs)
+
+
+def fail_parent_run(study: ResolvedStudy, err: BaseException) -> None:
+    """Mark the parent run KILLED (Ctrl-C) or FAILED (any other exception), if MLflow answers.
+
+    Best effort: the exception being handled is the one the user must see, not a second one
+    from a tracking server that is down.
+    """
+    status = "KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED"
+    try:
+        end_parent_run(study, status)
+    except Exception:  # noqa: BLE001, S110 - see the docstring
+        pass
 
 
 def _check_unchanged(study: ResolvedStudy, runs: dict[str, CellRun]) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import uuid
 
 from mlflow.tracking import MlflowClient
 
@@ -72,3 +74,27 @@ def test_a_refused_param_does_not_block_metrics(tmp_path, mlflow_server):
     assert again.close(timeout_s=30)
     run = MlflowClient(mlflow_server).get_run(first.run_id)
     assert run.data.params["optimizer.lr"] == "0.001" and run.data.metrics["train/loss"] == 2.5
+
+
+def test_the_dataset_is_one_input_with_the_manifest_digest(tmp_path, mlflow_server, data_dir):
+    from data_prep.manifest import load_manifest
+    from jobs.record import dataset_input
+
+    manifest = load_manifest(data_dir)
+    # A fresh experiment: MLflow keeps one dataset per (experiment, name, digest), with the
+    # source it was first logged with, and the shared server outlives this test's tmp_path.
+    experiment = f"datasets-{uuid.uuid4().hex[:12]}"
+    tracking = TrackingConfig(tracking_uri=mlflow_server, experiment=experiment)
+    first = Tracker(tmp_path / "run", tracking, run_name="cell")
+    first.log_dataset(**dataset_input(data_dir))
+    assert first.close(timeout_s=30)
+    again = Tracker(tmp_path / "run", tracking, run_name="cell")  # a resume logs it again
+    again.log_dataset(**dataset_input(data_dir))
+    assert again.close(timeout_s=30)
+
+    (logged,) = MlflowClient(mlflow_server).get_run(first.run_id).inputs.dataset_inputs
+    assert logged.dataset.digest == manifest.digest and len(manifest.digest) == 16
+    assert json.loads(logged.dataset.source) == {"uri": str(data_dir.resolve())}
+    profile = json.loads(logged.dataset.profile)
+    assert profile["num_train_tokens"] == manifest["splits"]["train"]["tokens"] > 0
+    assert [(t.key, t.value) for t in logged.tags] == [("mlflow.data.context", "training")]

@@ -81,6 +81,33 @@ def test_cli_plan_and_status(tmp_path, data_dir):
     assert result.output.count("pending") == 4 + 1  # 4 rows and the "4 pending" tally
 
 
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_cli_plan_warns_about_an_unreachable_server_and_still_prints_the_costs(tmp_path, data_dir):
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    spec = small_spec(data_dir, tmp_path / "study", uri)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    runner = CliRunner()
+    result = runner.invoke(app, ["plan", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "30K-linear-s0" in result.output and "4 runs" in result.output
+    assert "warning:" in result.stderr and "does not answer" in result.stderr
+    assert "--no-check-environment" in result.stderr
+    quiet = runner.invoke(app, ["plan", "--no-check-environment", str(path)])
+    assert quiet.exit_code == 0 and "warning" not in quiet.stderr
+    refused = runner.invoke(app, ["submit", str(path)])
+    assert refused.exit_code == 2 and "does not answer" in refused.stderr
+    assert not (tmp_path / "study").exists()
+
+
 def test_cli_reports_a_bad_spec_without_a_traceback(tmp_path, data_dir):
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db", seeds=[])
     path = tmp_path / "study.yaml"
