@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,8 @@ def _all_steps_logged(uri: str, run_id: str) -> list[int]:
 
 @pytest.mark.slow
 def test_sigkill_then_rerun_ends_bitwise_equal(tmp_path, data_dir, reference, mlflow_server):
-    tracking = {"enabled": True, "tracking_uri": mlflow_server, "experiment": "jobs-kill"}
+    experiment = f"jobs-kill-{uuid.uuid4().hex[:8]}"  # the server may outlive one test run
+    tracking = {"enabled": True, "tracking_uri": mlflow_server, "experiment": experiment}
     cfg = _cfg(tmp_path, data_dir, train={"checkpoint_interval": 5}, tracking=tracking)
     proc, log = _start(cfg, tmp_path, "first")
     ckpts = Path(cfg["output_dir"]) / "checkpoints"
@@ -101,7 +103,7 @@ def test_sigkill_then_rerun_ends_bitwise_equal(tmp_path, data_dir, reference, ml
     assert result["train_losses"] == reference["train_losses"]  # bitwise
     assert result["final_val_loss"] == reference["final_val_loss"]
     client = MlflowClient(mlflow_server)
-    runs = client.search_runs([client.get_experiment_by_name("jobs-kill").experiment_id])
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
     assert [r.info.run_id for r in runs] == [result["run_id"]]  # one run, continued
     assert _all_steps_logged(mlflow_server, result["run_id"]) == list(range(1, STEPS + 1))
 
@@ -118,7 +120,8 @@ def test_usr2_preemption_saves_requeues_and_continues_the_run(
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    tracking = {"enabled": True, "tracking_uri": mlflow_server, "experiment": "jobs-usr2"}
+    experiment = f"jobs-usr2-{uuid.uuid4().hex[:8]}"  # the server may outlive one test run
+    tracking = {"enabled": True, "tracking_uri": mlflow_server, "experiment": experiment}
     # no periodic checkpoints: the only checkpoint is the one the preemption writes
     cfg = _cfg(tmp_path, data_dir, name="usr2", tracking=tracking)
     config = from_dict(RunConfig, cfg, where="run")
@@ -142,7 +145,7 @@ def test_usr2_preemption_saves_requeues_and_continues_the_run(
     assert result.train_losses == reference["train_losses"]
     assert result.final_val_loss == reference["final_val_loss"]
     client = MlflowClient(mlflow_server)
-    exp = client.get_experiment_by_name("jobs-usr2")
+    exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id])
     assert [r.info.run_id for r in runs] == [result.run_id]  # one run, continued
     assert _all_steps_logged(mlflow_server, result.run_id) == list(range(1, STEPS + 1))
