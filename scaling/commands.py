@@ -7,6 +7,7 @@ Heavy imports happen inside the commands so `scaling --help` stays fast.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -136,7 +137,17 @@ def status(
         return
     from scaling.submission import wait_study
 
-    rows = wait_study(spec, callback=lambda rows: _status_table(spec, rows), poll_s=interval)
+    if sys.stdout.isatty():  # a terminal: the counts and ETA redrawn in place, then the table
+        from scaling.live import LiveProgress
+        from scaling.plan import plan_study
+        from scaling.run import Progress
+
+        flops = {r.cell_id: r.flops for r in plan_study(spec).rows}
+        with LiveProgress(Progress(flops, set()), len(spec.cells)) as display:
+            rows = wait_study(spec, callback=display, poll_s=interval)
+        _status_table(spec, rows)
+    else:
+        rows = wait_study(spec, callback=lambda rows: _status_table(spec, rows), poll_s=interval)
     _end_parent_if_over(spec, rows)
 
 
@@ -172,7 +183,14 @@ def run(
     from scaling.run import run_study
 
     spec = _load(study)
-    outcome = run_study(spec, analyze=analyze, out_dir=out, baseline=baseline, say=typer.echo)
+    outcome = run_study(
+        spec,
+        analyze=analyze,
+        out_dir=out,
+        baseline=baseline,
+        say=typer.echo,
+        live=sys.stdout.isatty(),
+    )
     _status_table(spec)
     if outcome.verdict is not None:
         for v in outcome.verdict["variants"]:

@@ -7,6 +7,7 @@ and `analysis`, and shows progress while the cells train.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -133,6 +134,7 @@ def run_study(
     out_dir: Path | None = None,
     baseline: str = "linear",
     say: Callable[[str], None] = print,
+    live: bool = False,
 ) -> RunOutcome:
     """Run a whole study to its verdict; returns when every cell has ended and the report exists.
 
@@ -146,10 +148,10 @@ def run_study(
     spec = study.spec if isinstance(study, ResolvedStudy) else study
     if spec.data.prepare is not None:
         say(f"data: {spec.dataset_path} (prepared now if missing)")
-    prepare_data(study)
+    prepare_data(study, progress=live)
     study = resolve(study)
     try:
-        return _run_resolved(study, analyze, out_dir, baseline, say)
+        return _run_resolved(study, analyze, out_dir, baseline, say, live)
     except BaseException as err:
         fail_parent_run(study, err)
         raise
@@ -161,6 +163,7 @@ def _run_resolved(
     out_dir: Path | None,
     baseline: str,
     say: Callable[[str], None],
+    live: bool,
 ) -> RunOutcome:
     """`run_study` once the data exists; the parent run ends with what this returns."""
     from scaling.mlflow_state import end_parent_run, parent_status
@@ -192,9 +195,20 @@ def _run_resolved(
     def unavailable(err: Exception) -> None:
         say(f"status unavailable ({type(err).__name__}: {str(err)[:200]}); retrying")
 
-    rows = wait_study(
-        study, callback=_Reporter(progress, say), poll_s=POLL_S, busy=busy, on_error=unavailable
-    )
+    if live:  # a terminal: one bar redrawn in place
+        from scaling.live import LiveProgress
+
+        display = LiveProgress(progress, len(study.cells))
+    else:  # piped or CI: a plain line per change
+        display = None
+    with display or contextlib.nullcontext():
+        rows = wait_study(
+            study,
+            callback=display or _Reporter(progress, say),
+            poll_s=POLL_S,
+            busy=busy,
+            on_error=unavailable,
+        )
     if errors:
         raise errors[0]
     rows = upload_leftover_spools(study, rows, say)

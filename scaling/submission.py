@@ -61,8 +61,11 @@ def study_parent_run_id(study: ResolvedStudy | Study) -> str | None:
     return find_parent_run(resolve(study))
 
 
-def prepare_data(study: ResolvedStudy | Study) -> None:
-    """Prepare the study's dataset if the spec gives `data.prepare` and it is not there yet."""
+def prepare_data(study: ResolvedStudy | Study, progress: bool = False) -> None:
+    """Prepare the study's dataset if the spec gives `data.prepare` and it is not there yet.
+
+    `progress`: show a live bar of the documents tokenised (for a terminal).
+    """
     from data_prep.manifest import MANIFEST_NAME
 
     spec = study.spec if isinstance(study, ResolvedStudy) else study
@@ -71,7 +74,7 @@ def prepare_data(study: ResolvedStudy | Study) -> None:
         return
     from data_prep import prepare
 
-    prepare(prep)
+    prepare(prep, progress=progress)
 
 
 @contextmanager

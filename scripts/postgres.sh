@@ -35,7 +35,14 @@ case "$action" in
     port=${3:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
     if [ ! -f "$data/PG_VERSION" ]; then
       mkdir -p "$data"
-      [ "$(id -u)" = 0 ] && chown -R postgres:postgres "$dir"
+      if [ "$(id -u)" = 0 ]; then
+        chown -R postgres:postgres "$dir"
+        runuser -u postgres -- test -x "$dir" || {
+          echo "postgres.sh: the postgres user cannot reach $dir; make its parent folders" \
+            "traversable (chmod o+x), or choose a folder under one that is" >&2
+          exit 1
+        }
+      fi
       as_owner "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 >"$dir/initdb.log" 2>&1
     fi
     # many cells each hold a few connections through the MLflow server's pool

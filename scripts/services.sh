@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 action=${1:?usage: services.sh start|stop DIR}
 dir=$(mkdir -p "${2:?usage: services.sh start|stop DIR}" && cd "$2" && pwd)
+# as root PostgreSQL runs as `postgres`, which must reach DIR/postgres (mktemp -d makes 0700)
+[ "$1" = start ] && chmod o+x "$dir"
 
 start_mlflow() {
   local port backend=$1
