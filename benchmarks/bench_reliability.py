@@ -156,7 +156,7 @@ def main() -> None:
         plan_s, _ = timed_cli(["plan", str(study_path), "--no-check-environment"])
         plan_env_s, _ = timed_cli(["plan", str(study_path)])
         status_s, out = timed_cli(["status", str(study_path)])
-        assert f"{NUM_CELLS} finished" in out, out[-500:]
+        assert f"{NUM_CELLS} completed" in out, out[-500:]
         print(f"scaling plan   (2,000 cells, offline):          {plan_s:.2f} s")
         print(f"scaling plan   (2,000 cells, checks the server): {plan_env_s:.2f} s")
         print(f"scaling status (2,000 cells, 2,000 runs on PG):  {status_s:.2f} s")
