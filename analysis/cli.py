@@ -16,19 +16,12 @@ from foundation import contract as C
 def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
     """(tracking_uri, experiment, study name, analysis folder) from a study spec.
 
-    Reads only its ``name``, ``mlflow`` and ``output_dir`` keys with PyYAML: analysis imports
-    nothing from the packages above it. The folder is the one `scaling run` writes to.
+    Reads only its ``name``, ``mlflow`` and ``output_dir`` keys (`foundation.config.load_file`):
+    analysis imports nothing from the packages above it. The folder is `scaling run`'s.
     """
-    import yaml
+    from foundation.config import load_file
 
-    if not spec_path.is_file():
-        raise ValueError(f"{spec_path}: no such study spec")
-    try:
-        spec = yaml.safe_load(spec_path.read_text())
-    except yaml.YAMLError as err:
-        raise ValueError(f"{spec_path}: not readable YAML ({err})") from err
-    if not isinstance(spec, dict):
-        raise ValueError(f"{spec_path}: a study spec is a YAML mapping with `name` and `mlflow`")
+    spec = load_file(spec_path)  # ConfigError (a ValueError) naming the file
     name = spec.get("name")
     mlflow = spec.get("mlflow")
     if not isinstance(name, str) or not name:

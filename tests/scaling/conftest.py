@@ -45,3 +45,9 @@ def small_spec(data_dir: Path, out: Path, tracking_uri: str, **overrides) -> dic
     for key, value in overrides.items():
         spec[key] = copy.deepcopy(value)
     return spec
+
+
+def one_size_spec(data_dir: Path, out: Path, tracking_uri: str, steps: int, **overrides) -> dict:
+    """`small_spec` cut to its 30K size on one rank, trained for `steps` steps of 256 tokens."""
+    one = {"sizes": ["30K"], "parallel": {}, "tokens": {"per_size": {"30K": steps * 256}}}
+    return small_spec(data_dir, out, tracking_uri, **(one | overrides))

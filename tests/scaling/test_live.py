@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.scaling.conftest import small_spec
+from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load
 
 pytestmark = pytest.mark.slow
@@ -45,15 +45,7 @@ def _run_on_a_pty(args: list[str], cwd, timeout_s: float) -> tuple[int, str]:
 def test_run_draws_a_live_bar_on_a_terminal_and_plain_lines_when_piped(
     tmp_path, data_dir, mlflow_server
 ):
-    spec = small_spec(
-        data_dir,
-        tmp_path / "study",
-        mlflow_server,
-        sizes=["30K"],
-        variants=["linear"],
-        tokens={"per_size": {"30K": 3072}},
-        parallel={},
-    )
+    spec = one_size_spec(data_dir, tmp_path / "study", mlflow_server, 12, variants=["linear"])
     write_and_load(spec, tmp_path / "study.yaml")
     args = [*SCALING, "run", str(tmp_path / "study.yaml"), "--no-analyze"]
 

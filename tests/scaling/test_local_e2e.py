@@ -13,7 +13,7 @@ from data_prep.testing import tiny_config
 from foundation.config import to_dict
 from scaling.scheduler import read_records
 from scaling.submission import cancel_study, study_parent_run_id, study_status, submit_study
-from tests.scaling.conftest import small_spec
+from tests.scaling.conftest import one_size_spec, small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 
 pytestmark = pytest.mark.slow
@@ -66,14 +66,12 @@ def test_local_study_runs_with_bounded_concurrency_and_resubmit_is_a_noop(
 def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
     tmp_path, data_dir, mlflow_server
 ):
-    spec = small_spec(
+    spec = one_size_spec(
         data_dir,
         tmp_path / "study",
         mlflow_server,
-        sizes=["30K"],
+        400,
         variants=["linear"],
-        parallel={},
-        tokens={"per_size": {"30K": 400 * 256}},
         train={"checkpoint_interval": 10},
     )
     # the data is prepared by submit, from the spec's parameters
