@@ -59,6 +59,14 @@ TAG_CONFIG_HASH = "scaling.config_hash"
 TAG_PARENT = "mlflow.parentRunId"
 TAG_ERROR = "error"
 TAG_DIVERGENCE = "divergence_reason"
+TAG_ROUND = "round"  # LR-search round that created the cell (issue 11); 0 = the starting grid
+TAG_CELL_KIND = "scaling.cell_kind"  # KIND_* below (issue 16)
+TAG_PARENT_CELL = "parent_cell"  # a branch's stable-run cell id (issue 16)
+TAG_BRANCH_TOKENS = "branch_tokens"  # a branch's token budget D (issue 16)
+TAG_BRANCH_STEP = "branch_step"  # the parent's step the branch resumes from (issue 16)
+KIND_RUN = "run"  # an ordinary cell: one schedule to its own budget
+KIND_STABLE = "stable"  # a WSD run's warmup + stable phase; not a measurement, analysis skips it
+KIND_BRANCH = "branch"  # a cooldown forked from a stable run's checkpoint; one budget each
 ROLE_STUDY = "study"
 RUN_ID_FILE = "mlflow_run_id"  # OUTPUT/<this>: the cell's run id, shared by submit and job
 

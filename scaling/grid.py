@@ -58,6 +58,9 @@ class Cell:
     seed: int
     lr: float
     run: RunConfig
+    round: int = 0  # LR-search round that added it (issue 11); 0 = the starting grid
+    kind: str = C.KIND_RUN  # run | stable | branch (issue 16)
+    depends_on: str | None = None  # cell id that must complete first (a branch's stable run)
 
     @property
     def tags(self) -> dict[str, str]:
