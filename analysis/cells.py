@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import noise as NZ
-from analysis.frontier import LRFrontier
+from analysis.frontier import LRFrontier, selection_column
 from analysis.table import is_usable
 
 GROUP_KEYS = ["variant", "size", "tokens"]
@@ -61,13 +61,23 @@ def usable_cells(runs: pd.DataFrame, frontiers: list[LRFrontier]) -> pd.DataFram
     return runs[keep].drop(columns="ok").reset_index(drop=True)
 
 
+def selected_lrs(table: pd.DataFrame, frontiers: list[LRFrontier]) -> dict | None:
+    """``{(variant, size, tokens): lr}`` chosen on the held-out ``select_val_loss`` (issue 11),
+    or None when the table has none (then each draw chooses on ``final_val_loss``)."""
+    if selection_column(table) != "select_val_loss":
+        return None
+    return {(f.variant, f.size, f.tokens): f.best_lr for f in frontiers if f.best_lr is not None}
+
+
 def build_groups(
-    runs: pd.DataFrame, num_draws: int, seed: int = 0, choose_on_data_only: bool = False
+    runs: pd.DataFrame, num_draws: int, seed: int = 0, chosen_lr: dict | None = None
 ) -> Groups:
     """Cells, the noise model and ``num_draws`` parametric draws; the best LR per group.
 
-    ``runs`` holds usable cells only (``usable_cells``). ``choose_on_data_only`` fixes the LR at
-    the data's choice (used when a separate selection loss chose it).
+    ``runs`` holds usable cells only (``usable_cells``). ``chosen_lr`` (``selected_lrs``) fixes
+    each group's LR, in the data and in every draw, at the one the selection windows chose: the
+    reported ``final_val_loss`` then never takes part in choosing it. Without it each draw
+    chooses the LR with the lowest ``final_val_loss`` of that draw.
     """
     seeds = np.sort(runs["seed"].unique())
     seed_index = {s: i for i, s in enumerate(seeds)}
@@ -107,14 +117,15 @@ def build_groups(
         members = np.flatnonzero(group_ids == g)
         block = means[:, members]  # [B+1, lrs]
         pick = block.argmin(axis=1)
-        if choose_on_data_only:
-            pick[:] = pick[0]
+        first = cell_frame.iloc[members[0]]
+        key = (str(first["variant"]), str(first["size"]), float(first["tokens"]))
+        if chosen_lr is not None and key in chosen_lr:
+            pick[:] = np.flatnonzero(np.isclose(lr_keys[members], chosen_lr[key]))[0]
         chosen[:, g] = members[pick]
         loss[:, g] = block[np.arange(rows_b), pick]
         best_lr[:, g] = lr_keys[members][pick]
         seed_loss[g] = y[members[pick[0]]]
         seed_sets[g] = present[members[0]]
-        first = cell_frame.iloc[members[0]]
         rows.append(
             {
                 "variant": first["variant"],

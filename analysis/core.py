@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis import summary as S
 from analysis import verdict as V
-from analysis.cells import Groups, build_groups, usable_cells
+from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Comparison, baseline_map, compare
 from analysis.frontier import (
     BRACKETED,
@@ -115,8 +115,7 @@ def analyse(
     excluded = _excluded(table, usable)
     if not usable["variant"].isin(baselines).any():
         raise ValueError(f"no usable runs of the baseline {baseline!r}; see the excluded runs")
-    chosen_on_select = selection_column(table) == "select_val_loss"
-    groups = build_groups(usable, num_resamples, seed, chosen_on_select)
+    groups = build_groups(usable, num_resamples, seed, selected_lrs(table, frontiers))
     has_ci = groups.noise is not None and len(groups.seeds) >= V.MIN_SEEDS and num_resamples > 0
     info = groups.info
     base_of = baseline_map(groups, baselines)

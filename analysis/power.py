@@ -19,6 +19,7 @@ tests/analysis/test_power.py.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -119,10 +120,13 @@ def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str,
     be split from the shared one, and ``sqrt(2)`` times the whole seed sd is used (an upper
     bound: pairing can only remove noise).
     """
-    from analysis.cells import build_groups, usable_cells
+    from analysis.cells import build_groups, selected_lrs, usable_cells
     from analysis.frontier import lr_frontier
 
-    groups = build_groups(usable_cells(table, lr_frontier(table)), num_draws=0)
+    frontiers = lr_frontier(table)
+    groups = build_groups(
+        usable_cells(table, frontiers), 0, chosen_lr=selected_lrs(table, frontiers)
+    )
     info = groups.info[groups.info["on_curve"]].sort_values("num_nonembedding_params")
     out: dict[str, float] = {}
     for size, frame in info.groupby("size", sort=False):
@@ -151,23 +155,81 @@ def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str,
     return out
 
 
-def noise_from_source(source: str | float | Path, baseline: str = "linear") -> dict[str, float]:
-    """``{size: paired-difference sd in % of loss}`` from a finished study (its spec, a
-    ``.yaml``/``.yml`` path: the runs are read from its MLflow), a run CSV path, or a number
-    (the sd as % of loss, the same at every size: key ``"all"``)."""
+SOURCE_FORMS = (
+    "a number (the seed sd as % of loss, e.g. 0.3), a run CSV (e.g. runs.csv), or a finished "
+    "study (its spec, e.g. studies/demo.yaml, or its name in this study's MLflow experiment)"
+)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a study name (scaling.checks' rule)
+
+
+def noise_source_kind(source: str | float | Path) -> str:
+    """``"number" | "csv" | "spec" | "name"`` of a ``--noise`` source, or ValueError naming it
+    and the three accepted forms. Checks only its form (a file exists, a number is positive),
+    so a bad source is refused before any study is read."""
     try:
         sd = float(source)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        path = Path(source)
-        if path.suffix in (".yaml", ".yml"):
-            from analysis.cli import study_source
-            from analysis.mlflow_io import load_study
+        pass
+    else:
+        if not (math.isfinite(sd) and sd > 0):
+            raise ValueError(f"--noise {source}: a seed sd (% of loss) must be a positive number")
+        return "number"
+    path = Path(source)
+    kind = {".csv": "csv", ".yaml": "spec", ".yml": "spec", ".json": "spec"}.get(path.suffix)
+    if kind is not None:
+        if not path.is_file():
+            raise ValueError(f"--noise {source}: no such file; give {SOURCE_FORMS}")
+        return kind
+    if _NAME.match(str(source)) and not path.exists():
+        return "name"
+    raise ValueError(f"--noise {source}: not a number, a run CSV or a study; give {SOURCE_FORMS}")
 
-            table, _ = load_study(*study_source(path)[:3])
-            return noise_from_table(table, baseline)
+
+def noise_from_source(
+    source: str | float | Path,
+    baseline: str = "linear",
+    mlflow: tuple[str, str] | None = None,
+) -> dict[str, float]:
+    """``{size: paired-difference sd in % of loss}`` from a finished study (its spec, a
+    ``.yaml``/``.yml``/``.json`` path: the runs are read from its MLflow; or its name, read from
+    ``mlflow = (tracking_uri, experiment)``), a run CSV path, or a number (the sd as % of loss,
+    the same at every size: key ``"all"``)."""
+    kind = noise_source_kind(source)
+    if kind == "number":
+        return {"all": float(source)}  # type: ignore[arg-type]
+    if kind == "csv":
         from analysis.table import load_csv
 
-        return noise_from_table(load_csv(path), baseline)
-    if not (math.isfinite(sd) and sd > 0):
-        raise ValueError(f"--noise {source}: a seed sd (% of loss) must be a positive number")
-    return {"all": sd}
+        return noise_from_table(load_csv(source), baseline)
+    from analysis.mlflow_io import load_study
+
+    if kind == "spec":
+        from analysis.cli import study_source
+
+        table, _ = load_study(*study_source(Path(source))[:3])
+    elif mlflow is None:
+        raise ValueError(
+            f"--noise {source}: a study name needs an MLflow store; give {SOURCE_FORMS}"
+        )
+    else:
+        table, _ = load_study(mlflow[0], mlflow[1], str(source))
+    return noise_from_table(table, baseline)
+
+
+def sd_for_sizes(sd_by_size: dict[str, float], sizes: list[str]) -> dict[str, tuple[float, str]]:
+    """``{size: (sd, source size)}`` for the sizes of a planned study: the source's own size
+    when it has it, ``"all"`` for a number, else the source size nearest in log N (seed noise
+    shrinks with size, so this is a guess: the plan prints which size each sd came from)."""
+    from foundation.contract import parse_size
+
+    if "all" in sd_by_size:
+        return {s: (sd_by_size["all"], "all") for s in sizes}
+    known = {k: math.log(parse_size(k)) for k in sd_by_size}
+    out = {}
+    for size in sizes:
+        if size in sd_by_size:
+            out[size] = (sd_by_size[size], size)
+            continue
+        near = min(known, key=lambda k: abs(known[k] - math.log(parse_size(size))))
+        out[size] = (sd_by_size[near], near)
+    return out

@@ -191,18 +191,21 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
         gain = r.get("detect_gain_pct", gain)
         has = "paired_diff_sd_pct" in r
         sd_pct = r.get("paired_diff_sd_pct")
+        seed_pct = r.get("seed_sd_pct")
         rows.append(
             [
                 r["size"],
                 r["variant"],
                 r["num_seeds"],
                 F.num(r["seed_sd"], sig=2),
+                F.num(seed_pct, sig=2) + "%" if seed_pct is not None else F.NA,
                 F.num(sd_pct, sig=2) + "%" if has and sd_pct is not None else "",
                 F.num(r.get("mde_pct"), sig=2) + "%" if has and r.get("mde_pct") else "",
                 (r.get("seeds_needed") or "more than 10,000") if has and sd_pct else "",
             ]
         )
-    header = ["size", "arm", "seeds", "seed sd (loss)", "paired-difference sd"]
+    header = ["size", "arm", "seeds", "seed sd (loss)", "seed sd (% of loss)"]
+    header += ["paired-difference sd"]
     header += ["detectable gain", f"seeds for {gain}%" if gain is not None else "seeds needed"]
     b.append(("table", header, rows))
     b.append(
@@ -211,8 +214,9 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
             "Detectable gain: the smallest true gain a paired t-test on this many paired seeds "
             "detects with 80% power at two-sided 5% (exact, noncentral t; "
             "`analysis.power`, the same figures `scaling plan --noise` prints). Seeds needed: "
-            "the fewest paired seeds with that power at the gain named in the header. The "
-            "paired-difference sd is in % of the baseline's loss.",
+            "the fewest paired seeds with that power at the gain named in the header. Seed sd "
+            "(% of loss): the sd of one arm's final loss over its seeds, in % of its mean loss; "
+            "the paired-difference sd (what the test sees) is in % of the baseline's loss.",
         )
     )
     model = verdict["noise_model"]

@@ -96,26 +96,30 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
         base = baseline_of.get((size, float(tokens)))
         for g in frame.index:
             losses = groups.seed_loss[g]
+            sd = _sd(losses)
             row = {
                 "size": size,
                 "variant": info.at[g, "variant"],
                 "num_seeds": int(np.isfinite(losses).sum()),
-                "seed_sd": _sd(losses),
+                "seed_sd": sd,
+                # issue 12's yardstick: seed-to-seed sd in % of this arm's mean loss
+                "seed_sd_pct": None if sd is None else 100.0 * sd / float(np.nanmean(losses)),
             }
             if base is not None and g != base and info.at[g, "variant"] != info.at[base, "variant"]:
                 base_loss = groups.seed_loss[base]
-                paired = np.isfinite(base_loss) & np.isfinite(losses)
+                paired = int((np.isfinite(base_loss) & np.isfinite(losses)).sum())
                 sd_pct = P.paired_sd_pct(base_loss, losses)
                 row.update(
                     paired_diff_sd=_sd(base_loss - losses),
                     paired_diff_sd_pct=sd_pct,
-                    num_paired_seeds=int(paired.sum()),
-                    mde_pct=None if sd_pct is None else P.mde(sd_pct, int(paired.sum())),
+                    num_paired_seeds=paired,
+                    mde_pct=None,
                     detect_gain_pct=detect_gain_pct,
-                    seeds_needed=None
-                    if sd_pct is None
-                    else P.seeds_needed(sd_pct, detect_gain_pct),
+                    seeds_needed=None,
                 )
+                if sd_pct is not None:  # the planner's own function (`scaling plan --noise`)
+                    (power,) = P.power_table({size: sd_pct}, paired, detect_gain_pct)
+                    row.update(mde_pct=power["mde_pct"], seeds_needed=power["seeds_needed"])
             rows.append(row)
     return rows
 

@@ -3,8 +3,8 @@
 Public API (imported lazily so that `scaling --help` does not load torch or megatron):
 `DataPrepConfig`, `prepare(config, force=False)` → `Manifest`, `load_manifest(path)`,
 `DataConfig`, `training_dataset(data, seq_length, num_samples)`,
-`validation_windows(data, seq_length)`. `data_prep.testing.tiny_dataset(dir)` prepares a small
-stdlib dataset for tests.
+`validation_windows(data, seq_length, which="loss"|"select")`.
+`data_prep.testing.tiny_dataset(dir)` prepares a small stdlib dataset for tests.
 """
 
 from __future__ import annotations

@@ -122,25 +122,38 @@ def training_dataset(data: DataConfig, seq_length: int, num_samples: int) -> Tra
     return TrainingDataset(train, num_samples, seq_length)
 
 
-def validation_windows(data: DataConfig, seq_length: int) -> torch.Tensor:
-    """``LongTensor [num_val_windows, seq_length + 1]``: the same windows in every process.
+WINDOW_SETS = ("loss", "select")
+
+
+def validation_windows(data: DataConfig, seq_length: int, which: str = "loss") -> torch.Tensor:
+    """``LongTensor [num_windows, seq_length + 1]``: the same windows in every process.
 
     The validation stream (all valid documents with their EOD tokens) is cut into
-    non-overlapping windows of `seq_length + 1`; `val_seed` picks `num_val_windows` of them
-    without replacement, kept in stream order.
+    non-overlapping windows of ``seq_length + 1``. ``which="loss"``: ``val_seed`` picks
+    ``num_val_windows`` of them, the windows whose loss is reported and fitted (drawn exactly as
+    before select sets existed, so adding one changes no reported loss). ``which="select"``: a
+    second stream seeded by ``(val_seed, 1)`` picks ``num_select_windows`` of the windows the
+    loss set left, used only to choose learning rates (issue 11): choosing and reporting on the
+    same windows would favour whichever arm is flatter across LRs. Both sets are kept in stream
+    order and depend only on the dataset, ``seq_length`` and ``val_seed``, so every cell of a
+    study sees the same ones. ``num_select_windows = 0`` gives an empty select set.
     """
+    if which not in WINDOW_SETS:
+        raise ValueError(f"which: {which!r}; use one of {', '.join(WINDOW_SETS)}")
     manifest = load_manifest(data.path)
     stream = np.memmap(manifest.path / "valid.bin", dtype=manifest["dtype"], mode="r")  # [T]
     width = seq_length + 1
     num_available = stream.size // width
-    if data.num_val_windows > num_available:
-        raise ValueError(
-            f"data.num_val_windows: {data.num_val_windows} windows of {width} tokens do not fit "
-            f"in the {stream.size} validation tokens of {data.path} (at most {num_available}); "
-            "lower num_val_windows or seq_length, or prepare with a larger validation_fraction"
+    problem = data.windows_fit_problem(seq_length, stream.size)
+    if problem:
+        raise ValueError(problem)
+    loss = np.random.default_rng(data.val_seed).choice(num_available, data.num_val_windows, False)
+    chosen = loss
+    if which == "select":
+        rest = np.setdiff1d(np.arange(num_available), loss)  # sorted; disjoint from `loss`
+        pick = np.random.default_rng([data.val_seed, 1]).choice(
+            rest.size, data.num_select_windows, False
         )
-    chosen = np.sort(
-        np.random.default_rng(data.val_seed).choice(num_available, data.num_val_windows, False)
-    )
-    windows = stream[: num_available * width].reshape(num_available, width)[chosen]
-    return torch.from_numpy(windows.astype(np.int64))  # [num_val_windows, seq_length + 1]
+        chosen = rest[pick]
+    windows = stream[: num_available * width].reshape(num_available, width)[np.sort(chosen)]
+    return torch.from_numpy(windows.astype(np.int64))  # [num_windows, seq_length + 1]

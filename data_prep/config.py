@@ -97,19 +97,44 @@ class DataConfig:
 
     `seed` fixes the order of training samples (and nothing else), so runs that share it see
     identical batches whatever their variant; `val_seed` and `num_val_windows` fix the validation
-    windows every run of a study is evaluated on.
+    windows every run of a study is evaluated on. `num_select_windows` (issue 11) adds a second,
+    disjoint fixed set used only to choose learning rates (0: none, the old behaviour).
     """
 
     path: str = "data/stdlib"
     seed: int = 1234
     num_val_windows: int = 64
     val_seed: int = 0
+    num_select_windows: int = 0
 
     def validate(self) -> None:
         if not self.path:
             raise ValueError("path: empty; point it at a directory made by prepare-data")
         if self.num_val_windows < 1:
             raise ValueError(f"num_val_windows: {self.num_val_windows} must be >= 1")
+        if self.num_select_windows < 0:
+            raise ValueError(
+                f"num_select_windows: {self.num_select_windows} must be >= 0 (0: no selection set)"
+            )
         for name in ("seed", "val_seed"):
             if not 0 <= getattr(self, name) < 2**32:
                 raise ValueError(f"{name}: {getattr(self, name)} must be in [0, 2**32)")
+
+    def windows_fit_problem(self, seq_length: int, num_valid_tokens: int) -> str:
+        """Why the loss and select windows (disjoint, ``seq_length + 1`` tokens each) do not fit
+        in ``num_valid_tokens`` validation tokens, naming the field and the fixes; "" if they do."""
+        available = num_valid_tokens // (seq_length + 1)
+        if self.num_val_windows + self.num_select_windows <= available:
+            return ""
+        field = "num_select_windows" if self.num_select_windows else "num_val_windows"
+        sets = f"{self.num_val_windows} windows"
+        if self.num_select_windows:
+            sets = (
+                f"{self.num_val_windows} loss + {self.num_select_windows} select windows (disjoint)"
+            )
+        return (
+            f"data.{field}: {sets} of {seq_length + 1} tokens do not fit in the "
+            f"{num_valid_tokens} validation tokens of {self.path} (at most {available}); lower "
+            "num_val_windows or num_select_windows, shorten seq_length, or prepare with a larger "
+            "validation_fraction"
+        )

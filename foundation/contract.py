@@ -73,6 +73,7 @@ RUN_ID_FILE = "mlflow_run_id"  # OUTPUT/<this>: the cell's run id, shared by sub
 # --- metrics ----------------------------------------------------------------------------------
 TRAIN_LOSS = "train/loss"
 VAL_LOSS = "val/loss"
+VAL_SELECT = "val/select"  # loss on the LR-selection windows, per eval (issue 11)
 FINAL_VAL_LOSS = "final_val_loss"
 FINAL_SELECT_LOSS = "final_select_loss"  # on the LR-selection windows (issue 11)
 NUM_PARAMS_TOTAL = "num_params_total"

@@ -217,6 +217,12 @@ class RunConfig:
                 f"parallel.data_parallel={self.parallel.data_parallel}; every DP rank evaluates "
                 "a share of the windows, so use at least one window per DP rank"
             )
+        if 0 < self.data.num_select_windows < self.parallel.data_parallel:
+            raise ValueError(
+                f"data.num_select_windows={self.data.num_select_windows} is smaller than "
+                f"parallel.data_parallel={self.parallel.data_parallel}; every DP rank evaluates "
+                "a share of the windows, so use at least one window per DP rank (or 0: none)"
+            )
         self.model.validate_parallel(self.parallel)
 
     def check_world_size(self, world_size: int) -> None:

@@ -35,6 +35,7 @@ class RunResult:
     train_losses: list[float] = field(default_factory=list)
     loop_time_s: float = 0.0  # wall time of the training loop (steps, evals, logging, saves)
     tracking_time_s: float = 0.0  # of which spent in tracker calls (rank 0)
+    final_select_loss: float = math.nan  # on the LR-selection windows; NaN without them
 
 
 @dataclass
@@ -59,6 +60,7 @@ def finished_result(config: RunConfig) -> RunResult | None:
         return None
     data = json.loads(path.read_text())
     data["final_val_loss"] = float(data["final_val_loss"])
+    data["final_select_loss"] = float(data.get("final_select_loss", math.nan))
     return RunResult(**data)
 
 
@@ -155,6 +157,8 @@ def finish(
     }
     if result.status == C.COMPLETED:
         summary[C.FINAL_VAL_LOSS] = result.final_val_loss
+        if math.isfinite(result.final_select_loss):  # only with a select set (issue 11)
+            summary[C.FINAL_SELECT_LOSS] = result.final_select_loss
     tracker.log_metrics(summary, step=history.step)
     artifacts = Path(config.output_dir) / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)

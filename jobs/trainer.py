@@ -83,6 +83,9 @@ class _Trainer:
         steps, seqs = config.train.steps, config.global_batch_sequences
         self.dataset = training_dataset(config.data, config.model.seq_length, steps * seqs)
         self.val_windows = validation_windows(config.data, config.model.seq_length)
+        self.select_windows = None  # the LR-selection set (issue 11), disjoint from val_windows
+        if config.data.num_select_windows:
+            self.select_windows = validation_windows(config.data, config.model.seq_length, "select")
         self.flops_per_token = flops_per_token(config.model)
         peak = config.train.peak_flops_per_device
         if peak is None:
@@ -222,9 +225,9 @@ class _Trainer:
                     list(state.losses),
                 )
         loop_time = time.perf_counter() - loop_start
-        final = math.nan
+        final = final_select = math.nan
         if status == C.COMPLETED:
-            final = self._evaluate(state)
+            final, final_select = self._evaluate(state)
             self._save(state)  # the finished state: a rerun only re-evaluates
         else:
             rank0_print(f"{config.name}: diverged at step {state.step}: {reason}")
@@ -237,6 +240,7 @@ class _Trainer:
             self.tracker.run_id,
             list(state.losses),
             loop_time,
+            final_select_loss=final_select,
         )
         if self.rank == 0:
             record.finish(self.tracker, config, result, state, self.flops_per_token)
@@ -247,8 +251,14 @@ class _Trainer:
             record.write_result(self.config, result)
         return result
 
-    def _evaluate(self, state: LossHistory) -> float:
+    def _evaluate(self, state: LossHistory) -> tuple[float, float]:
+        """(loss on the reported windows, loss on the LR-selection windows or NaN)."""
         val = self.engine.eval_loss(self.val_windows)
         state.val_losses.append([state.step, val])
-        self.tracker.log_metrics({"val/loss": val}, step=state.step)
-        return val
+        metrics = {C.VAL_LOSS: val}
+        select = math.nan
+        if self.select_windows is not None:
+            select = self.engine.eval_loss(self.select_windows)
+            metrics[C.VAL_SELECT] = select
+        self.tracker.log_metrics(metrics, step=state.step)
+        return val, select

@@ -90,6 +90,11 @@ def _check_data(study: Study, p: Problems) -> None:
                 p.extend(err)
     if data.num_val_windows < 1:
         p.add(f"study.data.num_val_windows: {data.num_val_windows} must be >= 1")
+    if data.num_select_windows < 0:
+        p.add(
+            f"study.data.num_select_windows: {data.num_select_windows} must be >= 0; use 0 for "
+            "no LR-selection set, or e.g. num_val_windows for one as large as the reported set"
+        )
 
 
 def _check_list(p: Problems, field_name: str, values: list, example: str) -> None:

@@ -7,6 +7,7 @@ Heavy imports happen inside the commands so `scaling --help` stays fast.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -50,19 +51,71 @@ def plan(
         bool,
         typer.Option(help="Also check that the MLflow server and Slurm answer (off: offline)."),
     ] = True,
+    noise: Annotated[
+        str | None,
+        typer.Option(
+            help="Seed noise for a power table: a number (seed sd as % of loss), a run CSV, or "
+            "a finished study (spec path, or name in this study's MLflow experiment)."
+        ),
+    ] = None,
+    target_gain: Annotated[
+        float | None,
+        typer.Option(help="With --noise: the paired gain (%) to plan seeds for, e.g. 1.0."),
+    ] = None,
+    baseline: Annotated[str, typer.Option(help="With --noise: the baseline arm.")] = "linear",
 ) -> None:
     """Print a study's cells and cost (a dry run: validates everything, submits nothing).
 
     An unreachable MLflow server or Slurm cluster is a warning here, not an error: a person
     plans costs on a laptop before the cluster exists. `submit` and `run` still refuse.
+    With --noise, also per size the smallest paired gain the study's seeds detect (80% power,
+    two-sided 5%) and, with --target-gain, the seeds that gain needs.
     """
     from scaling.plan import format_plan, plan_study
 
+    if noise is not None:
+        _check_noise_args(noise, target_gain)
+    elif target_gain is not None:
+        _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
     spec = _load(study, check_environment=False)
     header, rows, totals = format_plan(plan_study(spec))
     _print_table(f"study {spec.name}: plan", header, rows, totals)
+    if noise is not None:
+        _print_power(spec, noise, target_gain, baseline)
     if check_environment:
         _warn_environment(study, spec)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _check_noise_args(noise: str, target_gain: float | None) -> None:
+    """A bad --noise or --target-gain is refused before the study is read."""
+    from analysis.power import noise_source_kind
+
+    try:
+        noise_source_kind(noise)
+    except ValueError as err:
+        _fail(str(err))
+    if target_gain is not None and not (math.isfinite(target_gain) and target_gain > 0):
+        _fail(f"--target-gain {target_gain}: must be a positive gain in % (e.g. 1.0)")
+
+
+def _print_power(spec, noise: str, target_gain: float | None, baseline: str) -> None:
+    from mlflow.exceptions import MlflowException
+
+    from analysis.power import noise_from_source
+    from scaling.plan import power_plan
+
+    try:
+        sd = noise_from_source(noise, baseline, (spec.mlflow.tracking_uri, spec.mlflow.experiment))
+    except (ValueError, OSError, MlflowException) as err:
+        message = str(err)
+        _fail(message if message.startswith("--noise") else f"--noise {noise}: {message}")
+    header, rows, note = power_plan(spec, sd, target_gain)
+    _print_table(f"study {spec.name}: power (noise from {noise})", header, rows, note)
 
 
 def _warn_environment(path: Path, spec) -> None:

@@ -180,6 +180,7 @@ def _run_dict(
             "seed": study.data.seed + seed,
             "num_val_windows": study.data.num_val_windows,
             "val_seed": study.data.val_seed,
+            "num_select_windows": study.data.num_select_windows,
         },
         "optimizer": optimizer,
         "schedule": schedule,

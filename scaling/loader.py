@@ -118,6 +118,24 @@ def vocab_size(study: Study) -> int:
     )
 
 
+def check_validation_windows(study: Study) -> None:
+    """The loss and LR-selection windows (disjoint) must fit in a prepared dataset's validation
+    split; an unprepared one is checked by the trainer, which raises the same message."""
+    from data_prep.config import DataConfig
+    from data_prep.manifest import MANIFEST_NAME, load_manifest
+
+    path = study.dataset_path
+    if not (path / MANIFEST_NAME).is_file():
+        return
+    tokens = int(load_manifest(path)["splits"]["valid"]["tokens"])
+    spec = study.data
+    data = DataConfig(str(path), spec.seed, spec.num_val_windows, spec.val_seed)
+    data.num_select_windows = spec.num_select_windows
+    problem = data.windows_fit_problem(int(study.model["seq_length"]), tokens)
+    if problem:
+        raise ConfigError(f"study.{problem}")
+
+
 def check_mlflow(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     """Raise ConfigError unless the tracking server answers (HTTP) or its store can be made."""
     if uri.startswith(("http://", "https://")):

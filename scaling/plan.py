@@ -4,16 +4,21 @@ Cost is arithmetic, not a guess about hardware: FLOPs C = flops_per_token(model)
 forward + backward, from `models.accounting`), and time = C / (GPUs × the study's stated sustained
 FLOP/s per GPU, `cost.flops_per_gpu_s`). GPU-hours = C / flops_per_gpu_s / 3600, whatever the
 parallelism.
+
+With `--noise`, `power_plan` adds what the study's seeds can detect: per size the minimum
+detectable paired gain (80% power, two-sided 5%) and the seeds a target gain needs, from
+`analysis.power.power_table`, the function the report's seed-noise table uses too.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.study import Study
 
-__all__ = ["PlanRow", "Plan", "plan_study", "format_plan"]
+__all__ = ["PlanRow", "Plan", "plan_study", "format_plan", "power_plan"]
 
 
 @dataclass(frozen=True)
@@ -133,3 +138,42 @@ def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
         f"{plan.flops_per_gpu_s:.3g} FLOP/s per GPU; longest cell {_duration(plan.max_hours)}"
     )
     return header, rows, totals
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None or not math.isfinite(value) else f"{value:.3g}%"
+
+
+def power_plan(
+    study: ResolvedStudy | Study, sd_by_size: dict[str, float], target_gain: float | None = None
+) -> tuple[list[str], list[list[str]], str]:
+    """(header, rows, note): per size of the study, the seed sd (``analysis.power``'s
+    paired-difference sd in % of loss, from ``noise_from_source``), the minimum detectable
+    paired gain with the study's seeds and, with ``target_gain`` (%), the seeds it needs."""
+    from analysis.power import MAX_SEEDS, power_table, sd_for_sizes
+    from foundation.contract import size_key
+
+    study = resolve(study)
+    sizes = sorted(study.spec.sizes, key=size_key)
+    num_seeds = len(study.spec.seeds)
+    matched = sd_for_sizes(sd_by_size, sizes)
+    rows = power_table({s: sd for s, (sd, _) in matched.items()}, num_seeds, target_gain)
+    header = ["size", "noise from", "paired sd", "seeds", "detectable gain"]
+    if target_gain is not None:
+        header += [f"seeds for {target_gain:g}%", f"power at {target_gain:g}%"]
+    out = []
+    for row in rows:
+        line = [row["size"], matched[row["size"]][1], _pct(row["sd_pct"]), str(num_seeds)]
+        line.append(_pct(row["mde_pct"]) or "needs >= 2 seeds")
+        if target_gain is not None:
+            needed = row["seeds_needed"]
+            line.append(str(needed) if needed is not None else f"more than {MAX_SEEDS:,}")
+            power = row["power_at_target"]
+            line.append("" if not math.isfinite(power) else f"{100 * power:.0f}%")
+        out.append(line)
+    note = (
+        "detectable gain: the smallest true paired gain (baseline loss - variant loss, % of "
+        "the baseline's loss) a two-sided 5% paired t-test on the study's seeds detects with "
+        "80% power (exact noncentral t, analysis.power)"
+    )
+    return header, out, note

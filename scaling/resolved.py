@@ -51,7 +51,8 @@ def resolve(study: Study | ResolvedStudy) -> ResolvedStudy:
     """`study` itself if already resolved, else its vocabulary and cells (built once here)."""
     if isinstance(study, ResolvedStudy):
         return study
-    from scaling.loader import vocab_size
+    from scaling.loader import check_validation_windows, vocab_size
 
     vocab = vocab_size(study)
+    check_validation_windows(study)
     return ResolvedStudy(study, vocab, tuple(expand_cells(study, vocab)))

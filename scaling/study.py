@@ -62,6 +62,7 @@ class DataSpec:
     seed: int = 1234
     num_val_windows: int = 64
     val_seed: int = 0
+    num_select_windows: int = 0  # LR-selection windows, disjoint from the reported (issue 11)
 
 
 @dataclass

@@ -92,3 +92,45 @@ def test_identical_in_every_process(tiny, distributed):
     here = _read_on_rank(0, 1, str(tiny), False)
     results = run_ranks(_read_on_rank, 2, str(tiny), distributed, timeout=300)
     assert results[0] == results[1] == here
+
+
+def test_select_windows_are_disjoint_fixed_and_leave_the_loss_windows_alone(tiny):
+    """Issue 11: a second fixed set for choosing LRs, disjoint from the reported one."""
+    data = DataConfig(path=str(tiny), num_val_windows=12, val_seed=4, num_select_windows=10)
+    loss = validation_windows(data, SEQ, "loss")
+    select = validation_windows(data, SEQ, "select")
+    assert loss.shape == (12, SEQ + 1) and select.shape == (10, SEQ + 1)
+    # the same every call and for every cell: only the dataset, seq_length and val_seed matter
+    again = DataConfig(
+        path=str(tiny), seed=99, num_val_windows=12, val_seed=4, num_select_windows=10
+    )
+    assert torch.equal(select, validation_windows(again, SEQ, "select"))
+    assert torch.equal(loss, validation_windows(again, SEQ, "loss"))
+    # disjoint: no window of one set is a window of the other (positions in the stream)
+    manifest = load_manifest(tiny)
+    stream = np.fromfile(tiny / "valid.bin", manifest["dtype"]).astype(np.int64)
+    width = SEQ + 1
+    cut = torch.from_numpy(stream[: stream.size // width * width].reshape(-1, width))
+    where = lambda ws: {int((cut == w).all(dim=1).nonzero()[0]) for w in ws}  # noqa: E731
+    assert len(where(loss)) == 12 and len(where(select)) == 10
+    assert not where(loss) & where(select)
+    # adding a select set changes no reported loss: the loss windows are drawn as before
+    plain = DataConfig(path=str(tiny), num_val_windows=12, val_seed=4)
+    assert torch.equal(loss, validation_windows(plain, SEQ))
+    assert validation_windows(plain, SEQ, "select").shape == (0, SEQ + 1)
+    other = DataConfig(path=str(tiny), num_val_windows=12, val_seed=5, num_select_windows=10)
+    assert not torch.equal(select, validation_windows(other, SEQ, "select"))
+
+
+def test_select_windows_that_do_not_fit_name_the_field_and_the_fix(tiny):
+    tokens = load_manifest(tiny)["splits"]["valid"]["tokens"]
+    available = tokens // (SEQ + 1)
+    data = DataConfig(path=str(tiny), num_val_windows=available - 2, num_select_windows=3)
+    with pytest.raises(ValueError, match=r"data.num_select_windows: .* do not fit .*\(at most"):
+        validation_windows(data, SEQ, "select")
+    with pytest.raises(ValueError, match="lower num_val_windows or num_select_windows"):
+        validation_windows(data, SEQ, "loss")  # the loss set alone would fit: the pair does not
+    with pytest.raises(ValueError, match="which: 'train'"):
+        validation_windows(DataConfig(path=str(tiny)), SEQ, "train")
+    with pytest.raises(ValueError, match="num_select_windows: -1 must be >= 0"):
+        DataConfig(path=str(tiny), num_select_windows=-1).validate()

@@ -19,6 +19,7 @@ def test_single_process_run_follows_the_mlflow_contract(tmp_path, data_dir, mlfl
         data_dir,
         name="c0",
         train={"steps": 6, "eval_interval": 3, "checkpoint_interval": 3},
+        data={"num_select_windows": 8},  # the LR-selection windows beside the 8 reported ones
         tracking={
             "enabled": True,
             "tracking_uri": mlflow_server,
@@ -65,6 +66,12 @@ def test_single_process_run_follows_the_mlflow_contract(tmp_path, data_dir, mlfl
     assert [m.value for m in logged] == losses
     val_steps = sorted(m.step for m in client.get_metric_history(result["run_id"], "val/loss"))
     assert val_steps == [3, 6]
+    # issue 11: the select windows are evaluated beside the reported ones and summarised apart
+    select = sorted(client.get_metric_history(result["run_id"], "val/select"), key=lambda m: m.step)
+    assert [m.step for m in select] == [3, 6]
+    assert metrics["final_select_loss"] == select[-1].value == result["final_select_loss"]
+    assert math.isfinite(metrics["final_select_loss"])
+    assert metrics["final_select_loss"] != metrics["final_val_loss"]  # other windows, other loss
     artifacts = {a.path for a in client.list_artifacts(result["run_id"])}
     assert {"run_config.yaml", "loss_curve.csv", "loss_curve.png"} <= artifacts
 
