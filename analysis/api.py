@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,13 +22,15 @@ def run_analysis(
     num_resamples: int = 1000,
     seed: int = 0,
     detect_gain_pct: float = 0.5,
-    curves: dict | None = None,
+    curves: dict | Callable[[list[str]], dict] | None = None,
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
     ``table`` has the columns of ``analysis.table.COLUMNS`` (``load_csv`` / ``load_study`` make
     one). With ``parent_run_id`` everything written is also logged to that MLflow run under
-    ``analysis/``. ``curves`` (run_id -> (steps, val losses)) adds the training-curve plot.
+    ``analysis/``. ``curves`` (run_id -> {key: (steps, values)}) adds the training-curve
+    plot; a function of run ids instead (``lambda ids: load_curves(uri, ids)``) is called once
+    the LRs are chosen, with the runs the plot draws only (at each arm's chosen LR).
     """
     check_inputs(table, baseline, num_resamples)
     result = analyse(table, baseline, num_resamples, seed, detect_gain_pct)
@@ -39,6 +42,10 @@ def run_analysis(
     (out / "verdict.json").write_text(
         json.dumps(json_safe(result.verdict), indent=2, allow_nan=False)
     )
+    if callable(curves):
+        from analysis.plot_training import chosen_runs
+
+        curves = curves(list(chosen_runs(result)["run_id"]))
     figures = all_plots(result, out, curves)
     write_report(result.verdict, figures, out, "csv" if curves is None else "mlflow")
     if parent_run_id is not None:

@@ -101,7 +101,7 @@ def _analyze(
         from analysis.mlflow_io import load_curves, load_study
 
         table, parent = load_study(uri, exp, name)
-        curves = load_curves(uri, list(table.loc[table["status"] == "completed", "run_id"]))
+        curves = lambda ids, uri=uri: load_curves(uri, ids)  # noqa: E731 (drawn runs only)
         tracking_uri = uri
         out = out or folder or C.analysis_folder(name)
     from analysis.api import run_analysis

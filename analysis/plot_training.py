@@ -1,11 +1,18 @@
 """The training-curve figure: per size, the training loss at every logged step (EMA-smoothed,
-raw faint) with the validation points over it, for the runs at each arm's chosen LR."""
+raw faint) with the validation points over it, for the runs at each arm's chosen LR.
+
+The trainer logs ``train/loss`` every ``train.log_interval`` steps and ``val/loss`` every
+``train.eval_interval``; both histories are read from MLflow (``mlflow_io.load_curves``), only
+for the runs drawn (``chosen_runs``). The EMA (``ema``) is debiased, with a time constant of
+1/25 of the logged points, so a curve of any length is smoothed alike.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from analysis.core import Analysis
 from analysis.plots import _color, _grid, _plt, _save
@@ -24,12 +31,10 @@ def ema(values: np.ndarray, points: float = 25.0) -> np.ndarray:
     return out
 
 
-def training_curves(an: Analysis, curves: dict, out_dir: Path) -> str | None:
-    """``curves``: run_id -> {"train/loss": (steps, values), "val/loss": (steps, values)}
-    (``mlflow_io.load_curves``). Per size, the runs at each arm's chosen LR: the training loss
-    at every logged step, EMA-smoothed, and the validation points over it."""
-    curves = {k: v if isinstance(v, dict) else {"val/loss": v} for k, v in curves.items()}
-    runs = an.usable[an.usable["run_id"].isin(list(curves))]
+def chosen_runs(an: Analysis, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """The usable runs at each arm's chosen LR (of ``run_ids``, if given): what the figure
+    draws, so only their histories need reading."""
+    runs = an.usable if run_ids is None else an.usable[an.usable["run_id"].isin(run_ids)]
     info = an.groups.info
     chosen = {
         (info.at[g, "variant"], info.at[g, "size"], info.at[g, "tokens"]): an.groups.best_lr[0, g]
@@ -40,27 +45,53 @@ def training_curves(an: Analysis, curves: dict, out_dir: Path) -> str | None:
         or np.isclose(r.lr, chosen[(r.variant, r.size, r.tokens)])
         for r in runs.itertuples()
     ]
-    runs = runs[np.array(keep, dtype=bool)] if len(runs) else runs
-    if runs.empty:
+    return runs[np.array(keep, dtype=bool)] if len(runs) else runs
+
+
+def curve_series(an: Analysis, curves: dict) -> dict[str, list[dict]]:
+    """What the figure draws, per size (ascending N): one entry per run at its arm's chosen LR
+    with ``variant, run_id`` and, where logged, ``train_steps, train_loss`` (every logged step),
+    ``train_ema`` (``ema`` of it) and ``val_steps, val_loss``. ``curves``: run_id ->
+    {"train/loss": (steps, values), "val/loss": (steps, values)} (``mlflow_io.load_curves``)."""
+    curves = {k: v if isinstance(v, dict) else {"val/loss": v} for k, v in curves.items()}
+    runs = chosen_runs(an, list(curves))
+    out: dict[str, list[dict]] = {}
+    for _, run in runs.sort_values("num_nonembedding_params", kind="stable").iterrows():
+        got, entry = curves[run["run_id"]], {"variant": run["variant"], "run_id": run["run_id"]}
+        if "train/loss" in got:
+            steps, values = (np.asarray(x, float) for x in got["train/loss"])
+            entry.update(train_steps=steps, train_loss=values, train_ema=ema(values))
+        if "val/loss" in got:
+            steps, values = (np.asarray(x, float) for x in got["val/loss"])
+            entry.update(val_steps=steps, val_loss=values)
+        out.setdefault(run["size"], []).append(entry)
+    return out
+
+
+def training_curves(an: Analysis, curves: dict, out_dir: Path) -> str | None:
+    """Per size, the runs at each arm's chosen LR (``curve_series``): the training loss at
+    every logged step, EMA-smoothed over the raw curve (faint), and the validation points
+    over it."""
+    series = curve_series(an, curves)
+    if not series:
         return None
     plt = _plt()
-    sizes = list(dict.fromkeys(runs.sort_values("num_nonembedding_params")["size"]))
-    fig, axes = _grid(plt, len(sizes))
-    for ax, size in zip(axes, sizes, strict=True):
+    fig, axes = _grid(plt, len(series))
+    for ax, (size, entries) in zip(axes, series.items(), strict=True):
         tails = []  # what is drawn after the first 10% of steps: sets the y range
-        for _, run in runs[runs["size"] == size].iterrows():
-            color = _color(an, run["variant"])
-            got = curves[run["run_id"]]
-            for steps, values in got.values():
-                steps, values = np.asarray(steps, float), np.asarray(values, float)
-                tails.append(values[steps >= 0.1 * steps.max()])
-            if "train/loss" in got:
-                steps, values = got["train/loss"]
-                ax.plot(steps, values, color=color, alpha=0.12, lw=0.6)
-                ax.plot(steps, ema(np.asarray(values, float)), color=color, lw=1.2, alpha=0.8)
-            if "val/loss" in got:
-                steps, values = got["val/loss"]
-                ax.plot(steps, values, "o", color=color, ms=3.5, mec="white", mew=0.5)
+        for e in entries:
+            color = _color(an, e["variant"])
+            for kind in ("train", "val"):
+                if f"{kind}_steps" in e:
+                    steps, values = e[f"{kind}_steps"], e[f"{kind}_loss"]
+                    tails.append(values[steps >= 0.1 * steps.max()])
+            if "train_steps" in e:
+                ax.plot(e["train_steps"], e["train_loss"], color=color, alpha=0.12, lw=0.6)
+                ax.plot(e["train_steps"], e["train_ema"], color=color, lw=1.2, alpha=0.8)
+            if "val_steps" in e:
+                ax.plot(
+                    e["val_steps"], e["val_loss"], "o", color=color, ms=3.5, mec="white", mew=0.5
+                )
         tail = np.concatenate(tails) if tails else np.array([])
         tail = tail[np.isfinite(tail)]
         if tail.size:  # the warm-up's first losses are off the chart: the end is what matters
@@ -70,7 +101,7 @@ def training_curves(an: Analysis, curves: dict, out_dir: Path) -> str | None:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("loss")
-    variants = sorted(runs["variant"].unique())
+    variants = sorted({e["variant"] for entries in series.values() for e in entries})
     handles = [plt.Line2D([], [], color=_color(an, v), label=v) for v in variants]
     handles += [
         plt.Line2D([], [], color="0.3", lw=1.2, label="train loss, EMA"),

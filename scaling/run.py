@@ -231,7 +231,6 @@ def analyze_study(
 
     uri = study.mlflow.tracking_uri
     table, parent_id = load_study(uri, study.mlflow.experiment, study.name)
-    completed = list(table.loc[table["status"] == "completed", "run_id"])
     out = Path(out_dir) if out_dir else C.analysis_folder(study.name, study.spec.output_dir)
     verdict = run_analysis(
         table,
@@ -239,6 +238,6 @@ def analyze_study(
         baseline=baseline,
         parent_run_id=parent_id or parent,
         tracking_uri=uri,
-        curves=load_curves(uri, completed),
+        curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only
     )
     return verdict, out

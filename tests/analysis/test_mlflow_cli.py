@@ -6,6 +6,7 @@ import json
 import math
 import uuid
 
+import numpy as np
 import pytest
 import typer
 import yaml
@@ -22,6 +23,7 @@ SIZES = (2e6, 5e6, 1e7, 2e7)
 VERDICT_KEYS = {"variant", "verdict", "k0", "k0_ci95", "gamma", "gamma_ci95"}
 VERDICT_KEYS |= {"gain_pct_by_size", "extrapolated_gain_pct"}
 TRAIN_STEPS = 200
+LOG_INTERVAL = 5  # train/loss every 5 steps, as `train.log_interval: 5` logs it
 
 
 def _cli():
@@ -54,11 +56,12 @@ def _log_cell(client, exp_id, parent_id, study, row, status="FINISHED", outcome=
     if not math.isnan(row["final_val_loss"]):
         summary["final_val_loss"] = row["final_val_loss"]
     metrics = [Metric(k, v, 0, 0) for k, v in summary.items()]
-    # a validation curve every 50 steps and the training loss at every step, as a trainer
-    # logs them, ending at the final loss: the training-curve plot reads both
+    # a validation curve every 50 steps and the training loss every log interval, as a
+    # trainer logs them, ending at the final loss: the training-curve plot reads both
     loss = row["final_val_loss"]
     metrics += [Metric("val/loss", loss + 50.0 / s, 0, s) for s in range(50, 201, 50)]
-    metrics += [Metric("train/loss", loss + 50.0 / s, 0, s) for s in range(1, TRAIN_STEPS + 1)]
+    logged = range(LOG_INTERVAL, TRAIN_STEPS + 1, LOG_INTERVAL)
+    metrics += [Metric("train/loss", loss + 50.0 / s + 0.01 * (s % 2), 0, s) for s in logged]
     for i in range(0, len(metrics), 1000):  # log_batch takes at most 1000 metrics
         client.log_batch(rid, metrics=metrics[i : i + 1000])
     client.set_terminated(rid, status)
@@ -120,8 +123,35 @@ def test_load_curves_reads_every_logged_step_of_train_and_val_loss(study):
     assert set(ids) <= set(curves)
     for rid in ids:
         steps, values = curves[rid]["train/loss"]
-        assert steps == list(range(1, TRAIN_STEPS + 1)) and len(values) == TRAIN_STEPS
+        assert steps == list(range(LOG_INTERVAL, TRAIN_STEPS + 1, LOG_INTERVAL))
+        assert len(values) == TRAIN_STEPS // LOG_INTERVAL
         assert curves[rid]["val/loss"][0] == [50, 100, 150, 200]
+
+
+def test_the_training_curve_plot_draws_every_logged_step_smoothed(study):
+    """Issue 12: per run, the training loss at every log interval (not 2 points), its EMA,
+    and the validation points; histories read only for the runs drawn."""
+    from analysis.core import analyse
+    from analysis.plot_training import chosen_runs, curve_series, ema
+
+    table, _ = load_study(study["uri"], f"exp_{study['name']}", study["name"])
+    an = analyse(table, num_resamples=0)
+    drawn = list(chosen_runs(an)["run_id"])
+    assert set(drawn) <= set(study["cells"]) and study["failed"] not in drawn
+    series = curve_series(an, load_curves(study["uri"], drawn))
+    assert list(series) == ["2M", "5M", "10M", "20M"]  # ascending N
+    entries = [e for size in series.values() for e in size]
+    assert len(entries) == len(drawn) > 0
+    for e in entries:
+        steps = list(range(LOG_INTERVAL, TRAIN_STEPS + 1, LOG_INTERVAL))
+        assert e["train_steps"].tolist() == steps and len(e["train_loss"]) == len(steps)
+        assert np.allclose(e["train_ema"], ema(e["train_loss"]))
+        # smoothed: the EMA wiggles less than the raw curve's step-to-step alternation
+        assert (
+            np.abs(np.diff(e["train_ema"][-10:])).max()
+            < np.abs(np.diff(e["train_loss"][-10:])).max()
+        )
+        assert e["val_steps"].tolist() == [50, 100, 150, 200]
 
 
 def test_noise_from_a_finished_study_in_mlflow(study):

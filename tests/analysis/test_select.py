@@ -95,3 +95,21 @@ def test_a_run_csv_may_carry_select_val_loss(tmp_path):
     table = load_csv(path)
     assert table["select_val_loss"].notna().all()
     assert {f.best_lr for f in analysis.lr_frontier(table)} == {SELECT_BEST}
+
+
+def test_curves_are_read_only_for_the_runs_at_the_select_chosen_lr(tmp_path):
+    """`run_analysis` asks for histories once the LR is chosen: 1 of the 5 LRs is drawn."""
+    from analysis.api import run_analysis
+
+    table = disagreeing_table()
+    asked: list[list[str]] = []
+
+    def load(ids: list[str]) -> dict:
+        asked.append(ids)
+        return {rid: {"train/loss": ([5, 10, 15], [4.0, 3.5, 3.2])} for rid in ids}
+
+    run_analysis(table, tmp_path / "out", num_resamples=0, curves=load)
+    (ids,) = asked
+    expected = table.loc[table["lr"] == SELECT_BEST, "run_id"]
+    assert sorted(ids) == sorted(expected) and len(ids) == len(table) // len(LRS)
+    assert (tmp_path / "out" / "training_curves.png").is_file()
