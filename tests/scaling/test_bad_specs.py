@@ -118,6 +118,21 @@ BAD_SPECS = [
     ("negative weight decay", _set("optimizer", {"weight_decay": -0.1}), "study.optimizer"),
     ("unknown precision", _set("precision", "fp16"), "study.precision"),
     ("empty variants", _set("variants", []), "study.variants"),
+    (
+        "negative select windows",
+        _set("data.num_select_windows", -1),
+        "study.data.num_select_windows: -1 must be >= 0",
+    ),
+    (
+        "select windows that do not fit beside the loss windows",
+        _set("data.num_select_windows", 10**6),
+        "study.data.num_select_windows: 4 loss + 1000000 select windows (disjoint)",
+    ),
+    (
+        "fewer select windows than DP ranks",
+        _set("data.num_select_windows", 1),
+        "data.num_select_windows=1 is smaller than parallel.data_parallel=2",
+    ),
 ]
 
 
@@ -159,6 +174,16 @@ def test_the_valid_spec_loads(tmp_path, data_dir):
     study = load_study(path)
     assert study.name == "tiny-study" and study.folder == tmp_path / "study"
     assert not (tmp_path / "study").exists()
+
+
+def test_select_windows_reach_every_cell(tmp_path, data_dir):
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    spec["data"]["num_select_windows"] = 6
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = load_study(path)
+    assert {c.run.data.num_select_windows for c in study.cells} == {6}
+    assert {c.run.data.num_val_windows for c in study.cells} == {4}
 
 
 def test_a_spec_with_four_mistakes_reports_all_four_at_once(tmp_path, data_dir):
