@@ -128,10 +128,11 @@ def check_validation_windows(study: Study) -> None:
     if not (path / MANIFEST_NAME).is_file():
         return
     tokens = int(load_manifest(path)["splits"]["valid"]["tokens"])
-    spec = study.data
-    data = DataConfig(str(path), spec.seed, spec.num_val_windows, spec.val_seed)
-    data.num_select_windows = spec.num_select_windows
-    problem = data.windows_fit_problem(int(study.model["seq_length"]), tokens)
+    windows = {"num_val_windows": study.data.num_val_windows}
+    windows["num_select_windows"] = study.data.num_select_windows
+    problem = DataConfig(path=str(path), **windows).windows_fit_problem(
+        int(study.model["seq_length"]), tokens
+    )
     if problem:
         raise ConfigError(f"study.{problem}")
 

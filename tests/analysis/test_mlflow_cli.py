@@ -55,6 +55,7 @@ def _log_cell(client, exp_id, parent_id, study, row, status="FINISHED", outcome=
     }
     if not math.isnan(row["final_val_loss"]):
         summary["final_val_loss"] = row["final_val_loss"]
+        summary["final_select_loss"] = row["final_val_loss"] + 0.01  # the LR-selection windows
     metrics = [Metric(k, v, 0, 0) for k, v in summary.items()]
     # a validation curve every 50 steps and the training loss every log interval, as a
     # trainer logs them, ending at the final loss: the training-curve plot reads both
@@ -114,6 +115,7 @@ def test_load_study_reads_the_contract(study):
     assert one["num_nonembedding_params"] == src["num_nonembedding_params"]
     assert one["num_params_total"] == pytest.approx(src["num_nonembedding_params"] * 1.1)
     assert one["final_val_loss"] == pytest.approx(src["final_val_loss"])
+    assert one["select_val_loss"] == pytest.approx(src["final_val_loss"] + 0.01)
     assert one["lr"] == 0.001 and one["size"] == src["size"]
 
 
