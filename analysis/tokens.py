@@ -52,10 +52,10 @@ def snap_budgets(table: pd.DataFrame) -> pd.DataFrame:
             if d > start * (1.0 + SAME_BUDGET_RTOL):
                 start = d
             label[d] = start
-        top = {}
+        top: dict[float, float] = {}
         for d, s in label.items():
             top[s] = max(top.get(s, d), d)
-        out.loc[rows.index, "tokens"] = rows["tokens"].map(lambda d: top[label[d]])
+        out.loc[rows.index, "tokens"] = rows["tokens"].map({d: top[s] for d, s in label.items()})
     return out
 
 
@@ -114,9 +114,7 @@ def build_slices(table: pd.DataFrame, num_resamples: int, seed: int) -> list[Sli
         if usable.empty:
             continue
         groups = build_groups(usable, num_resamples, seed + int(rank), choose_on_data_only)
-        has_ci = (
-            groups.noise is not None and len(groups.seeds) >= V.MIN_SEEDS and num_resamples > 0
-        )
+        has_ci = groups.noise is not None and len(groups.seeds) >= V.MIN_SEEDS and num_resamples > 0
         frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
         out.append(Slice(int(rank), groups, frontier, has_ci, len(usable)))
     return out
@@ -186,24 +184,22 @@ def fit_nd(slices: list[Slice], num_resamples: int) -> list[LawFit]:
     """``L(N, D) = E + A/N^alpha + B/D^beta`` per arm with >= 2 budgets at some size: Approach 3
     (``analysis.fit``: Huber in log space, the full initialisation grid) on every (size, tokens)
     of the arm at its best LR, each bootstrap draw refitted from the full-data optimum."""
-    columns: dict[str, list[tuple[float, float, np.ndarray]]] = {}
+    columns: dict[str, list[tuple[str, float, float, np.ndarray]]] = {}
     for sl in slices:
         info = sl.groups.info
         for g in range(len(info)):
             loss = sl.groups.loss[:, g]
             if loss.shape[0] != num_resamples + 1:  # no draws in this slice: data only
                 loss = np.concatenate([loss[:1], np.full(num_resamples, np.nan)])
-            columns.setdefault(info.at[g, "variant"], []).append(
-                (float(info.at[g, "num_nonembedding_params"]), float(info.at[g, "tokens"]), loss)
-            )
+            n, d = float(info.at[g, "num_nonembedding_params"]), float(info.at[g, "tokens"])
+            columns.setdefault(info.at[g, "variant"], []).append((info.at[g, "size"], n, d, loss))
     fits = []
     for variant, cols in sorted(columns.items()):
-        n = np.array([c[0] for c in cols])
-        d = np.array([c[1] for c in cols])
-        if len(set(d)) < 2 or len(cols) < 5:
-            continue
-        model = F.chinchilla_model(n, d)
-        loss = np.stack([c[2] for c in cols], axis=1)  # [B+1, P]
+        sizes = [c[0] for c in cols]
+        if max(sizes.count(s) for s in sizes) < 2 or len(cols) < 5:
+            continue  # no size with two budgets: B and beta are not identified apart from N
+        model = F.chinchilla_model(np.array([c[1] for c in cols]), np.array([c[2] for c in cols]))
+        loss = np.stack([c[3] for c in cols], axis=1)  # [B+1, P]
         params, counts = fit_across_resamples(model, loss, F.grid_starts(model), 5)
         fits.append(LawFit("L(N,D)", variant, model.names, params, np.arange(len(cols)), counts))
     return fits
