@@ -207,3 +207,29 @@ def test_load_study_leaves_out_stable_runs(mlflow_server):
     table, _ = load_study(mlflow_server, f"exp_{name}", name)
     assert len(table) == 2 and sorted(table["tokens"]) == [1e6, 2e6]
     assert isinstance(table, pd.DataFrame)
+
+
+def test_cli_prints_the_verdict_along_d(tmp_path):
+    """`scaling analyze --runs-csv` on a branched study: the N and the D verdict, one line each,
+    and verdict.json's `tokens` section."""
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from analysis.cli import analyze
+
+    app = typer.Typer()
+    app.command()(analyze)
+    app.command("unused")(lambda: None)
+    csv = tmp_path / "runs.csv"
+    arms = {"linear": BASE, "nonlinear": FADES_ALONG_D}
+    make_nd_study(arms, sizes=(2e6, 1e7, 1e8), lr_grid=None).to_csv(csv, index=False)
+    out = tmp_path / "out"
+    args = ["analyze", "--runs-csv", str(csv), "--out", str(out), "--resamples", "50"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    verdict = json.loads((out / "verdict.json").read_text())
+    (row,) = verdict["tokens"]["variants"]
+    line = f"nonlinear vs linear along D: {row['verdict']} ({row['reason']})"
+    assert line in res.output
