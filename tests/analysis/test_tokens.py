@@ -233,3 +233,24 @@ def test_cli_prints_the_verdict_along_d(tmp_path):
     (row,) = verdict["tokens"]["variants"]
     line = f"nonlinear vs linear along D: {row['verdict']} ({row['reason']})"
     assert line in res.output
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"fractions": (0.5, 1.0)}, "2 budget(s) both arms measured at any one size"),
+        (
+            {"lr_grid": (1.0, 2.0)},
+            "LR not bracketed: linear 2M @5e+06 tokens: best 0.0178 edge_low (add LR 0.00888)",
+        ),
+    ],
+)
+def test_verdict_along_d_is_inconclusive_without_the_data_for_it(kwargs, fragment):
+    """Two budgets per size cannot show a trend; an LR at the edge of its grid at any compared
+    budget makes the D verdict inconclusive, naming the cell and the LR to add."""
+    table = make_nd_study(
+        {"linear": BASE, "nonlinear": FADES_ALONG_D}, sizes=(2e6, 1e7, 1e8), **kwargs
+    )
+    verdict = analyse(table, num_resamples=50).verdict
+    (row,) = verdict["tokens"]["variants"]
+    assert row["verdict"] == "inconclusive" and fragment in row["reason"], row["reason"]
