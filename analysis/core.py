@@ -108,7 +108,11 @@ def analyse(
     seed: int = 0,
     detect_gain_pct: float = 0.5,
 ) -> Analysis:
-    """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant."""
+    """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
+
+    The N verdict reads, per size, only the largest budget its baseline measured
+    (``analysis.tokens.n_axis_rows``); with several budgets per size the token axis is judged
+    too (``analysis.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
     check_inputs(table, baseline, num_resamples)
     baselines = parse_baselines(baseline)
     every_budget = T.snap_budgets(table.reset_index(drop=True))
