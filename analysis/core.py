@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import summary as S
+from analysis import tokens as T
 from analysis import verdict as V
 from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Comparison, baseline_map, compare
@@ -32,6 +33,7 @@ class Analysis:
     usable: pd.DataFrame
     excluded: pd.DataFrame
     comparisons: dict[str, Comparison] = dataclasses.field(default_factory=dict)
+    tokens: T.TokenAnalysis | None = None  # the token axis, when some arm has >= 2 budgets
 
 
 def parse_baselines(baseline: str) -> list[str]:
@@ -106,10 +108,15 @@ def analyse(
     seed: int = 0,
     detect_gain_pct: float = 0.5,
 ) -> Analysis:
-    """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant."""
+    """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
+
+    The N verdict reads, per size, only the largest budget its baseline measured
+    (``analysis.tokens.n_axis_rows``); with several budgets per size the token axis is judged
+    too (``analysis.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
     check_inputs(table, baseline, num_resamples)
-    table = table.reset_index(drop=True)
     baselines = parse_baselines(baseline)
+    every_budget = T.snap_budgets(table.reset_index(drop=True))
+    table = T.n_axis_rows(every_budget, baselines)  # the N verdict: each size's largest budget
     frontiers = lr_frontier(table)
     usable = usable_cells(table, frontiers)
     excluded = _excluded(table, usable)
@@ -195,7 +202,15 @@ def analyse(
         "flops_estimated": bool(table["flops_estimated"].any()),
         "rule": V.RULE,
     }
-    return Analysis(verdict, groups, fits, usable, excluded, comparisons)
+    along_d = T.analyse_tokens(every_budget, baselines, num_resamples, seed)
+    if along_d is not None:
+        verdict["num_runs"] = int(len(every_budget))
+        used = usable_cells(every_budget, lr_frontier(every_budget))
+        columns = ["run_id", "variant", "size", "seed", "lr", "reason"]
+        verdict["excluded_runs"] = _records(_excluded(every_budget, used), columns)
+        verdict["tokens"] = along_d.verdict
+        verdict["fits"] += S.fit_summary(along_d.fits, has_ci)
+    return Analysis(verdict, groups, fits, usable, excluded, comparisons, along_d)
 
 
 def _multiple(num_variants: int) -> str:

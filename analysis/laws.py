@@ -104,11 +104,11 @@ def _curve_points(groups: Groups, variant: str) -> np.ndarray:
 
 
 def fit_arms(groups: Groups) -> list[LawFit]:
-    """L(N) and L(C) per arm on its largest budget per size; L(N, D) on every budget of an arm
-    with >= 2 budgets at some size (several budgets feed L(N, D), never a cross-arm gain)."""
+    """L(N) and L(C) per arm on its largest budget per size (L(N, D), on every budget, is
+    ``analysis.tokens.fit_nd``: the N analysis sees one budget per size)."""
     info = groups.info
     fits: list[LawFit] = []
-    n, c, d = (info[k].to_numpy(float) for k in ("num_nonembedding_params", "flops", "tokens"))
+    n, c = (info[k].to_numpy(float) for k in ("num_nonembedding_params", "flops"))
     for variant in sorted(info["variant"].unique()):
         pts = _curve_points(groups, variant)
         for law, x in (("L(N)", n), ("L(C)", c)):
@@ -116,13 +116,6 @@ def fit_arms(groups: Groups) -> list[LawFit]:
             starts = F.grid_starts(model)
             params, counts = fit_across_resamples(model, groups.loss[:, pts], starts, 3)
             fits.append(LawFit(law, variant, model.names, params, pts, counts))
-        all_pts = np.flatnonzero((info["variant"] == variant).to_numpy())
-        budgets = info.iloc[all_pts].groupby("size")["tokens"].nunique()
-        if (budgets >= 2).any():
-            model = F.chinchilla_model(n[all_pts], d[all_pts])
-            starts = F.grid_starts(model)
-            params, counts = fit_across_resamples(model, groups.loss[:, all_pts], starts, 5)
-            fits.append(LawFit("L(N,D)", variant, model.names, params, all_pts, counts))
     return fits
 
 

@@ -38,7 +38,11 @@ def _status(run) -> str:
 
 
 def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataFrame, str | None]:
-    """(run table, parent run id or None) for every cell of ``study`` in ``experiment``."""
+    """(run table, parent run id or None) for every cell of ``study`` in ``experiment``.
+
+    Runs tagged ``scaling.cell_kind = stable`` (a WSD run's warmup and stable phase) are left
+    out: their branches, one per budget, are the measurements.
+    """
     client = _client(tracking_uri)
     exp_id = C.experiment_id(client, experiment)
     if exp_id is None:
@@ -50,9 +54,17 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     runs = C.search_runs(client, exp_id, f"tags.{C.TAG_STUDY} = '{quoted}'")
     parents = [r for r in runs if r.data.tags.get(C.TAG_ROLE) == C.ROLE_STUDY]
     cells = [r for r in runs if r.data.tags.get(C.TAG_ROLE) != C.ROLE_STUDY]
+    # a WSD stable run is the trunk its branches fork from, not a measurement (issue 16)
+    stable = [r for r in cells if r.data.tags.get(C.TAG_CELL_KIND) == C.KIND_STABLE]
+    cells = [r for r in cells if r.data.tags.get(C.TAG_CELL_KIND) != C.KIND_STABLE]
     if not parents:  # the parent may carry only the role tag and the study name as run name
         role = C.search_runs(client, exp_id, f"tags.`{C.TAG_ROLE}` = '{C.ROLE_STUDY}'")
         parents = [r for r in role if r.info.run_name == study]
+    if not cells and stable:
+        raise ValueError(
+            f"study {study!r} has {len(stable)} stable (WSD trunk) run(s) and no branch yet; "
+            "the analysis reads branches: run `scaling status` and wait for them"
+        )
     if not cells:
         raise ValueError(
             f"no runs tagged study={study!r} in experiment {experiment!r} at {tracking_uri}; "

@@ -324,6 +324,11 @@ def all_plots(an: Analysis, out_dir: Path, curves: dict | None = None) -> dict[s
     if an.verdict["variants"]:
         out["gain_vs_n"] = gain_vs_n(an, out_dir)
         out["k_vs_c"] = k_vs_c(an, out_dir)
+    from analysis.report_tokens import gain_vs_tokens
+
+    along_d = gain_vs_tokens(an.verdict, out_dir)  # issue 16: >= 2 budgets at some size
+    if along_d:
+        out["gain_vs_tokens"] = along_d
     lr = lr_sweeps(an, out_dir)
     if lr:
         out["lr_sweeps"] = lr

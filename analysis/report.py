@@ -12,6 +12,7 @@ from pathlib import Path
 from analysis import fmt as F
 from analysis.headline import headline
 from analysis.render import to_html, to_markdown
+from analysis.report_tokens import token_blocks
 
 
 def fmt(value, digits: int = 4) -> str:
@@ -285,6 +286,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
         b.append(("note", "Some runs had no `flops`; C = 6 N D was used for them."))
     b.extend(_verdict_blocks(verdict))
     b.extend(_gain_blocks(verdict, figures))
+    b.extend(token_blocks(verdict, figures))  # the token axis (issue 16), when measured
     b.extend(_extrapolation_blocks(verdict))
     b.extend(_fit_blocks(verdict, figures))
     b.extend(_noise_blocks(verdict))

@@ -80,3 +80,85 @@ def make_study(
                         }
                     )
     return normalise(pd.DataFrame(rows), "synthetic study")
+
+
+# --- L(N, D) truths for the token axis (issue 16) -------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmLaw:
+    """One arm's truth ``L(N, D) = E + A / N^alpha + B / D^beta`` (Chinchilla's form).
+
+    The defaults give losses of about 4.7 at 2M parameters and 2.6 at 100M (20 tokens/param),
+    the range of small GPTs; alpha = beta makes ``L`` along ``D = r N`` a pure power law in C,
+    so an arm that differs only in ``B`` is the baseline at a constant compute multiplier.
+    """
+
+    E: float = 1.7
+    A: float = 200.0
+    alpha: float = 0.34
+    B: float = 300.0
+    beta: float = 0.34
+
+    def loss(self, n: float, d: float) -> float:
+        return self.E + self.A * n**-self.alpha + self.B * d**-self.beta
+
+
+ND_SIZES = (2e6, 5e6, 1e7, 3e7, 1e8)
+ND_FRACTIONS = (0.125, 0.25, 0.5, 1.0)  # WSD branch points as fractions of the largest budget
+
+
+def make_nd_study(
+    arms: dict[str, ArmLaw],
+    sizes: tuple[float, ...] = ND_SIZES,
+    fractions: tuple[float, ...] = ND_FRACTIONS,
+    tokens_per_param: float = 20.0,
+    num_seeds: int = 3,
+    lr_grid: tuple[float, ...] | None = (0.5, 1.0, 2.0),
+    trunk_share: float = 0.8,
+    rng_seed: int = 0,
+) -> pd.DataFrame:
+    """One row per (arm, size, budget, lr, seed), as a branched (WSD) study logs them.
+
+    Budgets are ``fraction x tokens_per_param x N``. Noise, per size (``seed_sd``): a part
+    shared by every run of one (size, seed) (same data order: sd 0.8 x), and a per-run part
+    (sd 0.6 x) of which ``trunk_share`` (as a correlation) is shared by every branch of one
+    stable run, i.e. one (arm, size, lr, seed): a branch inherits its trunk's luck. ``lr_grid``
+    holds LR multiples of each arm's optimum (penalty ``0.05 ln(m)^2``: 0.024 at 2x, about 1% of
+    the loss, well above the noise of a 3-seed mean, so the optimum is bracketed); None = no LR.
+    """
+    rng = np.random.default_rng(rng_seed)
+    rows = []
+    branch_share = float(np.sqrt(max(0.0, 1.0 - trunk_share**2)))  # per-run sd = 0.6 sd
+    for n in sizes:
+        sd = seed_sd(n)
+        shared = rng.normal(0.0, 0.8 * sd, size=num_seeds)
+        lr_opt = 0.0047 * (n / 108e6) ** (-1 / 3)  # Porian et al. 2024
+        for arm, law in arms.items():
+            for mult in lr_grid or (None,):
+                trunk = rng.normal(0.0, 0.6 * sd * trunk_share, size=num_seeds)
+                penalty = 0.0 if mult is None else 0.05 * np.log(mult) ** 2
+                for fraction in fractions:
+                    tokens = fraction * tokens_per_param * n
+                    own = rng.normal(0.0, 0.6 * sd * branch_share, size=num_seeds)
+                    clean = law.loss(n, tokens) + penalty
+                    for s in range(num_seeds):
+                        rows.append(
+                            {
+                                "variant": arm,
+                                "size": size_label(n),
+                                "num_nonembedding_params": n,
+                                "tokens": tokens,
+                                "flops": 6.0 * n * tokens,
+                                "seed": s,
+                                "lr": np.nan if mult is None else mult * lr_opt,
+                                "final_val_loss": clean + shared[s] + trunk[s] + own[s],
+                                "status": "completed",
+                            }
+                        )
+    return normalise(pd.DataFrame(rows), "synthetic L(N, D) study")
+
+
+def true_gain(base: ArmLaw, variant: ArmLaw, n: float, d: float) -> float:
+    """Baseline loss minus variant loss at (N, D), each at its optimal LR (no penalty)."""
+    return base.loss(n, d) - variant.loss(n, d)
