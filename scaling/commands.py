@@ -122,7 +122,8 @@ def status(
     """Show the study's grid: state, validation loss and job of every cell.
 
     A grid of more than 100 cells shows counts by state and by (size, variant) and only the
-    cells that are neither completed nor pending; `--all` lists every cell.
+    cells that are neither completed nor pending; `--all` lists every cell. With `--watch`
+    the exit status is 3 when a cell ended failed or cancelled, else 0 (2: bad study file).
     """
     spec = _load(study)
     if not watch:
@@ -144,6 +145,21 @@ def status(
             spec, callback=lambda rows: _status_table(spec, rows, show_all), poll_s=interval
         )
     _end_parent_if_over(spec, rows)
+    _exit_for(rows)
+
+
+def _exit_for(rows) -> None:
+    """Exit `EXIT_CELLS_FAILED` (3) if a cell ended failed or cancelled (`scaling.status_view`)."""
+    from scaling.status_view import exit_code
+
+    code = exit_code(rows)
+    if code:
+        typer.echo(
+            "some cells failed or were cancelled (exit status 3); `scaling run` or `scaling "
+            "submit` retries them",
+            err=True,
+        )
+        raise typer.Exit(code)
 
 
 def _end_parent_if_over(spec, rows) -> None:
@@ -174,7 +190,12 @@ def run(
     ] = None,
     baseline: Annotated[str, typer.Option(help="The arm the others are judged by.")] = "linear",
 ) -> None:
-    """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run)."""
+    """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run).
+
+    Exit status: 0 when every cell has a result (completed or diverged); 3 when a cell ended
+    failed or cancelled (the analysis of the cells that finished is still written; run again
+    to retry them); 2 for a bad study file.
+    """
     from scaling.run import run_study
 
     spec = _load(study)
@@ -204,3 +225,4 @@ def run(
             f"MLflow UI: .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1 "
             f"--port 5000, then open http://127.0.0.1:5000 (experiment {spec.mlflow.experiment!r})"
         )
+    _exit_for(outcome.rows)

@@ -15,10 +15,30 @@ from collections import Counter, defaultdict
 from foundation import contract as C
 from scaling.state import StatusRow
 
-__all__ = ["FULL_GRID_MAX", "ATTENTION_MAX", "tally", "status_tables"]
+__all__ = [
+    "FULL_GRID_MAX",
+    "ATTENTION_MAX",
+    "EXIT_CELLS_FAILED",
+    "tally",
+    "status_tables",
+    "exit_code",
+]
 
 FULL_GRID_MAX = 100  # a grid this small is listed cell by cell by default
 ATTENTION_MAX = 100  # at most this many non-completed cells listed by default
+# Exit status of `scaling run` and `scaling status --watch` when the study ended with a cell
+# failed or cancelled (after the analysis of what finished): a script or CI job sees it. 2 is
+# a bad study file (typer's usage errors too), 1 an unexpected error.
+EXIT_CELLS_FAILED = 3
+
+
+def exit_code(rows: list[StatusRow]) -> int:
+    """0 if every cell has a result (completed or diverged), else `EXIT_CELLS_FAILED`.
+
+    A diverged cell is a result (the LR was too high), as for the parent run's FINISHED; a
+    failed or cancelled one is not, and rerunning the command retries it.
+    """
+    return 0 if all(r.state in C.DONE_STATES for r in rows) else EXIT_CELLS_FAILED
 
 
 def tally(rows: list[StatusRow]) -> str:
