@@ -39,9 +39,24 @@ def train(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
     result = run_training(config)
+    _skip_exit_teardown()
     if os.environ.get("RANK", "0") != "0":
         return  # one line per run, from rank 0
     typer.echo(
         f"{config.name}: {result.status} after {result.steps} steps, "
         f"final val loss {result.final_val_loss:.6f}"
     )
+
+
+def _skip_exit_teardown() -> None:
+    """Let the process exit at once once training has returned.
+
+    After a 1,000-step run `python -m jobs` took 8-12 s to exit: the interpreter's final
+    garbage collections walked the ~700k objects torch and megatron leave behind, and gloo's
+    process group, freed among them, joined its threads. Everything that must reach disk or
+    MLflow is closed by now (tracker, checkpoints, result.json), so freezing the live objects
+    out of the collector's reach loses nothing and the exit takes a fraction of a second.
+    """
+    import gc
+
+    gc.freeze()

@@ -151,29 +151,15 @@ def submit(study: StudyArg) -> None:
     _status_table(spec)
 
 
-def _status_table(spec, rows=None) -> None:
-    """Print the grid; `rows` from a poll that already read them, else read now."""
+def _status_table(spec, rows=None, show_all: bool = False) -> None:
+    """Print the grid (a summary for large ones: `scaling.status_view`); `rows` from a poll
+    that already read them, else read now."""
     from scaling.state import study_status
+    from scaling.status_view import status_tables
 
     rows = study_status(spec) if rows is None else rows
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.state] = counts.get(row.state, 0) + 1
-    _print_table(
-        f"study {spec.name}: status",
-        ["cell", "state", "val loss", "job", "run"],
-        [
-            [
-                r.cell_id,
-                r.state,
-                f"{r.val_loss:.4f}" if r.val_loss is not None else "",
-                r.job_id or "",
-                (r.run_id or "")[:12],
-            ]
-            for r in rows
-        ],
-        ", ".join(f"{n} {state}" for state, n in sorted(counts.items())),
-    )
+    for title, header, lines, footer in status_tables(spec.name, rows, show_all):
+        _print_table(title, header, lines, footer)
 
 
 def status(
@@ -182,11 +168,19 @@ def status(
         bool, typer.Option(help="Refresh until no cell is pending or running.")
     ] = False,
     interval: Annotated[float, typer.Option(help="Seconds between refreshes.")] = 30.0,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="List every cell, also in a large grid.")
+    ] = False,
 ) -> None:
-    """Show the study's grid: state, validation loss and job of every cell."""
+    """Show the study's grid: state, validation loss and job of every cell.
+
+    A grid of more than 100 cells shows counts by state and by (size, variant) and only the
+    cells that are neither completed nor pending; `--all` lists every cell. With `--watch`
+    the exit status is 3 when a cell ended failed or cancelled, else 0 (2: bad study file).
+    """
     spec = _load(study)
     if not watch:
-        _status_table(spec)
+        _status_table(spec, show_all=show_all)
         return
     from scaling.submission import wait_study
 
@@ -198,10 +192,27 @@ def status(
         flops = {r.cell_id: r.flops for r in plan_study(spec).rows}
         with LiveProgress(Progress(flops, set()), len(spec.cells)) as display:
             rows = wait_study(spec, callback=display, poll_s=interval)
-        _status_table(spec, rows)
+        _status_table(spec, rows, show_all)
     else:
-        rows = wait_study(spec, callback=lambda rows: _status_table(spec, rows), poll_s=interval)
+        rows = wait_study(
+            spec, callback=lambda rows: _status_table(spec, rows, show_all), poll_s=interval
+        )
     _end_parent_if_over(spec, rows)
+    _exit_for(rows)
+
+
+def _exit_for(rows) -> None:
+    """Exit `EXIT_CELLS_FAILED` (3) if a cell ended failed or cancelled (`scaling.status_view`)."""
+    from scaling.status_view import exit_code
+
+    code = exit_code(rows)
+    if code:
+        typer.echo(
+            "some cells failed or were cancelled (exit status 3); `scaling run` or `scaling "
+            "submit` retries them",
+            err=True,
+        )
+        raise typer.Exit(code)
 
 
 def _end_parent_if_over(spec, rows) -> None:
@@ -232,7 +243,12 @@ def run(
     ] = None,
     baseline: Annotated[str, typer.Option(help="The arm the others are judged by.")] = "linear",
 ) -> None:
-    """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run)."""
+    """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run).
+
+    Exit status: 0 when every cell has a result (completed or diverged); 3 when a cell ended
+    failed or cancelled (the analysis of the cells that finished is still written; run again
+    to retry them); 2 for a bad study file.
+    """
     from scaling.run import run_study
 
     spec = _load(study)
@@ -262,3 +278,4 @@ def run(
             f"MLflow UI: .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1 "
             f"--port 5000, then open http://127.0.0.1:5000 (experiment {spec.mlflow.experiment!r})"
         )
+    _exit_for(outcome.rows)

@@ -122,24 +122,34 @@ def _params(values: dict[str, str]) -> list[Any]:
 
 
 def cell_runs(study: ResolvedStudy, client: MlflowClient | None = None) -> dict[str, CellRun]:
-    """cell_id → its run, for every cell of the study that has one."""
-    client = client or client_for(study)
-    exp_id = C.experiment_id(client, study.mlflow.experiment)
-    if exp_id is None:
-        return {}
+    """cell_id → its run, for every cell of the study that has one.
+
+    Without a `client`, an HTTP(S) server is searched through its REST API directly
+    (`scaling.run_search`: no mlflow import, no protobuf), which keeps `scaling status` fast.
+    """
+    from scaling.run_search import is_http, search_study_runs, search_with_client
+
+    query = f"tags.{C.TAG_STUDY} = '{study.name}'"
+    uri = study.mlflow.tracking_uri
+    if client is None and is_http(uri):
+        found_runs = search_study_runs(uri, study.mlflow.experiment, query)
+    else:
+        client = client or client_for(study)
+        exp_id = C.experiment_id(client, study.mlflow.experiment)
+        found_runs = None if exp_id is None else search_with_client(client, exp_id, query)
     found: dict[str, CellRun] = {}
-    for run in C.search_runs(client, exp_id, f"tags.{C.TAG_STUDY} = '{study.name}'"):
-        tags = run.data.tags
+    for run in found_runs or []:
+        tags = run.tags
         cid = tags.get(C.TAG_CELL_ID)
         if not cid or tags.get(C.TAG_ROLE) == C.ROLE_STUDY:
             continue
         cell_run = CellRun(
-            run_id=run.info.run_id,
-            status=run.info.status,
+            run_id=run.run_id,
+            status=run.status,
             outcome=tags.get(C.TAG_OUTCOME),
-            final_val_loss=C.summary_metric(run.data.metrics, C.FINAL_VAL_LOSS),
-            last_val_loss=C.summary_metric(run.data.metrics, C.VAL_LOSS),
-            start_time=run.info.start_time,
+            final_val_loss=C.summary_metric(run.metrics, C.FINAL_VAL_LOSS),
+            last_val_loss=C.summary_metric(run.metrics, C.VAL_LOSS),
+            start_time=run.start_time,
             config_hash=tags.get(C.TAG_CONFIG_HASH),
         )
         previous = found.get(cid)
