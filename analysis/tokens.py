@@ -30,9 +30,9 @@ import pandas as pd
 from analysis import fit as F
 from analysis import verdict as V
 from analysis import verdict_d as VD
-from analysis.cells import Groups, build_groups, usable_cells
+from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Budget, baseline_map, compare
-from analysis.frontier import BRACKETED, LRFrontier, fmt_lr, lr_frontier, selection_column
+from analysis.frontier import BRACKETED, LRFrontier, fmt_lr, lr_frontier
 from analysis.laws import LawFit, fit_across_resamples
 
 # Token counts of one size within 2% of each other are one budget: whole-step rounding (one
@@ -105,7 +105,6 @@ def build_slices(table: pd.DataFrame, num_resamples: int, seed: int) -> list[Sli
     """One ``Slice`` per budget rank that has usable runs. Slice ``j`` draws with seed
     ``seed + j``, so the largest-budget slice reproduces the N analysis's draws exactly."""
     out = []
-    choose_on_data_only = selection_column(table) == "select_val_loss"
     ranks = budget_rank(table)
     for rank in sorted(ranks.unique()):
         part = table[ranks == rank].reset_index(drop=True)
@@ -113,7 +112,8 @@ def build_slices(table: pd.DataFrame, num_resamples: int, seed: int) -> list[Sli
         usable = usable_cells(part, frontiers)
         if usable.empty:
             continue
-        groups = build_groups(usable, num_resamples, seed + int(rank), choose_on_data_only)
+        chosen = selected_lrs(part, frontiers)
+        groups = build_groups(usable, num_resamples, seed + int(rank), chosen)
         has_ci = groups.noise is not None and len(groups.seeds) >= V.MIN_SEEDS and num_resamples > 0
         frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
         out.append(Slice(int(rank), groups, frontier, has_ci, len(usable)))
