@@ -56,11 +56,15 @@ def plan(
     An unreachable MLflow server or Slurm cluster is a warning here, not an error: a person
     plans costs on a laptop before the cluster exists. `submit` and `run` still refuse.
     """
-    from scaling.plan import format_plan, plan_study
+    from scaling.plan import branch_saving, format_branch_saving, format_plan, plan_study
 
     spec = _load(study, check_environment=False)
-    header, rows, totals = format_plan(plan_study(spec))
+    the_plan = plan_study(spec)
+    header, rows, totals = format_plan(the_plan)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
+    saving = branch_saving(spec, the_plan)
+    if saving is not None:
+        typer.echo(format_branch_saving(saving))
     if check_environment:
         _warn_environment(study, spec)
 
@@ -112,7 +116,7 @@ def _status_table(spec, rows=None) -> None:
         [
             [
                 r.cell_id,
-                r.state,
+                f"{r.state} ({r.note})" if r.note else r.state,
                 f"{r.val_loss:.4f}" if r.val_loss is not None else "",
                 r.job_id or "",
                 (r.run_id or "")[:12],
