@@ -38,6 +38,7 @@ def _spec(tmp_path: Path, data_dir: Path, uri: str, **overrides) -> dict:
             "branches": [1 / 3, 2 / 3, 1.0],
             "cooldown": 0.25,
         },
+        "lr": {"law": "none", "grid": {"*": {"30K": [3e-3]}}},
         "schedule": {"kind": "wsd", "warmup_steps": 2},
         "train": {"checkpoint_interval": 4, "eval_interval": 8},
     }
@@ -61,14 +62,14 @@ def test_a_grid_point_becomes_a_stable_cell_and_one_branch_per_budget(tmp_path, 
     study = _load(_spec(tmp_path, data_dir, "sqlite:///x.db"), tmp_path)
     cells = {c.cell_id: c for c in study.cells}
     assert len(cells) == 2 * 4  # 2 arms x (stable + 3 branches)
-    stable = cells["30K-linear-s0-lr0.00313-stable"]
+    stable = cells["30K-linear-s0-lr0.003-stable"]
     assert stable.kind == C.KIND_STABLE and stable.depends_on is None
     assert stable.run.schedule.kind == "constant"
     # budgets 8, 16, 24 steps; cooldown 25% -> forks at 6, 12, 18; the stable run stops at 18
     assert stable.run.train.steps == 18 and stable.run.train.keep_steps == [6, 12, 18]
     assert stable.tags[C.TAG_CELL_KIND] == C.KIND_STABLE
     for steps, point in ((8, 6), (16, 12), (24, 18)):
-        cid = f"30K-linear-s0-lr0.00313-D{steps * STEP_TOKENS:.3g}"
+        cid = f"30K-linear-s0-lr0.003-D{steps * STEP_TOKENS:.3g}"
         branch = cells[cid]
         run = branch.run
         assert branch.kind == C.KIND_BRANCH and branch.depends_on == stable.cell_id
@@ -368,7 +369,7 @@ def _squeue_reasons(job_ids: list[str]) -> dict[str, str]:
             "-h",
             "-r",
             "-o",
-            "%i|%T|%r",
+            "%i|%T|%E",
             "-j",
             ",".join({j.split("_")[0] for j in job_ids}),
         ],
@@ -390,8 +391,10 @@ def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_ser
     stable = next(c for c in study.cells if c.kind == C.KIND_STABLE)
     branch_jobs = [result.jobs[c.cell_id].job_id for c in study.cells if c.depends_on]
     assert {j.split("_")[0] for j in branch_jobs} != {result.jobs[stable.cell_id].job_id}
-    waiting = _squeue_reasons(branch_jobs)
-    assert all(waiting.get(j, "").startswith("PENDING Dependency") for j in branch_jobs), waiting
+    waiting = _squeue_reasons(branch_jobs)  # "STATE DEPENDENCY" per branch job
+    parent_job = result.jobs[stable.cell_id].job_id
+    expected = f"PENDING afterok:{parent_job}"
+    assert all(waiting.get(j, "").startswith(expected) for j in branch_jobs), waiting
     rows = wait_study(study, poll_s=2, timeout_s=600)
     assert [r.state for r in rows] == [C.COMPLETED] * 3, rows
     _check_lineage(study)
