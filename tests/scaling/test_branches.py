@@ -178,12 +178,14 @@ def _by_cell(study) -> dict[str, list]:
 def _check_lineage(study) -> None:
     """One finished MLflow run per cell; each branch names its parent cell, run and fork."""
     runs = _by_cell(study)
+    (study_run,) = [r for r in study_runs(study) if r.data.tags.get(C.TAG_ROLE) == C.ROLE_STUDY]
     assert sorted(runs) == sorted(c.cell_id for c in study.cells)
     assert all(len(found) == 1 for found in runs.values()), {k: len(v) for k, v in runs.items()}
     for cell in study.cells:
         (run,) = runs[cell.cell_id]
         assert run.info.status == "FINISHED", (cell.cell_id, run.info.status)
         assert run.data.tags[C.TAG_CELL_KIND] == cell.kind
+        assert run.data.tags[C.TAG_PARENT] == study_run.info.run_id  # a child of the study
         if cell.kind == C.KIND_BRANCH:
             (parent,) = runs[cell.depends_on]
             assert run.data.tags[C.TAG_PARENT_CELL] == cell.depends_on
