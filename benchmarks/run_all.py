@@ -9,6 +9,8 @@ Sections (targets from the issues):
   jobs        steps/s, and tracked / untracked training-loop time (tracking <= 1%)
   data_prep   prepare-data tokens/s / raw `tokenizers` batch encode (>= 0.7)
   analysis    fits + 1000-resample bootstrap of a 200-run study (<= 30 s)
+  branches    a 4-budget WSD-branched mini-study vs independent runs: wall-time and FLOPs
+              ratios, max final-loss difference per budget (0: bitwise)
 Each benchmark runs in its own process (one at a time, so they do not disturb each other).
 """
 
@@ -27,6 +29,7 @@ QUICK = {
     "jobs": ["bench_jobs.py", "--steps", "20", "--repeats", "1"],
     "data_prep": ["bench_data_prep.py", "--max-bytes", "10000000", "--repeat", "2"],
     "analysis": ["bench_analysis.py", "--resamples", "1000"],
+    "branches": ["bench_branches.py", "--steps", "160"],
 }
 
 

@@ -64,6 +64,7 @@ TAG_CELL_KIND = "scaling.cell_kind"  # KIND_* below (issue 16)
 TAG_PARENT_CELL = "parent_cell"  # a branch's stable-run cell id (issue 16)
 TAG_BRANCH_TOKENS = "branch_tokens"  # a branch's token budget D (issue 16)
 TAG_BRANCH_STEP = "branch_step"  # the parent's step the branch resumes from (issue 16)
+TAG_PARENT_CELL_RUN = "parent_cell_run_id"  # a branch's stable-run MLflow run id (issue 16)
 KIND_RUN = "run"  # an ordinary cell: one schedule to its own budget
 KIND_STABLE = "stable"  # a WSD run's warmup + stable phase; not a measurement, analysis skips it
 KIND_BRANCH = "branch"  # a cooldown forked from a stable run's checkpoint; one budget each

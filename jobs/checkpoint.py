@@ -21,7 +21,7 @@ import os
 import pickle
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,8 @@ __all__ = [
     "CheckpointWriteError",
     "save_checkpoint",
     "load_newest",
+    "load_step",
+    "step_dir",
     "list_checkpoints",
     "check_layout",
     "rng_state",
@@ -88,14 +90,25 @@ def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
+def step_dir(root: Path, step: int) -> Path:
+    """Where the checkpoint of `step` lives under `root` (complete once it has complete.json)."""
+    return Path(root) / f"step_{step:08d}"
+
+
 def save_checkpoint(
-    root: Path, step: int, payload: dict[str, Any], keep: int, layout: dict[str, int] | None = None
+    root: Path,
+    step: int,
+    payload: dict[str, Any],
+    keep: int,
+    layout: dict[str, int] | None = None,
+    keep_steps: Collection[int] = (),
 ) -> Path:
     """Collective: every rank saves `payload`; returns the complete directory.
 
     `layout` (TP, PP, DP) is recorded in `complete.json` so a load can refuse another one.
+    The newest `keep` checkpoints stay, plus those of `keep_steps` (branch points), never rotated.
     """
-    final = root / f"step_{step:08d}"
+    final = step_dir(root, step)
     tmp = root / f"step_{step:08d}.tmp"
     rank = _rank()
     if rank == 0:
@@ -135,7 +148,8 @@ def save_checkpoint(
             "once the disk has room."
         ) from error
     if rank == 0:
-        for _, old in list_checkpoints(root)[keep:]:
+        rotating = [(s, path) for s, path in list_checkpoints(root) if s not in keep_steps]
+        for _, old in rotating[keep:]:
             shutil.rmtree(old, ignore_errors=True)
     _barrier()
     return final
@@ -201,3 +215,22 @@ def load_newest(
                 load_fn(payload)
             return payload
     return None
+
+
+def load_step(path: Path, layout: dict[str, int] | None = None) -> dict[str, Any]:
+    """Collective: this rank's payload of the complete checkpoint directory `path`.
+
+    For a run that starts from another run's checkpoint: unlike `load_newest` there is no
+    older one to fall back to, so a missing or unreadable file raises (FileNotFoundError).
+    """
+    if not (path / "complete.json").is_file():
+        raise FileNotFoundError(f"{path} is not a complete checkpoint (no complete.json)")
+    check_layout(path, layout or {})
+    payload = _try_load(path / f"rank_{_rank():05d}.pt")
+    ok = torch.tensor([1 if payload is not None else 0])
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    if ok.item() != 1:
+        raise FileNotFoundError(f"{path}: a rank's file is missing or unreadable")
+    assert payload is not None
+    return payload

@@ -23,6 +23,7 @@ __all__ = [
     "TrainConfig",
     "DeepSpeedConfig",
     "TrackingConfig",
+    "InitFrom",
     "RunConfig",
     "load_run_config",
 ]
@@ -59,9 +60,11 @@ class ScheduleConfig:
     `cosine`: linear warmup to `optimizer.lr`, cosine decay to `min_lr_ratio * lr` at the last
     step (the paper: floor lr/10). `wsd`: warmup, constant, then a decay over the last
     `decay_fraction` of the steps to `min_lr_ratio * lr` with `decay_shape` (Hägele et al. 2024).
+    `constant`: warmup, then the peak LR to the end: the stable phase of a WSD run, from whose
+    kept checkpoints cooldown branches (`RunConfig.init_from`) fork.
     """
 
-    kind: Literal["cosine", "wsd"] = "cosine"
+    kind: Literal["cosine", "wsd", "constant"] = "cosine"
     warmup_steps: int = 0
     min_lr_ratio: float = 0.1
     decay_fraction: float = 0.2
@@ -77,6 +80,12 @@ class ScheduleConfig:
                 f"schedule.decay_fraction must be in (0, 1], got {self.decay_fraction}"
             )
 
+    def decay_start(self, total_steps: int) -> int:
+        """First (0-based) step of a WSD run's decay: the last round(decay_fraction x steps)
+        steps decay (at least one), never before warmup ends. A cooldown branch forks here."""
+        num_decay = max(1, round(self.decay_fraction * total_steps))
+        return max(self.warmup_steps, total_steps - num_decay)
+
 
 @dataclass
 class TrainConfig:
@@ -88,6 +97,12 @@ class TrainConfig:
     eval_interval: int = 0  # evaluate every K steps (0: only at the end)
     checkpoint_interval: int = 0  # save every K steps (0: only on preemption)
     keep_checkpoints: int = 2
+    # Steps whose checkpoints are saved and never rotated away (a WSD stable run's branch points)
+    keep_steps: list[int] = field(default_factory=list)
+    # Steps the training-sample order is drawn for (None: `steps`). Past one epoch megatron's
+    # order depends on the number of samples drawn, so a stable run and its branches share the
+    # longest branch's step count here and read identical batches.
+    dataset_steps: int | None = None
     log_interval: int = 1  # train metrics every K steps
     # Divergence: a non-finite loss, or a loss above `divergence_factor` x the best loss so far
     # after warmup, ends the run with outcome `diverged`.
@@ -107,6 +122,21 @@ class TrainConfig:
             raise ValueError(f"train.keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
         if self.divergence_factor <= 1:
             raise ValueError(f"train.divergence_factor must be > 1, got {self.divergence_factor}")
+        bad = [s for s in self.keep_steps if not 1 <= s <= self.steps]
+        if bad:
+            raise ValueError(
+                f"train.keep_steps: {bad} outside 1..train.steps={self.steps}; keep only steps "
+                "the run reaches"
+            )
+        if self.dataset_steps is not None and self.dataset_steps < self.steps:
+            raise ValueError(
+                f"train.dataset_steps={self.dataset_steps} is below train.steps={self.steps}; "
+                "the sample order must cover every step (use null for train.steps)"
+            )
+
+    @property
+    def num_dataset_steps(self) -> int:
+        return self.dataset_steps if self.dataset_steps is not None else self.steps
 
 
 @dataclass
@@ -142,6 +172,18 @@ class TrackingConfig:
 
 
 @dataclass
+class InitFrom:
+    """Start from another run's kept checkpoint (a WSD cooldown branch forking its stable run).
+
+    The checkpoint's model, optimiser, RNG and loss history are loaded as if this run had
+    trained those steps itself; the run's own checkpoints, once it has any, take precedence.
+    """
+
+    output_dir: str  # the parent run's output dir (its checkpoints/ holds step_<step>)
+    step: int
+
+
+@dataclass
 class RunConfig:
     """One grid cell, resolved: what `scaling train` and `jobs.TrainingJob` run."""
 
@@ -159,6 +201,7 @@ class RunConfig:
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
+    init_from: InitFrom | None = None  # a cooldown branch: the parent's checkpoint to start at
 
     # --- derived quantities: one place, named ---------------------------------------------
     @property
@@ -224,6 +267,32 @@ class RunConfig:
                 "a share of the windows, so use at least one window per DP rank (or 0: none)"
             )
         self.model.validate_parallel(self.parallel)
+        if self.init_from is not None:
+            self._validate_init_from(self.init_from)
+
+    def _validate_init_from(self, init: InitFrom) -> None:
+        """A branch forks a constant-LR run, so it must fork before its own decay starts."""
+        if not init.output_dir:
+            raise ValueError("init_from.output_dir: empty; name the parent run's output dir")
+        if Path(init.output_dir).resolve() == Path(self.output_dir).resolve():
+            raise ValueError(
+                "init_from.output_dir: is this run's own output_dir; a branch writes its own "
+                "checkpoints elsewhere (its own newest checkpoint is resumed anyway)"
+            )
+        if self.schedule.kind != "wsd":
+            raise ValueError(
+                f"init_from: needs schedule.kind 'wsd' (a cooldown from a stable run), got "
+                f"{self.schedule.kind!r}"
+            )
+        start = self.schedule.decay_start(self.train.steps)
+        if not self.schedule.warmup_steps <= init.step <= start or init.step < 1:
+            raise ValueError(
+                f"init_from.step: {init.step} must be a step after warmup "
+                f"(schedule.warmup_steps={self.schedule.warmup_steps}, and >= 1) and at or "
+                f"before this run's decay start {start} (train.steps={self.train.steps}, "
+                f"schedule.decay_fraction={self.schedule.decay_fraction}); the parent trained "
+                "at the constant peak LR up to it"
+            )
 
     def check_world_size(self, world_size: int) -> None:
         """The launcher's world size must equal TP x PP x DP; raised before any group exists."""

@@ -64,12 +64,13 @@ def lr_at(step: int, total_steps: int, peak_lr: float, schedule: ScheduleConfig)
     warmup = schedule.warmup_steps
     if step < warmup:
         return peak_lr * (step + 1) / warmup
+    if schedule.kind == "constant":
+        return peak_lr
     last = max(total_steps - 1, 1)
     if schedule.kind == "cosine":
         progress = (step - warmup) / max(last - warmup, 1)
         return floor + (peak_lr - floor) * _decay(progress, "cosine")
-    num_decay = max(1, round(schedule.decay_fraction * total_steps))
-    decay_start = max(warmup, total_steps - num_decay)
+    decay_start = schedule.decay_start(total_steps)
     if step < decay_start:
         return peak_lr
     progress = (step - decay_start + 1) / max(total_steps - decay_start, 1)

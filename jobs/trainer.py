@@ -80,8 +80,10 @@ class _Trainer:
             config.model, config.parallel, seed=config.seed, transformer_overrides=overrides
         )
         self.engine = build_engine(config, model)
-        steps, seqs = config.train.steps, config.global_batch_sequences
-        self.dataset = training_dataset(config.data, config.model.seq_length, steps * seqs)
+        seqs = config.global_batch_sequences
+        # the sample order is drawn for num_dataset_steps (a WSD family shares it), not `steps`
+        num_samples = config.train.num_dataset_steps * seqs
+        self.dataset = training_dataset(config.data, config.model.seq_length, num_samples)
         self.val_windows = validation_windows(config.data, config.model.seq_length)
         self.select_windows = None  # the LR-selection set (issue 11), disjoint from val_windows
         if config.data.num_select_windows:
@@ -114,6 +116,7 @@ class _Trainer:
             self._payload(state),
             self.config.train.keep_checkpoints,
             layout=self._layout(),
+            keep_steps=self.config.train.keep_steps,
         )
 
     def _layout(self) -> dict[str, int]:
@@ -126,15 +129,24 @@ class _Trainer:
         }
 
     def _resume(self) -> tuple[LossHistory, bool]:
+        """(state, resumed): this run's newest checkpoint, else its `init_from`, else fresh."""
         payload = ckpt.load_newest(self.ckpt_root, layout=self._layout())
+        resumed = payload is not None
+        if payload is None and self.config.init_from is not None:
+            from jobs.fork import load_parent_checkpoint
+
+            payload = load_parent_checkpoint(self.config, self._layout())
+            init = self.config.init_from
+            rank0_print(f"{self.config.name}: forked from {init.output_dir} at step {init.step}")
         if payload is None:
             return LossHistory(), False
         self.engine.load_state_dict(payload["engine"])
         ckpt.set_rng_state(payload["rng"])
         state = LossHistory(**payload["state"])
-        self._saved_step = state.step
-        rank0_print(f"{self.config.name}: resumed at step {state.step}")
-        return state, True
+        if resumed:
+            self._saved_step = state.step
+            rank0_print(f"{self.config.name}: resumed at step {state.step}")
+        return state, resumed
 
     def _stop_requested(self) -> bool:
         if self.stop is None:
@@ -166,6 +178,14 @@ class _Trainer:
         config, train_cfg = self.config, self.config.train
         state, resumed = self._resume()
         record.start(self.tracker, config, self.world, resumed)
+        if config.init_from is not None:
+            from jobs.fork import parent_run_id
+
+            lineage = {C.TAG_BRANCH_STEP: str(config.init_from.step)}
+            parent = parent_run_id(config)
+            if parent:
+                lineage[C.TAG_PARENT_CELL_RUN] = parent
+            self.tracker.set_tags(lineage)
         dp_rank = self.ps.get_data_parallel_rank()
         dp_size = self.ps.get_data_parallel_world_size()
         status, reason = C.COMPLETED, None
@@ -211,7 +231,8 @@ class _Trainer:
             if train_cfg.eval_interval and state.step % train_cfg.eval_interval == 0:
                 if state.step < train_cfg.steps:  # the final eval follows the loop
                     self._evaluate(state)
-            if train_cfg.checkpoint_interval and state.step % train_cfg.checkpoint_interval == 0:
+            interval = train_cfg.checkpoint_interval
+            if (interval and state.step % interval == 0) or state.step in train_cfg.keep_steps:
                 self._save(state)
             if self._stop_requested():
                 self._save(state)

@@ -174,11 +174,14 @@ def _check_recipe(study: Study, p: Problems) -> None:
     if tokens.tokens_per_param is not None and not tokens.tokens_per_param > 0:
         p.add(f"study.tokens.tokens_per_param: {tokens.tokens_per_param} must be > 0 (e.g. 20)")
     missing = [s for s in study.sizes if s not in tokens.per_size]
-    if tokens.tokens_per_param is None and missing:
+    explicit_counts = bool(tokens.branches) and all(b > 1 for b in tokens.branches)
+    if tokens.tokens_per_param is None and missing and not explicit_counts:
         p.add(
             f"study.tokens: no budget for size(s) {', '.join(missing)}; set tokens_per_param or "
             "per_size for them"
         )
+    if tokens.branches is not None:
+        _check_branches(study, p)
     if batch.rule == "fixed" and batch.tokens is None:
         p.add("study.batch.tokens: required with rule 'fixed' (tokens per step)")
     if batch.tokens is not None and batch.tokens < 1:
@@ -194,6 +197,47 @@ def _check_recipe(study: Study, p: Problems) -> None:
     for owned in ("steps", "global_batch_tokens", "micro_batch_size"):
         if owned in study.train:
             p.add(f"study.train.{owned}: derived from study.tokens / study.batch; remove it")
+
+
+def _check_branches(study: Study, p: Problems) -> None:
+    """WSD branches (scaling.branches): increasing budgets of one kind, a cooldown, a WSD recipe.
+
+    Whole branch points after warmup need the tokens per step, so `scaling.grid` checks those.
+    """
+    tokens, where = study.tokens, "study.tokens"
+    branches = tokens.branches or []
+    if not branches:
+        p.add(f"{where}.branches: empty; give budgets (e.g. [0.25, 0.5, 1.0]) or remove it")
+    for i, b in enumerate(branches):
+        if not b > 0:
+            p.add(f"{where}.branches[{i}]: {b} must be > 0 (a fraction <= 1 or a token count)")
+    fractions = [b <= 1 for b in branches if b > 0]
+    if fractions and any(fractions) and not all(fractions):
+        p.add(
+            f"{where}.branches: {branches} mixes fractions (<= 1) and token counts (> 1); use "
+            "only fractions of the size's budget, or only token counts"
+        )
+    if any(b >= a for a, b in zip(branches[1:], branches, strict=False)):
+        p.add(f"{where}.branches: {branches} must be strictly increasing; sort them, no repeats")
+    if fractions and not any(fractions) and tokens.per_size:
+        p.add(
+            f"{where}.per_size: not used with explicit branch token counts (the same budgets "
+            "for every size); remove it, or give branches as fractions of it"
+        )
+    if not 0 < tokens.cooldown < 1:
+        p.add(f"{where}.cooldown: {tokens.cooldown} must be in (0, 1), e.g. 0.2")
+    kind = study.schedule.get("kind")
+    if kind not in (None, "wsd"):
+        p.add(
+            f"study.schedule.kind: {kind!r} cannot branch; tokens.branches needs a "
+            "warmup-stable-decay schedule: set kind: wsd or remove it"
+        )
+    for owned, instead in (("decay_fraction", "cooldown"), ("decay_shape", "cooldown_shape")):
+        if owned in study.schedule:
+            p.add(
+                f"study.schedule.{owned}: set by tokens.{instead} when tokens.branches is "
+                "given; remove it here"
+            )
 
 
 def _check_lr(study: Study, p: Problems) -> None:

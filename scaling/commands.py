@@ -71,15 +71,19 @@ def plan(
     With --noise, also per size the smallest paired gain the study's seeds detect (80% power,
     two-sided 5%) and, with --target-gain, the seeds that gain needs.
     """
-    from scaling.plan import format_plan, plan_study
+    from scaling.plan import branch_saving, format_branch_saving, format_plan, plan_study
 
     if noise is not None:
         _check_noise_args(noise, target_gain)
     elif target_gain is not None:
         _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
     spec = _load(study, check_environment=False)
-    header, rows, totals = format_plan(plan_study(spec))
+    the_plan = plan_study(spec)
+    header, rows, totals = format_plan(the_plan)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
+    saving = branch_saving(spec, the_plan)
+    if saving is not None:
+        typer.echo(format_branch_saving(saving))
     if noise is not None:
         _print_power(spec, noise, target_gain, baseline)
     if check_environment:

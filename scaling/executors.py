@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from foundation import contract as C
 from scaling.grid import Cell
+from scaling.mlflow_state import fail_cell_run
 from scaling.resolved import ResolvedStudy
 from scaling.scheduler import QUEUED, JobRecord, write_records
 from scaling.state import submitit_folder
@@ -86,25 +88,66 @@ def _env(**values: str) -> Iterator[None]:
 
 
 def submit_slurm(
-    study: ResolvedStudy, cells: list[Cell], records: dict[str, JobRecord]
+    study: ResolvedStudy,
+    cells: list[Cell],
+    records: dict[str, JobRecord],
+    states: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    import submitit
-
+    """One job array per world size; then, per parent, its branches as an array that depends
+    on the parent's own job (`afterok`, `--kill-on-invalid-dep=yes`: a failed parent ends its
+    branches instead of leaving them pending forever). `states`: cells not submitted now."""
     submitted: dict[str, Any] = {}
     by_world: dict[int, list[Cell]] = {}
+    dependent: dict[str, list[Cell]] = {}
     for cell in cells:
-        by_world.setdefault(cell.world_size, []).append(cell)
+        if cell.depends_on is None:
+            by_world.setdefault(cell.world_size, []).append(cell)
+        else:
+            dependent.setdefault(cell.depends_on, []).append(cell)
     for world, group in sorted(by_world.items()):
-        executor = submitit.SlurmExecutor(folder=submitit_folder(study) / "slurm")
-        executor.update_parameters(**slurm_parameters(study.spec, world))
-        with executor.batch():
-            handles = [executor.submit(_job(cell)) for cell in group]
-        now = time.time()
-        for cell, job in zip(group, handles, strict=True):
-            submitted[cell.cell_id] = job
-            records[cell.cell_id] = JobRecord(cell.cell_id, "slurm", job.job_id, now)
-        write_records(study.folder, records)
+        _submit_array(study, group, records, submitted, slurm_parameters(study.spec, world))
+    for parent, group in dependent.items():
+        params = slurm_parameters(study.spec, group[0].world_size)
+        job_id = _parent_job(parent, submitted, records, (states or {}).get(parent))
+        if job_id is not None:
+            params["additional_parameters"] = {
+                **params["additional_parameters"],
+                "dependency": f"afterok:{job_id}",
+                "kill_on_invalid_dep": "yes",
+            }
+        _submit_array(study, group, records, submitted, params)
     return submitted
+
+
+def _parent_job(
+    parent: str, submitted: dict[str, Any], records: dict[str, JobRecord], state: str | None
+) -> str | None:
+    """The Slurm job a branch waits for: its parent's, if submitted now or still live."""
+    if parent in submitted:
+        return submitted[parent].job_id
+    if state in C.ACTIVE_STATES and parent in records:
+        return records[parent].job_id
+    return None  # ended earlier: the branch starts at once (and checks its checkpoint itself)
+
+
+def _submit_array(
+    study: ResolvedStudy,
+    group: list[Cell],
+    records: dict[str, JobRecord],
+    submitted: dict[str, Any],
+    params: dict[str, Any],
+) -> None:
+    import submitit
+
+    executor = submitit.SlurmExecutor(folder=submitit_folder(study) / "slurm")
+    executor.update_parameters(**params)
+    with executor.batch():
+        handles = [executor.submit(_job(cell)) for cell in group]
+    now = time.time()
+    for cell, job in zip(group, handles, strict=True):
+        submitted[cell.cell_id] = job
+        records[cell.cell_id] = JobRecord(cell.cell_id, "slurm", job.job_id, now)
+    write_records(study.folder, records)
 
 
 def run_local(
@@ -112,22 +155,40 @@ def run_local(
     cells: list[Cell],
     records: dict[str, JobRecord],
     say: Callable[[str], None],
+    states: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Run cells as local submitit jobs, `max_parallel` at a time; return when all ended."""
+    """Run cells as local submitit jobs, `max_parallel` at a time; return when all ended.
+
+    A cell with `depends_on` (a WSD branch) starts once that cell has ended completed or
+    diverged (a branch whose checkpoint the divergence preceded still trains; one without it
+    fails with the reason); if it failed or was cancelled, the branch is not started and its
+    run ends FAILED with "parent <id> failed". `states`: cells not run by this call.
+    """
     import submitit
 
     folder = submitit_folder(study) / "local"
     queue = list(cells)
     running: dict[str, Any] = {}
     finished: dict[str, Any] = {}
+    ended = dict(states or {})  # cell id → state, for parents not (or no longer) running here
     queued_id = f"{QUEUED}{os.getpid()}"
     for cell in queue:  # visible to `scaling status` from another shell as pending
         records[cell.cell_id] = JobRecord(cell.cell_id, "local", queued_id, time.time())
     write_records(study.folder, records)
     try:
         while queue or running:
-            while queue and len(running) < study.spec.local.max_parallel:
-                cell = queue.pop(0)
+            for cell, reason in _blocked(study, queue, running, ended):
+                queue.remove(cell)
+                records.pop(cell.cell_id, None)  # no job: status reads the FAILED run
+                write_records(study.folder, records)
+                fail_cell_run(study, cell, reason)
+                ended[cell.cell_id] = C.FAILED
+                say(f"not started {cell.cell_id}: {reason}")
+            while len(running) < study.spec.local.max_parallel:
+                cell = _next_ready(queue, running, ended)
+                if cell is None:
+                    break
+                queue.remove(cell)
                 executor = submitit.LocalExecutor(folder=folder)
                 threads = max(
                     1, (os.cpu_count() or 1) // (study.spec.local.max_parallel * cell.world_size)
@@ -145,9 +206,58 @@ def run_local(
             for cid, job in list(running.items()):
                 if job.done():
                     finished[cid] = running.pop(cid)
+                    ended[cid] = _job_state(job)
                     say(f"ended {cid}: {job.state}")
     except BaseException:
         for job in running.values():
             job.cancel()
         raise
     return finished
+
+
+def _job_state(job: Any) -> str:
+    """completed / diverged from the job's RunResult; failed if it raised or died."""
+    try:
+        status = job.results()[0].status
+    except Exception:  # noqa: BLE001 - any failure of the job is the cell's failure
+        return C.FAILED
+    return status if status in C.DONE_STATES else C.FAILED
+
+
+def _next_ready(queue: list[Cell], running: dict[str, Any], ended: dict[str, str]) -> Cell | None:
+    """The first queued cell whose parent (if any) has ended with a result."""
+    for cell in queue:
+        if cell.depends_on is None or ended.get(cell.depends_on) in C.DONE_STATES:
+            if cell.depends_on is None or cell.depends_on not in running:
+                return cell
+    return None
+
+
+def _blocked(
+    study: ResolvedStudy, queue: list[Cell], running: dict[str, Any], ended: dict[str, str]
+) -> list[tuple[Cell, str]]:
+    """Queued cells whose parent ended without a result (failed, cancelled): never startable.
+
+    A parent neither queued here nor ended is live in another submit: its state is re-read.
+    """
+    waiting = {c.cell_id for c in queue} | set(running)
+    out = []
+    for cell in queue:
+        parent = cell.depends_on
+        if parent is None or parent in waiting:
+            continue
+        state = ended.get(parent)
+        if state in C.ACTIVE_STATES or state is None:
+            state = ended[parent] = _current_state(study, parent)
+        if state in (C.FAILED, C.CANCELLED, C.PENDING):
+            out.append((cell, f"parent {parent} {state}"))
+    return out
+
+
+def _current_state(study: ResolvedStudy, cell_id: str) -> str:
+    from scaling.mlflow_state import cell_runs
+    from scaling.scheduler import live_jobs, read_records
+    from scaling.state import cell_state
+
+    live = live_jobs(read_records(study.folder), submitit_folder(study))
+    return cell_state(cell_runs(study).get(cell_id), live.get(cell_id))

@@ -6,7 +6,8 @@ Every derived number of a cell is computed here by a named rule (`scaling.ladder
 size's nominal parameter count N, so every arm at a size shares tokens, batch and schedule and
 differs only in its arm's overrides (`scaling.ladder.resolve_arm`) and its learning rate:
 
-- tokens D: `tokens.per_size[size]`, else `tokens_per_param × N`, rounded up to whole steps;
+- tokens D: `tokens.per_size[size]`, else `tokens_per_param × N`, rounded up to whole steps
+  (with `tokens.branches`: the largest budget, and the cells of `scaling.branches`);
 - tokens per step: `batch.per_size[size]`, else fixed `batch.tokens`, else Porian's law; rounded
   to whole sequences, a multiple of DP × micro-batch, at least one such group;
 - warmup: `schedule.warmup_steps` if set, else N tokens (Porian), at most a third of the steps;
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from foundation import contract as C
 from foundation.config import ConfigError, from_dict, to_dict
+from scaling.branches import budgets, expand_family
 from scaling.ladder import (
     arm_overrides,
     nominal_params,
@@ -131,12 +133,8 @@ def tokens_per_step(study: Study, size: str, seq_length: int) -> int:
 
 
 def num_steps(study: Study, size: str, step_tokens: int) -> int:
-    """Optimiser steps to train the size's token budget (rounded up to whole steps)."""
-    if size in study.tokens.per_size:
-        budget = study.tokens.per_size[size]
-    else:
-        budget = study.tokens.tokens_per_param * nominal_params(study.shape(size))
-    return max(1, math.ceil(budget / step_tokens))
+    """Optimiser steps to train the size's (largest) token budget, rounded up to whole steps."""
+    return max(1, math.ceil(max(budgets(study, size)) / step_tokens))
 
 
 def _run_dict(
@@ -229,24 +227,32 @@ def expand_cells(study: Study, vocab_size: int) -> list[Cell]:
                 for seed in study.seeds:
                     if split:
                         continue
-                    data = _run_dict(study, size, variant, seed, lr, vocab_size)
-                    cid = data["name"]
-                    where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
-                    if cid in seen:
-                        problems.setdefault(
-                            f"study.lr: duplicate cell {cid} from ({where}) and ({seen[cid]}); "
-                            "learning rates that round to the same 3 digits collide; remove one",
-                            f"cell {cid}",
+                    base = _run_dict(study, size, variant, seed, lr, vocab_size)
+                    members, family_problems = expand_family(study, size, base)  # WSD branches
+                    for message in family_problems:
+                        problems.setdefault(message, f"size {size}")
+                    for data, kind, depends_on in members:
+                        cid = data["name"]
+                        where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
+                        if cid in seen:
+                            problems.setdefault(
+                                f"study.lr: duplicate cell {cid} from ({where}) and "
+                                f"({seen[cid]}); learning rates that round to the same 3 digits "
+                                "collide; remove one",
+                                f"cell {cid}",
+                            )
+                            continue
+                        seen[cid] = where
+                        try:
+                            run = from_dict(RunConfig, data, where="run")
+                        except ConfigError as err:
+                            for message in err.problems:
+                                problems.setdefault(_study_path(message, size), f"cell {cid}")
+                            continue
+                        arm = resolve_arm(variant)[0]
+                        cells.append(
+                            Cell(cid, size, arm, seed, lr, run, kind=kind, depends_on=depends_on)
                         )
-                        continue
-                    seen[cid] = where
-                    try:
-                        run = from_dict(RunConfig, data, where="run")
-                    except ConfigError as err:
-                        for message in err.problems:
-                            problems.setdefault(_study_path(message, size), f"cell {cid}")
-                        continue
-                    cells.append(Cell(cid, size, resolve_arm(variant)[0], seed, lr, run))
     if problems:
         raise ConfigError(f"{message} ({first})" for message, first in problems.items())
     return cells

@@ -33,6 +33,7 @@ __all__ = [
     "end_parent_run",
     "cell_runs",
     "ensure_cell_run",
+    "fail_cell_run",
 ]
 
 
@@ -179,3 +180,17 @@ def ensure_cell_run(
     write_text(out / C.RUN_ID_FILE, run_id)
     dump_file(cell.run, out / "run_config.yaml")
     return run_id
+
+
+def fail_cell_run(study: ResolvedStudy, cell: Cell, reason: str) -> None:
+    """End a cell's run FAILED with `reason` (tag `error`) without it ever having started.
+
+    For a branch whose parent failed: `status` then shows it failed, not pending forever.
+    """
+    path = Path(cell.run.output_dir) / C.RUN_ID_FILE
+    if not path.is_file():
+        return
+    client = client_for(study)
+    run_id = path.read_text().strip()
+    client.set_tag(run_id, C.TAG_ERROR, reason)
+    client.set_terminated(run_id, "FAILED")

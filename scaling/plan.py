@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.study import Study
 
-__all__ = ["PlanRow", "Plan", "plan_study", "format_plan", "power_plan"]
+__all__ = [
+    "PlanRow",
+    "Plan",
+    "plan_study",
+    "format_plan",
+    "power_plan",
+    "BranchSaving",
+    "branch_saving",
+    "format_branch_saving",
+]
 
 
 @dataclass(frozen=True)
@@ -32,10 +41,10 @@ class PlanRow:
     lr: float
     num_nonembedding_params: int  # N of this arm (models.accounting)
     num_params_total: int
-    tokens: int  # D actually trained: steps × tokens per step
+    tokens: int  # D the cell ends at: steps × tokens per step (a branch: its budget)
     steps: int
     tokens_per_step: int
-    flops: float  # C = flops_per_token × D
+    flops: float  # C this cell computes: flops_per_token × its own tokens (a branch: cooldown)
     gpus: int  # processes on CPU: TP × PP × DP
     hours: float  # wall-clock at cost.flops_per_gpu_s per GPU
 
@@ -77,7 +86,8 @@ def plan_study(study: ResolvedStudy | Study) -> Plan:
     for cell in study.cells:
         run = cell.run
         tokens = run.train.steps * run.tokens_per_step
-        flops = float(flops_per_token(run.model)) * tokens
+        start = run.init_from.step if run.init_from is not None else 0  # a branch's fork
+        flops = float(flops_per_token(run.model)) * (run.train.steps - start) * run.tokens_per_step
         gpus = run.parallel.world_size
         rows.append(
             PlanRow(
@@ -177,3 +187,58 @@ def power_plan(
         "80% power (exact noncentral t, analysis.power)"
     )
     return header, out, note
+
+
+@dataclass(frozen=True)
+class BranchSaving:
+    """A branched study's cost against the same budgets trained as independent runs."""
+
+    num_cells: int  # stable + branch + ordinary cells
+    flops: float
+    gpu_hours: float
+    num_independent_cells: int  # one full run per budget, no stable runs
+    independent_flops: float
+    independent_gpu_hours: float
+
+
+def branch_saving(study: ResolvedStudy | Study, plan: Plan | None = None) -> BranchSaving | None:
+    """What WSD branches save (None for a study without them): each branch replaced by a full
+    run to its budget, each stable run dropped. GPU-hours scale with FLOPs per cell."""
+    from foundation import contract as C
+
+    study = resolve(study)
+    plan = plan or plan_study(study)
+    kinds = {c.cell_id: c.kind for c in study.cells}
+    if C.KIND_BRANCH not in kinds.values():
+        return None
+    independent = [r for r in plan.rows if kinds[r.cell_id] != C.KIND_STABLE]
+
+    def full(row: PlanRow) -> float:  # a full run to the row's budget, FLOPs
+        return row.flops * row.tokens / (row.tokens - _fork_tokens(study, row))
+
+    flops = [full(r) for r in independent]
+    hours = [r.gpu_hours * f / r.flops for r, f in zip(independent, flops, strict=True)]
+    return BranchSaving(
+        plan.num_runs,
+        plan.total_flops,
+        plan.gpu_hours,
+        len(independent),
+        sum(flops),
+        sum(hours),
+    )
+
+
+def _fork_tokens(study: ResolvedStudy, row: PlanRow) -> int:
+    init = study.cell(row.cell_id).run.init_from
+    return init.step * row.tokens_per_step if init is not None else 0
+
+
+def format_branch_saving(saving: BranchSaving) -> str:
+    """Two lines: branched vs independent cells, FLOPs and GPU-hours, and the saving."""
+    return (
+        f"WSD branches: {saving.num_cells} cells, {saving.flops:.3g} FLOPs, "
+        f"{saving.gpu_hours:.4g} GPU-hours\n"
+        f"independent runs per budget: {saving.num_independent_cells} cells, "
+        f"{saving.independent_flops:.3g} FLOPs, {saving.independent_gpu_hours:.4g} GPU-hours "
+        f"(branches save {1 - saving.flops / saving.independent_flops:.0%} of the FLOPs)"
+    )

@@ -7,6 +7,7 @@ MLflow search and one `squeue`, not a re-expansion of the study.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,7 @@ class StatusRow:
     val_loss: float | None
     job_id: str | None
     run_id: str | None
+    note: str = ""  # why, where the state alone does not say (a branch's parent failed)
 
 
 def cell_state(run: CellRun | None, live: str | None) -> str:
@@ -90,4 +92,18 @@ def study_status(study: ResolvedStudy | Study) -> list[StatusRow]:
                 run_id=run.run_id if run else None,
             )
         )
-    return rows
+    return _parent_notes(study, rows)
+
+
+def _parent_notes(study: ResolvedStudy, rows: list[StatusRow]) -> list[StatusRow]:
+    """A branch without its result whose parent ended without one says so: "parent X failed"."""
+    state = {r.cell_id: r.state for r in rows}
+    parents = {c.cell_id: c.depends_on for c in study.cells if c.depends_on}
+    out = []
+    for row in rows:
+        parent = parents.get(row.cell_id)
+        bad = (C.FAILED, C.CANCELLED, C.DIVERGED)
+        if parent and row.state in (C.FAILED, C.PENDING) and state.get(parent) in bad:
+            row = dataclasses.replace(row, note=f"parent {parent} {state[parent]}")
+        out.append(row)
+    return out

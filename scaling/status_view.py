@@ -51,7 +51,7 @@ def _cell_rows(rows: list[StatusRow]) -> list[list[str]]:
     return [
         [
             r.cell_id,
-            r.state,
+            f"{r.state} ({r.note})" if r.note else r.state,
             f"{r.val_loss:.4f}" if r.val_loss is not None else "",
             r.job_id or "",
             (r.run_id or "")[:12],

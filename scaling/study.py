@@ -85,10 +85,18 @@ class LadderSpec:
 
 @dataclass
 class TokensSpec:
-    """Training tokens per size: `tokens_per_param` × nominal N, unless given in `per_size`."""
+    """Training tokens per size: `tokens_per_param` × nominal N, unless given in `per_size`.
+
+    `branches` (issue 16, `scaling.branches`): several budgets per size from one WSD run, as
+    fractions (<= 1) of the size's budget or explicit token counts (> 1, every size); each
+    branch decays over the last `cooldown` of its own steps with `cooldown_shape`.
+    """
 
     tokens_per_param: float | None = 20.0  # Chinchilla's compute-optimal ratio
     per_size: dict[str, float] = field(default_factory=dict)
+    branches: list[float] | None = None
+    cooldown: float = 0.2  # 10-20% cooldowns match a tuned cosine (Hägele et al. 2024)
+    cooldown_shape: Literal["linear", "cosine", "sqrt"] = "linear"
 
 
 @dataclass

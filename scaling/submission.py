@@ -130,9 +130,9 @@ def submit_study(
         say(f"{len(todo)} cell(s) to submit, {len(skipped)} skipped")
         try:
             if study.executor == "slurm":
-                jobs = submit_slurm(study, todo, records)
+                jobs = submit_slurm(study, todo, records, states=skipped)
             else:
-                jobs = run_local(study, todo, records, say)
+                jobs = run_local(study, todo, records, say, states=skipped)
         except BaseException as err:
             fail_parent_run(study, err)
             raise

@@ -14,7 +14,7 @@ from scaling.plan import plan_study
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 
 
-@pytest.mark.parametrize("name", ["demo", "paper-124m", "ladder"])
+@pytest.mark.parametrize("name", ["demo", "paper-124m", "paper-124m-tokens", "ladder"])
 def test_shipped_study_validates_and_plans(name):
     resolved = load_study(STUDIES / f"{name}.yaml", check_environment=False)
     plan = plan_study(resolved)
