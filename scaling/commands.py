@@ -56,11 +56,15 @@ def plan(
     An unreachable MLflow server or Slurm cluster is a warning here, not an error: a person
     plans costs on a laptop before the cluster exists. `submit` and `run` still refuse.
     """
-    from scaling.plan import format_plan, plan_study
+    from scaling.plan import format_plan, format_search_cost, plan_study, search_cost
 
     spec = _load(study, check_environment=False)
-    header, rows, totals = format_plan(plan_study(spec))
+    planned = plan_study(spec)
+    header, rows, totals = format_plan(planned)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
+    cost = search_cost(spec, planned)
+    if cost is not None:
+        typer.echo(format_search_cost(cost, planned, spec))
     if check_environment:
         _warn_environment(study, spec)
 
@@ -86,10 +90,11 @@ def submit(study: StudyArg) -> None:
     On Slurm this returns once the job arrays are queued; with the local executor it runs the
     cells (a few at a time) and returns when they have ended.
     """
-    from scaling.submission import submit_study
+    from scaling.submission import submit_rounds
 
     spec = _load(study)
-    result = submit_study(spec, on_progress=typer.echo)
+    result = submit_rounds(spec, on_progress=typer.echo)
+    spec = _load(study)  # with the cells LR-search rounds added meanwhile
     typer.echo(
         f"study {spec.name}: submitted {len(result.submitted)} cell(s), skipped "
         f"{len(result.skipped)}; MLflow parent run {result.parent_run_id} in experiment "
@@ -106,6 +111,8 @@ def _status_table(spec, rows=None) -> None:
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.state] = counts.get(row.state, 0) + 1
+    from scaling.refine import status_lines
+
     _print_table(
         f"study {spec.name}: status",
         ["cell", "state", "val loss", "job", "run"],
@@ -121,6 +128,8 @@ def _status_table(spec, rows=None) -> None:
         ],
         ", ".join(f"{n} {state}" for state, n in sorted(counts.items())),
     )
+    for line in status_lines(spec, rows):  # LR search: round, best LR per arm, open arms
+        typer.echo(line)
 
 
 def status(
@@ -135,6 +144,21 @@ def status(
     if not watch:
         _status_table(spec)
         return
+    from scaling.refine import advance
+    from scaling.submission import submit_rounds
+
+    while True:
+        rows = _watch(spec, interval)
+        following = advance(spec, rows, say=typer.echo)  # LR search: the round ended
+        if following is None:
+            break
+        spec = following
+        submit_rounds(spec, on_progress=typer.echo, end_parent=False)
+    _end_parent_if_over(spec, rows)
+
+
+def _watch(spec, interval: float):
+    """Poll until no cell is queued or running; the last poll's rows."""
     from scaling.submission import wait_study
 
     if sys.stdout.isatty():  # a terminal: the counts and ETA redrawn in place, then the table
@@ -146,17 +170,17 @@ def status(
         with LiveProgress(Progress(flops, set()), len(spec.cells)) as display:
             rows = wait_study(spec, callback=display, poll_s=interval)
         _status_table(spec, rows)
-    else:
-        rows = wait_study(spec, callback=lambda rows: _status_table(spec, rows), poll_s=interval)
-    _end_parent_if_over(spec, rows)
+        return rows
+    return wait_study(spec, callback=lambda rows: _status_table(spec, rows), poll_s=interval)
 
 
 def _end_parent_if_over(spec, rows) -> None:
     """After a Slurm `submit`, the parent run is RUNNING until someone sees every cell end."""
     from foundation import contract as C
     from scaling.mlflow_state import end_parent_run, parent_status
+    from scaling.refine import search_over
 
-    if rows and all(r.state in C.ENDED_STATES for r in rows):
+    if rows and all(r.state in C.ENDED_STATES for r in rows) and search_over(spec):
         end_parent_run(spec, parent_status([r.state for r in rows]))
 
 

@@ -43,7 +43,15 @@ from scaling.study import ANY, Study
 if TYPE_CHECKING:
     from jobs.config import RunConfig
 
-__all__ = ["Cell", "cell_id", "learning_rates", "expand_cells", "tokens_per_step", "num_steps"]
+__all__ = [
+    "Cell",
+    "cell_id",
+    "learning_rates",
+    "grid_points",
+    "expand_cells",
+    "tokens_per_step",
+    "num_steps",
+]
 
 MAX_WARMUP_FRACTION = 1 / 3  # tiny budgets would otherwise spend the whole run warming up
 
@@ -146,6 +154,7 @@ def _run_dict(
     seed: int,
     lr: float,
     vocab_size: int,
+    round_: int = 0,
 ) -> dict[str, Any]:
     shape = study.shape(size)
     par = study.parallel_for(size)
@@ -170,6 +179,7 @@ def _run_dict(
         **arm_overrides(variant, shape.hidden_size, par.tensor_parallel),
     }
     tags = cell_tags(study.name, cid, arm, size, seed, lr, study.engine)
+    tags[C.TAG_ROUND] = str(round_)
     return {
         "name": cid,
         "study": study.name,
@@ -207,9 +217,27 @@ def _run_dict(
     }
 
 
-def expand_cells(study: Study, vocab_size: int) -> list[Cell]:
+def grid_points(study: Study) -> list[tuple[str, str, int, float, int]]:
+    """(size, variant, seed, lr, round 0) of the starting grid, in a stable order.
+
+    With `lr.search` only its scan seeds run the starting grid; the others follow later.
+    """
+    return [
+        (size, variant, seed, lr, 0)
+        for size in sorted(study.sizes, key=C.size_key)  # "2M" before "12M"
+        for variant in study.variants
+        for lr in learning_rates(study, variant, size)
+        for seed in study.scan_seeds
+    ]
+
+
+def expand_cells(
+    study: Study, vocab_size: int, added: list[tuple[str, str, int, float, int]] = ()
+) -> list[Cell]:
     """Every cell of the grid (sizes × variants × seeds × LRs), in a stable order.
 
+    `added`: (size, variant, seed, lr, round) of cells LR-search rounds added
+    (`scaling.refine.added_points`), appended after the starting grid through the same path.
     Raises one ConfigError listing every problem, each once, named by the study field: resolved
     run configs that are invalid (e.g. TP does not divide a size's heads) and cells that would
     coincide.
@@ -219,33 +247,32 @@ def expand_cells(study: Study, vocab_size: int) -> list[Cell]:
     cells: list[Cell] = []
     seen: dict[str, str] = {}
     problems: dict[str, str] = {}  # problem → where it showed first
-    for size in sorted(study.sizes, key=C.size_key):  # "2M" before "12M"
-        split = _split_problems(study, size)
-        for message in split:
+    split_by_size = {size: _split_problems(study, size) for size in study.sizes}
+    for size in sorted(study.sizes, key=C.size_key):
+        for message in split_by_size[size]:
             problems.setdefault(message, f"size {size}")
-        for variant in study.variants:
-            for lr in learning_rates(study, variant, size):
-                for seed in study.seeds:
-                    if split:
-                        continue
-                    data = _run_dict(study, size, variant, seed, lr, vocab_size)
-                    cid = data["name"]
-                    where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
-                    if cid in seen:
-                        problems.setdefault(
-                            f"study.lr: duplicate cell {cid} from ({where}) and ({seen[cid]}); "
-                            "learning rates that round to the same 3 digits collide; remove one",
-                            f"cell {cid}",
-                        )
-                        continue
-                    seen[cid] = where
-                    try:
-                        run = from_dict(RunConfig, data, where="run")
-                    except ConfigError as err:
-                        for message in err.problems:
-                            problems.setdefault(_study_path(message, size), f"cell {cid}")
-                        continue
-                    cells.append(Cell(cid, size, resolve_arm(variant)[0], seed, lr, run))
+    for size, variant, seed, lr, round_ in [*grid_points(study), *added]:
+        if split_by_size.get(size):
+            continue
+        data = _run_dict(study, size, variant, seed, lr, vocab_size, round_)
+        cid = data["name"]
+        where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
+        if cid in seen:
+            problems.setdefault(
+                f"study.lr: duplicate cell {cid} from ({where}) and ({seen[cid]}); "
+                "learning rates that round to the same 3 digits collide; remove one",
+                f"cell {cid}",
+            )
+            continue
+        seen[cid] = where
+        try:
+            run = from_dict(RunConfig, data, where="run")
+        except ConfigError as err:
+            for message in err.problems:
+                problems.setdefault(_study_path(message, size), f"cell {cid}")
+            continue
+        arm = resolve_arm(variant)[0]
+        cells.append(Cell(cid, size, arm, seed, lr, run, round=round_))
     if problems:
         raise ConfigError(f"{message} ({first})" for message, first in problems.items())
     return cells
