@@ -194,7 +194,7 @@ def test_a_scan_only_lr_never_wins_the_analysis():
         ({"max_rounds": -1}, "study.lr.search.max_rounds"),
         ({"scan_seeds": 4}, "study.lr.search.scan_seeds"),
         ({"scan_seeds": 0}, "study.lr.search.scan_seeds"),
-        ({"follow_neighbours": -1}, "study.lr.search.follow_neighbours"),
+        ({"follow_neighbours": 0}, "study.lr.search.follow_neighbours"),
     ],
 )
 def test_bad_search_settings_name_the_field(tmp_path, search, field):
