@@ -194,6 +194,7 @@ def decide(spec: Study, table: pd.DataFrame, state: SearchState, known: set[str]
         new: dict[tuple[str, str, float], AddedLR] = {}
         for f in edges:
             for lr in f.next_lrs:
+                lr = float(f"{lr:.10g}")  # 0.1, not 0.10000000000000002, in the state file
                 tried = any(cell_id(f.size, f.variant, s, lr) in known for s in scan)
                 key = (f.variant, f.size, float(f"{lr:.3g}"))
                 if not tried and key not in new:

@@ -18,11 +18,14 @@ from analysis.frontier import lr_frontier
 from analysis.mlflow_io import load_study as load_table
 from foundation import contract as C
 from scaling.loader import load_study
-from scaling.refine import STATE_FILE, advance, read_state
+from scaling.refine import STATE_FILE, advance, read_state, status_lines
 from scaling.run import run_study
+from scaling.scheduler import read_records
+from scaling.state import study_status
 from scaling.submission import study_parent_run_id, submit_rounds, submit_study
+from tests.reliability.helpers import kill_group, start_cli
 from tests.scaling.conftest import one_size_spec
-from tests.scaling.helpers import study_runs, write_and_load
+from tests.scaling.helpers import poll, study_runs, write_and_load
 
 pytestmark = pytest.mark.slow
 
@@ -91,18 +94,27 @@ def test_local_search_ends_interior_and_resumes_without_duplicates(
     assert added == [("linear", pytest.approx(0.1)), ("nonlinear", pytest.approx(0.01))]
     assert any("LR-search round 1: 2 LR(s) added" in line for line in said)
 
-    # crash mid-round: Ctrl-C as soon as the first round-1 cell has started
-    def interrupt(message: str) -> None:
-        if message.startswith("started"):
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        submit_rounds(round1, on_progress=interrupt)
+    # crash mid-round: `scaling submit` and its cells killed once a round-1 cell has started
+    submit = start_cli(["submit", str(path)], tmp_path / "submit.log", tmp_path)
+    try:
+        poll(
+            lambda: any(
+                r.job_id.isdigit() and r.cell_id in {c.cell_id for c in round1.cells if c.round}
+                for r in read_records(study.folder).values()
+            ),
+            600,
+            "a round-1 cell to start",
+        )
+    finally:
+        kill_group(submit)
 
     messages: list[str] = []
     outcome = run_study(load_study(path), out_dir=tmp_path / "report", say=messages.append)
     finished = load_study(path)
     figures = _check_finished(finished, mlflow_server)
+    lines = status_lines(finished, study_status(finished))  # what `scaling status` adds
+    assert lines[0] == "lr search: ended"
+    assert "lr search: linear 30K best 0.01 interior" in lines
     report = (tmp_path / "report" / "report.md").read_text()
     assert "LR search: 3 round(s)" in report
     assert outcome.verdict["lr_search"]["open_arms"] == []
