@@ -257,6 +257,7 @@ def expand_cells(
         data = _run_dict(study, size, variant, seed, lr, vocab_size, round_)
         cid = data["name"]
         where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
+        where += f", round {round_} of lr_search.json" if round_ else ""
         if cid in seen:
             problems.setdefault(
                 f"study.lr: duplicate cell {cid} from ({where}) and ({seen[cid]}); "

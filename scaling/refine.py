@@ -107,6 +107,7 @@ def read_state(folder: Path) -> SearchState:
 
 
 def write_state(folder: Path, state: SearchState) -> None:
+    Path(folder).mkdir(parents=True, exist_ok=True)
     write_text(state_path(folder), json.dumps(dataclasses.asdict(state), indent=1) + "\n")
 
 

@@ -200,3 +200,41 @@ def test_a_scan_only_lr_never_wins_the_analysis():
 def test_bad_search_settings_name_the_field(tmp_path, search, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         _spec(tmp_path, search, {"linear": [1e-3]})
+
+
+def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
+    import yaml
+
+    from scaling.loader import load_study
+    from scaling.refine import AddedLR
+
+    spec = small_spec(
+        data_dir,
+        tmp_path / "out",
+        "sqlite:///" + str(tmp_path / "m.db"),
+        sizes=["30K"],
+        parallel={},
+        variants=["linear"],
+        seeds=[0, 1],
+        tokens={"per_size": {"30K": 3072}},
+        lr={"law": "none", "grid": {"*": {"30K": [1e-3, 2e-3]}}, "search": {"max_rounds": 2}},
+    )
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = load_study(path, check_environment=False)
+    assert [(c.seed, c.lr, c.round) for c in study.cells] == [(0, 1e-3, 0), (0, 2e-3, 0)]
+    added = [
+        AddedLR("linear", "30K", 3072.0, 4e-3, [0], 1, "edge_high at 0.002"),
+        AddedLR("linear", "30K", 3072.0, 2e-3, [1], 2, "winner"),
+    ]
+    write_state(study.folder, SearchState(added, ended=True))
+    again = load_study(path, check_environment=False)
+    rounds = [(c.cell_id, c.round, c.tags["round"]) for c in again.cells if c.round]
+    assert rounds == [("30K-linear-s0-lr0.004", 1, "1"), ("30K-linear-s1-lr0.002", 2, "2")]
+    assert again.cells[0].tags["round"] == "0"
+    assert again.cell("30K-linear-s0-lr0.004").run.optimizer.lr == 4e-3  # the grid's own path
+    # a hand-edited state whose LR rounds to a tried cell id is refused, not run twice
+    added.append(AddedLR("linear", "30K", 3072.0, 1.0004e-3, [0], 1, "edge_low"))
+    write_state(study.folder, SearchState(added))
+    with pytest.raises(ConfigError, match="duplicate cell 30K-linear-s0-lr0.001 .*lr_search.json"):
+        load_study(path, check_environment=False)
