@@ -27,7 +27,7 @@ def run_analysis(
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
     ``table`` has the columns of ``analysis.table.COLUMNS`` (``load_csv`` / ``load_study`` make
-    one). ``lr_search``: the study's LR-search summary (``rounds``, ``num_added_lrs``,
+    one). ``lr_search``: the study's LR-search summary (``rounds``, ``num_added_cells``,
     ``open_arms``, ``stopped_arms``), shown in the report. With ``parent_run_id`` everything
     written is also logged to that MLflow run under ``analysis/``. ``curves`` (run_id ->
     (steps, val losses)) adds the training-curve plot.

@@ -272,7 +272,7 @@ def _search_blocks(search: dict | None) -> list[tuple]:
         return []
     text = (
         f"LR search: {search['rounds']} round(s) after the starting grid added "
-        f"{search['num_added_lrs']} LR(s); an LR counts only if every seed ran it, so a "
+        f"{search['num_added_cells']} cell(s); an LR counts only if every seed ran it, so a "
         "scan-only LR never wins."
     )
     b: list[tuple] = [("p", text)]

@@ -279,7 +279,7 @@ def _search_summary(search: SearchState) -> dict:
     """What the report says about the LR search (rounds, cells added, arms left at an edge)."""
     return {
         "rounds": search.round,
-        "num_added_lrs": len(search.added),
+        "num_added_cells": sum(len(a.seeds) for a in search.added),
         "ended": search.ended,
         "open_arms": list(search.open_arms),
         "stopped_arms": list(search.stopped_arms),

@@ -238,3 +238,23 @@ def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
     write_state(study.folder, SearchState(added))
     with pytest.raises(ConfigError, match="duplicate cell 30K-linear-s0-lr0.001 .*lr_search.json"):
         load_study(path, check_environment=False)
+
+
+def test_the_report_names_the_arms_max_rounds_left_at_an_edge(tmp_path):
+    from analysis.api import run_analysis
+    from scaling.run import _search_summary
+
+    grid = {"linear": [1e-5, 2e-5], "nonlinear": [1e-3, 2e-3, 4e-3]}
+    spec = _spec(tmp_path, {"max_rounds": 2, "scan_seeds": 1}, grid)
+    world = Synthetic({"linear": 1e-2, "nonlinear": 2e-3})
+    state, _ = _search(spec, world)
+    verdict = run_analysis(
+        world.table(), tmp_path / "report", num_resamples=20, lr_search=_search_summary(state)
+    )
+    assert verdict["lr_search"]["open_arms"] == state.open_arms
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "LR search: 3 round(s) after the starting grid added 12 cell(s)" in report
+    assert f"Left at an edge when max_rounds stopped the search: {state.open_arms[0]}" in report
+    # and the LR table flags the same arm: its best is the top LR every seed ran
+    linear = next(r for r in verdict["lr_selection"] if r["variant"] == "linear")
+    assert linear["state"] == "edge_high" and linear["best_lr"] == pytest.approx(8e-5)
