@@ -248,10 +248,13 @@ def advance(
     study: ResolvedStudy,
     rows: list[StatusRow] | None = None,
     say: Callable[[str], None] = print,
+    allow_failed: bool = False,
 ) -> ResolvedStudy | None:
     """Write the next round if the current one has ended; the study with its cells, or None.
 
-    None: no search, the search has ended, or some cell is still pending, queued or running.
+    None: no search, the search has ended, or some cell is still pending, queued or running,
+    or (unless `allow_failed`) failed or cancelled: a round is judged on results, so a cell a
+    crash killed is retried first (`submit` does), else its LR would count as failed.
     The state file is written before the caller submits the new cells.
     """
     from scaling.mlflow_state import cell_runs
@@ -261,7 +264,8 @@ def advance(
     if search_over(study):
         return None
     rows = study_status(study) if rows is None else rows
-    if any(r.state not in C.ENDED_STATES for r in rows):
+    judged = C.ENDED_STATES if allow_failed else C.DONE_STATES
+    if any(r.state not in judged for r in rows):
         return None
     before = read_state(study.folder)
     table = scan_table(study, rows, cell_runs(study))

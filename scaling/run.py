@@ -175,16 +175,20 @@ def _run_resolved(
     (`scaling.refine.advance`), until the search has ended; then the analysis.
     """
     from scaling.mlflow_state import end_parent_run, parent_status
-    from scaling.refine import advance, read_state
+    from scaling.refine import advance, read_state, search_over
     from scaling.submission import study_parent_run_id
 
-    study = advance(study, say=say) or study  # a round that ended before an interruption
+    retried = False
     while True:
-        rows = _run_round(study, say, live)
-        following = advance(study, rows, say)
-        if following is None:
+        rows = _run_round(study, say, live)  # also the round a crash interrupted: retried
+        following = advance(study, rows, say, allow_failed=retried)
+        if following is not None:
+            study, retried = following, False
+        elif search_over(study) or retried or all(r.state in C.DONE_STATES for r in rows):
             break
-        study = following
+        else:  # a round with failed cells: retry them once, then judge it with them failed
+            say("LR search: retrying the round's failed cells before judging it")
+            retried = True
 
     parent = study_parent_run_id(study)
     verdict, report_dir = None, None

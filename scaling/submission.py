@@ -149,7 +149,7 @@ def submit_rounds(
 ) -> Submitted:
     """`scaling submit` with LR search (`scaling.refine`): submit the current round.
 
-    If the last round has ended, the next one is written first. Slurm: returns once this
+    If the last round has ended, the next one is written and submitted. Slurm: returns once a
     round is queued (a later `submit`, `status --watch` or `run` advances the search). Local:
     runs round after round until the search has ended, then ends the parent run (`end_parent`).
     Without `lr.search` this is `submit_study`.
@@ -159,12 +159,13 @@ def submit_rounds(
     say = on_progress or (lambda _msg: None)
     study = resolve(study)
     prepare_data(study)
-    study = advance(study, say=say) or study
     submitted: list[str] = []
-    while True:
+    while True:  # failed cells are resubmitted before their round is judged
         result = submit_study(study, on_progress, end_parent=False)
         submitted += result.submitted
-        following = None if study.executor != "local" else advance(study, say=say)
+        if study.executor != "local" and result.submitted:
+            break  # Slurm: this round is queued
+        following = advance(study, say=say)
         if following is None:
             break
         study = following
