@@ -23,17 +23,22 @@ def run_analysis(
     seed: int = 0,
     detect_gain_pct: float = 0.5,
     curves: dict | Callable[[list[str]], dict] | None = None,
+    lr_search: dict | None = None,
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
     ``table`` has the columns of ``analysis.table.COLUMNS`` (``load_csv`` / ``load_study`` make
-    one). With ``parent_run_id`` everything written is also logged to that MLflow run under
-    ``analysis/``. ``curves`` (run_id -> {key: (steps, values)}) adds the training-curve
-    plot; a function of run ids instead (``lambda ids: load_curves(uri, ids)``) is called once
-    the LRs are chosen, with the runs the plot draws only (at each arm's chosen LR).
+    one). ``lr_search``: the study's LR-search summary (``rounds``, ``num_added_cells``,
+    ``open_arms``, ``stopped_arms``), shown in the report. With ``parent_run_id`` everything
+    written is also logged to that MLflow run under ``analysis/``. ``curves`` (run_id -> {key:
+    (steps, values)}) adds the training-curve plot; a function of run ids instead (``lambda ids:
+    load_curves(uri, ids)``) is called once the LRs are chosen, with the runs the plot draws
+    only (at each arm's chosen LR).
     """
     check_inputs(table, baseline, num_resamples)
     result = analyse(table, baseline, num_resamples, seed, detect_gain_pct)
+    if lr_search is not None:
+        result.verdict["lr_search"] = lr_search
     from analysis.plots import all_plots
     from analysis.report import write_report
 

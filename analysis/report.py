@@ -264,9 +264,33 @@ def _lr_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
             "the edge of its grid makes a verdict inconclusive.",
         )
     )
+    b.extend(_search_blocks(verdict.get("lr_search")))
     if "lr_sweeps" in figures:
         caption = "Loss vs learning rate per size (★ best usable LR, red ring: at the grid edge)"
         b.append(("img", figures["lr_sweeps"], caption))
+    return b
+
+
+def _search_blocks(search: dict | None) -> list[tuple]:
+    """The study's LR search (scaling.refine): rounds, and arms it left at an edge."""
+    if search is None:
+        return []
+    text = (
+        f"LR search: {search['rounds']} round(s) after the starting grid added "
+        f"{search['num_added_cells']} cell(s); an LR counts only if every seed ran it, so a "
+        "scan-only LR never wins."
+    )
+    b: list[tuple] = [("p", text)]
+    if search["open_arms"]:
+        b.append(
+            (
+                "note",
+                "Left at an edge when max_rounds stopped the search: "
+                + "; ".join(search["open_arms"]),
+            )
+        )
+    if search["stopped_arms"]:
+        b.append(("note", "No usable LR (search stopped): " + "; ".join(search["stopped_arms"])))
     return b
 
 

@@ -259,6 +259,7 @@ def _check_lr(study: Study, p: Problems) -> None:
             for i, value in enumerate(values):
                 if not value > 0:
                     p.add(f"study.lr.grid.{variant}.{size}[{i}]: {value} must be > 0")
+    _check_search(study, p)
     if lr.law == "none":
         for variant in study.variants:
             for size in study.sizes:
@@ -267,6 +268,30 @@ def _check_lr(study: Study, p: Problems) -> None:
                         f"study.lr.grid: no learning rates for ({variant}, {size}) and lr.law "
                         "is 'none'; add grid entries or use law 'porian'"
                     )
+
+
+def _check_search(study: Study, p: Problems) -> None:
+    search = study.lr.search
+    if search is None:
+        return
+    if search.step_factor is not None and not search.step_factor > 1:
+        p.add(
+            f"study.lr.search.step_factor: {search.step_factor} must be > 1 (e.g. 2: the next LR "
+            "is the edge LR x or / 2), or null for the grid's own step"
+        )
+    if search.max_rounds < 0:
+        p.add(f"study.lr.search.max_rounds: {search.max_rounds} must be >= 0 (e.g. 3)")
+    if search.scan_seeds is not None and not 1 <= search.scan_seeds <= len(study.seeds):
+        p.add(
+            f"study.lr.search.scan_seeds: {search.scan_seeds} must be between 1 and the number "
+            f"of study.seeds ({len(study.seeds)}), or null for every seed"
+        )
+    if search.follow_neighbours < 1 and search.scan_seeds not in (None, len(study.seeds)):
+        p.add(
+            f"study.lr.search.follow_neighbours: {search.follow_neighbours} must be >= 1 (1: the "
+            "followers run the winner and one tried LR each side); analysis counts a best LR as "
+            "bracketed only by neighbours that every seed ran"
+        )
 
 
 def _check_resources(study: Study, p: Problems) -> None:

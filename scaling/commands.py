@@ -71,7 +71,14 @@ def plan(
     With --noise, also per size the smallest paired gain the study's seeds detect (80% power,
     two-sided 5%) and, with --target-gain, the seeds that gain needs.
     """
-    from scaling.plan import branch_saving, format_branch_saving, format_plan, plan_study
+    from scaling.plan import (
+        branch_saving,
+        format_branch_saving,
+        format_plan,
+        format_search_cost,
+        plan_study,
+        search_cost,
+    )
 
     if noise is not None:
         _check_noise_args(noise, target_gain)
@@ -81,6 +88,9 @@ def plan(
     the_plan = plan_study(spec)
     header, rows, totals = format_plan(the_plan)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
+    cost = search_cost(spec, the_plan)
+    if cost is not None:
+        typer.echo(format_search_cost(cost, the_plan, spec))
     saving = branch_saving(spec, the_plan)
     if saving is not None:
         typer.echo(format_branch_saving(saving))
@@ -143,10 +153,11 @@ def submit(study: StudyArg) -> None:
     On Slurm this returns once the job arrays are queued; with the local executor it runs the
     cells (a few at a time) and returns when they have ended.
     """
-    from scaling.submission import submit_study
+    from scaling.submission import submit_rounds
 
     spec = _load(study)
-    result = submit_study(spec, on_progress=typer.echo)
+    result = submit_rounds(spec, on_progress=typer.echo)
+    spec = _load(study)  # with the cells LR-search rounds added meanwhile
     typer.echo(
         f"study {spec.name}: submitted {len(result.submitted)} cell(s), skipped "
         f"{len(result.skipped)}; MLflow parent run {result.parent_run_id} in experiment "
@@ -164,6 +175,10 @@ def _status_table(spec, rows=None, show_all: bool = False) -> None:
     rows = study_status(spec) if rows is None else rows
     for title, header, lines, footer in status_tables(spec.name, rows, show_all):
         _print_table(title, header, lines, footer)
+    from scaling.refine import status_lines
+
+    for line in status_lines(spec, rows):  # LR search: round, best LR per arm, open arms
+        typer.echo(line)
 
 
 def status(
@@ -186,6 +201,22 @@ def status(
     if not watch:
         _status_table(spec, show_all=show_all)
         return
+    from scaling.refine import advance
+    from scaling.submission import submit_rounds
+
+    while True:
+        rows = _watch(spec, interval, show_all)
+        following = advance(spec, rows, say=typer.echo)  # LR search: the round ended
+        if following is None:
+            break
+        spec = following
+        submit_rounds(spec, on_progress=typer.echo, end_parent=False)
+    _end_parent_if_over(spec, rows)
+    _exit_for(rows)
+
+
+def _watch(spec, interval: float, show_all: bool = False):
+    """Poll until no cell is queued or running; the last poll's rows."""
     from scaling.submission import wait_study
 
     if sys.stdout.isatty():  # a terminal: the counts and ETA redrawn in place, then the table
@@ -197,12 +228,10 @@ def status(
         with LiveProgress(Progress(flops, set()), len(spec.cells)) as display:
             rows = wait_study(spec, callback=display, poll_s=interval)
         _status_table(spec, rows, show_all)
-    else:
-        rows = wait_study(
-            spec, callback=lambda rows: _status_table(spec, rows, show_all), poll_s=interval
-        )
-    _end_parent_if_over(spec, rows)
-    _exit_for(rows)
+        return rows
+    return wait_study(
+        spec, callback=lambda rows: _status_table(spec, rows, show_all), poll_s=interval
+    )
 
 
 def _exit_for(rows) -> None:
@@ -223,8 +252,9 @@ def _end_parent_if_over(spec, rows) -> None:
     """After a Slurm `submit`, the parent run is RUNNING until someone sees every cell end."""
     from foundation import contract as C
     from scaling.mlflow_state import end_parent_run, parent_status
+    from scaling.refine import search_over
 
-    if rows and all(r.state in C.ENDED_STATES for r in rows):
+    if rows and all(r.state in C.ENDED_STATES for r in rows) and search_over(spec):
         end_parent_run(spec, parent_status([r.state for r in rows]))
 
 

@@ -45,7 +45,15 @@ from scaling.study import ANY, Study
 if TYPE_CHECKING:
     from jobs.config import RunConfig
 
-__all__ = ["Cell", "cell_id", "learning_rates", "expand_cells", "tokens_per_step", "num_steps"]
+__all__ = [
+    "Cell",
+    "cell_id",
+    "learning_rates",
+    "grid_points",
+    "expand_cells",
+    "tokens_per_step",
+    "num_steps",
+]
 
 MAX_WARMUP_FRACTION = 1 / 3  # tiny budgets would otherwise spend the whole run warming up
 
@@ -144,6 +152,7 @@ def _run_dict(
     seed: int,
     lr: float,
     vocab_size: int,
+    round_: int = 0,
 ) -> dict[str, Any]:
     shape = study.shape(size)
     par = study.parallel_for(size)
@@ -168,6 +177,7 @@ def _run_dict(
         **arm_overrides(variant, shape.hidden_size, par.tensor_parallel),
     }
     tags = cell_tags(study.name, cid, arm, size, seed, lr, study.engine)
+    tags[C.TAG_ROUND] = str(round_)
     return {
         "name": cid,
         "study": study.name,
@@ -206,9 +216,27 @@ def _run_dict(
     }
 
 
-def expand_cells(study: Study, vocab_size: int) -> list[Cell]:
+def grid_points(study: Study) -> list[tuple[str, str, int, float, int]]:
+    """(size, variant, seed, lr, round 0) of the starting grid, in a stable order.
+
+    With `lr.search` only its scan seeds run the starting grid; the others follow later.
+    """
+    return [
+        (size, variant, seed, lr, 0)
+        for size in sorted(study.sizes, key=C.size_key)  # "2M" before "12M"
+        for variant in study.variants
+        for lr in learning_rates(study, variant, size)
+        for seed in study.scan_seeds
+    ]
+
+
+def expand_cells(
+    study: Study, vocab_size: int, added: list[tuple[str, str, int, float, int]] = ()
+) -> list[Cell]:
     """Every cell of the grid (sizes × variants × seeds × LRs), in a stable order.
 
+    `added`: (size, variant, seed, lr, round) of cells LR-search rounds added
+    (`scaling.refine.added_points`), appended after the starting grid through the same path.
     Raises one ConfigError listing every problem, each once, named by the study field: resolved
     run configs that are invalid (e.g. TP does not divide a size's heads) and cells that would
     coincide.
@@ -218,41 +246,39 @@ def expand_cells(study: Study, vocab_size: int) -> list[Cell]:
     cells: list[Cell] = []
     seen: dict[str, str] = {}
     problems: dict[str, str] = {}  # problem → where it showed first
-    for size in sorted(study.sizes, key=C.size_key):  # "2M" before "12M"
-        split = _split_problems(study, size)
-        for message in split:
+    split_by_size = {size: _split_problems(study, size) for size in study.sizes}
+    for size in sorted(study.sizes, key=C.size_key):
+        for message in split_by_size[size]:
             problems.setdefault(message, f"size {size}")
-        for variant in study.variants:
-            for lr in learning_rates(study, variant, size):
-                for seed in study.seeds:
-                    if split:
-                        continue
-                    base = _run_dict(study, size, variant, seed, lr, vocab_size)
-                    members, family_problems = expand_family(study, size, base)  # WSD branches
-                    for message in family_problems:
-                        problems.setdefault(message, f"size {size}")
-                    for data, kind, depends_on in members:
-                        cid = data["name"]
-                        where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
-                        if cid in seen:
-                            problems.setdefault(
-                                f"study.lr: duplicate cell {cid} from ({where}) and "
-                                f"({seen[cid]}); learning rates that round to the same 3 digits "
-                                "collide; remove one",
-                                f"cell {cid}",
-                            )
-                            continue
-                        seen[cid] = where
-                        try:
-                            run = from_dict(RunConfig, data, where="run")
-                        except ConfigError as err:
-                            for message in err.problems:
-                                problems.setdefault(_study_path(message, size), f"cell {cid}")
-                            continue
-                        arm = resolve_arm(variant)[0]
-                        cells.append(
-                            Cell(cid, size, arm, seed, lr, run, kind=kind, depends_on=depends_on)
-                        )
+    for size, variant, seed, lr, round_ in [*grid_points(study), *added]:
+        if split_by_size.get(size):
+            continue
+        base = _run_dict(study, size, variant, seed, lr, vocab_size, round_)
+        members, family_problems = expand_family(study, size, base)  # WSD branches
+        for message in family_problems:
+            problems.setdefault(message, f"size {size}")
+        where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
+        where += f", round {round_} of lr_search.json" if round_ else ""
+        arm = resolve_arm(variant)[0]
+        for data, kind, depends_on in members:
+            cid = data["name"]
+            if cid in seen:
+                problems.setdefault(
+                    f"study.lr: duplicate cell {cid} from ({where}) and ({seen[cid]}); "
+                    "learning rates that round to the same 3 digits collide; remove one",
+                    f"cell {cid}",
+                )
+                continue
+            seen[cid] = where
+            try:
+                run = from_dict(RunConfig, data, where="run")
+            except ConfigError as err:
+                for message in err.problems:
+                    problems.setdefault(_study_path(message, size), f"cell {cid}")
+                continue
+            cells.append(
+                Cell(cid, size, arm, seed, lr, run, round=round_, kind=kind, depends_on=depends_on)
+            )
     if problems:
         raise ConfigError(f"{message} ({first})" for message, first in problems.items())
     return cells

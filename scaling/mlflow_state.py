@@ -48,6 +48,7 @@ class CellRun:
     last_val_loss: float | None
     start_time: int
     config_hash: str | None  # tag: the resolved run config this run trains (cells.config_hash)
+    select_loss: float | None = None  # on the LR-selection windows, when the job has them
 
 
 def client_for(study: ResolvedStudy) -> MlflowClient:
@@ -152,6 +153,7 @@ def cell_runs(study: ResolvedStudy, client: MlflowClient | None = None) -> dict[
             last_val_loss=C.summary_metric(run.metrics, C.VAL_LOSS),
             start_time=run.start_time,
             config_hash=tags.get(C.TAG_CONFIG_HASH),
+            select_loss=C.summary_metric(run.data.metrics, C.FINAL_SELECT_LOSS),
         )
         previous = found.get(cid)
         # Two runs for one cell should not exist; if one does, the oldest is the cell's run.

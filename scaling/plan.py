@@ -21,7 +21,9 @@ from scaling.study import Study
 __all__ = [
     "PlanRow",
     "Plan",
+    "SearchCost",
     "plan_study",
+    "search_cost",
     "format_plan",
     "power_plan",
     "BranchSaving",
@@ -241,4 +243,61 @@ def format_branch_saving(saving: BranchSaving) -> str:
         f"independent runs per budget: {saving.num_independent_cells} cells, "
         f"{saving.independent_flops:.3g} FLOPs, {saving.independent_gpu_hours:.4g} GPU-hours "
         f"(branches save {1 - saving.flops / saving.independent_flops:.0%} of the FLOPs)"
+    )
+
+
+@dataclass(frozen=True)
+class SearchCost:
+    """The worst case `lr.search` can add beyond the starting grid (`scaling.refine`)."""
+
+    num_scan_cells: int  # max_rounds x arms x scan seeds (every arm at an edge every round)
+    num_follower_cells: int  # other seeds x (winner + 2 x follow_neighbours) per arm
+    gpu_hours: float
+
+    @property
+    def num_cells(self) -> int:
+        return self.num_scan_cells + self.num_follower_cells
+
+
+def search_cost(study: ResolvedStudy | Study, plan: Plan | None = None) -> SearchCost | None:
+    """Worst-case extra cells and GPU-hours of the LR search; None without `lr.search`.
+
+    Each round adds at most one LR per arm (two when the arm's grid has a single LR, which is
+    at both edges), run by the scan seeds; then the other seeds follow at the winner and
+    `follow_neighbours` LRs either side. An arm's cells all cost the same (LR does not change
+    FLOPs), so a starting-grid cell prices them.
+    """
+    study = resolve(study)
+    search = study.spec.lr.search
+    if search is None:
+        return None
+    plan = plan or plan_study(study)
+    spec = study.spec
+    num_scan = len(spec.scan_seeds)
+    num_followers = len(spec.seeds) - num_scan
+    arms: dict[tuple[str, str], list[PlanRow]] = {}
+    for cell, row in zip(study.cells, plan.rows, strict=True):
+        if cell.round == 0:
+            arms.setdefault((row.variant, row.size), []).append(row)
+    scan = follow = 0
+    hours = 0.0
+    for rows in arms.values():
+        num_lrs = len({r.lr for r in rows})
+        lrs_added = search.max_rounds + (1 if num_lrs == 1 and search.max_rounds else 0)
+        arm_scan = lrs_added * num_scan
+        arm_follow = num_followers * (1 + 2 * search.follow_neighbours)
+        scan, follow = scan + arm_scan, follow + arm_follow
+        hours += (arm_scan + arm_follow) * rows[0].gpu_hours
+    return SearchCost(scan, follow, hours)
+
+
+def format_search_cost(cost: SearchCost, plan: Plan, study: ResolvedStudy) -> str:
+    """One line for `scaling plan` beside the starting grid's totals."""
+    search = study.spec.lr.search
+    base = sum(r.gpu_hours for r, c in zip(plan.rows, study.cells, strict=True) if c.round == 0)
+    return (
+        f"lr search (max_rounds {search.max_rounds}, scan seeds {len(study.spec.scan_seeds)} of "
+        f"{len(study.spec.seeds)}): worst case +{cost.num_cells} cells ({cost.num_scan_cells} "
+        f"scan, {cost.num_follower_cells} follower), +{cost.gpu_hours:.4g} GPU-hours beside the "
+        f"starting grid's {base:.4g}; total at most {base + cost.gpu_hours:.4g} GPU-hours"
     )

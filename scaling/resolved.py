@@ -52,7 +52,9 @@ def resolve(study: Study | ResolvedStudy) -> ResolvedStudy:
     if isinstance(study, ResolvedStudy):
         return study
     from scaling.loader import check_validation_windows, vocab_size
+    from scaling.refine import added_points
 
     vocab = vocab_size(study)
     check_validation_windows(study)
-    return ResolvedStudy(study, vocab, tuple(expand_cells(study, vocab)))
+    # the starting grid, then what LR-search rounds added (its state file in the study folder)
+    return ResolvedStudy(study, vocab, tuple(expand_cells(study, vocab, added_points(study))))

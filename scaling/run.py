@@ -14,11 +14,15 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from foundation import contract as C
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.state import StatusRow, study_status
 from scaling.study import Study
+
+if TYPE_CHECKING:
+    from scaling.refine import SearchState
 
 __all__ = ["RunOutcome", "run_study", "Progress"]
 
@@ -165,10 +169,41 @@ def _run_resolved(
     say: Callable[[str], None],
     live: bool,
 ) -> RunOutcome:
-    """`run_study` once the data exists; the parent run ends with what this returns."""
+    """`run_study` once the data exists; the parent run ends with what this returns.
+
+    With `lr.search` each round is submitted and waited for, then the next one written
+    (`scaling.refine.advance`), until the search has ended; then the analysis.
+    """
     from scaling.mlflow_state import end_parent_run, parent_status
+    from scaling.refine import advance, read_state, search_over
+    from scaling.submission import study_parent_run_id
+
+    retried = False
+    while True:
+        rows = _run_round(study, say, live)  # also the round a crash interrupted: retried
+        following = advance(study, rows, say, allow_failed=retried)
+        if following is not None:
+            study, retried = following, False
+        elif search_over(study) or retried or all(r.state in C.DONE_STATES for r in rows):
+            break
+        else:  # a round with failed cells: retry them once, then judge it with them failed
+            say("LR search: retrying the round's failed cells before judging it")
+            retried = True
+
+    parent = study_parent_run_id(study)
+    verdict, report_dir = None, None
+    if analyze:
+        search = read_state(study.folder) if study.spec.lr.search is not None else None
+        verdict, report_dir = analyze_study(study, out_dir, baseline, parent, search)
+    # Last: the parent is RUNNING until its analysis is attached, like any run being written.
+    end_parent_run(study, parent_status([r.state for r in rows]))
+    return RunOutcome(rows, verdict, report_dir, parent)
+
+
+def _run_round(study: ResolvedStudy, say: Callable[[str], None], live: bool) -> list[StatusRow]:
+    """Submit the study's unfinished cells and wait until none is queued or running."""
     from scaling.plan import plan_study
-    from scaling.submission import study_parent_run_id, submit_study, wait_study
+    from scaling.submission import submit_study, wait_study
 
     plan = plan_study(study)
     before = {r.cell_id for r in study_status(study) if r.state in C.DONE_STATES}
@@ -211,21 +246,20 @@ def _run_resolved(
         )
     if errors:
         raise errors[0]
-    rows = upload_leftover_spools(study, rows, say)
-
-    parent = study_parent_run_id(study)
-    verdict, report_dir = None, None
-    if analyze:
-        verdict, report_dir = analyze_study(study, out_dir, baseline, parent)
-    # Last: the parent is RUNNING until its analysis is attached, like any run being written.
-    end_parent_run(study, parent_status([r.state for r in rows]))
-    return RunOutcome(rows, verdict, report_dir, parent)
+    return upload_leftover_spools(study, rows, say)
 
 
 def analyze_study(
-    study: ResolvedStudy, out_dir: Path | None, baseline: str, parent: str | None
+    study: ResolvedStudy,
+    out_dir: Path | None,
+    baseline: str,
+    parent: str | None,
+    search: SearchState | None = None,
 ) -> tuple[dict, Path]:
-    """Load the study's runs from MLflow, fit, judge, and write the report (also to MLflow)."""
+    """Load the study's runs from MLflow, fit, judge, and write the report (also to MLflow).
+
+    `search`: the LR search's final state; the report names the arms it left at an edge.
+    """
     from analysis.api import run_analysis
     from analysis.mlflow_io import load_curves, load_study
 
@@ -239,5 +273,17 @@ def analyze_study(
         parent_run_id=parent_id or parent,
         tracking_uri=uri,
         curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only
+        lr_search=None if search is None else _search_summary(search),
     )
     return verdict, out
+
+
+def _search_summary(search: SearchState) -> dict:
+    """What the report says about the LR search (rounds, cells added, arms left at an edge)."""
+    return {
+        "rounds": search.round,
+        "num_added_cells": sum(len(a.seeds) for a in search.added),
+        "ended": search.ended,
+        "open_arms": list(search.open_arms),
+        "stopped_arms": list(search.stopped_arms),
+    }

@@ -29,6 +29,7 @@ __all__ = [
     "ShapeSpec",
     "LadderSpec",
     "TokensSpec",
+    "LRSearchSpec",
     "LRSpec",
     "BatchSpec",
     "ParallelSpec",
@@ -100,16 +101,33 @@ class TokensSpec:
 
 
 @dataclass
+class LRSearchSpec:
+    """Adaptive LR refinement (`scaling.refine`): extend an arm's grid while its best is at an edge.
+
+    Round 0 is the starting grid run by the first `scan_seeds` seeds. After a round ends, every
+    (variant, size, tokens) whose best LR sits at an edge of what was tried gets one LR a step
+    beyond it, up to `max_rounds` rounds; then the other seeds follow at each arm's winner and
+    `follow_neighbours` tried LRs either side (a fair comparison needs every arm at its own best).
+    """
+
+    step_factor: float | None = None  # next LR = edge LR x or / this; None: the grid's own step
+    max_rounds: int = 3  # rounds after the starting grid
+    scan_seeds: int | None = 1  # the first K seeds scan; None: every seed scans (no followers)
+    follow_neighbours: int = 1  # followers: the winner and this many tried LRs each side (>= 1)
+
+
+@dataclass
 class LRSpec:
     """Peak learning rates: a grid per (variant, size) so every arm is compared at its best LR.
 
     For each (variant, size): `grid[variant][size]`, else `grid["*"][size]`, else (law `porian`)
-    `porian_lr(N) × m` for each m in `multipliers`.
+    `porian_lr(N) × m` for each m in `multipliers`. With `search` that is the starting grid.
     """
 
     law: Literal["porian", "none"] = "porian"
     multipliers: list[float] = field(default_factory=lambda: [1.0])
     grid: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    search: LRSearchSpec | None = None  # adaptive refinement (issue 11); None: the grid only
 
 
 @dataclass
@@ -224,6 +242,14 @@ class Study:
         if self.data.prepare is None:
             return None
         return from_dict(DataPrepConfig, self.data.prepare, "study.data.prepare")
+
+    @property
+    def scan_seeds(self) -> list[int]:
+        """The seeds of the starting grid: the first `lr.search.scan_seeds`, or every seed."""
+        search = self.lr.search
+        if search is None or search.scan_seeds is None:
+            return list(self.seeds)
+        return list(self.seeds[: search.scan_seeds])
 
     def parallel_for(self, size: str) -> ParallelSpec:
         return self.parallel.get(size) or self.parallel.get(ANY) or ParallelSpec()

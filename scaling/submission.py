@@ -36,6 +36,7 @@ from scaling.study import Study
 __all__ = [
     "Submitted",
     "submit_study",
+    "submit_rounds",
     "wait_study",
     "cancel_study",
     "study_parent_run_id",
@@ -139,6 +140,38 @@ def submit_study(
         if study.executor == "local" and end_parent:
             end_parent_run(study, parent_status([r.state for r in study_status(study)]), client)
         return Submitted(parent, [c.cell_id for c in todo], skipped, jobs)
+
+
+def submit_rounds(
+    study: ResolvedStudy | Study,
+    on_progress: Callable[[str], None] | None = None,
+    end_parent: bool = True,
+) -> Submitted:
+    """`scaling submit` with LR search (`scaling.refine`): submit the current round.
+
+    If the last round has ended, the next one is written and submitted. Slurm: returns once a
+    round is queued (a later `submit`, `status --watch` or `run` advances the search). Local:
+    runs round after round until the search has ended, then ends the parent run (`end_parent`).
+    Without `lr.search` this is `submit_study`.
+    """
+    from scaling.refine import advance
+
+    say = on_progress or (lambda _msg: None)
+    study = resolve(study)
+    prepare_data(study)
+    submitted: list[str] = []
+    while True:  # failed cells are resubmitted before their round is judged
+        result = submit_study(study, on_progress, end_parent=False)
+        submitted += result.submitted
+        if study.executor != "local" and result.submitted:
+            break  # Slurm: this round is queued
+        following = advance(study, say=say)
+        if following is None:
+            break
+        study = following
+    if study.executor == "local" and end_parent:
+        end_parent_run(study, parent_status([r.state for r in study_status(study)]))
+    return Submitted(result.parent_run_id, submitted, result.skipped, result.jobs)
 
 
 def fail_parent_run(study: ResolvedStudy, err: BaseException) -> None:

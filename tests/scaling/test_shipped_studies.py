@@ -32,6 +32,7 @@ def test_shipped_study_validates_and_plans(name):
             lrs[(row.variant, row.size)].add(row.lr)
         assert min(len(v) for v in lrs.values()) >= 3
         assert plan.gpu_hours > 100
+        assert study.lr.search is not None  # the grid grows while an arm's best is at an edge
 
 
 def test_plan_command_prints_the_cost_table():
@@ -48,4 +49,6 @@ def test_plan_command_prints_the_cost_table():
         text=True,
         check=True,
     ).stdout
-    assert "124M-nonlinear-s0-lr0.0008" in out and "48 runs" in out and "GPU-hours" in out
+    # seed 0 scans the starting grid (4 arms x 4 LRs); the LR search's worst case is beside it
+    assert "124M-nonlinear-s0-lr0.0008" in out and "16 runs" in out and "GPU-hours" in out
+    assert "lr search (max_rounds 2, scan seeds 1 of 3): worst case +32 cells" in out
