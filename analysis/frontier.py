@@ -7,6 +7,13 @@ it completed: a diverged or failed seed says that LR is unreliable there, and ch
 seeds that survived would pick a lucky survivor. A best LR at the edge of the tried grid may not
 be the optimum; one whose next step up diverged is bounded by instability and counts as
 interior.
+
+A two-stage search (`lr.search` with `follow_neighbours: 0`) runs the other seeds at the scan
+winner only. Its neighbours were then run by the scan seeds alone: they can never be chosen (not
+every seed ran them), but they can bracket the winner. A *scanned* neighbour (every seed that ran
+it completed) brackets the winner when, on the seeds both ran, its loss is higher; one that is
+lower there means the winner is not established, and the neighbour is returned in `next_lrs`
+for the other seeds to run.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ class LRFrontier:
     next_lrs: list[float]  # LRs to add (edge states) or to re-run
     diverged_lrs: list[float] = dataclasses.field(default_factory=list)
     mean_loss: dict[float, float] = dataclasses.field(default_factory=dict)  # usable LR -> loss
+    scanned_lrs: list[float] = dataclasses.field(default_factory=list)  # run by some seeds only
 
 
 def _step(lrs: list[float], step_factor: float | None) -> float:
@@ -58,7 +66,10 @@ def selection_column(table: pd.DataFrame) -> str:
     return "final_val_loss"
 
 
-def _judge(lrs, usable, diverged, best, step) -> tuple[str, list[float]]:
+def _judge(lrs, usable, diverged, best, step, brackets=None) -> tuple[str, list[float]]:
+    """``brackets(lr)``: True/False for a scanned LR that is worse/better than the best on the
+    seeds both ran, None for an LR that is neither usable nor scanned."""
+    brackets = brackets or (lambda lr: None)
     if best is None:
         return "no_usable_lr", ([lrs[0] / step] if diverged else [])
     if len(lrs) == 1:  # one LR is at both edges of its grid
@@ -69,13 +80,13 @@ def _judge(lrs, usable, diverged, best, step) -> tuple[str, list[float]]:
     if i == len(lrs) - 1:
         return "edge_high", [best * step]
     below, above = lrs[i - 1], lrs[i + 1]
-    below_ok = below in usable or below in diverged
-    above_ok = above in usable or above in diverged
+    below_ok = below in usable or below in diverged or brackets(below) is True
+    above_ok = above in usable or above in diverged or brackets(above) is True
     if not below_ok:  # a failed or incomplete neighbour brackets nothing: run it again
         return "edge_low", [below] + ([] if above_ok else [above])
     if not above_ok:
         return "edge_high", [above]
-    if above in diverged and above not in usable:
+    if above in diverged and above not in usable and brackets(above) is not True:
         return "bracketed_by_divergence", []
     return "interior", []
 
@@ -96,7 +107,7 @@ def lr_frontier(table: pd.DataFrame, *, step_factor: float | None = None) -> lis
         seeds = set(group["seed"])
         ok = is_usable(group)
         lrs = sorted(float(x) for x in group["lr"].unique())
-        usable, diverged, means = [], [], {}
+        usable, diverged, scanned, means = [], [], [], {}
         for lr in lrs:
             at = group["lr"] == lr
             runs = group[at]
@@ -105,8 +116,11 @@ def lr_frontier(table: pd.DataFrame, *, step_factor: float | None = None) -> lis
             if ok[at].all() and set(runs["seed"]) == seeds:
                 usable.append(lr)
                 means[lr] = float(runs[column].mean())
+            elif ok[at].all():
+                scanned.append(lr)
         best = min(means, key=means.get) if means else None
-        state, next_lrs = _judge(lrs, usable, diverged, best, _step(lrs, step_factor))
+        brackets = _scan_brackets(group, column, best, scanned)
+        state, next_lrs = _judge(lrs, usable, diverged, best, _step(lrs, step_factor), brackets)
         out.append(
             LRFrontier(
                 str(variant),
@@ -119,9 +133,26 @@ def lr_frontier(table: pd.DataFrame, *, step_factor: float | None = None) -> lis
                 [float(x) for x in next_lrs],
                 diverged,
                 means,
+                scanned,
             )
         )
     return out
+
+
+def _scan_brackets(group: pd.DataFrame, column: str, best: float | None, scanned: list[float]):
+    """For a scanned LR: is it worse than ``best`` on the seeds both ran (True), better (False)?"""
+
+    def brackets(lr: float) -> bool | None:
+        if best is None or lr not in scanned:
+            return None
+        mine = group[group["lr"] == lr].set_index("seed")[column]
+        theirs = group[group["lr"] == best].set_index("seed")[column]
+        common = mine.index.intersection(theirs.index)
+        if common.empty:
+            return None
+        return bool(mine[common].mean() > theirs[common].mean())
+
+    return brackets
 
 
 def frontier_frame(frontiers: list[LRFrontier]) -> pd.DataFrame:

@@ -286,11 +286,11 @@ def _check_search(study: Study, p: Problems) -> None:
             f"study.lr.search.scan_seeds: {search.scan_seeds} must be between 1 and the number "
             f"of study.seeds ({len(study.seeds)}), or null for every seed"
         )
-    if search.follow_neighbours < 1 and search.scan_seeds not in (None, len(study.seeds)):
+    if search.follow_neighbours < 0:
         p.add(
-            f"study.lr.search.follow_neighbours: {search.follow_neighbours} must be >= 1 (1: the "
-            "followers run the winner and one tried LR each side); analysis counts a best LR as "
-            "bracketed only by neighbours that every seed ran"
+            f"study.lr.search.follow_neighbours: {search.follow_neighbours} must be >= 0 (0: the "
+            "followers run the winner only, its neighbours bracket it on the scan seeds; 1: also "
+            "one tried LR each side)"
         )
 
 

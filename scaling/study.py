@@ -113,7 +113,7 @@ class LRSearchSpec:
     step_factor: float | None = None  # next LR = edge LR x or / this; None: the grid's own step
     max_rounds: int = 3  # rounds after the starting grid
     scan_seeds: int | None = 1  # the first K seeds scan; None: every seed scans (no followers)
-    follow_neighbours: int = 1  # followers: the winner and this many tried LRs each side (>= 1)
+    follow_neighbours: int = 1  # followers: the winner and this many tried LRs each side (>= 0)
 
 
 @dataclass

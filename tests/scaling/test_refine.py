@@ -185,6 +185,27 @@ def test_a_scan_only_lr_never_wins_the_analysis():
     table.loc[table["lr"] == 2e-3, "final_val_loss"] = 1.0  # by far the best loss
     (f,) = lr_frontier(table)
     assert f.best_lr == pytest.approx(1e-3) and 2e-3 not in f.usable_lrs
+    # ... but it says the winner is not established: the other seeds must run it
+    assert f.state == "edge_high" and f.next_lrs == [pytest.approx(2e-3)]
+    assert f.scanned_lrs == [pytest.approx(2e-3)]
+
+
+@pytest.mark.parametrize("optimum", [1e-3, 1.2e-3, 0.8e-3])
+def test_two_stage_scan_neighbours_bracket_the_winner_on_the_scan_seeds(optimum):
+    """follow_neighbours 0: the winner is run by every seed, its neighbours by seed 0 only; a
+    neighbour that is worse on seed 0 brackets it, one that is better on seed 0 does not."""
+    world = Synthetic({"linear": optimum}, seed=3)
+    for lr in (5e-4, 1e-3, 2e-3):
+        world.run("linear", 0, lr)
+    for seed in (1, 2):
+        world.run("linear", seed, 1e-3)
+    (f,) = lr_frontier(world.table())
+    assert f.usable_lrs == [pytest.approx(1e-3)] and f.best_lr == pytest.approx(1e-3)
+    assert f.state == "interior" and f.next_lrs == []
+    table = world.table()
+    table.loc[(table["lr"] == 5e-4), "final_val_loss"] = 2.0  # the scan says 5e-4 is better
+    (f,) = lr_frontier(table)
+    assert f.state == "edge_low" and f.next_lrs == [pytest.approx(5e-4)]
 
 
 @pytest.mark.parametrize(
@@ -194,7 +215,7 @@ def test_a_scan_only_lr_never_wins_the_analysis():
         ({"max_rounds": -1}, "study.lr.search.max_rounds"),
         ({"scan_seeds": 4}, "study.lr.search.scan_seeds"),
         ({"scan_seeds": 0}, "study.lr.search.scan_seeds"),
-        ({"follow_neighbours": 0}, "study.lr.search.follow_neighbours"),
+        ({"follow_neighbours": -1}, "study.lr.search.follow_neighbours"),
     ],
 )
 def test_bad_search_settings_name_the_field(tmp_path, search, field):
