@@ -1,7 +1,8 @@
 """`scaling run` end to end: a CI-sized copy of the demo study, through the real CLI.
 
-Raw stdlib text → prepared dataset → 24 local training runs → MLflow (SQLite store, parent and
-children) → fits, bootstrap and verdict → verdict.json, HTML report and plots.
+Raw stdlib text → prepared dataset → a two-stage LR scan of local training runs → MLflow
+(SQLite store, parent and children) → fits, bootstrap and verdict → verdict.json, HTML report
+and plots.
 """
 
 from __future__ import annotations
@@ -19,22 +20,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def ci_demo_spec(tmp_path: Path) -> dict:
-    """studies/demo.yaml, shrunk: the same grid shape (4 sizes x 2 arms x 3 seeds), tiny cells."""
+    """studies/demo.yaml, shrunk: the same design (4 sizes x 2 arms x 3 seeds, a one-seed 3-LR
+    scan with one refinement round, then the other seeds at each arm's winner), tiny cells."""
     spec = yaml.safe_load((REPO / "studies" / "demo.yaml").read_text())
     spec["name"] = "demo-ci"
     spec["mlflow"] = {"experiment": "demo-ci", "tracking_uri": "sqlite:///mlruns/mlflow.db"}
     spec["data"]["prepare"].update(output_dir=str(tmp_path / "data"), max_bytes=1_500_000)
-    spec["data"]["prepare"]["vocab_size"] = 512
     spec["data"]["num_val_windows"] = 8
-    spec["model"] = {"seq_length": 32}
-    spec["ladder"]["shapes"] = {
-        "50K": {"num_layers": 1, "hidden_size": 16, "num_attention_heads": 2},
-        "100K": {"num_layers": 1, "hidden_size": 32, "num_attention_heads": 2},
-        "300K": {"num_layers": 2, "hidden_size": 32, "num_attention_heads": 2},
-        "800K": {"num_layers": 2, "hidden_size": 48, "num_attention_heads": 3},
-    }
+    spec["data"]["num_select_windows"] = 8
+    spec["model"]["seq_length"] = 32
     spec["tokens"]["per_size"] = {size: 12_288 for size in spec["sizes"]}
-    spec["batch"] = {"rule": "fixed", "tokens": 512, "micro_batch_size": 16}
+    spec["batch"] = {"rule": "fixed", "tokens": 512, "micro_batch_size": 16}  # 24 steps
     spec["schedule"]["warmup_steps"] = 4
     spec["train"] = {"eval_interval": 12, "log_interval": 4}
     return spec
@@ -57,30 +53,43 @@ def test_scaling_run_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     out = proc.stdout
-    assert "24/24 done (24 completed" in out
+
+    # The LR search: seed 0 scanned 3 LRs per arm (24 cells), at most one round added one LR
+    # per arm at an edge, then seeds 1-2 followed each arm's winner (16 cells)
+    state = json.loads((tmp_path / "runs" / "demo-ci" / "lr_search.json").read_text())
+    assert state["ended"]
+    rounds = [a for a in state["added"] if a["round"] == 1 and a["seeds"] == [0]]
+    followers = [a for a in state["added"] if a["seeds"] == [1, 2]]
+    assert len(rounds) <= 8 and len(followers) == 8
+    assert all(a["reason"] for a in state["added"])
+    num_cells = 24 + len(rounds) + 2 * len(followers)
+    assert f"{num_cells}/{num_cells} done ({num_cells} completed" in out, out[-3000:]
     assert "nonlinear vs linear:" in out and "report:" in out and "MLflow UI:" in out
 
     report = tmp_path / "runs" / "demo-ci" / "analysis"
     verdict = json.loads((report / "verdict.json").read_text())
     (entry,) = verdict["variants"]
     assert entry["variant"] == "nonlinear"
-    # one LR per (variant, size): every optimum sits at its grid's edge, so no claim is allowed
-    assert entry["verdict"] == "inconclusive" and "LR not bracketed" in entry["reason"]
-    assert len(entry["gain_pct_by_size"]) == 4
+    assert entry["verdict"] in ("persists", "grows", "fades", "none", "hurts", "inconclusive")
+    assert entry["reason"] and len(entry["gain_pct_by_size"]) == 4
     html = (report / "report.html").read_text()
-    assert "<img" in html and "nonlinear" in html
+    assert "<img" in html and "nonlinear" in html and "seed sd" in html
     assert list(report.glob("*.png")) and list(report.glob("*.svg"))
 
-    # The MLflow tree: one parent for the study, 24 children pointing at it, each finished
+    # The MLflow tree: one parent for the study, one child per cell pointing at it, each
+    # finished; the children of a round carry it
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
     exp = client.get_experiment_by_name("demo-ci")
-    runs = client.search_runs([exp.experiment_id], max_results=100)
+    runs = client.search_runs([exp.experiment_id], max_results=200)
     (parent,) = [r for r in runs if r.data.tags.get("scaling.role") == "study"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(children) == 24 and len(runs) == 25
+    assert len(children) == num_cells and len(runs) == num_cells + 1
     assert {r.info.status for r in children} == {"FINISHED"}
+    added = [r for r in children if r.data.tags.get("round") != "0"]
+    assert len(added) == len(rounds) + 2 * len(followers)
+    assert all("final_select_loss" in r.data.metrics for r in children)
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "analysis")}
     assert "analysis/verdict.json" in artifacts and "analysis/report.html" in artifacts
 
@@ -94,5 +103,5 @@ def test_scaling_run_end_to_end(tmp_path):
         timeout=300,
     )
     assert again.returncode == 0, again.stderr[-4000:]
-    assert "24 cells, 24 already done" in again.stdout
-    assert len(client.search_runs([exp.experiment_id], max_results=100)) == 25
+    assert f"{num_cells} cells, {num_cells} already done" in again.stdout, again.stdout[-2000:]
+    assert len(client.search_runs([exp.experiment_id], max_results=200)) == num_cells + 1
