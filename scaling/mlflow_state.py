@@ -153,7 +153,7 @@ def cell_runs(study: ResolvedStudy, client: MlflowClient | None = None) -> dict[
             last_val_loss=C.summary_metric(run.metrics, C.VAL_LOSS),
             start_time=run.start_time,
             config_hash=tags.get(C.TAG_CONFIG_HASH),
-            select_loss=C.summary_metric(run.data.metrics, C.FINAL_SELECT_LOSS),
+            select_loss=C.summary_metric(run.metrics, C.FINAL_SELECT_LOSS),
         )
         previous = found.get(cid)
         # Two runs for one cell should not exist; if one does, the oldest is the cell's run.

@@ -275,19 +275,22 @@ def search_cost(study: ResolvedStudy | Study, plan: Plan | None = None) -> Searc
     spec = study.spec
     num_scan = len(spec.scan_seeds)
     num_followers = len(spec.seeds) - num_scan
-    arms: dict[tuple[str, str], list[PlanRow]] = {}
+    # one grid point = one cell, or a WSD family (stable + branches): priced whole
+    families: dict[tuple[str, str], dict[tuple[int, float], list[PlanRow]]] = {}
     for cell, row in zip(study.cells, plan.rows, strict=True):
         if cell.round == 0:
-            arms.setdefault((row.variant, row.size), []).append(row)
+            arm = families.setdefault((row.variant, row.size), {})
+            arm.setdefault((cell.seed, cell.lr), []).append(row)
     scan = follow = 0
     hours = 0.0
-    for rows in arms.values():
-        num_lrs = len({r.lr for r in rows})
+    for points in families.values():
+        family = next(iter(points.values()))
+        num_lrs = len({lr for _, lr in points})
         lrs_added = search.max_rounds + (1 if num_lrs == 1 and search.max_rounds else 0)
-        arm_scan = lrs_added * num_scan
-        arm_follow = num_followers * (1 + 2 * search.follow_neighbours)
+        arm_scan = lrs_added * num_scan * len(family)
+        arm_follow = num_followers * (1 + 2 * search.follow_neighbours) * len(family)
         scan, follow = scan + arm_scan, follow + arm_follow
-        hours += (arm_scan + arm_follow) * rows[0].gpu_hours
+        hours += (arm_scan + arm_follow) * sum(r.gpu_hours for r in family) / len(family)
     return SearchCost(scan, follow, hours)
 
 
