@@ -11,6 +11,8 @@ Sections (targets from the issues):
   analysis    fits + 1000-resample bootstrap of a 200-run study (<= 30 s)
   branches    a 4-budget WSD-branched mini-study vs independent runs: wall-time and FLOPs
               ratios, max final-loss difference per budget (0: bitwise)
+  demo        `scaling run studies/demo.yaml` from nothing: wall time, and each arm's seed sd
+              as % of its loss per size (~15 min; only with --full or --only demo)
 Each benchmark runs in its own process (one at a time, so they do not disturb each other).
 """
 
@@ -30,14 +32,18 @@ QUICK = {
     "data_prep": ["bench_data_prep.py", "--max-bytes", "10000000", "--repeat", "2"],
     "analysis": ["bench_analysis.py", "--resamples", "1000"],
     "branches": ["bench_branches.py", "--steps", "160"],
+    "demo": ["bench_demo.py"],
 }
+SLOW = {"demo"}  # run by --full or when named with --only
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="each benchmark's default settings")
-    parser.add_argument("--only", nargs="*", choices=list(QUICK), default=list(QUICK))
+    parser.add_argument("--only", nargs="*", choices=list(QUICK), default=None)
     args = parser.parse_args()
+    if args.only is None:
+        args.only = [n for n in QUICK if args.full or n not in SLOW]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
     failed = []
