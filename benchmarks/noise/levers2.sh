@@ -28,3 +28,4 @@ for shape_lr in "2,48,3 1.2e-2" "1,32,2 2.4e-2" "2,32,2 2.4e-2" "2,64,4 1.2e-2";
 done
 $S --tag b95-floor0 --beta2 0.95 --min-lr-ratio 0 --variants linear --shape 2,32,2 --lrs 2.4e-2
 $S --tag b95-floor0 --beta2 0.95 --min-lr-ratio 0 --variants linear --shape 1,32,2 --lrs 2.4e-2
+$S --tag b95-wu150 --beta2 0.95 --variants linear --shape 2,32,2 --lrs 1.2e-2
