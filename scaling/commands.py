@@ -294,7 +294,7 @@ def run(
         say=typer.echo,
         live=sys.stdout.isatty(),
     )
-    _status_table(spec)
+    _status_table(outcome.study or spec)  # the cells the LR search added too
     if outcome.verdict is not None:
         for v in outcome.verdict["variants"]:
             typer.echo(

@@ -39,6 +39,7 @@ class RunOutcome:
     verdict: dict | None
     report_dir: Path | None
     parent_run_id: str | None
+    study: ResolvedStudy | None = None  # with the cells LR-search rounds added
 
 
 class Progress:
@@ -197,7 +198,7 @@ def _run_resolved(
         verdict, report_dir = analyze_study(study, out_dir, baseline, parent, search)
     # Last: the parent is RUNNING until its analysis is attached, like any run being written.
     end_parent_run(study, parent_status([r.state for r in rows]))
-    return RunOutcome(rows, verdict, report_dir, parent)
+    return RunOutcome(rows, verdict, report_dir, parent, study)
 
 
 def _run_round(study: ResolvedStudy, say: Callable[[str], None], live: bool) -> list[StatusRow]:
