@@ -13,12 +13,10 @@ from analysis import verdict as V
 from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Comparison, baseline_map, compare
 from analysis.frontier import (
-    BRACKETED,
-    LRFrontier,
-    fmt_lr,
     frontier_frame,
     lr_frontier,
     selection_column,
+    unbracketed,
 )
 from analysis.laws import LawFit, fit_arms, fit_k
 from analysis.noise import NoiseModel
@@ -77,13 +75,9 @@ def _lr_guards(comparison: Comparison, info: pd.DataFrame, frontier: dict) -> li
     for b in comparison.curve:
         for g in (b.base, b.var):
             key = (info.at[g, "variant"], info.at[g, "size"], float(info.at[g, "tokens"]))
-            f: LRFrontier | None = frontier.get(key)
-            if f is None or f.state in BRACKETED:
-                continue
-            best = "none usable" if f.best_lr is None else f"best {fmt_lr(f.best_lr)}"
-            add = ", ".join(fmt_lr(x) for x in f.next_lrs) or "seeds that completed"
-            state = "the only LR tried" if len(f.lrs) == 1 else f.state
-            bad.append(f"{key[0]} {key[1]} @{key[2]:.3g} tokens: {best} {state} (add LR {add})")
+            note = unbracketed(key, frontier.get(key))
+            if note is not None:
+                bad.append(note)
     return [f"LR not bracketed: {'; '.join(bad)}"] if bad else []
 
 

@@ -125,3 +125,23 @@ def flops_tick(x: float, _pos=None) -> str:
 def plain_tick(x: float, _pos=None) -> str:
     """Axis tick for losses and LRs: ``3.5``, ``0.003`` (never ``5×10⁰``)."""
     return f"{x:.3g}" if x != 0 else "0"
+
+
+GAIN_HEADER = ["variant", "size", "tokens", "vs", "gain (loss) [95% CI]", "gain [95% CI]", "seeds"]
+
+
+def gain_rows(variants: list[dict], key: str) -> list[list]:
+    """One table row per paired gain in ``variant[key]`` (a list of per-budget gains)."""
+    return [
+        [
+            v["variant"],
+            g["size"],
+            count(g["tokens"]),
+            g["baseline_arm"],
+            with_ci(g["gain_loss"]["value"], g["gain_loss"]["ci95"]),
+            with_ci(g["gain_pct"]["value"], g["gain_pct"]["ci95"], "%"),
+            g["num_paired_seeds"],
+        ]
+        for v in variants
+        for g in v[key]
+    ]

@@ -168,3 +168,14 @@ def frontier_frame(frontiers: list[LRFrontier]) -> pd.DataFrame:
 def fmt_lr(lr: float) -> str:
     """``0.0030000001 -> "0.003"``: LRs in reasons and reports, 3 significant digits."""
     return f"{lr:.3g}" if math.isfinite(lr) else str(lr)
+
+
+def unbracketed(key: tuple, f: LRFrontier | None) -> str | None:
+    """The guard's words for a (variant, size, tokens) whose best LR is not bracketed, else
+    None: what was best, why it is not bracketed, and the LRs to add."""
+    if f is None or f.state in BRACKETED:
+        return None
+    best = "none usable" if f.best_lr is None else f"best {fmt_lr(f.best_lr)}"
+    add = ", ".join(fmt_lr(x) for x in f.next_lrs) or "seeds that completed"
+    state = "the only LR tried" if len(f.lrs) == 1 else f.state
+    return f"{key[0]} {key[1]} @{key[2]:.3g} tokens: {best} {state} (add LR {add})"

@@ -129,21 +129,7 @@ def _extrapolation_blocks(verdict: dict) -> list[tuple]:
 
 def _gain_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     b: list[tuple] = [("h", "Paired gain at each matched (size, tokens)")]
-    rows = [
-        [
-            v["variant"],
-            g["size"],
-            F.count(g["tokens"]),
-            g["baseline_arm"],
-            F.with_ci(g["gain_loss"]["value"], g["gain_loss"]["ci95"]),
-            F.with_ci(g["gain_pct"]["value"], g["gain_pct"]["ci95"], "%"),
-            g["num_paired_seeds"],
-        ]
-        for v in verdict["variants"]
-        for g in v["gain_pct_by_budget"]
-    ]
-    header = ["variant", "size", "tokens", "vs", "gain (loss) [95% CI]", "gain [95% CI]", "seeds"]
-    b.append(("table", header, rows))
+    b.append(("table", F.GAIN_HEADER, F.gain_rows(verdict["variants"], "gain_pct_by_budget")))
     b.append(
         (
             "p",

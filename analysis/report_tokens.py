@@ -83,21 +83,7 @@ def token_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
             f"budget; this section uses {along_d['num_used']} runs over every budget.",
         )
     )
-    gains = [
-        [
-            v["variant"],
-            g["size"],
-            F.count(g["tokens"]),
-            g["baseline_arm"],
-            F.with_ci(g["gain_loss"]["value"], g["gain_loss"]["ci95"]),
-            F.with_ci(g["gain_pct"]["value"], g["gain_pct"]["ci95"], "%"),
-            g["num_paired_seeds"],
-        ]
-        for v in along_d["variants"]
-        for g in v["gain_by_budget"]
-    ]
-    header = ["variant", "size", "tokens", "vs", "gain (loss) [95% CI]", "gain [95% CI]", "seeds"]
-    b.append(("table", header, gains))
+    b.append(("table", F.GAIN_HEADER, F.gain_rows(along_d["variants"], "gain_by_budget")))
     if "gain_vs_tokens" in figures:
         b.append(("img", figures["gain_vs_tokens"], "Paired gain vs tokens per size (95% CI)"))
     nd = [f for f in verdict["fits"] if f["law"] == "L(N,D)"]

@@ -32,7 +32,7 @@ from analysis import verdict as V
 from analysis import verdict_d as VD
 from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Budget, baseline_map, compare
-from analysis.frontier import BRACKETED, LRFrontier, fmt_lr, lr_frontier
+from analysis.frontier import LRFrontier, lr_frontier, unbracketed
 from analysis.laws import LawFit, fit_across_resamples
 
 # Token counts of one size within 2% of each other are one budget: whole-step rounding (one
@@ -170,13 +170,9 @@ def lr_guards(points: list[Point], slices: list[Slice]) -> list[str]:
         sl = next(s for s in slices if s.rank == p.rank)
         for g in (b.base, b.var):
             key = (sl.groups.info.at[g, "variant"], b.size, b.tokens)
-            f = frontier.get(key)
-            if f is None or f.state in BRACKETED:
-                continue
-            best = "none usable" if f.best_lr is None else f"best {fmt_lr(f.best_lr)}"
-            add = ", ".join(fmt_lr(x) for x in f.next_lrs) or "seeds that completed"
-            state = "the only LR tried" if len(f.lrs) == 1 else f.state
-            bad.append(f"{key[0]} {key[1]} @{key[2]:.3g} tokens: {best} {state} (add LR {add})")
+            note = unbracketed(key, frontier.get(key))
+            if note is not None:
+                bad.append(note)
     return [f"LR not bracketed: {'; '.join(bad)}"] if bad else []
 
 

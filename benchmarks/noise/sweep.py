@@ -45,6 +45,7 @@ def run_dict(args: argparse.Namespace, variant: str, seed: int, lr: float, out: 
             "query_variant": variant,
             "init_std": args.init_std,
             "position_embedding": args.position,
+            "qk_norm": args.qk_norm,
         },
         "data": {"path": args.data, "seed": data_seed, "num_val_windows": args.val_windows},
         "train": {
@@ -54,7 +55,7 @@ def run_dict(args: argparse.Namespace, variant: str, seed: int, lr: float, out: 
             "eval_interval": 0,
             "log_interval": 10**6,
         },
-        "optimizer": {"lr": lr, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0},
+        "optimizer": {"lr": lr, "beta2": args.beta2, "weight_decay": 0.1, "grad_clip": 1.0},
         "schedule": {
             "kind": args.schedule,
             "warmup_steps": args.warmup,
@@ -83,6 +84,8 @@ def main() -> None:
     p.add_argument("--init-std", type=float, default=0.02)
     p.add_argument("--position", default="learned", choices=["learned", "rope"])
     p.add_argument("--val-windows", type=int, default=256)
+    p.add_argument("--qk-norm", action="store_true", help="normalise queries and keys")
+    p.add_argument("--beta2", type=float, default=0.99)
     p.add_argument("--data-seed", type=int, default=1234)
     p.add_argument("--fixed-order", action="store_true", help="same data order for every seed")
     p.add_argument("--init-offset", type=int, default=0, help="init seed = seed + this")
@@ -116,6 +119,8 @@ def main() -> None:
                     "position": args.position,
                     "init_std": args.init_std,
                     "min_lr_ratio": args.min_lr_ratio,
+                    "qk_norm": args.qk_norm,
+                    "beta2": args.beta2,
                     "data": os.path.basename(args.data.rstrip("/")),
                     "status": result.status,
                     "loss": result.final_val_loss,
