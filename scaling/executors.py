@@ -20,10 +20,11 @@ from scaling.resolved import ResolvedStudy
 from scaling.scheduler import QUEUED, JobRecord, write_records
 from scaling.state import submitit_folder
 from scaling.study import Study
+from scaling.warmstart import warm_python
 
 __all__ = ["slurm_parameters", "submit_slurm", "run_local"]
 
-LOCAL_POLL_S = 1.0
+LOCAL_POLL_S = 0.25  # how soon a free slot gets its next cell
 
 
 def _job(cell: Cell) -> Any:
@@ -162,12 +163,28 @@ def run_local(
     A cell with `depends_on` (a WSD branch) starts once that cell has ended completed or
     diverged (a branch whose checkpoint the divergence preceded still trains; one without it
     fails with the reason); if it failed or was cancelled, the branch is not started and its
-    run ends FAILED with "parent <id> failed". `states`: cells not run by this call.
+    run ends FAILED with "parent <id> failed". `states`: cells not run by this call. The cells
+    are forked from one warm process that has imported torch, megatron-core and mlflow
+    (`scaling.warmstart`), each still its own submitit job.
     """
+    folder = submitit_folder(study) / "local"
+    with warm_python(folder) as python:
+        return _run_local(study, cells, records, say, states, folder, python)
+
+
+def _run_local(
+    study: ResolvedStudy,
+    cells: list[Cell],
+    records: dict[str, JobRecord],
+    say: Callable[[str], None],
+    states: dict[str, str] | None,
+    folder: Any,
+    python: str | None,
+) -> dict[str, Any]:
     import submitit
 
-    folder = submitit_folder(study) / "local"
-    queue = list(cells)
+    # longest first: the last cells of a round (which the next round waits for) are short ones
+    queue = sorted(cells, key=_cost, reverse=True)
     running: dict[str, Any] = {}
     finished: dict[str, Any] = {}
     ended = dict(states or {})  # cell id → state, for parents not (or no longer) running here
@@ -189,7 +206,7 @@ def run_local(
                 if cell is None:
                     break
                 queue.remove(cell)
-                executor = submitit.LocalExecutor(folder=folder)
+                executor = submitit.LocalExecutor(folder=folder, python=python)
                 threads = max(
                     1, (os.cpu_count() or 1) // (study.spec.local.max_parallel * cell.world_size)
                 )
@@ -213,6 +230,14 @@ def run_local(
             job.cancel()
         raise
     return finished
+
+
+def _cost(cell: Cell) -> float:
+    """A cell's training FLOPs, to order the queue (sorted() keeps the grid order on ties)."""
+    from models.accounting import flops_per_token
+
+    train = cell.run.train
+    return float(flops_per_token(cell.run.model)) * train.steps * train.global_batch_tokens
 
 
 def _job_state(job: Any) -> str:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from jobs.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_dict
+from scaling.warmstart import warm_python
 
 STEPS = 40
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +50,17 @@ def _start(cfg: dict, tmp_path: Path, tag: str) -> tuple[subprocess.Popen, Path]
             cwd=tmp_path,
         )
     return proc, log
+
+
+@contextmanager
+def _python(start: str, tmp_path: Path) -> Iterator[str | None]:
+    """submitit's `python` for a cold task (None) or one forked by a warm server."""
+    if start == "cold":
+        yield None
+        return
+    with warm_python(tmp_path / "warm") as python:
+        assert python is not None
+        yield python
 
 
 def _result(cfg: dict) -> dict:
@@ -109,9 +123,12 @@ def test_sigkill_then_rerun_ends_bitwise_equal(tmp_path, data_dir, reference, ml
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("start", ["cold", "warm"])
 def test_usr2_preemption_saves_requeues_and_continues_the_run(
-    tmp_path, data_dir, reference, mlflow_server, monkeypatch
+    tmp_path, data_dir, reference, mlflow_server, monkeypatch, start
 ):
+    """Also with the task forked by `scaling.warmstart` (as `scaling run` starts local cells):
+    the USR2 sent to the controller's task reaches the training process through the client."""
     import submitit
 
     from foundation.config import from_dict
@@ -125,19 +142,20 @@ def test_usr2_preemption_saves_requeues_and_continues_the_run(
     # no periodic checkpoints: the only checkpoint is the one the preemption writes
     cfg = _cfg(tmp_path, data_dir, name="usr2", tracking=tracking)
     config = from_dict(RunConfig, cfg, where="run")
-    executor = submitit.LocalExecutor(folder=tmp_path / "submitit")
-    executor.update_parameters(timeout_min=10)
-    job = executor.submit(TrainingJob(config))
-    deadline = time.monotonic() + 300
-    while "step 5/" not in (job.stdout() or ""):
-        assert not job.done(), job.stderr()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    # USR2, as Slurm sends before a preemption or timeout. (LocalJob._interrupt signals the
-    # local controller, which forwards only SIGTERM, so signal the task process directly.)
-    (task,) = _children(int(job.job_id))
-    os.kill(task, signal.SIGUSR2)
-    result = job.result()
+    with _python(start, tmp_path) as python:
+        executor = submitit.LocalExecutor(folder=tmp_path / "submitit", python=python)
+        executor.update_parameters(timeout_min=10)
+        job = executor.submit(TrainingJob(config))
+        deadline = time.monotonic() + 300
+        while "step 5/" not in (job.stdout() or ""):
+            assert not job.done(), job.stderr()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # USR2, as Slurm sends before a preemption or timeout. (LocalJob._interrupt signals the
+        # local controller, which forwards only SIGTERM, so signal the task process directly.)
+        (task,) = _children(int(job.job_id))
+        os.kill(task, signal.SIGUSR2)
+        result = job.result()
     out = job.stdout()
     assert result.status == "completed", out
     resumed_at = int(out.split("resumed at step ")[1].split()[0])
@@ -166,17 +184,18 @@ def test_usr2_on_a_two_task_job_stops_both_ranks_at_the_same_step(
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     cfg = _cfg(tmp_path, data_dir, name="usr2dp", parallel={"data_parallel": 2})
-    executor = submitit.LocalExecutor(folder=tmp_path / "submitit")
-    executor.update_parameters(timeout_min=10, tasks_per_node=2)
-    job = executor.submit(TrainingJob(from_dict(RunConfig, cfg, where="run")))
-    deadline = time.monotonic() + 300
-    while "step 5/" not in (job.stdout() or ""):
-        assert not job.done(), job.stderr()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    for task in _children(int(job.job_id)):
-        os.kill(task, signal.SIGUSR2)
-    results = job.results()
+    with _python("warm", tmp_path) as python:  # the two ranks forked from one warm server
+        executor = submitit.LocalExecutor(folder=tmp_path / "submitit", python=python)
+        executor.update_parameters(timeout_min=10, tasks_per_node=2)
+        job = executor.submit(TrainingJob(from_dict(RunConfig, cfg, where="run")))
+        deadline = time.monotonic() + 300
+        while "step 5/" not in (job.stdout() or ""):
+            assert not job.done(), job.stderr()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        for task in _children(int(job.job_id)):
+            os.kill(task, signal.SIGUSR2)
+        results = job.results()
     out = job.stdout()
     assert [r.status for r in results] == ["completed", "completed"], out
     resumed_at = int(out.split("resumed at step ")[1].split()[0])
