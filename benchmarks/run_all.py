@@ -11,6 +11,8 @@ Sections (targets from the issues):
   analysis    fits + 1000-resample bootstrap of a 200-run study (<= 30 s)
   branches    a 4-budget WSD-branched mini-study vs independent runs: wall-time and FLOPs
               ratios, max final-loss difference per budget (0: bitwise)
+  warmstart   a local cell forked from the warm server / started cold: job wall time and
+              time outside the training loop (equal final losses required)
   demo        `scaling run studies/demo.yaml` from nothing: wall time, and each arm's seed sd
               as % of its loss per size (~15 min; only with --full or --only demo)
 Each benchmark runs in its own process (one at a time, so they do not disturb each other).
@@ -32,6 +34,7 @@ QUICK = {
     "data_prep": ["bench_data_prep.py", "--max-bytes", "10000000", "--repeat", "2"],
     "analysis": ["bench_analysis.py", "--resamples", "1000"],
     "branches": ["bench_branches.py", "--steps", "160"],
+    "warmstart": ["bench_warmstart.py", "--pairs", "2"],
     "demo": ["bench_demo.py"],
 }
 SLOW = {"demo"}  # run by --full or when named with --only

@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from foundation.proc import stop
+
 __all__ = ["warm_python", "serve"]
 
 CLIENT = Path(__file__).with_name("warm_client.py")
@@ -79,12 +81,7 @@ def warm_python(log_folder: Path) -> Iterator[str | None]:
             for part in (sys.executable, "-I", "-S", str(CLIENT), sock, sys.executable)
         )
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop(server, timeout_s=10)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

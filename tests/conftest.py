@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from foundation.proc import stop
 from tests.distributed import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,11 +125,7 @@ def mlflow_server(tmp_path_factory) -> str:
     try:
         yield uri
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 @pytest.fixture
