@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,3 +61,17 @@ def logged_steps(study: Study, run_id: str, metric: str = "train/loss") -> list[
 
     client = MlflowClient(study.mlflow.tracking_uri)
     return sorted(m.step for m in client.get_metric_history(run_id, metric))
+
+
+def scaling_cli(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    """`python -m scaling ARGS` in `cwd` with one CPU thread, as a user runs it; must exit 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "scaling", *args],
+        cwd=cwd,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc

@@ -21,7 +21,7 @@ from foundation.config import ConfigError
 from scaling.loader import load_study
 from scaling.plan import branch_saving, plan_study
 from tests.scaling.conftest import small_spec
-from tests.scaling.helpers import checkpoint_steps, poll, study_runs
+from tests.scaling.helpers import checkpoint_steps, poll, scaling_cli, study_runs
 
 REPO = Path(__file__).resolve().parents[2]
 STEP_TOKENS = 256  # small_spec: 8 sequences of 32 tokens per step
@@ -202,15 +202,7 @@ def test_scaling_run_trains_branches_after_their_stable_run_end_to_end(tmp_path,
     spec = _spec(tmp_path, data_dir, f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    proc = subprocess.run(
-        [sys.executable, "-m", "scaling", "run", str(path)],
-        cwd=tmp_path,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    proc = scaling_cli("run", str(path), cwd=tmp_path)
     assert "8/8 done (8 completed" in proc.stdout
     study = load_study(path, check_environment=False)
     _check_lineage(study)
@@ -274,15 +266,7 @@ def test_killing_the_stable_run_between_branch_points_then_rerunning(tmp_path, d
     assert 96 not in checkpoint_steps(stable.run.output_dir), "killed too late"
     assert not (Path(stable.run.output_dir) / "result.json").exists()
 
-    rerun = subprocess.run(
-        [sys.executable, "-m", "scaling", "submit", str(path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    scaling_cli("submit", str(path), cwd=tmp_path)
     _check_lineage(study)
     logs = "".join(p.read_text() for p in (study.folder / "submitit").rglob("*_log.out"))
     assert "resumed at step" in logs  # the stable run continued from its checkpoint
@@ -290,15 +274,7 @@ def test_killing_the_stable_run_between_branch_points_then_rerunning(tmp_path, d
     fresh = {**spec, "output_dir": str(tmp_path / "fresh"), "name": "fresh"}
     fresh["mlflow"] = {**spec["mlflow"], "experiment": spec["mlflow"]["experiment"] + "-fresh"}
     (tmp_path / "fresh.yaml").write_text(yaml.safe_dump(fresh))
-    again = subprocess.run(
-        [sys.executable, "-m", "scaling", "submit", str(tmp_path / "fresh.yaml")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    scaling_cli("submit", str(tmp_path / "fresh.yaml"), cwd=tmp_path)
     for cell in study.cells:
         killed = json.loads((Path(cell.run.output_dir) / "result.json").read_text())
         clean = json.loads(

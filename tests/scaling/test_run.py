@@ -8,13 +8,12 @@ and plots.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.scaling.helpers import scaling_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,18 +40,7 @@ def test_scaling_run_end_to_end(tmp_path):
     spec_path = tmp_path / "demo-ci.yaml"
     spec = ci_demo_spec(tmp_path)
     spec_path.write_text(yaml.safe_dump(spec))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    scaling = [sys.executable, "-m", "scaling"]
-    proc = subprocess.run(
-        [*scaling, "run", str(spec_path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    out = proc.stdout
+    out = scaling_cli("run", str(spec_path), cwd=tmp_path).stdout
 
     # The LR search: seed 0 scanned 3 LRs per arm (24 cells), at most one round added one LR
     # per arm at an edge, then the other seeds followed each arm's winner (8 per seed)
@@ -95,14 +83,6 @@ def test_scaling_run_end_to_end(tmp_path):
     assert "analysis/verdict.json" in artifacts and "analysis/report.html" in artifacts
 
     # Re-running finds every cell done: nothing is trained again, no run is added
-    again = subprocess.run(
-        [*scaling, "run", str(spec_path), "--no-analyze"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert again.returncode == 0, again.stderr[-4000:]
+    again = scaling_cli("run", str(spec_path), "--no-analyze", cwd=tmp_path, timeout=300)
     assert f"{num_cells} cells, {num_cells} already done" in again.stdout, again.stdout[-2000:]
     assert len(client.search_runs([exp.experiment_id], max_results=200)) == num_cells + 1
