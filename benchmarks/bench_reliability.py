@@ -8,7 +8,10 @@ a SQLite-backed server beside it, then measures:
   1. `scaling plan` and `scaling status` (the CLI, as a user runs it, so imports count) on a
      2,000-cell study (2 sizes x 4 arms x 25 seeds x 10 LRs) whose 2,000 cell runs exist, all
      finished, in that server, each with what a real cell logs (~60 params, ~20 tags, 13
-     metrics, a dataset input). Target (issue 15): each <= 5 s.
+     metrics, a dataset input). Target (issue 15): each <= 5 s. status is timed cold (no
+     cache in the study folder: one full search, which writes `mlflow_runs.json`), warm (the
+     cache of finished runs: the server is asked only for unfinished runs), warm with `--all`,
+     and with `--refresh`; then the single `runs/search` queries behind them.
   2. tracker write throughput (points/s through `jobs.tracking.Tracker`, spool to server) with 1
      and 16 concurrent writer processes, SQLite-backed vs PostgreSQL-backed server.
 Not a test: figures depend on the machine; run it and read them.
@@ -131,6 +134,31 @@ def populate(study_path: Path, backend_uri: str) -> int:
     return len(cells)
 
 
+def query_costs(uri: str, study_path: Path) -> dict[str, float]:
+    """Seconds of one `runs/search` (server + transfer) for the filters a status poll sends."""
+    from foundation import contract as C
+    from scaling.run_search import experiment_id_http, search_http
+
+    name = yaml.safe_load(study_path.read_text())["name"]
+    exp_id = experiment_id_http(uri, name)
+    of_study = f"tags.{C.TAG_STUDY} = '{name}'"
+    ids = [r.run_id for r in search_http(uri, exp_id, of_study)]
+    costs = {}
+    for what, filter_string in (
+        ("of the study (the full search)", of_study),
+        ("not FINISHED (every warm poll)", f"{of_study} and attributes.status != 'FINISHED'"),
+        ("200 run ids IN (...) (finished since last)", _ids_in(ids[:200])),
+    ):
+        start = time.perf_counter()
+        search_http(uri, exp_id, filter_string)
+        costs[what] = time.perf_counter() - start
+    return costs
+
+
+def _ids_in(ids: list[str]) -> str:
+    return "attributes.run_id IN ({})".format(", ".join(f"'{i}'" for i in ids))
+
+
 def timed_cli(args: list[str]) -> tuple[float, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", COLUMNS="200")
     start = time.perf_counter()
@@ -192,14 +220,22 @@ def main() -> None:
         print(f"populated {n} finished cell runs in {time.perf_counter() - start:.1f} s")
         plan_s, _ = timed_cli(["plan", str(study_path), "--no-check-environment"])
         plan_env_s, _ = timed_cli(["plan", str(study_path)])
-        status_s, out = timed_cli(["status", str(study_path)])
+        cache = root / "study" / "mlflow_runs.json"
+        status_cold_s, out = timed_cli(["status", str(study_path)])
+        assert f"{NUM_CELLS} completed" in out and cache.is_file(), out[-500:]
+        status_warm_s, out = timed_cli(["status", str(study_path)])
         assert f"{NUM_CELLS} completed" in out, out[-500:]
         status_all_s, out = timed_cli(["status", str(study_path), "--all"])
         assert out.count("completed") == NUM_CELLS + 1, out[-500:]  # every row, and the tally
+        refresh_s, _ = timed_cli(["status", str(study_path), "--refresh"])
         print(f"scaling plan   (2,000 cells, offline):          {plan_s:.2f} s")
         print(f"scaling plan   (2,000 cells, checks the server): {plan_env_s:.2f} s")
-        print(f"scaling status (2,000 cells, 2,000 runs on PG):  {status_s:.2f} s")
-        print(f"scaling status --all (every cell's row):         {status_all_s:.2f} s")
+        print(f"scaling status, cold (no cache: full search):   {status_cold_s:.2f} s")
+        print(f"scaling status, warm (cache of finished runs):  {status_warm_s:.2f} s")
+        print(f"scaling status --all, warm (every cell's row):  {status_all_s:.2f} s")
+        print(f"scaling status --refresh (full search again):   {refresh_s:.2f} s")
+        for what, seconds in query_costs(pg_server.uri, study_path).items():
+            print(f"  one runs/search, {what:42s} {seconds:.2f} s")
         if args.cells_only:
             return
         sqlite_server.start()
