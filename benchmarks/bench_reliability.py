@@ -11,7 +11,8 @@ a SQLite-backed server beside it, then measures:
      metrics, a dataset input). Target (issue 15): each <= 5 s. status is timed cold (no
      cache in the study folder: one full search, which writes `mlflow_runs.json`), warm (the
      cache of finished runs: the server is asked only for unfinished runs), warm with `--all`,
-     and with `--refresh`; then the single `runs/search` queries behind them.
+     with `--refresh`, and warm while 200 runs are RUNNING and once they FINISHED again; then
+     the single `runs/search` queries behind them.
   2. tracker write throughput (points/s through `jobs.tracking.Tracker`, spool to server) with 1
      and 16 concurrent writer processes, SQLite-backed vs PostgreSQL-backed server.
 Not a test: figures depend on the machine; run it and read them.
@@ -78,9 +79,10 @@ def populate(study_path: Path, backend_uri: str) -> int:
     from mlflow.tracking import MlflowClient
 
     from foundation import contract as C
+    from foundation.atomic import write_text
     from foundation.config import flatten, to_dict
     from foundation.provenance import git_commit, host_name, versions
-    from jobs.record import dataset_input
+    from jobs.record import RunResult, dataset_input, write_result
     from scaling.loader import load_study
     from scaling.mlflow_state import ensure_parent_run
 
@@ -127,11 +129,41 @@ def populate(study_path: Path, backend_uri: str) -> int:
         )
         client.log_inputs(run.info.run_id, datasets=[dataset])
         client.set_terminated(run.info.run_id, "FINISHED")
+        # the cell's folder as a finished cell leaves it: its run id (written by submit and
+        # the tracker) and its result (`jobs.record.write_result`)
+        out = Path(cell.run.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_text(out / C.RUN_ID_FILE, run.info.run_id)
+        steps = cell.run.train.steps
+        result = RunResult(C.COMPLETED, 4.0, steps, 3072, run.info.run_id, [4.0] * steps)
+        write_result(cell.run, result)
 
     create(cells[0])  # the first creates the dataset: concurrent first inserts would collide
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(create, cells[1:]))
     return len(cells)
+
+
+def cells_finishing(backend_uri: str, study_path: Path, num: int) -> tuple[float, float]:
+    """Warm `status` while `num` runs are RUNNING (a resubmission of failed cells), then after
+    they FINISHED again: the poll fetches those runs, by status and then by id."""
+    from mlflow.tracking import MlflowClient
+
+    from foundation import contract as C
+
+    client = MlflowClient(backend_uri)
+    exp = client.get_experiment_by_name(yaml.safe_load(study_path.read_text())["name"])
+    cells = f"tags.{C.TAG_CELL_ID} LIKE '%'"
+    ids = [r.info.run_id for r in client.search_runs([exp.experiment_id], cells, max_results=num)]
+    for run_id in ids:
+        client.update_run(run_id, status="RUNNING")
+    running_s, out = timed_cli(["status", str(study_path)])
+    assert f"{num} failed" in out, out[-500:]  # RUNNING without a live job: its job died
+    for run_id in ids:
+        client.set_terminated(run_id, "FINISHED")
+    finished_s, out = timed_cli(["status", str(study_path)])
+    assert f"{NUM_CELLS} completed" in out, out[-500:]
+    return running_s, finished_s
 
 
 def query_costs(uri: str, study_path: Path) -> dict[str, float]:
@@ -228,12 +260,15 @@ def main() -> None:
         status_all_s, out = timed_cli(["status", str(study_path), "--all"])
         assert out.count("completed") == NUM_CELLS + 1, out[-500:]  # every row, and the tally
         refresh_s, _ = timed_cli(["status", str(study_path), "--refresh"])
+        running_s, finished_s = cells_finishing(pg.dsn, study_path, 200)
         print(f"scaling plan   (2,000 cells, offline):          {plan_s:.2f} s")
         print(f"scaling plan   (2,000 cells, checks the server): {plan_env_s:.2f} s")
         print(f"scaling status, cold (no cache: full search):   {status_cold_s:.2f} s")
         print(f"scaling status, warm (cache of finished runs):  {status_warm_s:.2f} s")
         print(f"scaling status --all, warm (every cell's row):  {status_all_s:.2f} s")
         print(f"scaling status --refresh (full search again):   {refresh_s:.2f} s")
+        print(f"scaling status, warm, 200 runs RUNNING:          {running_s:.2f} s")
+        print(f"scaling status, warm, those 200 just FINISHED:   {finished_s:.2f} s")
         for what, seconds in query_costs(pg_server.uri, study_path).items():
             print(f"  one runs/search, {what:42s} {seconds:.2f} s")
         if args.cells_only:
