@@ -1,15 +1,16 @@
 """The study's FINISHED MLflow runs, cached in the study folder: a status poll costs what changed.
 
 A full `runs/search` of a study makes the server load and serialise every run with its ~60
-params, ~9 s of server CPU for 2,000 runs on PostgreSQL, on every poll. But a FINISHED run does
+params: 23 MB and ~7 s for 2,000 runs on PostgreSQL (`benchmarks/bench_reliability.py`), on
+every poll. But a FINISHED run does
 not change: its cell (completed or diverged) is never resubmitted. FAILED and KILLED runs are
 (`submit` sets them back to SCHEDULED and the job to RUNNING), so only FINISHED runs are cached,
 in `<study folder>/mlflow_runs.json` (`CACHE_NAME`). A warm poll then asks the server only for
   1. the study's runs that are not FINISHED (`attributes.status != 'FINISHED'`), and
   2. by id (`attributes.run_id IN (...)`, `IN_CHUNK` ids a query), the runs that may have
      finished since the last poll: those not FINISHED then, and the run named in the
-     `mlflow_run_id` file of each cell without a cached run (`submit` writes it when it creates
-     the run, before the job starts), minus those that query 1 returned.
+     `mlflow_run_id` file of each cell that neither the cache nor query 1 gave a run (`submit`
+     writes it when it creates the run, before the job starts), minus what query 1 returned.
 Both filters run in the server's SQL, so polling a study whose cells have all finished
 serialises no run. Every run the server returns replaces its cached record.
 
@@ -76,8 +77,8 @@ def poll_runs(
         finished, unfinished = cached
         runs = dict(finished)
         fresh = _entries(study, search(f"{of_study} and attributes.status != 'FINISHED'"))
-        done_cells = {e.cell_id for e in finished.values()}
-        maybe_done = (unfinished | _run_id_files(study, done_cells)) - fresh.keys() - runs.keys()
+        seen_cells = {e.cell_id for e in (*finished.values(), *fresh.values())}
+        maybe_done = (unfinished | _run_id_files(study, seen_cells)) - fresh.keys() - runs.keys()
         for chunk in _chunks(sorted(maybe_done)):
             ids = ", ".join(f"'{run_id}'" for run_id in chunk)
             fresh |= _entries(study, search(f"attributes.run_id IN ({ids})"))
