@@ -41,6 +41,10 @@ from tests.reliability.services import MlflowServer, Postgres  # noqa: E402
 
 SCALING = str(Path(sys.executable).with_name("scaling"))
 NUM_CELLS = 2000
+# Process groups of the MLflow server and of PostgreSQL: their CPU is what a poll costs the
+# shared server, and unlike wall time it barely depends on what else the machine runs.
+SERVER_GROUPS: set[int] = set()
+Timing = tuple[float, float, str]  # wall s, server CPU s, stdout
 
 
 def study_spec(folder: Path, data: Path, uri: str, name: str = "bench-2000") -> dict:
@@ -144,7 +148,7 @@ def populate(study_path: Path, backend_uri: str) -> int:
     return len(cells)
 
 
-def cells_finishing(backend_uri: str, study_path: Path, num: int) -> tuple[float, float]:
+def cells_finishing(backend_uri: str, study_path: Path, num: int) -> tuple[Timing, Timing]:
     """Warm `status` while `num` runs are RUNNING (a resubmission of failed cells), then after
     they FINISHED again: the poll fetches those runs, by status and then by id."""
     from mlflow.tracking import MlflowClient
@@ -157,13 +161,13 @@ def cells_finishing(backend_uri: str, study_path: Path, num: int) -> tuple[float
     ids = [r.info.run_id for r in client.search_runs([exp.experiment_id], cells, max_results=num)]
     for run_id in ids:
         client.update_run(run_id, status="RUNNING")
-    running_s, out = timed_cli(["status", str(study_path)])
-    assert f"{num} failed" in out, out[-500:]  # RUNNING without a live job: its job died
+    running = timed_status([str(study_path)])
+    assert f"{num} failed" in running[2], running[2][-500:]  # RUNNING, no live job: it died
     for run_id in ids:
         client.set_terminated(run_id, "FINISHED")
-    finished_s, out = timed_cli(["status", str(study_path)])
-    assert f"{NUM_CELLS} completed" in out, out[-500:]
-    return running_s, finished_s
+    finished = timed_status([str(study_path)])
+    assert f"{NUM_CELLS} completed" in finished[2], finished[2][-500:]
+    return running, finished
 
 
 def query_costs(uri: str, study_path: Path) -> dict[str, float]:
@@ -196,6 +200,38 @@ def timed_cli(args: list[str]) -> tuple[float, str]:
     start = time.perf_counter()
     out = subprocess.run([SCALING, *args], env=env, capture_output=True, text=True, check=True)
     return time.perf_counter() - start, out.stdout
+
+
+def server_cpu_s() -> float:
+    """CPU seconds (user + system) the server processes have used so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[2]) in SERVER_GROUPS:  # pgrp; utime and stime follow
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def timed_status(args: list[str]) -> Timing:
+    """(wall seconds, server CPU seconds, stdout) of one `scaling status` process."""
+    cpu = server_cpu_s()
+    wall, out = timed_cli(["status", *args])
+    return wall, server_cpu_s() - cpu, out
+
+
+def _server_groups(server: MlflowServer, pg: Postgres) -> set[int]:
+    groups = {os.getpgid(server.proc.pid)}
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(pg.root).encode() in cmdline.read_bytes():
+                groups.add(os.getpgid(int(cmdline.parent.name)))  # the postmaster's backends
+        except (OSError, ProcessLookupError):
+            continue
+    return groups
 
 
 def _writer(uri: str, out: Path, points: int, ready, go) -> None:
@@ -253,22 +289,27 @@ def main() -> None:
         plan_s, _ = timed_cli(["plan", str(study_path), "--no-check-environment"])
         plan_env_s, _ = timed_cli(["plan", str(study_path)])
         cache = root / "study" / "mlflow_runs.json"
-        status_cold_s, out = timed_cli(["status", str(study_path)])
-        assert f"{NUM_CELLS} completed" in out and cache.is_file(), out[-500:]
-        status_warm_s, out = timed_cli(["status", str(study_path)])
-        assert f"{NUM_CELLS} completed" in out, out[-500:]
-        status_all_s, out = timed_cli(["status", str(study_path), "--all"])
-        assert out.count("completed") == NUM_CELLS + 1, out[-500:]  # every row, and the tally
-        refresh_s, _ = timed_cli(["status", str(study_path), "--refresh"])
-        running_s, finished_s = cells_finishing(pg.dsn, study_path, 200)
+        SERVER_GROUPS.update(_server_groups(pg_server, pg))
+        path = str(study_path)
+        cold = timed_status([path])
+        assert f"{NUM_CELLS} completed" in cold[2] and cache.is_file(), cold[2][-500:]
+        warm = timed_status([path])
+        assert f"{NUM_CELLS} completed" in warm[2], warm[2][-500:]
+        warm_all = timed_status([path, "--all"])
+        assert warm_all[2].count("completed") == NUM_CELLS + 1, warm_all[2][-500:]  # + tally
+        refresh = timed_status([path, "--refresh"])
+        running, finished = cells_finishing(pg.dsn, study_path, 200)
         print(f"scaling plan   (2,000 cells, offline):          {plan_s:.2f} s")
         print(f"scaling plan   (2,000 cells, checks the server): {plan_env_s:.2f} s")
-        print(f"scaling status, cold (no cache: full search):   {status_cold_s:.2f} s")
-        print(f"scaling status, warm (cache of finished runs):  {status_warm_s:.2f} s")
-        print(f"scaling status --all, warm (every cell's row):  {status_all_s:.2f} s")
-        print(f"scaling status --refresh (full search again):   {refresh_s:.2f} s")
-        print(f"scaling status, warm, 200 runs RUNNING:          {running_s:.2f} s")
-        print(f"scaling status, warm, those 200 just FINISHED:   {finished_s:.2f} s")
+        for what, (wall, cpu, _) in (
+            ("cold (no cache: full search)", cold),
+            ("warm (cache of finished runs)", warm),
+            ("--all, warm (every cell's row)", warm_all),
+            ("--refresh (full search again)", refresh),
+            ("warm, 200 runs RUNNING", running),
+            ("warm, those 200 just FINISHED", finished),
+        ):
+            print(f"scaling status {what:32s} {wall:5.2f} s wall, {cpu:5.2f} s server CPU")
         for what, seconds in query_costs(pg_server.uri, study_path).items():
             print(f"  one runs/search, {what:42s} {seconds:.2f} s")
         if args.cells_only:
