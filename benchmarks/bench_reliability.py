@@ -8,7 +8,11 @@ a SQLite-backed server beside it, then measures:
   1. `scaling plan` and `scaling status` (the CLI, as a user runs it, so imports count) on a
      2,000-cell study (2 sizes x 4 arms x 25 seeds x 10 LRs) whose 2,000 cell runs exist, all
      finished, in that server, each with what a real cell logs (~60 params, ~20 tags, 13
-     metrics, a dataset input). Target (issue 15): each <= 5 s.
+     metrics, a dataset input). Target (issue 15): each <= 5 s. status is timed cold (no
+     cache in the study folder: one full search, which writes `mlflow_runs.json`), warm (the
+     cache of finished runs: the server is asked only for unfinished runs), warm with `--all`,
+     with `--refresh`, and warm while 200 runs are RUNNING and once they FINISHED again; then
+     the single `runs/search` queries behind them.
   2. tracker write throughput (points/s through `jobs.tracking.Tracker`, spool to server) with 1
      and 16 concurrent writer processes, SQLite-backed vs PostgreSQL-backed server.
 Not a test: figures depend on the machine; run it and read them.
@@ -37,6 +41,10 @@ from tests.reliability.services import MlflowServer, Postgres  # noqa: E402
 
 SCALING = str(Path(sys.executable).with_name("scaling"))
 NUM_CELLS = 2000
+# Process groups of the MLflow server and of PostgreSQL: their CPU is what a poll costs the
+# shared server, and unlike wall time it barely depends on what else the machine runs.
+SERVER_GROUPS: set[int] = set()
+Timing = tuple[float, float, str]  # wall s, server CPU s, stdout
 
 
 def study_spec(folder: Path, data: Path, uri: str, name: str = "bench-2000") -> dict:
@@ -75,9 +83,10 @@ def populate(study_path: Path, backend_uri: str) -> int:
     from mlflow.tracking import MlflowClient
 
     from foundation import contract as C
+    from foundation.atomic import write_text
     from foundation.config import flatten, to_dict
     from foundation.provenance import git_commit, host_name, versions
-    from jobs.record import dataset_input
+    from jobs.record import RunResult, dataset_input, write_result
     from scaling.loader import load_study
     from scaling.mlflow_state import ensure_parent_run
 
@@ -124,6 +133,14 @@ def populate(study_path: Path, backend_uri: str) -> int:
         )
         client.log_inputs(run.info.run_id, datasets=[dataset])
         client.set_terminated(run.info.run_id, "FINISHED")
+        # the cell's folder as a finished cell leaves it: its run id (written by submit and
+        # the tracker) and its result (`jobs.record.write_result`)
+        out = Path(cell.run.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_text(out / C.RUN_ID_FILE, run.info.run_id)
+        steps = cell.run.train.steps
+        result = RunResult(C.COMPLETED, 4.0, steps, 3072, run.info.run_id, [4.0] * steps)
+        write_result(cell.run, result)
 
     create(cells[0])  # the first creates the dataset: concurrent first inserts would collide
     with ThreadPoolExecutor(8) as pool:
@@ -131,11 +148,90 @@ def populate(study_path: Path, backend_uri: str) -> int:
     return len(cells)
 
 
+def cells_finishing(backend_uri: str, study_path: Path, num: int) -> tuple[Timing, Timing]:
+    """Warm `status` while `num` runs are RUNNING (a resubmission of failed cells), then after
+    they FINISHED again: the poll fetches those runs, by status and then by id."""
+    from mlflow.tracking import MlflowClient
+
+    from foundation import contract as C
+
+    client = MlflowClient(backend_uri)
+    exp = client.get_experiment_by_name(yaml.safe_load(study_path.read_text())["name"])
+    cells = f"tags.{C.TAG_CELL_ID} LIKE '%'"
+    ids = [r.info.run_id for r in client.search_runs([exp.experiment_id], cells, max_results=num)]
+    for run_id in ids:
+        client.update_run(run_id, status="RUNNING")
+    running = timed_status([str(study_path)])
+    assert f"{num} failed" in running[2], running[2][-500:]  # RUNNING, no live job: it died
+    for run_id in ids:
+        client.set_terminated(run_id, "FINISHED")
+    finished = timed_status([str(study_path)])
+    assert f"{NUM_CELLS} completed" in finished[2], finished[2][-500:]
+    return running, finished
+
+
+def query_costs(uri: str, study_path: Path) -> dict[str, float]:
+    """Seconds of one `runs/search` (server + transfer) for the filters a status poll sends."""
+    from foundation import contract as C
+    from scaling.run_search import experiment_id_http, search_http
+
+    name = yaml.safe_load(study_path.read_text())["name"]
+    exp_id = experiment_id_http(uri, name)
+    of_study = f"tags.{C.TAG_STUDY} = '{name}'"
+    ids = [r.run_id for r in search_http(uri, exp_id, of_study)]
+    costs = {}
+    for what, filter_string in (
+        ("of the study (the full search)", of_study),
+        ("not FINISHED (every warm poll)", f"{of_study} and attributes.status != 'FINISHED'"),
+        ("200 run ids IN (...) (finished since last)", _ids_in(ids[:200])),
+    ):
+        start = time.perf_counter()
+        search_http(uri, exp_id, filter_string)
+        costs[what] = time.perf_counter() - start
+    return costs
+
+
+def _ids_in(ids: list[str]) -> str:
+    return "attributes.run_id IN ({})".format(", ".join(f"'{i}'" for i in ids))
+
+
 def timed_cli(args: list[str]) -> tuple[float, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", COLUMNS="200")
     start = time.perf_counter()
     out = subprocess.run([SCALING, *args], env=env, capture_output=True, text=True, check=True)
     return time.perf_counter() - start, out.stdout
+
+
+def server_cpu_s() -> float:
+    """CPU seconds (user + system) the server processes have used so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[2]) in SERVER_GROUPS:  # pgrp; utime and stime follow
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def timed_status(args: list[str]) -> Timing:
+    """(wall seconds, server CPU seconds, stdout) of one `scaling status` process."""
+    cpu = server_cpu_s()
+    wall, out = timed_cli(["status", *args])
+    return wall, server_cpu_s() - cpu, out
+
+
+def _server_groups(server: MlflowServer, pg: Postgres) -> set[int]:
+    groups = {os.getpgid(server.proc.pid)}
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(pg.root).encode() in cmdline.read_bytes():
+                groups.add(os.getpgid(int(cmdline.parent.name)))  # the postmaster's backends
+        except (OSError, ProcessLookupError):
+            continue
+    return groups
 
 
 def _writer(uri: str, out: Path, points: int, ready, go) -> None:
@@ -192,14 +288,30 @@ def main() -> None:
         print(f"populated {n} finished cell runs in {time.perf_counter() - start:.1f} s")
         plan_s, _ = timed_cli(["plan", str(study_path), "--no-check-environment"])
         plan_env_s, _ = timed_cli(["plan", str(study_path)])
-        status_s, out = timed_cli(["status", str(study_path)])
-        assert f"{NUM_CELLS} completed" in out, out[-500:]
-        status_all_s, out = timed_cli(["status", str(study_path), "--all"])
-        assert out.count("completed") == NUM_CELLS + 1, out[-500:]  # every row, and the tally
+        cache = root / "study" / "mlflow_runs.json"
+        SERVER_GROUPS.update(_server_groups(pg_server, pg))
+        path = str(study_path)
+        cold = timed_status([path])
+        assert f"{NUM_CELLS} completed" in cold[2] and cache.is_file(), cold[2][-500:]
+        warm = timed_status([path])
+        assert f"{NUM_CELLS} completed" in warm[2], warm[2][-500:]
+        warm_all = timed_status([path, "--all"])
+        assert warm_all[2].count("completed") == NUM_CELLS + 1, warm_all[2][-500:]  # + tally
+        refresh = timed_status([path, "--refresh"])
+        running, finished = cells_finishing(pg.dsn, study_path, 200)
         print(f"scaling plan   (2,000 cells, offline):          {plan_s:.2f} s")
         print(f"scaling plan   (2,000 cells, checks the server): {plan_env_s:.2f} s")
-        print(f"scaling status (2,000 cells, 2,000 runs on PG):  {status_s:.2f} s")
-        print(f"scaling status --all (every cell's row):         {status_all_s:.2f} s")
+        for what, (wall, cpu, _) in (
+            ("cold (no cache: full search)", cold),
+            ("warm (cache of finished runs)", warm),
+            ("--all, warm (every cell's row)", warm_all),
+            ("--refresh (full search again)", refresh),
+            ("warm, 200 runs RUNNING", running),
+            ("warm, those 200 just FINISHED", finished),
+        ):
+            print(f"scaling status {what:32s} {wall:5.2f} s wall, {cpu:5.2f} s server CPU")
+        for what, seconds in query_costs(pg_server.uri, study_path).items():
+            print(f"  one runs/search, {what:42s} {seconds:.2f} s")
         if args.cells_only:
             return
         sqlite_server.start()

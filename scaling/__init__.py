@@ -9,6 +9,7 @@ that importing `scaling` stays cheap):
   GPU-hours).
 - `expand_cells(study, vocab_size) -> list[Cell]` (scaling.cells): the resolved `RunConfig`s.
 - `submit_study(study) -> Submitted` (scaling.submission): submit new and failed cells.
-- `study_status(study) -> list[StatusRow]`, `wait_study(study, callback)`,
+- `study_status(study, refresh=False) -> list[StatusRow]` (finished runs cached in the study
+  folder: `scaling.run_cache`), `wait_study(study, callback)`,
   `cancel_study(study)`, `study_parent_run_id(study)` (scaling.submission).
 """

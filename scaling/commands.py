@@ -190,17 +190,34 @@ def status(
     show_all: Annotated[
         bool, typer.Option("--all", help="List every cell, also in a large grid.")
     ] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            help="Search every MLflow run of the study again (slow on a large study) instead "
+            "of trusting the cache of finished runs; for runs deleted in MLflow.",
+        ),
+    ] = False,
 ) -> None:
     """Show the study's grid: state, validation loss and job of every cell.
 
     A grid of more than 100 cells shows counts by state and by (size, variant) and only the
     cells that are neither completed nor pending; `--all` lists every cell. With `--watch`
     the exit status is 3 when a cell ended failed or cancelled, else 0 (2: bad study file).
+    Finished runs are cached in the study folder (`mlflow_runs.json`), so a poll asks MLflow
+    only for the runs that may have changed; the first poll without that file, and
+    `--refresh`, search them all.
     """
     spec = _load(study)
     if not watch:
-        _status_table(spec, show_all=show_all)
+        from scaling.state import study_status
+
+        _status_table(spec, study_status(spec, refresh=refresh), show_all)
         return
+    if refresh:
+        from scaling.state import study_status
+
+        study_status(spec, refresh=True)  # rewrites the cache the watch then polls through
     from scaling.refine import advance
     from scaling.submission import submit_rounds
 

@@ -123,42 +123,41 @@ def _params(values: dict[str, str]) -> list[Any]:
     return [Param(k, str(v)[:6000]) for k, v in values.items()]
 
 
-def cell_runs(study: ResolvedStudy, client: MlflowClient | None = None) -> dict[str, CellRun]:
+def cell_runs(
+    study: ResolvedStudy, client: MlflowClient | None = None, refresh: bool = False
+) -> dict[str, CellRun]:
     """cell_id → its run, for every cell of the study that has one.
 
-    Without a `client`, an HTTP(S) server is searched through its REST API directly
-    (`scaling.run_search`: no mlflow import, no protobuf), which keeps `scaling status` fast.
+    Through the study folder's cache of FINISHED runs (`scaling.run_cache`): a poll asks the
+    server only for what may have changed. `refresh`: a full search that rewrites the cache
+    (`scaling status --refresh`, and every `submit`). Without a `client`, an HTTP(S) server is
+    searched through its REST API directly (`scaling.run_search`: no mlflow import, no
+    protobuf), which keeps `scaling status` fast.
     """
-    from scaling.run_search import is_http, search_study_runs, search_with_client
+    from scaling.run_cache import poll_runs
+    from scaling.run_search import experiment_id_http, is_http, search_http, search_with_client
 
-    query = f"tags.{C.TAG_STUDY} = '{study.name}'"
     uri = study.mlflow.tracking_uri
     if client is None and is_http(uri):
-        found_runs = search_study_runs(uri, study.mlflow.experiment, query)
+        exp_id = experiment_id_http(uri, study.mlflow.experiment)
+
+        def search(filter_string: str) -> list:
+            return search_http(uri, exp_id, filter_string)
     else:
-        client = client or client_for(study)
-        exp_id = C.experiment_id(client, study.mlflow.experiment)
-        found_runs = None if exp_id is None else search_with_client(client, exp_id, query)
+        mlflow_client = client or client_for(study)
+        exp_id = C.experiment_id(mlflow_client, study.mlflow.experiment)
+
+        def search(filter_string: str) -> list:
+            return search_with_client(mlflow_client, exp_id, filter_string)
+
+    if exp_id is None:
+        return {}
     found: dict[str, CellRun] = {}
-    for run in found_runs or []:
-        tags = run.tags
-        cid = tags.get(C.TAG_CELL_ID)
-        if not cid or tags.get(C.TAG_ROLE) == C.ROLE_STUDY:
-            continue
-        cell_run = CellRun(
-            run_id=run.run_id,
-            status=run.status,
-            outcome=tags.get(C.TAG_OUTCOME),
-            final_val_loss=C.summary_metric(run.metrics, C.FINAL_VAL_LOSS),
-            last_val_loss=C.summary_metric(run.metrics, C.VAL_LOSS),
-            start_time=run.start_time,
-            config_hash=tags.get(C.TAG_CONFIG_HASH),
-            select_loss=C.summary_metric(run.metrics, C.FINAL_SELECT_LOSS),
-        )
-        previous = found.get(cid)
+    for entry in poll_runs(study, exp_id, search, refresh).values():
+        previous = found.get(entry.cell_id)
         # Two runs for one cell should not exist; if one does, the oldest is the cell's run.
-        if previous is None or cell_run.start_time < previous.start_time:
-            found[cid] = cell_run
+        if previous is None or entry.run.start_time < previous.start_time:
+            found[entry.cell_id] = entry.run
     return found
 
 

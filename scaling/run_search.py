@@ -22,7 +22,14 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FoundRun", "is_http", "search_study_runs", "search_with_client"]
+__all__ = [
+    "FoundRun",
+    "is_http",
+    "search_study_runs",
+    "experiment_id_http",
+    "search_http",
+    "search_with_client",
+]
 
 PAGE_SIZE = 5000  # MLflow's server accepts up to 50,000 a page; fewer round trips is faster
 RETRIES = 2
@@ -46,11 +53,21 @@ def is_http(uri: str) -> bool:
 def search_study_runs(uri: str, experiment: str, filter_string: str) -> list[FoundRun] | None:
     """Every active run of `experiment` matching `filter_string`; None if the experiment
     does not exist. `uri` must be an HTTP(S) tracking server (`is_http`)."""
+    exp_id = experiment_id_http(uri, experiment)
+    return None if exp_id is None else search_http(uri, exp_id, filter_string)
+
+
+def experiment_id_http(uri: str, experiment: str) -> str | None:
+    """The id of the experiment named `experiment` on an HTTP(S) server; None if it is absent."""
     try:
         found = _call(uri, "GET", "experiments/get-by-name", {"experiment_name": experiment})
     except _NotFound:
         return None
-    exp_id = found["experiment"]["experiment_id"]
+    return found["experiment"]["experiment_id"]
+
+
+def search_http(uri: str, exp_id: str, filter_string: str) -> list[FoundRun]:
+    """Every active run of experiment `exp_id` matching `filter_string`, in pages."""
     runs: list[FoundRun] = []
     token = None
     while True:

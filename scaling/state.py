@@ -2,7 +2,8 @@
 
 A cell's state is read from MLflow (what its run recorded) and the scheduler (whether its job is
 still live), never from logs. The grid comes from the resolved study: a status poll costs one
-MLflow search and one `squeue`, not a re-expansion of the study.
+MLflow poll and one `squeue`, not a re-expansion of the study; the poll asks MLflow only for
+what may have changed since the last one (`scaling.run_cache`).
 """
 
 from __future__ import annotations
@@ -66,10 +67,14 @@ def submitit_folder(study: ResolvedStudy | Study) -> Path:
     return study.folder / "submitit"
 
 
-def study_status(study: ResolvedStudy | Study) -> list[StatusRow]:
-    """The grid's state, from MLflow (results) and the scheduler (live jobs); bounded in time."""
+def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[StatusRow]:
+    """The grid's state, from MLflow (results) and the scheduler (live jobs); bounded in time.
+
+    `refresh`: search every run of the study again instead of trusting the cache of finished
+    runs (which then is rewritten): for a run deleted in MLflow (`scaling.run_cache`).
+    """
     study = resolve(study)
-    runs = cell_runs(study)
+    runs = cell_runs(study, refresh=refresh)
     records = read_records(study.folder)
     live = live_jobs(records, submitit_folder(study))
     rows = []

@@ -112,7 +112,8 @@ def submit_study(
     prepare_data(study)
     with _submit_lock(study):
         client = client_for(study)
-        runs = cell_runs(study, client)
+        # a full search: what to train must not trust the status cache (a run deleted in MLflow)
+        runs = cell_runs(study, client, refresh=True)
         _check_unchanged(study, runs)
         parent = ensure_parent_run(study, client)  # before any child: each one points at it
         exp_id = C.experiment_id(client, study.mlflow.experiment)
