@@ -5,14 +5,7 @@
 # Cells go through jobs.train (benchmarks/noise/sweep.py), two processes at a time.
 #
 #   bash benchmarks/noise/demo.sh && python benchmarks/noise/summarize.py $OUT
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-export OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore
-PY=${PY:-.venv/bin/python}
-DATA=${DATA:-/tmp/noise-data/v257}
-OUT=${OUT:-/tmp/noise-demo.jsonl}
-[ -f "$DATA/manifest.json" ] || $PY -m scaling prepare-data --source stdlib -o "$DATA" \
-  --tokenizer bpe --vocab-size 257 --max-bytes 8000000 --validation-fraction 0.05
+source "$(dirname "$0")/env.sh" noise-demo
 
 # studies/demo.yaml's recipe: bytes, RoPE, 600 steps x 16 x 64 tokens, warmup 60, cosine to 0.1
 S="$PY benchmarks/noise/sweep.py --out $OUT --data $DATA --tag demo --steps 600 --warmup 60 \

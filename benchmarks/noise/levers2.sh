@@ -4,14 +4,7 @@
 # Output: benchmarks/noise/levers2.jsonl (docs/noise.md, "Levers at the tuned LR").
 #
 #   bash benchmarks/noise/levers2.sh && python benchmarks/noise/summarize.py $OUT
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-export OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore
-PY=${PY:-.venv/bin/python}
-DATA=${DATA:-/tmp/noise-data/v257}
-OUT=${OUT:-/tmp/noise-levers2.jsonl}
-[ -f "$DATA/manifest.json" ] || $PY -m scaling prepare-data --source stdlib -o "$DATA" \
-  --tokenizer bpe --vocab-size 257 --max-bytes 8000000 --validation-fraction 0.05
+source "$(dirname "$0")/env.sh" noise-levers2
 S="$PY benchmarks/noise/sweep.py --out $OUT --data $DATA --steps 600 --warmup 150 \
   --batch-tokens 1024 --seq 64 --position rope --val-windows 512 --seeds 0 1 2"
 # the data order fixed (init seed varies), every arm at its tuned LR

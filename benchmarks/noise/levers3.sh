@@ -6,14 +6,7 @@
 # by from_study.py (demo2048.jsonl, demo4.jsonl, demo6.jsonl).
 #
 #   bash benchmarks/noise/levers3.sh && python benchmarks/noise/summarize.py $OUT
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-export OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore
-PY=${PY:-.venv/bin/python}
-DATA=${DATA:-/tmp/noise-data/v257}
-OUT=${OUT:-/tmp/noise-levers3.jsonl}
-[ -f "$DATA/manifest.json" ] || $PY -m scaling prepare-data --source stdlib -o "$DATA" \
-  --tokenizer bpe --vocab-size 257 --max-bytes 8000000 --validation-fraction 0.05
+source "$(dirname "$0")/env.sh" noise-levers3
 S="$PY benchmarks/noise/sweep.py --out $OUT --data $DATA --seq 64 --position rope \
   --val-windows 512 --steps 1200 --warmup 300 --batch-tokens 512 --seeds 0 1 2 3"
 $S --tag b512-1200 --shape 2,48,3 --variants linear --lrs 1.2e-2 2.4e-2
