@@ -70,7 +70,9 @@ def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
         data_dir,
         tmp_path / "study",
         mlflow_server,
-        400,
+        # long enough that the cancel (a checkpoint seen, then SIGINT through the controller)
+        # lands mid-run: a warm-started tiny cell trains 400 steps in about 2 s
+        2000,
         variants=["linear"],
         train={"checkpoint_interval": 10},
     )
