@@ -37,7 +37,9 @@ def init_distributed() -> None:
 
     Rank and world size come from ``RANK``/``WORLD_SIZE`` (torchrun, submitit's export) or
     ``SLURM_PROCID``/``SLURM_NTASKS``; the rendezvous from ``MASTER_ADDR``/``MASTER_PORT``.
-    Without them, a single-process group on an in-memory store (no port is opened).
+    Without them, or with a world size of 1, a single-process group on an in-memory store: no
+    port is opened. (submitit exports a MASTER_PORT derived from the job id even for one task,
+    and a port another socket happens to hold failed such cells with EADDRINUSE.)
     """
     global _owns_process_group
     if not torch.cuda.is_available():
@@ -47,7 +49,7 @@ def init_distributed() -> None:
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     rank = _env_int("RANK", "SLURM_PROCID")
     world_size = _env_int("WORLD_SIZE", "SLURM_NTASKS")
-    if rank is None or world_size is None or "MASTER_ADDR" not in os.environ:
+    if rank is None or world_size in (None, 1) or "MASTER_ADDR" not in os.environ:
         if world_size not in (None, 1):
             raise ValueError(
                 f"WORLD_SIZE={world_size} but MASTER_ADDR is not set; launch with torchrun or "
