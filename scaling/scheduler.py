@@ -43,6 +43,7 @@ LIVE_SLURM_STATES = {
     "STOPPED",
 }
 LOCAL_CONTROLLER = "submitit.local._local"
+ESCALATE_S = 5.0  # a local job still alive this long after SIGINT is killed
 QUEUED = "queued-"  # local job id of a cell waiting for a slot: "queued-<pid of submit>"
 
 
@@ -154,6 +155,26 @@ def cancel_jobs(records: dict[str, JobRecord], submitit_folder: Path, wait_s: fl
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + wait_s
+    escalate = time.monotonic() + min(wait_s, ESCALATE_S)
     while time.monotonic() < deadline and live_jobs({c: records[c] for c in live}, submitit_folder):
+        if time.monotonic() > escalate:
+            # a controller started where SIGINT is ignored (a background shell) never stops on
+            # it: kill its tasks, then it
+            for pid in pids - {str(os.getpid())}:
+                _kill_tree(int(pid))
+            escalate = deadline
         time.sleep(1)
     return sorted(live)
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL `pid`'s children (a local job's tasks), then `pid` itself."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for target in [*map(int, children), pid]:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -111,8 +111,9 @@ def test_time_limit_expiring_mid_cell_requeues_and_resumes(
     tmp_path, data_dir, mlflow_server, slurm_cluster
 ):
     # a 2-minute limit: submitit asks Slurm for USR2 90 s before it, so the signal comes about
-    # 30 s into each attempt; the cell needs longer than that, and so one or more requeues
-    steps = 1200
+    # 30 s into each attempt; the cell needs longer than that, and so one or more requeues.
+    # (1,200 steps once trained in under 30 s and finished without a requeue.)
+    steps = 4000
     spec = _spec(
         tmp_path,
         data_dir,
