@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from foundation import contract as C
@@ -178,7 +179,7 @@ def _run_local(
     records: dict[str, JobRecord],
     say: Callable[[str], None],
     states: dict[str, str] | None,
-    folder: Any,
+    folder: Path,
     python: str | None,
 ) -> dict[str, Any]:
     import submitit

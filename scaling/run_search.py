@@ -25,7 +25,6 @@ from typing import Any
 __all__ = [
     "FoundRun",
     "is_http",
-    "search_study_runs",
     "experiment_id_http",
     "search_http",
     "search_with_client",
@@ -50,15 +49,9 @@ def is_http(uri: str) -> bool:
     return uri.startswith(("http://", "https://"))
 
 
-def search_study_runs(uri: str, experiment: str, filter_string: str) -> list[FoundRun] | None:
-    """Every active run of `experiment` matching `filter_string`; None if the experiment
-    does not exist. `uri` must be an HTTP(S) tracking server (`is_http`)."""
-    exp_id = experiment_id_http(uri, experiment)
-    return None if exp_id is None else search_http(uri, exp_id, filter_string)
-
-
 def experiment_id_http(uri: str, experiment: str) -> str | None:
-    """The id of the experiment named `experiment` on an HTTP(S) server; None if it is absent."""
+    """The id of the experiment named `experiment` on an HTTP(S) server (`is_http`); None if it
+    does not exist."""
     try:
         found = _call(uri, "GET", "experiments/get-by-name", {"experiment_name": experiment})
     except _NotFound:

@@ -16,6 +16,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from foundation.proc import kill_tree
+
 __all__ = [
     "JobRecord",
     "read_records",
@@ -159,22 +161,9 @@ def cancel_jobs(records: dict[str, JobRecord], submitit_folder: Path, wait_s: fl
     while time.monotonic() < deadline and live_jobs({c: records[c] for c in live}, submitit_folder):
         if time.monotonic() > escalate:
             # a controller started where SIGINT is ignored (a background shell) never stops on
-            # it: kill its tasks, then it
+            # it: kill it and its tasks
             for pid in pids - {str(os.getpid())}:
-                _kill_tree(int(pid))
+                kill_tree(int(pid))
             escalate = deadline
         time.sleep(1)
     return sorted(live)
-
-
-def _kill_tree(pid: int) -> None:
-    """SIGKILL `pid`'s children (a local job's tasks), then `pid` itself."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        children = []
-    for target in [*map(int, children), pid]:
-        try:
-            os.kill(target, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from foundation.proc import stop
+from foundation.proc import kill, stop
 
 __all__ = ["warm_python", "serve"]
 
@@ -89,7 +90,6 @@ def serve(sock_path: str) -> None:
     """The server loop (`python -m scaling.warmstart SOCKET`)."""
     import gc
     import selectors
-    import signal
     import socket
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -123,12 +123,12 @@ def serve(sock_path: str) -> None:
                         tasks[pid] = conn
                         selector.register(conn, selectors.EVENT_READ, pid)
                 elif not _alive(key.fileobj):  # the client (the controller's task) died
-                    _kill(key.data)
+                    kill(key.data)
                     selector.unregister(key.fileobj)
             _reap(tasks, selector)
     finally:
         for pid in tasks:
-            _kill(pid)
+            kill(pid)
         if Path(sock_path).parent.name.startswith("scaling-warm-"):
             shutil.rmtree(Path(sock_path).parent, ignore_errors=True)
 
@@ -196,27 +196,30 @@ def _spawn(conn, listener, tasks) -> int | None:
             os.close(fd)
         conn.close()
         return None
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:
-        _run_task(folder, cwd, env, fds, [listener, conn, *tasks.values()])
+        _run_task(server, folder, cwd, env, fds, [listener, conn, *tasks.values()])
     for fd in fds:
         os.close(fd)
     conn.settimeout(None)
     try:
         conn.sendall(f"pid {pid}\n".encode())
     except OSError:
-        _kill(pid)
+        kill(pid)
     return pid
 
 
-def _run_task(folder: str, cwd: str, env: dict[str, str], fds: list[int], sockets: list) -> None:
+def _run_task(
+    server: int, folder: str, cwd: str, env: dict[str, str], fds: list[int], sockets: list
+) -> None:
     """In the forked child: become `python -u -m submitit.core._submit FOLDER`; never returns."""
     import runpy
-    import signal
     import traceback
 
     code = 1
     try:
+        _die_with(server)
         for sock in sockets:
             sock.close()
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -249,22 +252,26 @@ def _run_task(folder: str, cwd: str, env: dict[str, str], fds: list[int], socket
         os._exit(int(code))
 
 
+def _die_with(server: int) -> None:
+    """A task whose server is killed outright goes too (PR_SET_PDEATHSIG): its client has then
+    reported it ended, and nobody would collect it."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != server:  # the server died before the request took effect
+        os._exit(1)
+
+
 def _alive(conn) -> bool:
+    import socket
+
     try:
-        return conn.recv(1, 0x40) != b""  # MSG_DONTWAIT: readable with no data = closed
+        return conn.recv(1, socket.MSG_DONTWAIT) != b""  # readable with no data: closed
     except BlockingIOError:
         return True
     except OSError:
         return False
-
-
-def _kill(pid: int) -> None:
-    import signal
-
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _reap(tasks, selector) -> None:

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from foundation.proc import children
 from jobs.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_dict
 from scaling.warmstart import warm_python
@@ -74,19 +75,6 @@ def reference(tmp_path_factory, data_dir) -> dict:
     proc, log = _start(cfg, tmp, "ref")
     assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
     return _result(cfg)
-
-
-def _children(pid: int) -> list[int]:
-    """Live child processes of `pid` (from /proc)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
 
 
 def _all_steps_logged(uri: str, run_id: str) -> list[int]:
@@ -153,7 +141,7 @@ def test_usr2_preemption_saves_requeues_and_continues_the_run(
             time.sleep(0.05)
         # USR2, as Slurm sends before a preemption or timeout. (LocalJob._interrupt signals the
         # local controller, which forwards only SIGTERM, so signal the task process directly.)
-        (task,) = _children(int(job.job_id))
+        (task,) = children(int(job.job_id))
         os.kill(task, signal.SIGUSR2)
         result = job.result()
     out = job.stdout()
@@ -193,7 +181,7 @@ def test_usr2_on_a_two_task_job_stops_both_ranks_at_the_same_step(
             assert not job.done(), job.stderr()
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        for task in _children(int(job.job_id)):
+        for task in children(int(job.job_id)):
             os.kill(task, signal.SIGUSR2)
         results = job.results()
     out = job.stdout()

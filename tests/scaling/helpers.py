@@ -75,3 +75,11 @@ def scaling_cli(*args: str, cwd: Path, timeout: float = 900) -> subprocess.Compl
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return proc
+
+
+def dead(pid: int) -> bool:
+    """The process is gone, or a zombie (ended; its parent has not reaped it yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True

@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from foundation import contract as C
 from scaling import run_search
-from scaling.run_search import search_study_runs, search_with_client
+from scaling.run_search import experiment_id_http, search_http, search_with_client
 
 
 def test_rest_search_matches_the_mlflow_client_across_pages(mlflow_server, monkeypatch):
@@ -32,12 +32,13 @@ def test_rest_search_matches_the_mlflow_client_across_pages(mlflow_server, monke
             client.set_terminated(run.info.run_id, "FINISHED")
     monkeypatch.setattr(run_search, "PAGE_SIZE", 4)  # 6 runs: two pages
     query = f"tags.{C.TAG_STUDY} = 's'"
-    rest = sorted(search_study_runs(mlflow_server, name, query), key=lambda r: r.run_id)
+    assert experiment_id_http(mlflow_server, name) == exp_id
+    rest = sorted(search_http(mlflow_server, exp_id, query), key=lambda r: r.run_id)
     mlflow = sorted(search_with_client(client, exp_id, query), key=lambda r: r.run_id)
     assert len(rest) == 6
     assert rest == mlflow  # ids, statuses, start times, every tag and metric
     assert {r.status for r in rest} == {"RUNNING", "FINISHED"}
-    assert search_study_runs(mlflow_server, f"absent-{uuid.uuid4().hex}", query) is None
+    assert experiment_id_http(mlflow_server, f"absent-{uuid.uuid4().hex}") is None
 
 
 def test_credentials_come_from_mlflows_own_variables(monkeypatch):

@@ -11,14 +11,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from foundation.config import from_dict
+from foundation.proc import children
 from jobs.testing import tiny_run_dict
 from scaling.warmstart import CLIENT, warm_python
+from tests.scaling.helpers import dead, poll
 
 STEPS = 40
 
@@ -49,30 +50,7 @@ def _server_pid(python: str) -> int:
                 return int(entry.name)
         return None
 
-    return _wait(find, 10, f"the warm server for {sock!r}")
-
-
-def _dead(pid: int) -> bool:
-    """Gone, or a zombie (its parent has not reaped it yet)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
-def _children(pid: int) -> list[int]:
-    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(k) for k in kids]
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    return poll(find, 10, f"the warm server for {sock!r}")
 
 
 @pytest.fixture(autouse=True)
@@ -89,9 +67,9 @@ def test_a_warm_cell_equals_a_cold_one_bitwise(tmp_path, data_dir):
         server = _server_pid(python)
         job = _submit(tmp_path, data_dir, python, "warm")
         # the task is forked by the server, not started by the controller's command
-        tasks = _wait(lambda: _children(server), 120, "the forked task")
+        tasks = poll(lambda: children(server), 120, "the forked task", every_s=0.05)
         warm = job.result()
-        assert _dead(tasks[0])
+        assert dead(tasks[0])
     assert warm.status == cold.status == "completed"
     assert warm.train_losses == cold.train_losses
     assert warm.final_val_loss == cold.final_val_loss
@@ -104,14 +82,28 @@ def test_killing_the_client_kills_its_task(tmp_path, data_dir):
     with warm_python(tmp_path / "warm") as python:
         server = _server_pid(python)
         job = _submit(tmp_path, data_dir, python, "long", steps=100_000)
-        (task,) = _wait(lambda: _children(server), 120, "the forked task")
-        (client,) = _wait(lambda: _children(int(job.job_id)), 30, "the client")
-        _wait(lambda: "step" in (job.stdout() or ""), 120, "training")
+        (task,) = poll(lambda: children(server), 120, "the forked task", every_s=0.05)
+        (client,) = poll(lambda: children(int(job.job_id)), 30, "the client")
+        poll(lambda: "step" in (job.stdout() or ""), 120, "training")
         os.kill(client, signal.SIGKILL)
-        _wait(lambda: not _children(server), 30, "the task to be killed")
-        assert _dead(task)
-        _wait(job.done, 30, "the job to end")
+        poll(lambda: not children(server), 30, "the task to be killed")
+        assert dead(task)
+        poll(job.done, 30, "the job to end")
     assert job.state in ("FAILED", "INTERRUPTED", "FINISHED")
+    with pytest.raises(Exception):  # noqa: B017 - submitit's own error type: the job failed
+        job.result()
+
+
+def test_a_task_dies_with_its_server(tmp_path, data_dir):
+    """A server killed outright takes its tasks along; none trains on unseen."""
+    with warm_python(tmp_path / "warm") as python:
+        server = _server_pid(python)
+        job = _submit(tmp_path, data_dir, python, "orphan", steps=100_000)
+        (task,) = poll(lambda: children(server), 120, "the forked task", every_s=0.05)
+        poll(lambda: "step" in (job.stdout() or ""), 120, "training")
+        os.kill(server, signal.SIGKILL)
+        poll(lambda: dead(task), 30, "the task to die with its server")
+        poll(job.done, 30, "the job to end")
     with pytest.raises(Exception):  # noqa: B017 - submitit's own error type: the job failed
         job.result()
 
@@ -120,7 +112,7 @@ def test_without_a_server_the_task_runs_cold(tmp_path, data_dir):
     with warm_python(tmp_path / "warm") as python:
         server = _server_pid(python)
         os.kill(server, signal.SIGKILL)
-        _wait(lambda: _dead(server), 30, "the server to die")
+        poll(lambda: dead(server), 30, "the server to die")
         result = _submit(tmp_path, data_dir, python, "cold-fallback", steps=5).result()
     assert result.status == "completed" and result.steps == 5
 
