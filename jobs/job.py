@@ -51,7 +51,11 @@ class TrainingJob(submitit.helpers.Checkpointable):
             # called directly or by submitit's in-process debug executor: nobody sends USR2,
             # so train in this thread (no stop flag needed)
             return train(self.config)
-        # one task = one rank; CUDA_VISIBLE_DEVICES stays (models.runtime picks by LOCAL_RANK)
+        from models.runtime import rendezvous_port
+
+        # one task = one rank; CUDA_VISIBLE_DEVICES stays (models.runtime picks by LOCAL_RANK).
+        # The rendezvous port: every task derives the same one from the job id, unless exported.
+        os.environ.setdefault("MASTER_PORT", str(rendezvous_port(submitit.JobEnvironment().job_id)))
         submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
         self._stop = threading.Event()
         outcome: dict[str, Any] = {}

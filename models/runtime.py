@@ -9,6 +9,8 @@ the CPU adapter, so nothing else has to know whether it runs on CPU.
 from __future__ import annotations
 
 import os
+import random
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -30,6 +32,33 @@ def _env_int(*names: str) -> int | None:
 def launched_world_size() -> int:
     """Number of processes the launcher started (1 without a launcher)."""
     return _env_int("WORLD_SIZE", "SLURM_NTASKS") or 1
+
+
+def rendezvous_port(job_id: str) -> int:
+    """The TCP port of job `job_id`'s rendezvous: the same in every task, below the ephemeral range.
+
+    Outgoing connections take their local ports from the kernel's ephemeral range
+    (``/proc/sys/net/ipv4/ip_local_port_range``). submitit's own choice (20000-60000, from the
+    job id) mostly falls inside it, and a client socket holding that port made rank 0 fail with
+    EADDRINUSE while the job's other ranks waited for it. Only a listening socket can hold a
+    port below the range. Where the range leaves no room below, the ports above it are used.
+    """
+    low, high = _ephemeral_range()
+    if low - 20000 >= 1000:
+        first, last = 20000, low - 1
+    elif 65535 - high >= 1000:
+        first, last = high + 1, 65535
+    else:
+        first, last = 20000, 60000
+    return random.Random(str(job_id)).randint(first, last)
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
 
 
 def init_distributed() -> None:

@@ -309,7 +309,7 @@ def _check_resources(study: Study, p: Problems) -> None:
     if study.local.max_parallel < 1 or study.local.timeout_min < 1:
         p.add("study.local: max_parallel and timeout_min must be >= 1")
     slurm = study.slurm
-    for name in ("time_limit_min", "cpus_per_task", "array_parallelism"):
+    for name in ("time_limit_min", "cpus_per_task", "array_parallelism", "max_timeouts"):
         if getattr(slurm, name) < 1:
             p.add(f"study.slurm.{name}: {getattr(slurm, name)} must be >= 1")
     if slurm.gpus_per_node < 0:

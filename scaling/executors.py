@@ -141,7 +141,11 @@ def _submit_array(
 ) -> None:
     import submitit
 
-    executor = submitit.SlurmExecutor(folder=submitit_folder(study) / "slurm")
+    # submitit fails a job after 3 time-outs by default; a cell longer than 3 time limits is
+    # normal on a cluster, and each requeue resumes from the last checkpoint
+    executor = submitit.SlurmExecutor(
+        folder=submitit_folder(study) / "slurm", max_num_timeout=study.spec.slurm.max_timeouts
+    )
     executor.update_parameters(**params)
     with executor.batch():
         handles = [executor.submit(_job(cell)) for cell in group]

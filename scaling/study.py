@@ -167,6 +167,8 @@ class SlurmSpec:
     mem_gb: float | None = None
     constraint: str | None = None
     array_parallelism: int = 64  # at most this many cells of one array run at once
+    # time-limit requeues of one cell before it fails (each resumes from its checkpoint)
+    max_timeouts: int = 20
     additional: dict[str, Any] = field(default_factory=dict)  # extra sbatch options
     setup: list[str] = field(default_factory=list)  # shell lines run before the job
 

@@ -1,5 +1,10 @@
-"""A one-rank job opens no port: submitit exports MASTER_PORT from the job id even for one task,
-and when another socket held that port such cells died with EADDRINUSE before training."""
+"""The rendezvous and its port.
+
+A one-rank job opens no port: submitit exports MASTER_PORT from the job id even for one task,
+and when another socket held that port such cells died with EADDRINUSE before training. A
+multi-rank job's port lies below the kernel's ephemeral range, where no outgoing connection can
+hold it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,10 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from models import runtime
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = """
@@ -38,3 +47,25 @@ def test_a_one_rank_launch_on_a_taken_port_still_initialises():
         )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[-3:] == ["ok", "1", "0"]
+
+
+@pytest.mark.parametrize(
+    ("ephemeral", "allowed"),
+    [((32768, 60999), (20000, 32767)), ((1024, 60000), (60001, 65535)), ((1024, 65000), (20000, 60000))],
+)
+def test_the_rendezvous_port_is_one_per_job_and_outside_the_ephemeral_range(
+    monkeypatch, ephemeral, allowed
+):
+    monkeypatch.setattr(runtime, "_ephemeral_range", lambda: ephemeral)
+    ids = [str(n) for n in range(8000, 9000)] + [f"{n}_{k}" for n in range(1, 60) for k in range(8)]
+    ports = [runtime.rendezvous_port(i) for i in ids]
+    assert all(allowed[0] <= p <= allowed[1] for p in ports)
+    assert [runtime.rendezvous_port(i) for i in ids] == ports  # every task of a job agrees
+    assert len(set(ports)) > 0.8 * len(ids)  # spread: concurrent jobs rarely share one
+
+
+def test_this_machine_gives_ports_below_its_ephemeral_range():
+    low, _ = runtime._ephemeral_range()
+    if low < 21000:
+        pytest.skip(f"ephemeral range starts at {low}: no room below it on this machine")
+    assert all(20000 <= runtime.rendezvous_port(str(pid)) < low for pid in range(100, 400))

@@ -112,7 +112,8 @@ def test_time_limit_expiring_mid_cell_requeues_and_resumes(
 ):
     # a 2-minute limit: submitit asks Slurm for USR2 90 s before it, so the signal comes about
     # 30 s into each attempt; the cell needs longer than that, and so one or more requeues.
-    # (1,200 steps once trained in under 30 s and finished without a requeue.)
+    # (1,200 steps once trained in under 30 s and finished without a requeue; in a slow CI run
+    # these 4,000 took 4 attempts, past submitit's default of 3 time-outs: slurm.max_timeouts.)
     steps = 4000
     spec = _spec(
         tmp_path,
