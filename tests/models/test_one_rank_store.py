@@ -51,7 +51,11 @@ def test_a_one_rank_launch_on_a_taken_port_still_initialises():
 
 @pytest.mark.parametrize(
     ("ephemeral", "allowed"),
-    [((32768, 60999), (20000, 32767)), ((1024, 60000), (60001, 65535)), ((1024, 65000), (20000, 60000))],
+    [
+        ((32768, 60999), (20000, 32767)),
+        ((1024, 60000), (60001, 65535)),
+        ((1024, 65000), (20000, 60000)),
+    ],
 )
 def test_the_rendezvous_port_is_one_per_job_and_outside_the_ephemeral_range(
     monkeypatch, ephemeral, allowed
