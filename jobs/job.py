@@ -54,9 +54,12 @@ class TrainingJob(submitit.helpers.Checkpointable):
         from models.runtime import rendezvous_port
 
         # one task = one rank; CUDA_VISIBLE_DEVICES stays (models.runtime picks by LOCAL_RANK).
-        # The rendezvous port: every task derives the same one from the job id, unless exported.
-        os.environ.setdefault("MASTER_PORT", str(rendezvous_port(submitit.JobEnvironment().job_id)))
-        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        # The rendezvous port: every task derives the same one from the job id (one exported
+        # by the user is kept, as submitit keeps it).
+        dist_env = submitit.helpers.TorchDistributedEnvironment()
+        if "MASTER_PORT" not in os.environ:
+            dist_env.master_port = rendezvous_port(submitit.JobEnvironment().job_id)
+        dist_env.export(set_cuda_visible_devices=False, overwrite=True)
         self._stop = threading.Event()
         outcome: dict[str, Any] = {}
 

@@ -26,7 +26,9 @@ from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1800)]
-STEPS = 300
+# long enough that the victim is still training when its node goes down: 300 steps (~8 s on an
+# idle machine) once finished between the check that it ran and the `scontrol update`
+STEPS = 1200
 SLURM_DIR = REPO / ".ci" / "slurm"
 
 
@@ -109,24 +111,35 @@ def test_a_node_going_down_under_an_array(
         ["scontrol", "update", f"nodename={node}", "state=down", "reason=test-crash"], check=True
     )
     try:
-        # Slurm requeues the victim (JobRequeue=1) onto the surviving node; if it gave up on it
-        # instead, the cell shows as failed and the next `scaling submit` retries it
+        # Slurm requeues the victim (JobRequeue=1; the node returns to service at once, as its
+        # slurmd still answers, so it may run there again); if it gave up on it instead, the
+        # cell shows as failed and the next `scaling submit` retries it. An end counts once two
+        # polls agree and Slurm lists none of the study's jobs: a retry beside a requeued job
+        # would train one cell twice.
         seen: list[dict] = []
 
         def ended() -> bool:
-            seen.append({r.cell_id: r.state for r in study_status(study)})
-            return all(s in ("completed", "failed") for s in seen[-1].values())
+            rows = study_status(study)
+            states = {r.cell_id: r.state for r in rows}
+            if not seen or seen[-1] != states:
+                seen.append(states)
+                return False
+            jobs = ",".join(sorted({r.job_id.split("_")[0] for r in rows if r.job_id}))
+            queue = subprocess.run(
+                ["squeue", "-h", "-r", "-j", jobs, "-o", "%i %T"], capture_output=True, text=True
+            ).stdout.strip()
+            return not queue and all(s in ("completed", "failed") for s in states.values())
 
-        poll(ended, 600, lambda: f"the cells to end: {seen[-3:]}", 2)
+        poll(ended, 600, lambda: f"the cells to end: {seen}", 2)
         retried = [c for c, s in seen[-1].items() if s == "failed"]
         if retried:
             _scaling("submit", str(study_file))
-            poll(ended, 600, lambda: f"the retried cells to end: {seen[-3:]}", 2)
+            poll(ended, 600, lambda: f"the retried cells to end: {seen}", 2)
     finally:
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=False)
 
     rows = study_status(study)
-    assert [r.state for r in rows] == ["completed", "completed"], rows
+    assert [r.state for r in rows] == ["completed", "completed"], (rows, seen)
     children = [r for r in study_runs(study) if r.data.tags.get("scaling.role") != "study"]
     assert sorted(r.data.tags["cell_id"] for r in children) == sorted(cells)  # one run each
     logs = "".join(p.read_text() for p in (study.folder / "submitit").rglob("*_log.out"))
@@ -140,5 +153,5 @@ def test_a_node_going_down_under_an_array(
         f"{'retried by scaling submit: ' + str(retried) if retried else 'requeued by Slurm'}; "
         f"points expected {2 * STEPS}, received "
         f"{sum(sum(step_counts(mlflow_server, r.run_id).values()) for r in rows)}; "
-        f"{len(children)} MLflow runs for {len(rows)} cells"
+        f"{len(children)} MLflow runs for {len(rows)} cells; states seen {seen}"
     )
