@@ -70,12 +70,16 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
             f"no runs tagged study={study!r} in experiment {experiment!r} at {tracking_uri}; "
             "check the study name (its `name` key) or run `scaling status`"
         )
-    rows = []
+    rows, unstarted = [], []
     for run in cells:
         tags, metrics = run.data.tags, run.data.metrics
         missing = [k for k in (C.TAG_VARIANT, C.TAG_SEED) if k not in tags]
         num_nonembedding = C.summary_metric(metrics, C.NUM_NONEMBEDDING_PARAMS)
         num_total = C.summary_metric(metrics, C.NUM_PARAMS_TOTAL)
+        sized = num_nonembedding is not None and C.TOKENS in metrics
+        if not missing and not sized and run.info.status == "FAILED":
+            unstarted.append(run)  # failed before it logged its size: sized from its arm below
+            continue
         missing += [] if num_nonembedding is not None else [C.NUM_NONEMBEDDING_PARAMS]
         missing += [] if C.TOKENS in metrics else [C.TOKENS]
         if missing:
@@ -99,9 +103,41 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
                 "run_id": run.info.run_id,
             }
         )
+    rows += _unstarted_rows(unstarted, rows)
     # a re-submitted study may have left a second parent; the first created is the study's
     parent_id = min(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
     return normalise(pd.DataFrame(rows), f"study {study!r} in MLflow"), parent_id
+
+
+def _unstarted_rows(runs: list, rows: list[dict]) -> list[dict]:
+    """Failed rows for FAILED runs that never logged their size (a job that crashed at start,
+    a branch whose parent failed, a cell `submit` gave up on): the parameter counts are those
+    of a run of the same variant and size, the tokens its branch budget's or that run's, so
+    the failed LR still counts in its arm's LR frontier. A run with no such sibling tells the
+    analysis nothing and is left out."""
+    sized = {(r["variant"], r["size"]): r for r in rows}
+    out = []
+    for run in runs:
+        tags = run.data.tags
+        sibling = sized.get((tags[C.TAG_VARIANT], tags.get(C.TAG_SIZE)))
+        if sibling is None:
+            continue
+        budget = tags.get(C.TAG_BRANCH_TOKENS)
+        out.append(
+            {
+                **{k: sibling[k] for k in ("variant", "size", "num_nonembedding_params")},
+                "num_params_total": sibling["num_params_total"],
+                "tokens": float(budget) if budget else sibling["tokens"],
+                "flops": math.nan,  # estimated from N and D
+                "seed": tags[C.TAG_SEED],
+                "lr": tags.get(C.TAG_LR, math.nan),
+                "final_val_loss": math.nan,
+                "select_val_loss": math.nan,
+                "status": C.FAILED,
+                "run_id": run.info.run_id,
+            }
+        )
+    return out
 
 
 CURVE_KEYS = (C.TRAIN_LOSS, C.VAL_LOSS)  # per-step metrics of the MLflow contract

@@ -306,6 +306,8 @@ def _check_resources(study: Study, p: Problems) -> None:
                 f"{par.tensor_parallel} x {par.pipeline_parallel} x {par.data_parallel} = "
                 f"{par.world_size}; set gpus_per_job to {par.world_size} or change TP/PP/DP"
             )
+    if study.retries < 0:
+        p.add(f"study.retries: {study.retries} must be >= 0 (0: a failed cell is not resubmitted)")
     if study.local.max_parallel < 1 or study.local.timeout_min < 1:
         p.add("study.local: max_parallel and timeout_min must be >= 1")
     slurm = study.slurm

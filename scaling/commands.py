@@ -147,16 +147,25 @@ def _warn_environment(path: Path, spec) -> None:
         )
 
 
-def submit(study: StudyArg) -> None:
+def submit(
+    study: StudyArg,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            help="Also resubmit cells that failed more than `retries` times, and count again."
+        ),
+    ] = False,
+) -> None:
     """Submit a study's unfinished cells (finished skipped, failed retried, running left alone).
 
     On Slurm this returns once the job arrays are queued; with the local executor it runs the
-    cells (a few at a time) and returns when they have ended.
+    cells (a few at a time) and returns when they have ended. A cell that failed more than the
+    study's `retries` times is left failed until `--retry-failed`.
     """
     from scaling.submission import submit_rounds
 
     spec = _load(study)
-    result = submit_rounds(spec, on_progress=typer.echo)
+    result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
     spec = _load(study)  # with the cells LR-search rounds added meanwhile
     typer.echo(
         f"study {spec.name}: submitted {len(result.submitted)} cell(s), skipped "

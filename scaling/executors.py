@@ -18,7 +18,7 @@ from foundation import contract as C
 from scaling.grid import Cell
 from scaling.mlflow_state import fail_cell_run
 from scaling.resolved import ResolvedStudy
-from scaling.scheduler import QUEUED, JobRecord, write_records
+from scaling.scheduler import QUEUED, JobRecord, new_record, write_records
 from scaling.state import submitit_folder
 from scaling.study import Study
 from scaling.warmstart import warm_python
@@ -149,10 +149,9 @@ def _submit_array(
     executor.update_parameters(**params)
     with executor.batch():
         handles = [executor.submit(_job(cell)) for cell in group]
-    now = time.time()
     for cell, job in zip(group, handles, strict=True):
         submitted[cell.cell_id] = job
-        records[cell.cell_id] = JobRecord(cell.cell_id, "slurm", job.job_id, now)
+        records[cell.cell_id] = new_record(records, cell.cell_id, "slurm", job.job_id)
     write_records(study.folder, records)
 
 
@@ -195,7 +194,7 @@ def _run_local(
     ended = dict(states or {})  # cell id → state, for parents not (or no longer) running here
     queued_id = f"{QUEUED}{os.getpid()}"
     for cell in queue:  # visible to `scaling status` from another shell as pending
-        records[cell.cell_id] = JobRecord(cell.cell_id, "local", queued_id, time.time())
+        records[cell.cell_id] = new_record(records, cell.cell_id, "local", queued_id)
     write_records(study.folder, records)
     try:
         while queue or running:
@@ -221,7 +220,7 @@ def _run_local(
                 with _env(OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(threads))):
                     job = executor.submit(_job(cell))  # the controller copies this environment
                 running[cell.cell_id] = job
-                records[cell.cell_id] = JobRecord(cell.cell_id, "local", job.job_id, time.time())
+                records[cell.cell_id] = new_record(records, cell.cell_id, "local", job.job_id)
                 write_records(study.folder, records)
                 say(f"started {cell.cell_id} (pid {job.job_id})")
             time.sleep(LOCAL_POLL_S)

@@ -254,7 +254,8 @@ def advance(
 
     None: no search, the search has ended, or some cell is still pending, queued or running,
     or (unless `allow_failed`) failed or cancelled: a round is judged on results, so a cell a
-    crash killed is retried first (`submit` does), else its LR would count as failed.
+    crash killed is retried first (`submit` does), else its LR would count as failed. A cell
+    `submit` has given up on (`study.retries`) is judged as failed.
     The state file is written before the caller submits the new cells.
     """
     from scaling.mlflow_state import cell_runs
@@ -265,7 +266,7 @@ def advance(
         return None
     rows = study_status(study) if rows is None else rows
     judged = C.ENDED_STATES if allow_failed else C.DONE_STATES
-    if any(r.state not in judged for r in rows):
+    if any(r.state not in judged and not r.given_up for r in rows):
         return None
     before = read_state(study.folder)
     table = scan_table(study, rows, cell_runs(study))

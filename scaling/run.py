@@ -177,7 +177,7 @@ def _run_resolved(
     """
     from scaling.mlflow_state import end_parent_run, parent_status
     from scaling.refine import advance, read_state, search_over
-    from scaling.submission import study_parent_run_id
+    from scaling.submission import end_given_up_runs, study_parent_run_id
 
     retried = False
     while True:
@@ -191,6 +191,7 @@ def _run_resolved(
             say("LR search: retrying the round's failed cells before judging it")
             retried = True
 
+    end_given_up_runs(study)  # before the analysis reads them
     parent = study_parent_run_id(study)
     verdict, report_dir = None, None
     if analyze:

@@ -16,10 +16,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from foundation import contract as C
 from foundation.proc import kill_tree
 
 __all__ = [
     "JobRecord",
+    "new_record",
     "read_records",
     "write_records",
     "live_jobs",
@@ -57,6 +59,19 @@ class JobRecord:
     executor: str  # local | slurm
     job_id: str  # Slurm "ARRAYID_INDEX" or a job id; local: the controller's pid
     submitted_at: float
+    failures: int = 0  # the cell's failed jobs before this one (reset by --retry-failed)
+
+    def given_up(self, state: str, retries: int) -> bool:
+        """True if this job `state` is the cell's failure past `retries` resubmissions."""
+        return state == C.FAILED and self.failures >= retries
+
+
+def new_record(
+    records: dict[str, JobRecord], cell_id: str, executor: str, job_id: str
+) -> JobRecord:
+    """The record of a new job of `cell_id`, carrying the failure count of its last one."""
+    last = records.get(cell_id)
+    return JobRecord(cell_id, executor, job_id, time.time(), last.failures if last else 0)
 
 
 def read_records(folder: Path) -> dict[str, JobRecord]:

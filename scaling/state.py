@@ -46,6 +46,12 @@ class StatusRow:
     job_id: str | None
     run_id: str | None
     note: str = ""  # why, where the state alone does not say (a branch's parent failed)
+    given_up: bool = False  # failed more than `study.retries` times: `submit` leaves it failed
+
+    @property
+    def retryable(self) -> bool:
+        """A failed job that the next `submit` resubmits (not a branch without its parent)."""
+        return self.state == C.FAILED and self.job_id is not None and not self.given_up
 
 
 def cell_state(run: CellRun | None, live: str | None) -> str:
@@ -84,6 +90,8 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
         val = None
         if run is not None:
             val = run.final_val_loss if run.final_val_loss is not None else run.last_val_loss
+        state = cell_state(run, live.get(cell.cell_id))
+        given_up = record is not None and record.given_up(state, study.spec.retries)
         rows.append(
             StatusRow(
                 cell_id=cell.cell_id,
@@ -91,10 +99,12 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
                 variant=cell.variant,
                 seed=cell.seed,
                 lr=cell.lr,
-                state=cell_state(run, live.get(cell.cell_id)),
+                state=state,
                 val_loss=val,
                 job_id=record.job_id if record else None,
                 run_id=run.run_id if run else None,
+                note=f"{record.failures + 1} failures, not retried" if given_up else "",
+                given_up=given_up,
             )
         )
     return _parent_notes(study, rows)

@@ -215,6 +215,9 @@ class Study:
     deepspeed: dict[str, Any] = field(default_factory=dict)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     executor: Literal["local", "slurm"] = "local"
+    # times a failed cell is resubmitted; then `submit` leaves it failed (and an LR-search round
+    # is judged with it) until `scaling submit --retry-failed`
+    retries: int = 2
     local: LocalSpec = field(default_factory=LocalSpec)
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     cost: CostSpec = field(default_factory=CostSpec)

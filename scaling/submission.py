@@ -9,6 +9,7 @@ submit per study at a time (a lock file in the study folder).
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from scaling.mlflow_state import (
     end_parent_run,
     ensure_cell_run,
     ensure_parent_run,
+    fail_cell_run,
     find_parent_run,
     parent_status,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "study_parent_run_id",
     "prepare_data",
     "fail_parent_run",
+    "end_given_up_runs",
 ]
 
 RESUBMIT_STATES = (C.PENDING, C.FAILED, C.CANCELLED)
@@ -96,8 +99,12 @@ def submit_study(
     study: ResolvedStudy | Study,
     on_progress: Callable[[str], None] | None = None,
     end_parent: bool = True,
+    retry_failed: bool = False,
 ) -> Submitted:
     """Submit every cell that is pending, failed or cancelled; skip the others.
+
+    A cell that failed more than `study.retries` times stays failed (skipped as "failed")
+    unless `retry_failed`, which also starts its count again.
 
     Slurm: one job array per world size, returns once submitted. Local: runs the cells as
     subprocesses, at most `local.max_parallel` at once, and returns when all have ended.
@@ -123,6 +130,21 @@ def submit_study(
         skipped: dict[str, str] = {}
         for cell in study.cells:
             state = cell_state(runs.get(cell.cell_id), live.get(cell.cell_id))
+            record = records.get(cell.cell_id)
+            if state == C.FAILED and record is not None:  # its job failed: count it
+                if record.given_up(state, study.spec.retries) and not retry_failed:
+                    skipped[cell.cell_id] = state
+                    why = (
+                        f"failed {record.failures + 1} times (study.retries: {study.spec.retries})"
+                    )
+                    _end_given_up(study, cell, runs.get(cell.cell_id), why)
+                    say(
+                        f"not resubmitted {cell.cell_id}: {why}; see its log in "
+                        f"{submitit_folder(study)}, then `scaling submit --retry-failed`"
+                    )
+                    continue
+                failures = 0 if retry_failed else record.failures + 1
+                records[cell.cell_id] = dataclasses.replace(record, failures=failures)
             if state in RESUBMIT_STATES:
                 todo.append(cell.with_parent(parent))
             else:
@@ -143,17 +165,37 @@ def submit_study(
         return Submitted(parent, [c.cell_id for c in todo], skipped, jobs)
 
 
+def end_given_up_runs(study: ResolvedStudy) -> None:
+    """End FAILED the MLflow run of each cell `submit` has given up on (`study.retries`), so
+    MLflow and the analysis see a failed cell, not one still scheduled or running."""
+    rows = [r for r in study_status(study) if r.given_up]
+    if not rows:
+        return
+    runs = cell_runs(study)
+    cells = {c.cell_id: c for c in study.cells}
+    for row in rows:
+        why = f"{row.note} (study.retries: {study.spec.retries})"
+        _end_given_up(study, cells[row.cell_id], runs.get(row.cell_id), why)
+
+
+def _end_given_up(study: ResolvedStudy, cell: Cell, run: CellRun | None, why: str) -> None:
+    if run is not None and run.status != "FAILED":
+        fail_cell_run(study, cell, f"{why}; not resubmitted")
+
+
 def submit_rounds(
     study: ResolvedStudy | Study,
     on_progress: Callable[[str], None] | None = None,
     end_parent: bool = True,
+    retry_failed: bool = False,
 ) -> Submitted:
     """`scaling submit` with LR search (`scaling.refine`): submit the current round.
 
     If the last round has ended, the next one is written and submitted. Slurm: returns once a
     round is queued (a later `submit`, `status --watch` or `run` advances the search). Local:
-    runs round after round until the search has ended, then ends the parent run (`end_parent`).
-    Without `lr.search` this is `submit_study`.
+    runs round after round until the search has ended, then ends the parent run (`end_parent`);
+    a failed cell is resubmitted up to `study.retries` times before its round is judged with it
+    failed. Without `lr.search` this is `submit_study`. `retry_failed`: see `submit_study`.
     """
     from scaling.refine import advance
 
@@ -162,16 +204,21 @@ def submit_rounds(
     prepare_data(study)
     submitted: list[str] = []
     while True:  # failed cells are resubmitted before their round is judged
-        result = submit_study(study, on_progress, end_parent=False)
+        result = submit_study(study, on_progress, end_parent=False, retry_failed=retry_failed)
+        retry_failed = False  # once: the counts start again from this submission
         submitted += result.submitted
         if study.executor != "local" and result.submitted:
             break  # Slurm: this round is queued
-        following = advance(study, say=say)
-        if following is None:
+        rows = study_status(study)
+        following = advance(study, rows, say=say)
+        if following is not None:
+            study = following
+        elif study.executor != "local" or not any(r.retryable for r in rows):
             break
-        study = following
-    if study.executor == "local" and end_parent:
-        end_parent_run(study, parent_status([r.state for r in study_status(study)]))
+    if study.executor == "local":
+        end_given_up_runs(study)
+        if end_parent:
+            end_parent_run(study, parent_status([r.state for r in study_status(study)]))
     return Submitted(result.parent_run_id, submitted, result.skipped, result.jobs)
 
 

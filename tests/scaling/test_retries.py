@@ -1,0 +1,129 @@
+"""A cell that keeps failing is resubmitted `study.retries` times, then left failed: `submit`
+stops retrying it, an LR-search round is judged with it failed, and `--retry-failed` tries it
+again with a fresh count. Real local jobs and a real MLflow server; the failure is injected."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+import scaling.executors
+from foundation import contract as C
+from scaling.cli import app
+from scaling.refine import read_state
+from scaling.resolved import resolve
+from scaling.scheduler import read_records
+from scaling.state import study_status
+from scaling.submission import submit_rounds, submit_study
+from tests.scaling.conftest import one_size_spec
+from tests.scaling.helpers import write_and_load
+
+pytestmark = pytest.mark.slow
+
+
+class _Crash:
+    """A job that dies before training: its cell's run never finishes, so the cell is failed."""
+
+    def __call__(self) -> None:
+        raise RuntimeError("injected by the test")
+
+
+def _crash(monkeypatch, doomed: str):
+    """Make `doomed`'s jobs crash; returns the real job factory."""
+    real = scaling.executors._job
+    monkeypatch.setattr(
+        scaling.executors, "_job", lambda cell: _Crash() if cell.cell_id == doomed else real(cell)
+    )
+    return real
+
+
+def test_a_failing_cell_is_retried_then_left_until_retry_failed(
+    tmp_path, data_dir, mlflow_server, monkeypatch
+):
+    spec = one_size_spec(data_dir, tmp_path / "study", mlflow_server, 12, retries=1)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = write_and_load(spec, path)
+    doomed = next(c.cell_id for c in study.cells if c.variant == "nonlinear")
+    real = _crash(monkeypatch, doomed)
+
+    said: list[str] = []
+    submit_rounds(study, on_progress=said.append)
+    # one local `submit`: the first job and one retry, then it stops
+    assert sum(m.startswith(f"started {doomed}") for m in said) == 2, said
+    rows = {r.cell_id: r for r in study_status(study)}
+    assert rows[doomed].state == C.FAILED and rows[doomed].given_up
+    assert rows[doomed].note == "2 failures, not retried"
+    assert read_records(study.folder)[doomed].failures == 1
+    run = MlflowClient(mlflow_server).get_run(rows[doomed].run_id)  # MLflow agrees
+    assert run.info.status == "FAILED"
+    assert (
+        run.data.tags[C.TAG_ERROR] == "2 failures, not retried (study.retries: 1); not resubmitted"
+    )
+    assert [r.state for r in rows.values() if r.cell_id != doomed] == [C.COMPLETED]
+
+    # the next submit leaves it, and says why and what to do
+    said.clear()
+    again = submit_study(study, on_progress=said.append)
+    assert again.submitted == [] and again.skipped[doomed] == C.FAILED
+    assert any(f"not resubmitted {doomed}: failed 2 times" in m for m in said), said
+    assert any("--retry-failed" in m for m in said)
+
+    # the CLI's flag retries it with a fresh count; fixed, it completes
+    monkeypatch.setattr(scaling.executors, "_job", real)
+    out = CliRunner().invoke(app, ["submit", str(path), "--retry-failed"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "submitted 1 cell(s)" in out.output
+    assert {r.state for r in study_status(study)} == {C.COMPLETED}
+    assert read_records(study.folder)[doomed].failures == 0
+
+
+def test_an_lr_search_round_is_judged_with_a_cell_given_up(
+    tmp_path, data_dir, mlflow_server, monkeypatch
+):
+    # the search of tests/scaling/test_refine_e2e.py, with nonlinear's 1.0 (which diverges
+    # there) crashing instead, and no retries: the search must still end, with the same optima
+    spec = one_size_spec(
+        data_dir,
+        tmp_path / "study",
+        mlflow_server,
+        12,
+        seeds=[0],
+        lr={
+            "law": "none",
+            "grid": {"linear": {"30K": [1e-3, 1e-2]}, "nonlinear": {"30K": [0.1, 1.0]}},
+            "search": {"max_rounds": 3, "scan_seeds": 1, "follow_neighbours": 1},
+        },
+        local={"max_parallel": 2, "timeout_min": 20},
+        retries=0,
+    )
+    study = write_and_load(spec, tmp_path / "study.yaml")
+    doomed = next(c.cell_id for c in study.cells if c.variant == "nonlinear" and c.lr == 1.0)
+    _crash(monkeypatch, doomed)
+
+    said: list[str] = []
+    submit_rounds(study, on_progress=said.append)
+    assert sum(m.startswith(f"started {doomed}") for m in said) == 1, said  # retries: 0
+    state = read_state(study.folder)
+    assert state.ended and state.round >= 1, state
+    study = resolve(study.spec)  # with the cells the search added
+    rows = {r.cell_id: r for r in study_status(study)}
+    assert rows[doomed].state == C.FAILED and rows[doomed].given_up
+    others = [r.state for r in rows.values() if r.cell_id != doomed]
+    assert set(others) <= {C.COMPLETED, C.DIVERGED} and len(others) >= 4
+    from analysis.frontier import lr_frontier
+    from analysis.mlflow_io import load_study as load_table
+
+    # the analysis reads the study, the crashed run as a failed row of its arm
+    table, _ = load_table(mlflow_server, study.mlflow.experiment, study.name)
+    (failed,) = table[table["run_id"] == rows[doomed].run_id].to_dict("records")
+    assert failed["status"] == C.FAILED and failed["lr"] == 1.0
+    arm = table[(table["variant"] == "nonlinear") & (table["status"] == C.COMPLETED)]
+    assert failed["num_nonembedding_params"] == arm["num_nonembedding_params"].iloc[0]
+    assert failed["tokens"] == arm["tokens"].iloc[0]
+    final = {f.variant: f for f in lr_frontier(table)}
+    assert final["nonlinear"].best_lr == pytest.approx(1e-2), final
+    assert final["nonlinear"].state == "interior"
+    print(f"[retries] search ended after round {state.round}; {len(rows)} cells; {doomed} given up")
