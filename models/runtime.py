@@ -19,6 +19,7 @@ from models import _cpu_adapter
 from models.config import ParallelConfig
 
 _owns_process_group = False
+RENDEZVOUS_TIMEOUT_S = 300.0  # how long the ranks of a job wait for each other at start
 
 
 def _env_int(*names: str) -> int | None:
@@ -89,8 +90,45 @@ def init_distributed() -> None:
         if torch.cuda.is_available():
             local_rank = _env_int("LOCAL_RANK", "SLURM_LOCALID") or 0
             torch.cuda.set_device(local_rank)
-        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size)
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":  # torchrun hosts the store
+            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size)
+        else:
+            store = _rendezvous(rank, world_size)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
     _owns_process_group = True
+
+
+def _rendezvous(rank: int, world_size: int) -> dist.Store:
+    """The job's TCP store (hosted by rank 0), once every rank has joined it.
+
+    Bounded by ``SCALING_RENDEZVOUS_TIMEOUT_S`` (300 s), not the process group's 30 minutes: a
+    rank whose peer died before joining (a crash at start, a port taken) fails with this error
+    instead of holding its job, and the cell's slot, for half an hour.
+    """
+    from datetime import timedelta
+
+    addr, port = os.environ["MASTER_ADDR"], os.environ.get("MASTER_PORT")
+    if port is None:
+        raise ValueError("MASTER_ADDR is set but MASTER_PORT is not; export both (or neither)")
+    wait_s = float(os.environ.get("SCALING_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S))
+    try:
+        store = dist.TCPStore(
+            addr,
+            int(port),
+            world_size,
+            is_master=rank == 0,
+            timeout=timedelta(seconds=wait_s),
+            wait_for_workers=True,
+            multi_tenant=True,
+        )
+    except RuntimeError as err:  # torch.distributed.DistStoreError among them
+        raise RuntimeError(
+            f"rank {rank} of {world_size}: the rendezvous at {addr}:{port} did not complete "
+            f"within {wait_s:g} s (SCALING_RENDEZVOUS_TIMEOUT_S): another rank of this job did "
+            f"not start, or died before joining; see the other tasks' logs ({err})"
+        ) from err
+    store.set_timeout(timedelta(minutes=30))  # torch's default for the process group's use
+    return store
 
 
 def initialize_parallel(parallel: ParallelConfig) -> None:

@@ -73,3 +73,26 @@ def test_this_machine_gives_ports_below_its_ephemeral_range():
     if low < 21000:
         pytest.skip(f"ephemeral range starts at {low}: no room below it on this machine")
     assert all(20000 <= runtime.rendezvous_port(str(pid)) < low for pid in range(100, 400))
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_rank_whose_peer_never_comes_fails_at_the_rendezvous_timeout(rank):
+    from tests.distributed import free_port
+
+    env = {
+        **os.environ,
+        "RANK": str(rank),
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": str(rank),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "SCALING_RENDEZVOUS_TIMEOUT_S": "3",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode != 0
+    assert f"rank {rank} of 2: the rendezvous at 127.0.0.1:" in out.stderr, out.stderr[-3000:]
+    assert "within 3 s (SCALING_RENDEZVOUS_TIMEOUT_S)" in out.stderr
