@@ -103,11 +103,16 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
                 val_loss=val,
                 job_id=record.job_id if record else None,
                 run_id=run.run_id if run else None,
-                note=f"{record.failures + 1} failures, not retried" if given_up else "",
+                note=gave_up_note(record.failures + 1, study.spec.retries) if given_up else "",
                 given_up=given_up,
             )
         )
     return _parent_notes(study, rows)
+
+
+def gave_up_note(failures: int, retries: int) -> str:
+    """Why `submit` no longer resubmits a cell."""
+    return f"gave up after {failures} failure{'s' if failures > 1 else ''}; retries: {retries}"
 
 
 def _parent_notes(study: ResolvedStudy, rows: list[StatusRow]) -> list[StatusRow]:

@@ -32,7 +32,7 @@ from scaling.mlflow_state import (
 )
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.scheduler import cancel_jobs, live_jobs, read_records
-from scaling.state import StatusRow, cell_state, study_status, submitit_folder
+from scaling.state import StatusRow, cell_state, gave_up_note, study_status, submitit_folder
 from scaling.study import Study
 
 __all__ = [
@@ -134,12 +134,10 @@ def submit_study(
             if state == C.FAILED and record is not None:  # its job failed: count it
                 if record.given_up(state, study.spec.retries) and not retry_failed:
                     skipped[cell.cell_id] = state
-                    why = (
-                        f"failed {record.failures + 1} times (study.retries: {study.spec.retries})"
-                    )
+                    why = gave_up_note(record.failures + 1, study.spec.retries)
                     _end_given_up(study, cell, runs.get(cell.cell_id), why)
                     say(
-                        f"not resubmitted {cell.cell_id}: {why}; see its log in "
+                        f"not resubmitted {cell.cell_id}: {why}. See its log in "
                         f"{submitit_folder(study)}, then `scaling submit --retry-failed`"
                     )
                     continue
@@ -174,13 +172,12 @@ def end_given_up_runs(study: ResolvedStudy) -> None:
     runs = cell_runs(study)
     cells = {c.cell_id: c for c in study.cells}
     for row in rows:
-        why = f"{row.note} (study.retries: {study.spec.retries})"
-        _end_given_up(study, cells[row.cell_id], runs.get(row.cell_id), why)
+        _end_given_up(study, cells[row.cell_id], runs.get(row.cell_id), row.note)
 
 
 def _end_given_up(study: ResolvedStudy, cell: Cell, run: CellRun | None, why: str) -> None:
     if run is not None and run.status != "FAILED":
-        fail_cell_run(study, cell, f"{why}; not resubmitted")
+        fail_cell_run(study, cell, f"{why}. `scaling submit --retry-failed` tries again")
 
 
 def submit_rounds(

@@ -16,7 +16,9 @@ from scaling.refine import read_state
 from scaling.resolved import resolve
 from scaling.scheduler import read_records
 from scaling.state import study_status
+from scaling.status_view import EXIT_CELLS_FAILED
 from scaling.submission import submit_rounds, submit_study
+from tests.conftest import REPO
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load
 
@@ -55,12 +57,13 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
     assert sum(m.startswith(f"started {doomed}") for m in said) == 2, said
     rows = {r.cell_id: r for r in study_status(study)}
     assert rows[doomed].state == C.FAILED and rows[doomed].given_up
-    assert rows[doomed].note == "2 failures, not retried"
+    assert rows[doomed].note == "gave up after 2 failures; retries: 1"
     assert read_records(study.folder)[doomed].failures == 1
     run = MlflowClient(mlflow_server).get_run(rows[doomed].run_id)  # MLflow agrees
     assert run.info.status == "FAILED"
     assert (
-        run.data.tags[C.TAG_ERROR] == "2 failures, not retried (study.retries: 1); not resubmitted"
+        run.data.tags[C.TAG_ERROR]
+        == "gave up after 2 failures; retries: 1. `scaling submit --retry-failed` tries again"
     )
     assert [r.state for r in rows.values() if r.cell_id != doomed] == [C.COMPLETED]
 
@@ -68,7 +71,9 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
     said.clear()
     again = submit_study(study, on_progress=said.append)
     assert again.submitted == [] and again.skipped[doomed] == C.FAILED
-    assert any(f"not resubmitted {doomed}: failed 2 times" in m for m in said), said
+    assert any(
+        f"not resubmitted {doomed}: gave up after 2 failures; retries: 1" in m for m in said
+    ), said
     assert any("--retry-failed" in m for m in said)
 
     # the CLI's flag retries it with a fresh count; fixed, it completes
@@ -80,12 +85,9 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
     assert read_records(study.folder)[doomed].failures == 0
 
 
-def test_an_lr_search_round_is_judged_with_a_cell_given_up(
-    tmp_path, data_dir, mlflow_server, monkeypatch
-):
-    # the search of tests/scaling/test_refine_e2e.py, with nonlinear's 1.0 (which diverges
-    # there) crashing instead, and no retries: the search must still end, with the same optima
-    spec = one_size_spec(
+def _search_spec(tmp_path, data_dir, mlflow_server, **overrides) -> dict:
+    """The search of tests/scaling/test_refine_e2e.py on one seed, without retries."""
+    return one_size_spec(
         data_dir,
         tmp_path / "study",
         mlflow_server,
@@ -98,7 +100,16 @@ def test_an_lr_search_round_is_judged_with_a_cell_given_up(
         },
         local={"max_parallel": 2, "timeout_min": 20},
         retries=0,
+        **overrides,
     )
+
+
+def test_an_lr_search_round_is_judged_with_a_cell_given_up(
+    tmp_path, data_dir, mlflow_server, monkeypatch
+):
+    # nonlinear's 1.0 (which diverges in that search) crashes instead: the search must still
+    # end, with the same optimum
+    spec = _search_spec(tmp_path, data_dir, mlflow_server)
     study = write_and_load(spec, tmp_path / "study.yaml")
     doomed = next(c.cell_id for c in study.cells if c.variant == "nonlinear" and c.lr == 1.0)
     _crash(monkeypatch, doomed)
@@ -127,3 +138,32 @@ def test_an_lr_search_round_is_judged_with_a_cell_given_up(
     assert final["nonlinear"].best_lr == pytest.approx(1e-2), final
     assert final["nonlinear"].state == "interior"
     print(f"[retries] search ended after round {state.round}; {len(rows)} cells; {doomed} given up")
+
+
+@pytest.mark.slurm
+def test_on_slurm_status_watch_judges_a_round_with_a_cell_given_up(
+    tmp_path, data_dir, mlflow_server, slurm_cluster, monkeypatch
+):
+    # Before `retries`, a cell that always failed stopped the search here: `submit` resubmitted
+    # it every time and `status --watch` never judged its round.
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # sbatch passes it on: jobs unpickle _Crash
+    slurm = {"time_limit_min": 20, "array_parallelism": 2, "cpus_per_task": 1}
+    spec = _search_spec(tmp_path, data_dir, mlflow_server, executor="slurm", slurm=slurm)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = write_and_load(spec, path)
+    doomed = next(c.cell_id for c in study.cells if c.variant == "nonlinear" and c.lr == 1.0)
+    _crash(monkeypatch, doomed)
+
+    assert len(submit_rounds(study).submitted) == 4  # round 0 queued
+    watch = CliRunner().invoke(
+        app, ["status", str(path), "--watch", "--interval", "1"], env={"COLUMNS": "200"}
+    )
+    assert read_state(study.folder).ended, watch.output
+    assert watch.exit_code == EXIT_CELLS_FAILED, watch.output  # the given-up cell
+    study = resolve(study.spec)
+    rows = {r.cell_id: r for r in study_status(study)}
+    assert rows[doomed].given_up and rows[doomed].note == "1 failures, not retried"
+    assert {r.state for r in rows.values() if r.cell_id != doomed} <= {C.COMPLETED, C.DIVERGED}
+    assert "LR-search round 1" in watch.output
+    print(f"[retries slurm] search ended after round {read_state(study.folder).round}")
