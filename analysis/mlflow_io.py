@@ -77,7 +77,7 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
         num_nonembedding = C.summary_metric(metrics, C.NUM_NONEMBEDDING_PARAMS)
         num_total = C.summary_metric(metrics, C.NUM_PARAMS_TOTAL)
         sized = num_nonembedding is not None and C.TOKENS in metrics
-        if not missing and not sized and run.info.status == "FAILED":
+        if not missing and not sized and run.info.status in ("FAILED", "KILLED"):
             unstarted.append(run)  # failed before it logged its size: sized from its arm below
             continue
         missing += [] if num_nonembedding is not None else [C.NUM_NONEMBEDDING_PARAMS]
@@ -110,7 +110,7 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
 
 
 def _unstarted_rows(runs: list, rows: list[dict]) -> list[dict]:
-    """Failed rows for FAILED runs that never logged their size (a job that crashed at start,
+    """Failed rows for FAILED or KILLED runs that never logged their size (a job that crashed,
     a branch whose parent failed, a cell `submit` gave up on): the parameter counts are those
     of a run of the same variant and size, the tokens its branch budget's or that run's, so
     the failed LR still counts in its arm's LR frontier. A run with no such sibling tells the

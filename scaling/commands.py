@@ -302,12 +302,19 @@ def run(
         Path | None, typer.Option(help="Report folder [default: <study folder>/analysis].")
     ] = None,
     baseline: Annotated[str, typer.Option(help="The arm the others are judged by.")] = "linear",
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            help="Also resubmit cells that failed more than `retries` times, and count again."
+        ),
+    ] = False,
 ) -> None:
     """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run).
 
+    A failed cell is resubmitted up to the study's `retries` times, then left failed.
     Exit status: 0 when every cell has a result (completed or diverged); 3 when a cell ended
-    failed or cancelled (the analysis of the cells that finished is still written; run again
-    to retry them); 2 for a bad study file.
+    failed or cancelled (the analysis of the cells that finished is still written; run again,
+    with `--retry-failed` for cells given up on, to retry them); 2 for a bad study file.
     """
     from scaling.run import run_study
 
@@ -319,6 +326,7 @@ def run(
         baseline=baseline,
         say=typer.echo,
         live=sys.stdout.isatty(),
+        retry_failed=retry_failed,
     )
     _status_table(outcome.study or spec)  # the cells the LR search added too
     if outcome.verdict is not None:

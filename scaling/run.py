@@ -140,11 +140,14 @@ def run_study(
     baseline: str = "linear",
     say: Callable[[str], None] = print,
     live: bool = False,
+    retry_failed: bool = False,
 ) -> RunOutcome:
     """Run a whole study to its verdict; returns when every cell has ended and the report exists.
 
     Re-running is safe: finished cells are skipped (their state is in MLflow), failed ones
-    retried, so an interrupted `scaling run` picks up where it stopped.
+    retried, so an interrupted `scaling run` picks up where it stopped. A failed cell is
+    resubmitted up to `study.retries` times, then left failed (`retry_failed`: once more, with
+    its count reset).
     The study's parent run is RUNNING meanwhile, then FINISHED if every cell has a result,
     else FAILED (also on an exception; KILLED on Ctrl-C).
     """
@@ -156,7 +159,7 @@ def run_study(
     prepare_data(study, progress=live)
     study = resolve(study)
     try:
-        return _run_resolved(study, analyze, out_dir, baseline, say, live)
+        return _run_resolved(study, analyze, out_dir, baseline, say, live, retry_failed)
     except BaseException as err:
         fail_parent_run(study, err)
         raise
@@ -169,6 +172,7 @@ def _run_resolved(
     baseline: str,
     say: Callable[[str], None],
     live: bool,
+    retry_failed: bool = False,
 ) -> RunOutcome:
     """`run_study` once the data exists; the parent run ends with what this returns.
 
@@ -179,17 +183,22 @@ def _run_resolved(
     from scaling.refine import advance, read_state, search_over
     from scaling.submission import end_given_up_runs, study_parent_run_id
 
-    retried = False
     while True:
-        rows = _run_round(study, say, live)  # also the round a crash interrupted: retried
-        following = advance(study, rows, say, allow_failed=retried)
+        # also the round a crash interrupted; `retry_failed` resets the counts once
+        rows = _run_round(study, say, live, retry_failed)
+        retry_failed = False
+        following = advance(study, rows, say)  # a round with only given-up cells is judged
         if following is not None:
-            study, retried = following, False
-        elif search_over(study) or retried or all(r.state in C.DONE_STATES for r in rows):
+            study = following
+        elif any(r.retryable for r in rows):
+            say(f"retrying the failed cells (study.retries: {study.spec.retries})")
+        elif search_over(study):
             break
-        else:  # a round with failed cells: retry them once, then judge it with them failed
-            say("LR search: retrying the round's failed cells before judging it")
-            retried = True
+        else:  # cancelled cells hold the round: judge it with them
+            following = advance(study, rows, say, allow_failed=True)
+            if following is None:
+                break
+            study = following
 
     end_given_up_runs(study)  # before the analysis reads them
     parent = study_parent_run_id(study)
@@ -202,7 +211,9 @@ def _run_resolved(
     return RunOutcome(rows, verdict, report_dir, parent, study)
 
 
-def _run_round(study: ResolvedStudy, say: Callable[[str], None], live: bool) -> list[StatusRow]:
+def _run_round(
+    study: ResolvedStudy, say: Callable[[str], None], live: bool, retry_failed: bool = False
+) -> list[StatusRow]:
     """Submit the study's unfinished cells and wait until none is queued or running."""
     from scaling.plan import plan_study
     from scaling.submission import submit_study, wait_study
@@ -217,14 +228,14 @@ def _run_round(study: ResolvedStudy, say: Callable[[str], None], live: bool) -> 
         # The local executor runs cells while submit_study blocks; watch from this thread.
         def submit() -> None:
             try:
-                submit_study(study, end_parent=False)
+                submit_study(study, end_parent=False, retry_failed=retry_failed)
             except BaseException as err:  # noqa: BLE001 - re-raised below in this thread
                 errors.append(err)
 
         submitting = threading.Thread(target=submit, name="scaling-submit", daemon=True)
         submitting.start()
     else:
-        submitted = submit_study(study, end_parent=False)
+        submitted = submit_study(study, end_parent=False, retry_failed=retry_failed)
         say(f"submitted {len(submitted.submitted)} cell(s) to Slurm")
         submitting = None
     busy = submitting.is_alive if submitting is not None else None

@@ -102,6 +102,9 @@ def test_scaling_run_exits_3_when_a_cell_failed(tmp_path, data_dir, mlflow_serve
     result = CliRunner().invoke(app, ["run", str(path), "--no-analyze"], env={"COLUMNS": "200"})
     assert result.exit_code == EXIT_CELLS_FAILED, result.output
     assert "1 completed" in result.output and "1 failed" in result.output
+    # the crash, then `retries` (2) resubmissions, then it is left failed
+    assert result.output.count("retrying the failed cells (study.retries: 2)") == 2, result.output
+    assert "gave up after 3 failures; retries: 2" in result.output
     assert "MLflow UI:" in result.output  # everything after the wait was still printed
     parent = study_parent_run_id(study)
     assert MlflowClient(mlflow_server).get_run(parent).info.status == "FAILED"
@@ -110,9 +113,14 @@ def test_scaling_run_exits_3_when_a_cell_failed(tmp_path, data_dir, mlflow_serve
     watch = CliRunner().invoke(app, ["status", str(path), "--watch", "--interval", "0.1"])
     assert watch.exit_code == EXIT_CELLS_FAILED, watch.output
 
-    # rerunning retries the failed cell; with every cell completed the exit status is 0
+    # rerunning leaves the cell given up on; --retry-failed retries it, and with every cell
+    # completed the exit status is 0
     monkeypatch.setattr(scaling.executors, "_job", real_job)
-    again = CliRunner().invoke(app, ["run", str(path), "--no-analyze"], env={"COLUMNS": "200"})
+    left = CliRunner().invoke(app, ["run", str(path), "--no-analyze"], env={"COLUMNS": "200"})
+    assert left.exit_code == EXIT_CELLS_FAILED and "1 failed" in left.output, left.output
+    again = CliRunner().invoke(
+        app, ["run", str(path), "--no-analyze", "--retry-failed"], env={"COLUMNS": "200"}
+    )
     assert again.exit_code == 0, again.output
     assert "2 completed" in again.output
     assert MlflowClient(mlflow_server).get_run(parent).info.status == "FINISHED"
