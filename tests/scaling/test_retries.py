@@ -163,7 +163,7 @@ def test_on_slurm_status_watch_judges_a_round_with_a_cell_given_up(
     assert watch.exit_code == EXIT_CELLS_FAILED, watch.output  # the given-up cell
     study = resolve(study.spec)
     rows = {r.cell_id: r for r in study_status(study)}
-    assert rows[doomed].given_up and rows[doomed].note == "1 failures, not retried"
+    assert rows[doomed].given_up and rows[doomed].note == "gave up after 1 failure; retries: 0"
     assert {r.state for r in rows.values() if r.cell_id != doomed} <= {C.COMPLETED, C.DIVERGED}
     assert "LR-search round 1" in watch.output
     print(f"[retries slurm] search ended after round {read_state(study.folder).round}")
