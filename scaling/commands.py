@@ -15,6 +15,10 @@ from typing import Annotated
 import typer
 
 StudyArg = Annotated[Path, typer.Argument(help="Study spec (YAML or JSON).")]
+RetryFailedOpt = Annotated[
+    bool,
+    typer.Option(help="Also resubmit cells that failed more than `retries` times; count anew."),
+]
 
 
 def _load(path: Path, check_environment: bool = True):
@@ -149,12 +153,7 @@ def _warn_environment(path: Path, spec) -> None:
 
 def submit(
     study: StudyArg,
-    retry_failed: Annotated[
-        bool,
-        typer.Option(
-            help="Also resubmit cells that failed more than `retries` times, and count again."
-        ),
-    ] = False,
+    retry_failed: RetryFailedOpt = False,
 ) -> None:
     """Submit a study's unfinished cells (finished skipped, failed retried, running left alone).
 
@@ -302,12 +301,7 @@ def run(
         Path | None, typer.Option(help="Report folder [default: <study folder>/analysis].")
     ] = None,
     baseline: Annotated[str, typer.Option(help="The arm the others are judged by.")] = "linear",
-    retry_failed: Annotated[
-        bool,
-        typer.Option(
-            help="Also resubmit cells that failed more than `retries` times, and count again."
-        ),
-    ] = False,
+    retry_failed: RetryFailedOpt = False,
 ) -> None:
     """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run).
 
