@@ -227,7 +227,7 @@ def status(
 
         study_status(spec, refresh=True)  # rewrites the cache the watch then polls through
     from scaling.refine import advance
-    from scaling.submission import submit_rounds
+    from scaling.submission import end_given_up_runs, submit_rounds
 
     while True:
         rows = _watch(spec, interval, show_all)
@@ -236,6 +236,7 @@ def status(
             break
         spec = following
         submit_rounds(spec, on_progress=typer.echo, end_parent=False)
+    end_given_up_runs(spec, rows)
     _end_parent_if_over(spec, rows)
     _exit_for(rows)
 

@@ -200,7 +200,7 @@ def _run_resolved(
                 break
             study = following
 
-    end_given_up_runs(study)  # before the analysis reads them
+    end_given_up_runs(study, rows)  # before the analysis reads them
     parent = study_parent_run_id(study)
     verdict, report_dir = None, None
     if analyze:

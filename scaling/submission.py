@@ -135,7 +135,6 @@ def submit_study(
                 if record.given_up(state, study.spec.retries) and not retry_failed:
                     skipped[cell.cell_id] = state
                     why = gave_up_note(record.failures + 1, study.spec.retries)
-                    _end_given_up(study, cell, runs.get(cell.cell_id), why)
                     say(
                         f"not resubmitted {cell.cell_id}: {why}. See its log in "
                         f"{submitit_folder(study)}, then `scaling submit --retry-failed`"
@@ -163,21 +162,21 @@ def submit_study(
         return Submitted(parent, [c.cell_id for c in todo], skipped, jobs)
 
 
-def end_given_up_runs(study: ResolvedStudy) -> None:
+def end_given_up_runs(study: ResolvedStudy | Study, rows: list[StatusRow] | None = None) -> None:
     """End FAILED the MLflow run of each cell `submit` has given up on (`study.retries`), so
-    MLflow and the analysis see a failed cell, not one still scheduled or running."""
-    rows = [r for r in study_status(study) if r.given_up]
-    if not rows:
+    MLflow and the analysis see a failed cell, not one still scheduled or running. Called where
+    a round or a study ends (`submit`, `run`, `status --watch`); `rows`: a poll just made."""
+    study = resolve(study)
+    given_up = [r for r in (study_status(study) if rows is None else rows) if r.given_up]
+    if not given_up:
         return
     runs = cell_runs(study)
     cells = {c.cell_id: c for c in study.cells}
-    for row in rows:
-        _end_given_up(study, cells[row.cell_id], runs.get(row.cell_id), row.note)
-
-
-def _end_given_up(study: ResolvedStudy, cell: Cell, run: CellRun | None, why: str) -> None:
-    if run is not None and run.status != "FAILED":
-        fail_cell_run(study, cell, f"{why}. `scaling submit --retry-failed` tries again")
+    for row in given_up:
+        run = runs.get(row.cell_id)
+        if run is not None and run.status != "FAILED":
+            why = f"{row.note}. `scaling submit --retry-failed` tries again"
+            fail_cell_run(study, cells[row.cell_id], why)
 
 
 def submit_rounds(
@@ -212,10 +211,10 @@ def submit_rounds(
             study = following
         elif study.executor != "local" or not any(r.retryable for r in rows):
             break
-    if study.executor == "local":
-        end_given_up_runs(study)
-        if end_parent:
-            end_parent_run(study, parent_status([r.state for r in study_status(study)]))
+    rows = study_status(study)
+    end_given_up_runs(study, rows)
+    if study.executor == "local" and end_parent:
+        end_parent_run(study, parent_status([r.state for r in rows]))
     return Submitted(result.parent_run_id, submitted, result.skipped, result.jobs)
 
 

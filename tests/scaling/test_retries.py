@@ -164,6 +164,8 @@ def test_on_slurm_status_watch_judges_a_round_with_a_cell_given_up(
     study = resolve(study.spec)
     rows = {r.cell_id: r for r in study_status(study)}
     assert rows[doomed].given_up and rows[doomed].note == "gave up after 1 failure; retries: 0"
+    run = MlflowClient(mlflow_server).get_run(rows[doomed].run_id)  # ended by the watch's rounds
+    assert run.info.status == "FAILED" and run.data.tags[C.TAG_ERROR].startswith(rows[doomed].note)
     assert {r.state for r in rows.values() if r.cell_id != doomed} <= {C.COMPLETED, C.DIVERGED}
     assert "LR-search round 1" in watch.output
     print(f"[retries slurm] search ended after round {read_state(study.folder).round}")
