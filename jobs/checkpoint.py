@@ -28,6 +28,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from jobs.collectives import all_ranks
+
 __all__ = [
     "CheckpointWriteError",
     "save_checkpoint",
@@ -54,14 +56,6 @@ def _barrier() -> None:
 
 class CheckpointWriteError(RuntimeError):
     """A checkpoint could not be written; the ones written before it are intact."""
-
-
-def _all_ok(ok: bool) -> bool:
-    """Collective (so also a barrier): True only if `ok` on every rank."""
-    flag = torch.tensor([1 if ok else 0])
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return flag.item() == 1
 
 
 def rng_state() -> dict[str, Any]:
@@ -123,7 +117,7 @@ def save_checkpoint(
         os.replace(partial, target)
     except (OSError, RuntimeError) as err:
         error = err
-    if _all_ok(error is None) and rank == 0:
+    if all_ranks(error is None) and rank == 0:
         try:
             world = dist.get_world_size() if dist.is_initialized() else 1
             record = {"step": step, "world_size": world, **(layout or {})}
@@ -134,7 +128,7 @@ def save_checkpoint(
             _fsync_dir(root)
         except OSError as err:
             error = err
-    if not _all_ok(error is None):
+    if not all_ranks(error is None):
         if rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)  # give the space back
         newest = list_checkpoints(root)
@@ -206,10 +200,7 @@ def load_newest(
     for _, path in list_checkpoints(root):
         check_layout(path, layout or {})
         payload = _try_load(path / f"rank_{rank:05d}.pt")
-        ok = torch.tensor([1 if payload is not None else 0])
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-        if ok.item() == 1:
+        if all_ranks(payload is not None):
             assert payload is not None
             if load_fn is not None:
                 load_fn(payload)
@@ -227,10 +218,7 @@ def load_step(path: Path, layout: dict[str, int] | None = None) -> dict[str, Any
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no complete.json)")
     check_layout(path, layout or {})
     payload = _try_load(path / f"rank_{_rank():05d}.pt")
-    ok = torch.tensor([1 if payload is not None else 0])
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-    if ok.item() != 1:
+    if not all_ranks(payload is not None):
         raise FileNotFoundError(f"{path}: a rank's file is missing or unreadable")
     assert payload is not None
     return payload

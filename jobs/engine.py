@@ -33,12 +33,13 @@ class Engine(Protocol):
         """Restore what `state_dict` returned on this rank."""
 
 
-def build_engine(config: Any, model: torch.nn.Module) -> Engine:
-    """The engine `config.engine` names, wrapping `model`."""
+def build_engine(config: Any, model: torch.nn.Module, bf16: bool) -> Engine:
+    """The engine `config.engine` names, wrapping `model` (bf16 params and fp32 gradient
+    accumulation when `bf16`)."""
     if config.engine == "deepspeed":
         from jobs.engine_deepspeed import DeepSpeedEngine
 
-        return DeepSpeedEngine(config, model)
+        return DeepSpeedEngine(config, model, bf16)
     from jobs.engine_megatron import MegatronEngine
 
-    return MegatronEngine(config, model)
+    return MegatronEngine(config, model, bf16)

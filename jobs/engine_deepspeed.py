@@ -4,9 +4,13 @@ Same model (`build_gpt`), data, schedule and logging as the megatron engine. Dee
 the old Megatron `mpu` names, so `_MegatronMpu` maps them onto megatron-core's parallel_state
 (model parallel = TP here; PP > 1 is refused by the run config). The optimiser is torch AdamW
 with the same parameter groups, wrapped by ZeRO; DeepSpeed does accumulation, clipping and the
-grad norm. Checkpoints store the module state and ZeRO's optimiser state with DeepSpeed's own
-non-tensor bookkeeping (loss-scaler object, slice maps) removed, so they load with
-`weights_only=True`; those fields are rebuilt by the engine itself.
+grad norm (at ZeRO stage 0 with torch AdamW DeepSpeed computes none, so the engine does, by the
+megatron engine's rule). In bf16, gradients accumulate and reduce in fp32 (`data_types`), as
+in the megatron engine; DeepSpeed supports that at stages 1 and 2 only.
+
+Checkpoints store the module state and ZeRO's optimiser state with DeepSpeed's own non-tensor
+bookkeeping (loss-scaler object, slice maps) removed, so they load with `weights_only=True`;
+those fields are rebuilt by the engine itself.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ import os
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from jobs.batches import split_window
+from jobs.collectives import sum_over
 from jobs.config import RunConfig
+from jobs.engine_megatron import global_grad_norm
 from jobs.optim import build_adamw
 
 __all__ = ["DeepSpeedEngine", "deepspeed_config"]
@@ -57,7 +62,17 @@ class _MegatronMpu:
 
 
 def deepspeed_config(config: RunConfig, bf16: bool) -> dict[str, Any]:
-    """The DeepSpeed JSON config derived from the run config (nothing set twice)."""
+    """The DeepSpeed JSON config derived from the run config (nothing set twice).
+
+    In bf16, gradients accumulate in fp32 (DeepSpeed's default is the model's dtype), like the
+    megatron engine's `grad_reduce_in_fp32`; DeepSpeed has no fp32 accumulation at stage 0.
+    """
+    if bf16 and config.deepspeed.zero_stage == 0:
+        raise ValueError(
+            "deepspeed.zero_stage: 0 in bf16 would accumulate gradients in bf16 (DeepSpeed has "
+            "no fp32 accumulation without ZeRO), unlike the megatron engine; use zero_stage 1 "
+            "or 2, or precision 'fp32'"
+        )
     zero: dict[str, Any] = {"stage": config.deepspeed.zero_stage}
     if config.deepspeed.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu"}
@@ -71,6 +86,7 @@ def deepspeed_config(config: RunConfig, bf16: bool) -> dict[str, Any]:
         "zero_allow_untested_optimizer": True,
         "zero_force_ds_cpu_optimizer": False,
         "bf16": {"enabled": bf16},
+        "data_types": {"grad_accum_dtype": "fp32"},
         "steps_per_print": 2**31 - 1,
         "wall_clock_breakdown": False,
     }
@@ -98,13 +114,12 @@ def _plain(obj: Any) -> Any:
 
 
 class DeepSpeedEngine:
-    def __init__(self, config: RunConfig, model: torch.nn.Module) -> None:
+    def __init__(self, config: RunConfig, model: torch.nn.Module, bf16: bool) -> None:
         import deepspeed
 
         # DeepSpeed insists on LOCAL_RANK even when the process group already exists
         os.environ.setdefault("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))
         self.config = config
-        bf16 = torch.cuda.is_available() and config.precision in ("auto", "bf16")
         optimizer = build_adamw(model, config.optimizer)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
             model=model,
@@ -115,6 +130,9 @@ class DeepSpeedEngine:
         from megatron.core import parallel_state
 
         self.ps = parallel_state
+        # stage 0 with a torch optimizer: DeepSpeed's get_global_grad_norm() stays None
+        self.own_grad_norm = config.deepspeed.zero_stage == 0 and not bf16
+        self.params = [p for p in model.parameters() if p.requires_grad]
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -129,18 +147,22 @@ class DeepSpeedEngine:
         return per_token.float().mean()
 
     def train_step(self, microbatches: list[torch.Tensor]) -> tuple[float, float]:
-        total = torch.zeros(1, dtype=torch.float64)
-        for window in microbatches:
+        total = torch.zeros(1, dtype=torch.float64, device=self.engine.device)
+        own_norm = None
+        for i, window in enumerate(microbatches):
             loss = self._loss(window)
             self.engine.backward(loss)  # DeepSpeed scales by 1 / accumulation steps
+            if self.own_grad_norm and i == len(microbatches) - 1:
+                # the boundary's backward has averaged the gradients over DP; not yet clipped
+                own_norm = global_grad_norm(self.params, self.ps.get_model_parallel_group())
             self.engine.step()  # updates only at the accumulation boundary
-            total += loss.detach().double().cpu()
-        total /= len(microbatches)
-        dist.all_reduce(total, group=self.ps.get_data_parallel_group())
-        total /= self.ps.get_data_parallel_world_size()
+            total += loss.detach().double()  # on the device: no host sync per micro-batch
+        sum_over(total, group=self.ps.get_data_parallel_group())
+        count = len(microbatches) * self.ps.get_data_parallel_world_size()
         grad_norm = self.engine.get_global_grad_norm()
-        grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
-        return float(total), grad_norm
+        if grad_norm is None:
+            grad_norm = own_norm if own_norm is not None else float("nan")
+        return float(total) / count, float(grad_norm)
 
     @torch.no_grad()
     def eval_loss(self, windows: torch.Tensor) -> float:
@@ -148,13 +170,13 @@ class DeepSpeedEngine:
         dp_size = self.ps.get_data_parallel_world_size()
         mine = windows[dp_rank::dp_size]  # [N / dp, seq + 1]
         self.engine.eval()
-        total = torch.zeros(2, dtype=torch.float64)
+        total = torch.zeros(2, dtype=torch.float64, device=self.engine.device)
         for i in range(0, len(mine), 8):
             chunk = mine[i : i + 8]
-            total[0] += float(self._loss(chunk)) * chunk.shape[0]
+            total[0] += self._loss(chunk).double() * chunk.shape[0]
             total[1] += chunk.shape[0]
         self.engine.train()
-        dist.all_reduce(total, group=self.ps.get_data_parallel_group())
+        sum_over(total, group=self.ps.get_data_parallel_group())
         return float(total[0] / total[1])
 
     def state_dict(self) -> dict[str, Any]:

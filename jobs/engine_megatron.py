@@ -17,10 +17,30 @@ import torch
 import torch.distributed as dist
 
 from jobs.batches import split_window
-from jobs.config import RunConfig
-from jobs.optim import build_adamw
+from jobs.collectives import loss_device, sum_over
+from jobs.config import OptimizerConfig, RunConfig
+from jobs.optim import apply_wd_mult, build_adamw
 
-__all__ = ["MegatronEngine"]
+__all__ = ["MegatronEngine", "global_grad_norm", "megatron_optimizer"]
+
+
+def global_grad_norm(params: list[torch.nn.Parameter], model_parallel_group) -> float:
+    """L2 norm of the gradients of the whole model, equal on every rank: each TP-sharded tensor
+    counted once per shard, replicated and shared ones once, summed over the model-parallel
+    group (the rule of megatron's `get_grad_norm_fp32`)."""
+    from megatron.core.tensor_parallel import param_is_not_tensor_parallel_duplicate
+    from megatron.core.transformer.module import param_is_not_shared
+
+    squares = torch.zeros(1, dtype=torch.float64)
+    for param in params:
+        grad = param.grad
+        if grad is None or not param_is_not_shared(param):
+            continue
+        if param_is_not_tensor_parallel_duplicate(param):
+            squares += grad.double().pow(2).sum().cpu()
+    if dist.get_world_size(model_parallel_group) > 1:
+        dist.all_reduce(squares, group=model_parallel_group)
+    return float(squares.sqrt())
 
 
 def _loss_func(output: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -37,10 +57,32 @@ def _forward_step(data_iterator, model):
     return output, _loss_func
 
 
+def megatron_optimizer(model: torch.nn.Module, opt: OptimizerConfig, bf16: bool):
+    """megatron's optimizer over the DDP-wrapped `model`, decaying what `jobs.optim` decays."""
+    from megatron.core.optimizer import OptimizerConfig as MegatronOptimizerConfig
+    from megatron.core.optimizer import get_megatron_optimizer
+
+    mconfig = MegatronOptimizerConfig(
+        optimizer="adam",
+        lr=opt.lr,
+        weight_decay=opt.weight_decay,
+        adam_beta1=opt.beta1,
+        adam_beta2=opt.beta2,
+        adam_eps=opt.eps,
+        clip_grad=opt.grad_clip,
+        bf16=bf16,
+        params_dtype=torch.bfloat16 if bf16 else torch.float32,
+        use_distributed_optimizer=opt.distributed,
+    )
+    optimizer = get_megatron_optimizer(mconfig, [model])
+    apply_wd_mult(optimizer.param_groups, opt.weight_decay)
+    return optimizer
+
+
 class MegatronEngine:
     """Owns the DDP-wrapped model and its optimiser; every method is collective."""
 
-    def __init__(self, config: RunConfig, model: torch.nn.Module) -> None:
+    def __init__(self, config: RunConfig, model: torch.nn.Module, bf16: bool) -> None:
         from megatron.core import parallel_state
         from megatron.core.distributed import (
             DistributedDataParallel,
@@ -76,29 +118,10 @@ class MegatronEngine:
         self.ps = parallel_state
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if self.on_gpu:
-            self.optimizer = self._megatron_optimizer()
+            self.optimizer = megatron_optimizer(self.model, config.optimizer, bf16)
             tconfig.grad_scale_func = self.optimizer.scale_loss
         else:
             self.optimizer = build_adamw(self.model.module, config.optimizer)
-
-    def _megatron_optimizer(self):
-        from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-
-        opt = self.config.optimizer
-        bf16 = self.config.precision in ("auto", "bf16")
-        mconfig = OptimizerConfig(
-            optimizer="adam",
-            lr=opt.lr,
-            weight_decay=opt.weight_decay,
-            adam_beta1=opt.beta1,
-            adam_beta2=opt.beta2,
-            adam_eps=opt.eps,
-            clip_grad=opt.grad_clip,
-            bf16=bf16,
-            params_dtype=torch.bfloat16 if bf16 else torch.float32,
-            use_distributed_optimizer=opt.distributed,
-        )
-        return get_megatron_optimizer(mconfig, [self.model])
 
     # --- one optimiser step ---------------------------------------------------------------
     def set_lr(self, lr: float) -> None:
@@ -117,8 +140,9 @@ class MegatronEngine:
         )
 
     def _reduce_mean(self, total: torch.Tensor) -> float:
-        """[sum, count] from the last stage, summed over DP and known on every PP rank."""
-        dist.all_reduce(total, group=self.ps.get_data_parallel_group())
+        """[sum, count] (a device tensor) from the last stage, summed over DP and known on every
+        PP rank; the one host sync of the step is the float read at the end."""
+        sum_over(total, group=self.ps.get_data_parallel_group())
         if self.ps.get_pipeline_model_parallel_world_size() > 1:
             dist.broadcast(
                 total,
@@ -127,13 +151,19 @@ class MegatronEngine:
             )
         return float(total[0] / total[1])
 
+    def _sum_count(self, losses: list[torch.Tensor], weights: list[int]) -> torch.Tensor:
+        """[sum of weight x loss, sum of weights] on the loss device, zeros off the last stage."""
+        total = torch.zeros(2, dtype=torch.float64, device=loss_device())
+        if self.ps.is_pipeline_last_stage() and losses:
+            scale = torch.tensor(weights, dtype=torch.float64, device=total.device)
+            total[0] = (torch.stack(losses).to(total) * scale).sum()  # no host sync
+            total[1] = float(sum(weights))
+        return total
+
     def _mean_loss(self, outputs: list[dict], count: int) -> float:
         """Mean of per-micro-batch losses over micro-batches and DP, known on every rank."""
-        total = torch.zeros(2, dtype=torch.float64)
-        if self.ps.is_pipeline_last_stage():
-            total[0] = sum(float(o["loss"]) for o in outputs)
-            total[1] = count
-        return self._reduce_mean(total)
+        losses = [o["loss"] for o in outputs]
+        return self._reduce_mean(self._sum_count(losses, [1] * len(losses)))
 
     def train_step(self, microbatches: list[torch.Tensor]) -> tuple[float, float]:
         """Forward/backward over this rank's micro-batches, then the update: (loss, grad norm)."""
@@ -146,7 +176,7 @@ class MegatronEngine:
             return loss, float(grad_norm if grad_norm is not None else float("nan"))
         for param in self.params:
             param.grad = param.main_grad.to(param.dtype)
-        grad_norm = self._grad_norm()
+        grad_norm = global_grad_norm(self.params, self.ps.get_model_parallel_group())
         clip = self.config.optimizer.grad_clip
         if clip > 0 and grad_norm > clip:
             scale = clip / (grad_norm + 1e-6)
@@ -154,17 +184,6 @@ class MegatronEngine:
                 param.grad.mul_(scale)
         self.optimizer.step()
         return loss, grad_norm
-
-    def _grad_norm(self) -> float:
-        from megatron.core.tensor_parallel import param_is_not_tensor_parallel_duplicate
-        from megatron.core.transformer.module import param_is_not_shared
-
-        squares = torch.zeros(1, dtype=torch.float64)
-        for param in self.params:
-            if param_is_not_shared(param) and param_is_not_tensor_parallel_duplicate(param):
-                squares += param.grad.double().pow(2).sum()
-        dist.all_reduce(squares, group=self.ps.get_model_parallel_group())
-        return float(squares.sqrt())
 
     @torch.no_grad()
     def eval_loss(self, windows: torch.Tensor) -> float:
@@ -177,13 +196,9 @@ class MegatronEngine:
         size = 1 if self.ps.get_pipeline_model_parallel_world_size() > 1 else 8
         chunks = [mine[i : i + size] for i in range(0, len(mine), size)]
         self.model.eval()
-        total = torch.zeros(2, dtype=torch.float64)
         outputs = self._run(chunks, forward_only=True)
-        if self.ps.is_pipeline_last_stage():
-            for out, chunk in zip(outputs, chunks, strict=True):
-                # a micro-batch's loss is its mean over rows; weight by rows
-                total[0] += float(out["loss"]) * chunk.shape[0]
-                total[1] += chunk.shape[0]
+        # a micro-batch's loss is its mean over rows; weight by rows
+        total = self._sum_count([o["loss"] for o in outputs], [c.shape[0] for c in chunks])
         self.model.train()
         return self._reduce_mean(total)
 

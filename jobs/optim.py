@@ -12,7 +12,7 @@ import torch
 
 from jobs.config import OptimizerConfig, ScheduleConfig
 
-__all__ = ["param_groups", "build_adamw", "lr_at"]
+__all__ = ["param_groups", "build_adamw", "apply_wd_mult", "lr_at"]
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -29,6 +29,18 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+
+
+def apply_wd_mult(groups: list[dict], weight_decay: float) -> None:
+    """Give each of megatron's optimizer groups the decay `weight_decay x wd_mult`, in place.
+
+    megatron-core marks gains and biases (1-D) `wd_mult=0` but builds AdamW with the full
+    `weight_decay` in every group; only its `OptimizerParamScheduler`, not used here (the
+    schedule is `lr_at`), applies `wd_mult`. Afterwards the GPU path decays exactly the
+    parameters `param_groups` decays on the CPU path.
+    """
+    for group in groups:
+        group["weight_decay"] = weight_decay * group.get("wd_mult", 1.0)
 
 
 def build_adamw(model: torch.nn.Module, config: OptimizerConfig) -> torch.optim.AdamW:

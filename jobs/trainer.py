@@ -21,6 +21,7 @@ from foundation.log import rank0_print
 from jobs import checkpoint as ckpt
 from jobs import record
 from jobs.batches import step_microbatches
+from jobs.collectives import any_rank
 from jobs.config import RunConfig
 from jobs.engine import build_engine
 from jobs.optim import lr_at
@@ -79,7 +80,7 @@ class _Trainer:
         model = build_gpt(
             config.model, config.parallel, seed=config.seed, transformer_overrides=overrides
         )
-        self.engine = build_engine(config, model)
+        self.engine = build_engine(config, model, self.bf16)
         seqs = config.global_batch_sequences
         # the sample order is drawn for num_dataset_steps (a WSD family shares it), not `steps`
         num_samples = config.train.num_dataset_steps * seqs
@@ -151,10 +152,7 @@ class _Trainer:
     def _stop_requested(self) -> bool:
         if self.stop is None:
             return False
-        flag = torch.tensor([1 if self.stop.is_set() else 0])
-        if self.world > 1:
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
+        return any_rank(self.stop.is_set())  # only global rank 0 is told by submitit
 
     def _diverged(self, loss: float, grad_norm: float, state: LossHistory) -> str | None:
         if not math.isfinite(loss) or not math.isfinite(grad_norm):

@@ -4,6 +4,11 @@
 ``TorchDistributedEnvironment().export()``); with no launcher it makes a 1-rank group, so the
 models API works in a plain Python process. On a machine without CUDA it uses gloo and activates
 the CPU adapter, so nothing else has to know whether it runs on CPU.
+
+On a machine with CUDA the default group maps each device type to its own backend
+(``cpu:gloo,cuda:nccl``): NCCL serves only CUDA tensors, and the run's control plane (loss sums,
+the preemption flag, checkpoint agreement) and parts of megatron and DeepSpeed hand collectives
+CPU tensors. megatron's TP/PP/DP groups are made with ``backend=None`` and inherit the mapping.
 """
 
 from __future__ import annotations
@@ -62,8 +67,26 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+def process_group_backend(cuda: bool) -> str:
+    """The default group's backend: CUDA tensors on NCCL and CPU tensors on gloo, or gloo only.
+
+    A plain ``"nccl"`` group refuses CPU tensors ("No backend type associated with device type
+    cpu"); the per-device form serves both device types.
+    """
+    return "cpu:gloo,cuda:nccl" if cuda else "gloo"
+
+
+def cuda_device_index(local_rank: int) -> int:
+    """The CUDA device of the rank with `local_rank` on its node: the rank modulo the visible
+    devices (a site that binds one GPU per task shows each rank one device, index 0)."""
+    count = torch.cuda.device_count()
+    if count < 1:
+        raise RuntimeError("CUDA is available but no device is visible (CUDA_VISIBLE_DEVICES)")
+    return local_rank % count
+
+
 def init_distributed() -> None:
-    """Join (or create) the default process group: NCCL with CUDA, gloo without.
+    """Join (or create) the default process group (see `process_group_backend`).
 
     Rank and world size come from ``RANK``/``WORLD_SIZE`` (torchrun, submitit's export) or
     ``SLURM_PROCID``/``SLURM_NTASKS``; the rendezvous from ``MASTER_ADDR``/``MASTER_PORT``.
@@ -76,7 +99,7 @@ def init_distributed() -> None:
         _cpu_adapter.activate()
     if dist.is_initialized():
         return
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    backend = process_group_backend(torch.cuda.is_available())
     rank = _env_int("RANK", "SLURM_PROCID")
     world_size = _env_int("WORLD_SIZE", "SLURM_NTASKS")
     if rank is None or world_size in (None, 1) or "MASTER_ADDR" not in os.environ:
@@ -89,7 +112,7 @@ def init_distributed() -> None:
     else:
         if torch.cuda.is_available():
             local_rank = _env_int("LOCAL_RANK", "SLURM_LOCALID") or 0
-            torch.cuda.set_device(local_rank)
+            torch.cuda.set_device(cuda_device_index(local_rank))
         if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":  # torchrun hosts the store
             dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size)
         else:

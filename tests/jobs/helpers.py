@@ -28,3 +28,134 @@ def preempt_then_resume(rank: int, world_size: int, config: dict) -> list[dict[s
     first = train(cfg, stop=stop)
     second = train(cfg)
     return [dict(first.__dict__), dict(second.__dict__)]
+
+
+def backend_requested_on_cuda(world_size: int = 2) -> tuple[str, list[int]]:
+    """(backend, devices set) that `models.runtime.init_distributed` asks for on a CUDA machine
+    with one visible device: CUDA is reported present and the group constructor is recorded,
+    not run (so no process group, port or device is touched)."""
+    import os
+    from unittest import mock
+
+    import torch
+    import torch.distributed as dist
+
+    from models import runtime
+
+    calls: list[str] = []
+    devices: list[int] = []
+
+    class _Recorded(Exception):
+        pass
+
+    def record(backend=None, *args, **kwargs):
+        calls.append(backend)
+        raise _Recorded
+
+    env = {"RANK": str(world_size - 1), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "1"}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="1", TORCHELASTIC_USE_AGENT_STORE="True")
+    with (
+        mock.patch.dict(os.environ, env),
+        mock.patch.object(torch.cuda, "is_available", lambda: True),
+        mock.patch.object(torch.cuda, "device_count", lambda: 1),
+        mock.patch.object(torch.cuda, "set_device", devices.append),
+        mock.patch.object(dist, "is_initialized", lambda: False),
+        mock.patch.object(dist, "init_process_group", record),
+    ):
+        try:
+            runtime.init_distributed()
+        except _Recorded:
+            pass
+    assert len(calls) == 1, calls
+    return calls[0], devices
+
+
+def as_nccl_would(backend: str) -> str:
+    """`backend` with NCCL played by a gloo that serves only the `cuda` device type: such a group
+    refuses CPU tensors exactly as NCCL does ("No backend type associated with device type
+    cpu"), while the other device types keep their backends."""
+    if ":" not in backend:
+        return "cuda:gloo" if backend == "nccl" else backend
+    pairs = [pair.split(":") for pair in backend.split(",")]
+    return ",".join(f"{device}:{'gloo' if name == 'nccl' else name}" for device, name in pairs)
+
+
+def train_with_gpu_groups(rank: int, world_size: int, config: dict, preempt: bool) -> dict:
+    """Train `config` with the process groups built from the backend requested on a CUDA machine,
+    NCCL played by a CPU-refusing gloo (`as_nccl_would`). `preempt`: with the stop flag set, as
+    SIGUSR2 sets it (all ranks agree, save after step 1, return `preempted`); else resume from
+    the newest checkpoint and finish."""
+    import threading
+    from unittest import mock
+
+    import torch.distributed as dist
+
+    from foundation.config import from_dict
+    from jobs.config import RunConfig
+    from jobs.trainer import train
+
+    requested, _ = backend_requested_on_cuda()
+    real_init = dist.init_process_group
+    used: list[str] = []
+
+    def init(backend=None, *args, **kwargs):
+        used.append(as_nccl_would(requested))
+        return real_init(used[-1], *args, **kwargs)
+
+    stop = threading.Event()
+    if preempt:
+        stop.set()
+    with mock.patch.object(dist, "init_process_group", init):
+        result = train(from_dict(RunConfig, config, where="run"), stop=stop)
+    return {**result.__dict__, "backends": used}
+
+
+def engine_report(rank: int, world_size: int, config: dict, bf16: bool) -> dict[str, Any]:
+    """Build the run's model and engine (bf16 params when `bf16`, also on a CPU), take one
+    training step on step 0's micro-batches, and report the engine's dtypes, loss and grad norm.
+    In bf16 the step is skipped (CPU kernels are not what is checked there)."""
+    import torch
+
+    from data_prep import training_dataset
+    from foundation.config import from_dict
+    from jobs.batches import step_microbatches
+    from jobs.config import RunConfig
+    from jobs.engine import build_engine
+    from models import runtime
+    from models.build import build_gpt
+
+    cfg = from_dict(RunConfig, config, where="run")
+    runtime.initialize_parallel(cfg.parallel)
+    overrides = {}
+    if bf16:
+        overrides = {"bf16": True, "params_dtype": torch.bfloat16, "pipeline_dtype": torch.bfloat16}
+    model = build_gpt(cfg.model, cfg.parallel, seed=cfg.seed, transformer_overrides=overrides)
+    engine = build_engine(cfg, model, bf16)
+    report: dict[str, Any] = {"params": sorted({str(p.dtype) for p in model.parameters()})}
+    if cfg.engine == "deepspeed":
+        report["data_types"] = [str(t) for t in engine.engine.get_data_types()]
+    else:
+        report["grad_reduce_in_fp32"] = engine.model.ddp_config.grad_reduce_in_fp32
+        report["main_grad"] = sorted({str(p.main_grad.dtype) for p in engine.params})
+    if not bf16:
+        seqs = cfg.global_batch_sequences
+        dataset = training_dataset(cfg.data, cfg.model.seq_length, seqs)
+        ps = runtime_parallel_state()
+        batches = step_microbatches(
+            dataset,
+            0,
+            seqs,
+            ps.get_data_parallel_rank(),
+            ps.get_data_parallel_world_size(),
+            cfg.train.micro_batch_size,
+        )
+        engine.set_lr(cfg.optimizer.lr)
+        report["loss"], report["grad_norm"] = engine.train_step(batches)
+    runtime.destroy()
+    return report
+
+
+def runtime_parallel_state():
+    from megatron.core import parallel_state
+
+    return parallel_state
