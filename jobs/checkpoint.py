@@ -10,6 +10,11 @@ A write that fails (a full disk, a quota, an I/O error) on any rank fails on eve
 with `CheckpointWriteError`, after its `.tmp` directory is removed (so the space it took is
 free again); older complete checkpoints are untouched, and the next attempt resumes from them.
 
+State that several ranks hold identically is written once: a data-parallel rank other than the
+first puts `shared_from(rank)` in place of its model (and, unless the engine shards it over
+DP, optimiser) state, and a load fills such entries from that rank's file of the same
+checkpoint. A checkpoint then weighs one copy of the model and optimiser, not one per DP rank.
+
 Loads use `torch.load(weights_only=True)`: payloads hold tensors, numbers, strings, lists and
 dicts only.
 """
@@ -18,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import re
 import shutil
 from collections.abc import Callable, Collection
@@ -38,11 +42,24 @@ __all__ = [
     "step_dir",
     "list_checkpoints",
     "check_layout",
+    "shared_from",
     "rng_state",
     "set_rng_state",
 ]
 
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
+_SHARED = "shared_from_rank"
+
+
+def shared_from(rank: int) -> dict[str, int]:
+    """The entry a payload holds instead of state identical to global rank `rank`'s."""
+    return {_SHARED: rank}
+
+
+def _shared_rank(value: Any) -> int | None:
+    if isinstance(value, dict) and len(value) == 1 and _SHARED in value:
+        return int(value[_SHARED])
+    return None
 
 
 def _rank() -> int:
@@ -160,9 +177,47 @@ def _fsync_dir(path: Path) -> None:
 def _try_load(path: Path) -> dict[str, Any] | None:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as err:
+    except Exception as err:  # a torn or foreign file raises many types (IndexError among them)
         print(f"[jobs] checkpoint {path} unreadable ({err}); trying an older one", flush=True)
         return None
+
+
+def _shared_entries(payload: dict[str, Any]) -> list[tuple[tuple[str, ...], int]]:
+    """(keys, source rank) of each `shared_from` entry, at the top level or one level down."""
+    found = []
+    for key, value in payload.items():
+        source = _shared_rank(value)
+        if source is not None:
+            found.append(((key,), source))
+        elif isinstance(value, dict):
+            for inner, item in value.items():
+                source = _shared_rank(item)
+                if source is not None:
+                    found.append(((key, inner), source))
+    return found
+
+
+def _load_rank(path: Path, rank: int) -> dict[str, Any] | None:
+    """Rank `rank`'s payload of checkpoint `path` with its `shared_from` entries filled from
+    the files that hold them; None if a file is unreadable or lacks the entry."""
+    payload = _try_load(path / f"rank_{rank:05d}.pt")
+    if payload is None:
+        return None
+    sources: dict[int, Any] = {}
+    for keys, source in _shared_entries(payload):
+        if source not in sources:
+            sources[source] = _try_load(path / f"rank_{source:05d}.pt")
+        value = sources[source]
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None or _shared_rank(value) is not None:
+            print(f"[jobs] checkpoint {path}: rank {source} lacks {'.'.join(keys)}", flush=True)
+            return None
+        target = payload
+        for key in keys[:-1]:
+            target = target[key]
+        target[keys[-1]] = value
+    return payload
 
 
 def check_layout(path: Path, layout: dict[str, int]) -> None:
@@ -199,7 +254,7 @@ def load_newest(
     rank = _rank()
     for _, path in list_checkpoints(root):
         check_layout(path, layout or {})
-        payload = _try_load(path / f"rank_{rank:05d}.pt")
+        payload = _load_rank(path, rank)
         if all_ranks(payload is not None):
             assert payload is not None
             if load_fn is not None:
@@ -217,7 +272,7 @@ def load_step(path: Path, layout: dict[str, int] | None = None) -> dict[str, Any
     if not (path / "complete.json").is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no complete.json)")
     check_layout(path, layout or {})
-    payload = _try_load(path / f"rank_{_rank():05d}.pt")
+    payload = _load_rank(path, _rank())
     if not all_ranks(payload is not None):
         raise FileNotFoundError(f"{path}: a rank's file is missing or unreadable")
     assert payload is not None

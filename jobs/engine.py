@@ -29,6 +29,9 @@ class Engine(Protocol):
     def state_dict(self) -> dict[str, Any]:
         """Model and optimiser state of this rank, for `jobs.checkpoint`."""
 
+    def replicated_over_dp(self) -> tuple[str, ...]:
+        """Keys of `state_dict()` equal on every DP rank (written once, by the first)."""
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what `state_dict` returned on this rank."""
 

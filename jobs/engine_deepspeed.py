@@ -185,6 +185,11 @@ class DeepSpeedEngine:
             "optimizer": _plain(self.optimizer.state_dict()),
         }
 
+    def replicated_over_dp(self) -> tuple[str, ...]:
+        if self.config.deepspeed.zero_stage == 0:
+            return ("model", "optimizer")
+        return ("model",)  # ZeRO 1/2: each DP rank holds its own slice of the optimiser state
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.engine.module.load_state_dict(state["model"])
         if self.config.deepspeed.zero_stage == 0:

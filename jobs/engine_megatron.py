@@ -206,6 +206,9 @@ class MegatronEngine:
     def state_dict(self) -> dict[str, Any]:
         return {"model": self.model.module.state_dict(), "optimizer": self.optimizer.state_dict()}
 
+    def replicated_over_dp(self) -> tuple[str, ...]:
+        return ("model", "optimizer")  # DDP; the distributed optimizer is refused above
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])

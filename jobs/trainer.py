@@ -101,8 +101,14 @@ class _Trainer:
 
     # --- the loop -------------------------------------------------------------------------
     def _payload(self, state: LossHistory) -> dict[str, Any]:
+        """This rank's checkpoint: state that the first DP rank holds identically is written by
+        that rank only (model weights; optimiser state unless the engine shards it over DP)."""
+        engine_state = self.engine.state_dict()
+        if self.ps.get_data_parallel_rank() != 0:
+            source = ckpt.shared_from(self.ps.get_data_parallel_src_rank())
+            engine_state.update({key: source for key in self.engine.replicated_over_dp()})
         return {
-            "engine": self.engine.state_dict(),
+            "engine": engine_state,
             "state": {**state.__dict__},
             "rng": ckpt.rng_state(),
         }

@@ -14,7 +14,7 @@ Conventions (Kaplan et al. 2020; Hoffmann et al. 2022):
 
 from __future__ import annotations
 
-from models.config import BOTTLENECK_QUERY_VARIANTS, ModelConfig
+from models.config import BOTTLENECK_QUERY_VARIANTS, ModelConfig, ParallelConfig
 from models.variants import is_builtin, load_variant
 
 
@@ -84,3 +84,36 @@ def forward_flops_per_token(config: ModelConfig) -> int:
 def flops_per_token(config: ModelConfig) -> int:
     """Training FLOPs per token (forward + backward = 3 x forward): C = this x tokens."""
     return 3 * forward_flops_per_token(config)
+
+
+def num_stored_params(config: ModelConfig, parallel: ParallelConfig) -> int:
+    """Parameters summed over the shards of one TP x PP grid (one DP replica): matrices are
+    split over TP, while norm gains and learned position embeddings are replicated on every TP
+    rank, and with PP > 1 the last stage holds its own copy of a tied output layer."""
+    replicated = config.num_layers * _layer_gains(config) + config.hidden_size
+    if config.position_embedding == "learned":
+        replicated += config.seq_length * config.hidden_size
+    count = num_params(config) + (parallel.tensor_parallel - 1) * replicated
+    if config.tie_embeddings and parallel.pipeline_parallel > 1:
+        count += config.vocab_size * config.hidden_size
+    return count
+
+
+def checkpoint_bytes(
+    config: ModelConfig,
+    parallel: ParallelConfig,
+    engine: str = "megatron",
+    zero_stage: int = 1,
+    bf16: bool = True,
+) -> int:
+    """Bytes of one checkpoint of a cell, all ranks' files together, as `jobs.checkpoint` writes
+    it: weights and optimiser state once, whatever the data parallelism (a DP rank writes only
+    what it alone holds: its ZeRO slice of the optimiser state). Per parameter: the weights
+    (2 bytes in bf16, else 4), Adam's two fp32 moments (8), and an fp32 master copy (4) when
+    the weights are bf16 or DeepSpeed's ZeRO keeps one (stages 1 and 2 do, even in fp32).
+    Small per-rank state (RNG, loss history; a few KB each) is not counted.
+    """
+    weight_bytes = 2 if bf16 else 4
+    master = bf16 or (engine == "deepspeed" and zero_stage >= 1)
+    optimizer_bytes = 8 + (4 if master else 0)
+    return num_stored_params(config, parallel) * (weight_bytes + optimizer_bytes)

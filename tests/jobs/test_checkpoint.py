@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from jobs.checkpoint import list_checkpoints, load_newest, save_checkpoint
+from jobs.checkpoint import list_checkpoints, load_newest, save_checkpoint, shared_from
 
 
 def test_newest_complete_checkpoint_wins_and_old_ones_are_pruned(tmp_path):
@@ -51,3 +51,19 @@ def test_a_checkpoint_of_another_layout_is_refused(tmp_path):
     with pytest.raises(ValueError, match="tensor_parallel 2, but this run has tensor_parallel 1"):
         load_newest(root, layout={**layout, "tensor_parallel": 1})
     assert load_newest(root, layout=layout)["step"] == 1
+
+
+def test_shared_entries_are_read_from_the_rank_that_wrote_them(tmp_path):
+    """A DP rank's file names the rank holding its replicated state; a load fills it in, and a
+    checkpoint whose holder's file is unreadable is skipped like any unreadable one."""
+    root = tmp_path / "ckpt"
+    model = {"w": torch.arange(4.0)}
+    for step in (1, 2):
+        payload = {"engine": {"model": shared_from(1), "optimizer": {"m": step}}, "step": step}
+        path = save_checkpoint(root, step, payload, keep=3)
+        holder = {"engine": {"model": model, "optimizer": {}}, "step": step}
+        torch.save(holder, path / "rank_00001.pt")
+    (root / "step_00000002" / "rank_00001.pt").write_bytes(b"torn")
+    loaded = load_newest(root)
+    assert loaded["step"] == 1 and loaded["engine"]["optimizer"] == {"m": 1}
+    assert torch.equal(loaded["engine"]["model"]["w"], model["w"])
