@@ -107,7 +107,8 @@ class TrainConfig:
     # Divergence: a non-finite loss, or a loss above `divergence_factor` x the best loss so far
     # after warmup, ends the run with outcome `diverged`.
     divergence_factor: float = 3.0
-    # Peak FLOP/s of one device for MFU; None: 989e12 (H100 bf16 dense) on GPU, 1e12 on CPU.
+    # Peak FLOP/s of one device for MFU; None: the present GPU's datasheet peak in the run's
+    # dtype (jobs.device), measured if unlisted; 1e12 on CPU.
     peak_flops_per_device: float | None = None
 
     def validate(self) -> None:

@@ -23,15 +23,13 @@ from jobs import record
 from jobs.batches import step_microbatches
 from jobs.collectives import any_rank
 from jobs.config import RunConfig
+from jobs.device import TAG_MFU_PEAK, TAG_MFU_PEAK_SOURCE, mfu_peak
 from jobs.engine import build_engine
 from jobs.optim import lr_at
 from jobs.record import LossHistory, RunResult
 from jobs.tracking import NullTracker, Tracker
 
 __all__ = ["RunResult", "train"]
-
-CPU_PEAK_FLOPS = 1e12  # stated MFU denominator for a CPU process (order of one modern socket)
-GPU_PEAK_FLOPS = 989e12  # H100 SXM dense bf16
 
 
 def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
@@ -90,9 +88,8 @@ class _Trainer:
         if config.data.num_select_windows:
             self.select_windows = validation_windows(config.data, config.model.seq_length, "select")
         self.flops_per_token = flops_per_token(config.model)
-        peak = config.train.peak_flops_per_device
-        if peak is None:
-            peak = GPU_PEAK_FLOPS if torch.cuda.is_available() else CPU_PEAK_FLOPS
+        peak, self.peak_source = mfu_peak(config.train.peak_flops_per_device, self.bf16)
+        self.peak_flops_per_device = peak
         self.peak_flops = peak * self.world
         self._saved_step = -1
         self.tracker: Tracker | NullTracker = NullTracker()
@@ -182,6 +179,16 @@ class _Trainer:
         config, train_cfg = self.config, self.config.train
         state, resumed = self._resume()
         record.start(self.tracker, config, self.world, resumed)
+        self.tracker.set_tags(
+            {
+                TAG_MFU_PEAK: f"{self.peak_flops_per_device:.4g}",
+                TAG_MFU_PEAK_SOURCE: self.peak_source,
+            }
+        )
+        rank0_print(
+            f"{config.name}: MFU against {self.peak_flops_per_device / 1e12:.4g} TFLOP/s per "
+            f"device ({self.peak_source})"
+        )
         if config.init_from is not None:
             from jobs.fork import parent_run_id
 

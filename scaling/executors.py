@@ -155,6 +155,28 @@ def _submit_array(
     write_records(study.folder, records)
 
 
+def local_gpus(world_size: int) -> dict[str, Any]:
+    """submitit's GPU request for a local job: the machine's GPUs, up to one per rank.
+
+    Without it submitit's local executor sets `CUDA_VISIBLE_DEVICES=""` and a study on a GPU
+    machine trains on the CPU. The count honours a `CUDA_VISIBLE_DEVICES` the user set, else
+    the driver's device list (no CUDA is initialised here); ranks beyond it share devices
+    (`models.runtime` picks `local rank % visible devices`).
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        driver = Path("/proc/driver/nvidia/gpus")
+        count = len(list(driver.iterdir())) if driver.is_dir() else 0
+        return {"gpus_per_node": min(count, world_size)} if count else {}
+    devices = [d.strip() for d in visible.split(",") if d.strip()]
+    if not devices:
+        return {}
+    params = {"gpus_per_node": min(len(devices), world_size)}
+    if all(d.isdigit() for d in devices):  # submitit would otherwise renumber them from 0
+        params["visible_gpus"] = tuple(int(d) for d in devices)
+    return params
+
+
 def run_local(
     study: ResolvedStudy,
     cells: list[Cell],
@@ -215,7 +237,9 @@ def _run_local(
                     1, (os.cpu_count() or 1) // (study.spec.local.max_parallel * cell.world_size)
                 )
                 executor.update_parameters(
-                    tasks_per_node=cell.world_size, timeout_min=study.spec.local.timeout_min
+                    tasks_per_node=cell.world_size,
+                    timeout_min=study.spec.local.timeout_min,
+                    **local_gpus(cell.world_size),
                 )
                 with _env(OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(threads))):
                     job = executor.submit(_job(cell))  # the controller copies this environment

@@ -66,3 +66,22 @@ def test_runs_preempt_save_resume_and_finish_on_the_gpu_groups(tmp_path, data_di
         assert result["backends"] == [as_nccl_would(backend_requested_on_cuda()[0])]
         assert result["train_losses"] == second[0]["train_losses"]
     assert second[0]["final_val_loss"] < second[0]["train_losses"][0]
+
+
+def test_mfu_peak_is_the_present_devices_own(monkeypatch):
+    """The datasheet peak of the GPU present, in the run's dtype; an unlisted GPU is measured;
+    a configured peak wins; a CPU states its nominal one. (No CUDA here: the device's name is
+    reported, and the measurement's GEMMs are replaced by a known rate.)"""
+    from jobs import device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    names = iter(["NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 PCIe", "NVIDIA Z9"])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: next(names))
+    monkeypatch.setattr(device, "measured_matmul_flops", lambda dtype: 123e12)
+    assert device.mfu_peak(None, bf16=True) == (989e12, "datasheet NVIDIA H200 bf16")
+    assert device.mfu_peak(None, bf16=False)[0] == 19.5e12
+    assert device.mfu_peak(None, bf16=True)[0] == 756e12
+    assert device.mfu_peak(None, bf16=True) == (123e12, "measured NVIDIA Z9 bf16 matmul")
+    assert device.mfu_peak(5e14, bf16=True) == (5e14, "train.peak_flops_per_device")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device.mfu_peak(None, bf16=False) == (1e12, "cpu nominal")

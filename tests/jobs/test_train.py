@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from mlflow.tracking import MlflowClient
 
 from jobs.testing import tiny_run_dict
@@ -47,6 +48,10 @@ def test_single_process_run_follows_the_mlflow_contract(tmp_path, data_dir, mlfl
         assert tags[key] == value, key
     for key in ("git_commit", "host", "device", "version.torch", "version.megatron-core"):
         assert tags[key], key
+    # the MFU denominator is the device's own peak, logged with its source
+    assert tags["mfu_peak_source"] == "cpu nominal"
+    peak = float(tags["mfu_peak_flops_per_device"])
+    assert metrics["mfu"] == pytest.approx(metrics["tokens_per_s"] * metrics["flops"] / 1536 / peak)
     assert params["model.hidden_size"] == "64" and params["train.global_batch_tokens"] == "256"
     assert metrics["final_val_loss"] == result["final_val_loss"]
     assert metrics["tokens"] == 6 * 256 and metrics["flops"] > 0 and metrics["num_params_total"] > 0
