@@ -231,6 +231,8 @@ class _Trainer:
                     "mfu": tokens_per_s * self.flops_per_token / self.peak_flops,
                     "step_time_s": step_time,
                 }
+                if torch.cuda.is_available():  # for sizing micro-batches and layouts
+                    metrics["peak_device_memory_bytes"] = torch.cuda.max_memory_allocated()
                 self.tracker.log_metrics(metrics, step=state.step)
                 rank0_print(
                     f"{config.name} step {state.step}/{train_cfg.steps} loss {loss:.4f} "

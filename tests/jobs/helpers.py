@@ -159,3 +159,18 @@ def runtime_parallel_state():
     from megatron.core import parallel_state
 
     return parallel_state
+
+
+def train_once(rank: int, world_size: int, config: dict, preempt: bool) -> dict[str, Any]:
+    """Train `config` once on this rank; `preempt`: with the stop flag set (SIGUSR2's effect),
+    so the run stops and saves after step 1; else resume from the newest checkpoint."""
+    import threading
+
+    from foundation.config import from_dict
+    from jobs.config import RunConfig
+    from jobs.trainer import train
+
+    stop = threading.Event()
+    if preempt:
+        stop.set()
+    return dict(train(from_dict(RunConfig, config, where="run"), stop=stop).__dict__)
