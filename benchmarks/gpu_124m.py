@@ -154,8 +154,10 @@ def main() -> int:
             f"{r['peak_memory_gib']:>9.2f} {r['final_val_loss']:>9.4f}"
         )
     first = next(iter(results["arms"].values()))
-    print(f"MFU against {first['mfu_peak'] / 1e12:.4g} TFLOP/s ({first['mfu_peak_source']}); ")
-    print(f"MFU(mm) against the measured matmul rate {peak / 1e12:.1f} TFLOP/s")
+    print(
+        f"MFU against {first['mfu_peak'] / 1e12:.4g} TFLOP/s ({first['mfu_peak_source']}); "
+        f"MFU(mm) against the measured matmul rate {peak / 1e12:.3g} TFLOP/s"
+    )
     arms = results["arms"]
     print(
         f"nonlinear / linear step time: "
