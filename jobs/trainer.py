@@ -175,9 +175,9 @@ class _Trainer:
             self.tracker.close(timeout_s=10)
             raise
 
-    def _run(self) -> RunResult:
-        config, train_cfg = self.config, self.config.train
-        state, resumed = self._resume()
+    def _start_record(self, resumed: bool) -> None:
+        """Run record at (re)start: identity, provenance, the MFU peak used, a branch's lineage."""
+        config = self.config
         record.start(self.tracker, config, self.world, resumed)
         self.tracker.set_tags(
             {
@@ -197,6 +197,28 @@ class _Trainer:
             if parent:
                 lineage[C.TAG_PARENT_CELL_RUN] = parent
             self.tracker.set_tags(lineage)
+
+    def _step_metrics(
+        self, loss: float, lr: float, grad_norm: float, tokens_seen: int, step_time: float
+    ) -> dict[str, float]:
+        tokens_per_s = self.config.tokens_per_step / step_time
+        metrics = {
+            "train/loss": loss,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "tokens_seen": tokens_seen,
+            "tokens_per_s": tokens_per_s,
+            "mfu": tokens_per_s * self.flops_per_token / self.peak_flops,
+            "step_time_s": step_time,
+        }
+        if torch.cuda.is_available():  # for sizing micro-batches and layouts
+            metrics["peak_device_memory_bytes"] = torch.cuda.max_memory_allocated()
+        return metrics
+
+    def _run(self) -> RunResult:
+        config, train_cfg = self.config, self.config.train
+        state, resumed = self._resume()
+        self._start_record(resumed)
         dp_rank = self.ps.get_data_parallel_rank()
         dp_size = self.ps.get_data_parallel_world_size()
         status, reason = C.COMPLETED, None
@@ -220,23 +242,12 @@ class _Trainer:
             state.losses.append(loss)
             reason = self._diverged(loss, grad_norm, state)
             state.best_loss = min(state.best_loss, loss) if math.isfinite(loss) else state.best_loss
-            tokens_per_s = config.tokens_per_step / step_time
             if reason or state.step % train_cfg.log_interval == 0:
-                metrics = {
-                    "train/loss": loss,
-                    "lr": lr,
-                    "grad_norm": grad_norm,
-                    "tokens_seen": state.tokens_seen,
-                    "tokens_per_s": tokens_per_s,
-                    "mfu": tokens_per_s * self.flops_per_token / self.peak_flops,
-                    "step_time_s": step_time,
-                }
-                if torch.cuda.is_available():  # for sizing micro-batches and layouts
-                    metrics["peak_device_memory_bytes"] = torch.cuda.max_memory_allocated()
+                metrics = self._step_metrics(loss, lr, grad_norm, state.tokens_seen, step_time)
                 self.tracker.log_metrics(metrics, step=state.step)
                 rank0_print(
                     f"{config.name} step {state.step}/{train_cfg.steps} loss {loss:.4f} "
-                    f"lr {lr:.3g} grad_norm {grad_norm:.3g} {tokens_per_s:.0f} tok/s"
+                    f"lr {lr:.3g} grad_norm {grad_norm:.3g} {metrics['tokens_per_s']:.0f} tok/s"
                 )
             if reason:
                 status = C.DIVERGED
