@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobs import TrainingJob
+
 
 def train_ranks(rank: int, world_size: int, configs: list[dict]) -> list[dict[str, Any]]:
     """Train each config in turn on this rank; return each RunResult as a dict."""
@@ -174,3 +176,27 @@ def train_once(rank: int, world_size: int, config: dict, preempt: bool) -> dict[
     if preempt:
         stop.set()
     return dict(train(from_dict(RunConfig, config, where="run"), stop=stop).__dict__)
+
+
+class GpuGroupsTrainingJob(TrainingJob):
+    """`jobs.TrainingJob` whose process builds its groups as `train_with_gpu_groups` does (the
+    CUDA request, NCCL played by a CPU-refusing gloo), and is requeued as itself on SIGUSR2."""
+
+    def __call__(self):
+        from unittest import mock
+
+        import torch.distributed as dist
+
+        requested, _ = backend_requested_on_cuda()
+        real_init = dist.init_process_group
+
+        def init(backend=None, *args, **kwargs):
+            return real_init(as_nccl_would(requested), *args, **kwargs)
+
+        with mock.patch.object(dist, "init_process_group", init):
+            return super().__call__()
+
+    def checkpoint(self, *args: Any, **kwargs: Any):
+        submission = super().checkpoint(*args, **kwargs)
+        submission.function = GpuGroupsTrainingJob(self.config, self.preempt_wait_s)
+        return submission

@@ -85,3 +85,42 @@ def test_mfu_peak_is_the_present_devices_own(monkeypatch):
     assert device.mfu_peak(5e14, bf16=True) == (5e14, "train.peak_flops_per_device")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert device.mfu_peak(None, bf16=False) == (1e12, "cpu nominal")
+
+
+@pytest.mark.slow
+def test_sigusr2_requeues_a_two_rank_job_on_the_gpu_groups(tmp_path, data_dir, monkeypatch):
+    """SIGUSR2 to both tasks of a local submitit job (DP=2): rank 0's `checkpoint()` sets the
+    stop flag, the ranks agree, save, the job is requeued and resumes to the end, all on groups
+    whose NCCL part refuses CPU tensors."""
+    import os
+    import signal
+    import time
+
+    import submitit
+
+    from foundation.config import from_dict
+    from foundation.proc import children
+    from jobs.config import RunConfig
+    from tests.jobs.helpers import GpuGroupsTrainingJob
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    steps = 40
+    cfg = tiny_run_dict(tmp_path, data_dir, train={"steps": steps}, parallel={"data_parallel": 2})
+    executor = submitit.LocalExecutor(folder=tmp_path / "submitit")
+    executor.update_parameters(timeout_min=10, tasks_per_node=2)
+    job = executor.submit(GpuGroupsTrainingJob(from_dict(RunConfig, cfg, where="run")))
+    deadline = time.monotonic() + 300
+    while "step 5/" not in (job.stdout() or ""):
+        assert not job.done(), job.stderr()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for task in children(int(job.job_id)):
+        os.kill(task, signal.SIGUSR2)
+    results = job.results()
+    out = job.stdout()
+    assert [r.status for r in results] == ["completed", "completed"], out
+    resumed_at = int(out.split("resumed at step ")[1].split()[0])
+    assert 5 <= resumed_at < steps
+    assert results[1].train_losses == results[0].train_losses
+    assert len(results[0].train_losses) == steps
