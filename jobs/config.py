@@ -255,6 +255,13 @@ class RunConfig:
                 "engine 'deepspeed' does not support parallel.pipeline_parallel > 1; use "
                 "engine 'megatron' for pipeline parallelism or set pipeline_parallel: 1"
             )
+        if self.engine == "deepspeed" and self.deepspeed.zero_stage == 0:
+            if self.precision == "bf16":  # "auto" is checked where the device is known
+                raise ValueError(
+                    "deepspeed.zero_stage: 0 with precision 'bf16' would accumulate gradients in "
+                    "bf16 (DeepSpeed has no fp32 accumulation without ZeRO); use zero_stage 1 "
+                    "or 2, or precision 'fp32'"
+                )
         if self.data.num_val_windows < self.parallel.data_parallel:
             raise ValueError(
                 f"data.num_val_windows={self.data.num_val_windows} is smaller than "

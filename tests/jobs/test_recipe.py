@@ -92,3 +92,7 @@ def test_deepspeed_stage0_in_bf16_is_refused_naming_the_field(tmp_path, data_dir
     with pytest.raises(ValueError, match="deepspeed.zero_stage: 0 in bf16"):
         deepspeed_config(cfg, bf16=True)
     assert deepspeed_config(cfg, bf16=False)["data_types"] == {"grad_accum_dtype": "fp32"}
+    with pytest.raises(ValueError, match="deepspeed.zero_stage: 0 with precision 'bf16'"):
+        tiny_run_config(
+            tmp_path, data_dir, engine="deepspeed", deepspeed={"zero_stage": 0}, precision="bf16"
+        )
