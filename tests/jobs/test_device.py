@@ -3,7 +3,7 @@
 NCCL serves only CUDA tensors; a gloo backend registered for the `cuda` device type only
 (`cuda:gloo`) refuses CPU tensors the same way on a CPU machine. So: (1) with CUDA reported
 present, the group `models.runtime` asks for must carry CPU tensors too; (2) whole runs (both
-engines, 1 and 2 ranks) preempt (the stop flag SIGUSR2 sets), save, resume and finish with
+engines, 1 and 2 ranks, DP/TP/PP) preempt (the stop flag SIGUSR2 sets), save, resume and finish with
 the groups built from that request, NCCL played by the CPU-refusing gloo.
 """
 
@@ -46,6 +46,8 @@ RUNS = {
     "deepspeed-1": (1, {"engine": "deepspeed"}),
     "megatron-dp2": (2, {"parallel": {"data_parallel": 2}}),
     "deepspeed-dp2": (2, {"engine": "deepspeed", "parallel": {"data_parallel": 2}}),
+    "megatron-tp2": (2, {"parallel": {"tensor_parallel": 2}}),
+    "megatron-pp2": (2, {"parallel": {"pipeline_parallel": 2}}),
 }
 
 
