@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.config import ConfigError, from_dict, load_file
+from scaling.credentials import check_login, take_credentials
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.study import Study
 
@@ -38,6 +39,7 @@ def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     """Build and validate a Study (spec checks only); relative paths resolve against `base`."""
     study = from_dict(Study, data, where="study")
     base = Path(base or Path.cwd())
+    take_credentials(study.mlflow, base)  # a login leaves the URI here, before anything copies it
     if study.data.path:
         study.data.path = str(_absolute(study.data.path, base))
     if study.data.prepare is not None:
@@ -144,6 +146,7 @@ def check_mlflow(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
         try:
             with urllib.request.urlopen(url, timeout=timeout_s) as resp:
                 if resp.status == 200:
+                    check_login(uri, timeout_s)  # /health is open even on a basic-auth server
                     return
                 problem = f"HTTP {resp.status}"
         except (urllib.error.URLError, OSError) as err:
