@@ -14,7 +14,7 @@ Conventions (Kaplan et al. 2020; Hoffmann et al. 2022):
 
 from __future__ import annotations
 
-from models.config import BOTTLENECK_QUERY_VARIANTS, ModelConfig
+from models.config import BOTTLENECK_QUERY_VARIANTS, ModelConfig, ParallelConfig
 from models.variants import is_builtin, load_variant
 
 
@@ -84,3 +84,36 @@ def forward_flops_per_token(config: ModelConfig) -> int:
 def flops_per_token(config: ModelConfig) -> int:
     """Training FLOPs per token (forward + backward = 3 x forward): C = this x tokens."""
     return 3 * forward_flops_per_token(config)
+
+
+_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+_ADAM_MOMENT_BYTES = 8  # exp_avg + exp_avg_sq, fp32
+
+
+def checkpoint_bytes(
+    num_params: int,
+    parallel: ParallelConfig,
+    dtype: str,
+    engine: str = "megatron",
+    sharded_optimizer: bool = False,
+) -> int:
+    """Bytes of one checkpoint of the whole job (every rank's files), AdamW, from N alone.
+
+    Weights (in `dtype`) are written once per model-parallel shard: the TP x PP shards hold N
+    between them, whatever the DP width. The optimizer state is fp32: the two Adam moments,
+    plus fp32 master weights when the model trains in 16 bits (bf16: 2 + 4 + 8 = 14 bytes a
+    parameter; fp32: 4 + 8 = 12). It is written by every DP rank, each holding a full copy,
+    unless the engine shards it over DP: DeepSpeed ZeRO >= 1, megatron's distributed
+    optimizer (`sharded_optimizer`), when the DP ranks together hold one copy. `engine` only
+    names whose options `sharded_optimizer` came from. Replicated norm gains and tied
+    embeddings stored twice by PP are left out (< 1% at any size worth planning).
+    """
+    if dtype not in _DTYPE_BYTES:
+        raise ValueError(f"dtype: {dtype!r} is not one of {', '.join(_DTYPE_BYTES)}")
+    if engine not in ("megatron", "deepspeed"):
+        raise ValueError(f"engine: {engine!r} is not 'megatron' or 'deepspeed'")
+    weights = _DTYPE_BYTES[dtype] * num_params
+    master = 4 * num_params if _DTYPE_BYTES[dtype] < 4 else 0
+    optimizer = master + _ADAM_MOMENT_BYTES * num_params
+    copies = 1 if sharded_optimizer else parallel.data_parallel
+    return weights + optimizer * copies
