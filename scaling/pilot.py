@@ -55,6 +55,7 @@ class Probe:
     config: RunConfig  # train.steps = warmup_steps + steps
     warmup_steps: int
     steps: int
+    memory_limit_bytes: int | None = None  # pretend the device has only this much
 
 
 def probe_key(run: RunConfig, size: str, variant: str) -> str:
@@ -115,12 +116,10 @@ def check_data_prepared(study: ResolvedStudy) -> None:
     path = study.spec.dataset_path
     if (path / MANIFEST_NAME).is_file():
         return
-    prep = study.spec.data.prepare
-    if prep is None:
+    if study.spec.data.prepare is None:
         how = f"`scaling prepare-data --source SOURCE --output {path}`"
     else:
-        options = [f"--{k.replace('_', '-')} {v}" for k, v in prep.items() if k != "output_dir"]
-        how = f"`scaling prepare-data --output {path} {' '.join(options)}`"
+        how = _prepare_command(study.spec.prepare_config())
     raise ConfigError(
         f"study.data: {path} is not prepared yet ({MANIFEST_NAME} missing), and the pilot "
         f"trains on it; prepare it first with {how} (or `scaling run` the study, which "
@@ -128,11 +127,35 @@ def check_data_prepared(study: ResolvedStudy) -> None:
     )
 
 
+def _prepare_command(prep) -> str:
+    """`scaling prepare-data` with the options that differ from its defaults."""
+    import dataclasses
+
+    from data_prep.cli import _OVERRIDES  # the options the command takes, by field name
+
+    command = f"`scaling prepare-data --output {prep.output_dir}"
+    rest = []
+    for field in dataclasses.fields(prep):
+        value = getattr(prep, field.name)
+        if field.name == "output_dir" or value == field.default:
+            continue
+        if field.name not in _OVERRIDES:
+            rest.append(field.name)
+        elif isinstance(value, bool):
+            command += f" --{'' if value else 'no-'}{field.name.replace('_', '-')}"
+        else:
+            command += f" --{field.name.replace('_', '-')} {value}"
+    command += "`"
+    if rest:
+        command += f" with {', '.join(rest)} set in a --config file"
+    return command
+
+
 def _submit(study: ResolvedStudy, probe: Probe, folder: Path, python: str | None) -> Any:
     import submitit
 
     world = probe.config.parallel.world_size
-    job = PilotJob(probe.config, probe.warmup_steps, probe.steps)
+    job = PilotJob(probe.config, probe.warmup_steps, probe.steps, probe.memory_limit_bytes)
     if study.spec.executor == "slurm":
         executor = submitit.SlurmExecutor(folder=folder / "slurm", max_num_timeout=0)
         params = slurm_parameters(study.spec, world)
@@ -162,15 +185,23 @@ def _collect(job: Any) -> dict[str, Any]:
 
 
 def run_pilot(
-    study: ResolvedStudy, warmup: int, steps: int, say: Callable[[str], None]
+    study: ResolvedStudy,
+    warmup: int,
+    steps: int,
+    say: Callable[[str], None],
+    memory_limit_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Run every probe, write and return `pilot.json`'s content; ConfigError on bad input."""
+    from dataclasses import replace
+
     from scaling.warmstart import warm_python
 
     if warmup < 0 or steps < 1:
         raise ConfigError(f"--warmup {warmup} / --steps {steps}: need warmup >= 0, steps >= 1")
+    if memory_limit_bytes is not None and memory_limit_bytes <= 0:
+        raise ConfigError("--memory-limit-gb: must be > 0")
     check_data_prepared(study)
-    todo = probes(study, warmup, steps)
+    todo = [replace(p, memory_limit_bytes=memory_limit_bytes) for p in probes(study, warmup, steps)]
     folder = submitit_folder(study) / "pilot"
     started = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
@@ -194,6 +225,7 @@ def run_pilot(
         "steps": steps,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
+        "memory_limit_bytes": memory_limit_bytes,
         "wall_time_s": time.perf_counter() - started,
         "probes": results,
     }

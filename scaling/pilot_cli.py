@@ -15,6 +15,10 @@ def pilot(
     warmup: Annotated[
         int, typer.Option(help="Untimed steps first (allocator, kernels, data cache).")
     ] = 5,
+    memory_limit_gb: Annotated[
+        float | None,
+        typer.Option(help="Measure as if each device had only this much memory (GB): what fits?"),
+    ] = None,
 ) -> None:
     """Measure each (size, variant, layout) of a study with one short job, then re-plan.
 
@@ -29,7 +33,8 @@ def pilot(
 
     spec = _load(study)
     try:
-        result = run_pilot(spec, warmup=warmup, steps=steps, say=typer.echo)
+        limit = None if memory_limit_gb is None else int(memory_limit_gb * 1e9)
+        result = run_pilot(spec, warmup, steps, typer.echo, memory_limit_bytes=limit)
     except ConfigError as err:
         typer.echo(f"error: {study}: {err}", err=True)
         raise typer.Exit(2) from err

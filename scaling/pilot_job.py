@@ -8,6 +8,9 @@ Nothing goes to MLflow and the checkpoint is deleted afterwards.
 
 A job that runs out of memory returns status `oom` with the allocator's message instead of
 raising, so the pilot can name the fix for that size while the others are still measured.
+`memory_limit_bytes` makes the device smaller than it is, to learn what fits a smaller one:
+on a GPU through torch's per-process memory fraction, on CPU as a data-segment limit
+(RLIMIT_DATA) above what the process holds once its libraries are loaded.
 """
 
 from __future__ import annotations
@@ -32,10 +35,17 @@ _CPU_OOM = ("can't allocate memory", "not enough memory", "out of memory")
 class PilotJob:
     """Picklable: `PilotJob(config, warmup_steps, steps)()` on every rank of the job."""
 
-    def __init__(self, config: RunConfig, warmup_steps: int, steps: int) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        warmup_steps: int,
+        steps: int,
+        memory_limit_bytes: int | None = None,
+    ) -> None:
         self.config = config
         self.warmup_steps = warmup_steps
         self.steps = steps
+        self.memory_limit_bytes = memory_limit_bytes
 
     def __call__(self) -> dict[str, Any]:
         from models import runtime
@@ -48,6 +58,8 @@ class PilotJob:
         self.config.check_world_size(runtime.launched_world_size())
         try:
             runtime.initialize_parallel(self.config.parallel)
+            if self.memory_limit_bytes:
+                _limit_memory(self.memory_limit_bytes)
             try:
                 return self._measure()
             finally:
@@ -122,6 +134,20 @@ def _is_oom(err: BaseException) -> bool:
     if isinstance(err, torch.OutOfMemoryError | MemoryError):
         return True
     return isinstance(err, RuntimeError) and any(s in str(err) for s in _CPU_OOM)
+
+
+def _limit_memory(limit: int) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total))
+        return
+    status = Path("/proc/self/status").read_text()
+    held = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmData"))
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    soft = held * 1024 + limit
+    resource.setrlimit(resource.RLIMIT_DATA, (soft if hard < 0 else min(soft, hard), hard))
 
 
 def _peak_memory(cuda: bool) -> int:
