@@ -86,7 +86,7 @@ def test_pilot_measures_each_probe_and_the_plan_is_priced_from_it(
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     pilot = json.loads((study.folder / PILOT_FILE).read_text())
     assert len(pilot["probes"]) == 4  # (30K, 60K) x (linear, nonlinear), one layout each
-    for key, m in pilot["probes"].items():
+    for m in pilot["probes"].values():
         assert m["status"] == "ok", m
         assert m["step_time_s"] > 0 and m["checkpoint_write_s"] > 0
         run = next(c.run for c in study.cells if c.size == m["size"])
