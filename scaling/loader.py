@@ -19,6 +19,7 @@ from typing import Any
 from foundation.config import ConfigError, from_dict, load_file
 from scaling.credentials import check_login, take_credentials
 from scaling.resolved import ResolvedStudy, resolve
+from scaling.resources import check_resources
 from scaling.study import Study
 
 __all__ = [
@@ -76,6 +77,7 @@ def check_study_environment(study: ResolvedStudy) -> None:
     check_mlflow(study.mlflow.tracking_uri)
     if study.executor == "slurm":
         check_slurm(study.spec.slurm.partition)
+    check_resources(study)  # GPUs where the study asks for them (scaling.resources)
 
 
 def _absolute(path: str, base: Path) -> Path:
