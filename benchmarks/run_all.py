@@ -35,6 +35,7 @@ QUICK = {
     "analysis": ["bench_analysis.py", "--resamples", "1000"],
     "branches": ["bench_branches.py", "--steps", "160"],
     "warmstart": ["bench_warmstart.py", "--pairs", "2"],
+    "pilot": ["bench_pilot.py", "--steps", "10", "--warmup", "2"],
     "demo": ["bench_demo.py"],
 }
 SLOW = {"demo"}  # run by --full or when named with --only
