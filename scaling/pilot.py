@@ -168,8 +168,18 @@ def _submit(study: ResolvedStudy, probe: Probe, folder: Path, python: str | None
     return executor.submit(job)
 
 
-def _collect(job: Any) -> dict[str, Any]:
-    """One measurement from the job's per-rank results (a crash: status failed, its error)."""
+def _collect(job: Any, timeout_s: float) -> dict[str, Any]:
+    """One measurement from the job's per-rank results (a crash: status failed, its error).
+
+    Bounded: a job that died without a result (node failure, no accounting) must not hang
+    the pilot; it is cancelled and reported failed after `timeout_s`.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not job.done():
+        if time.monotonic() > deadline:
+            job.cancel(check=False)
+            return {"status": "failed", "error": f"no result within {timeout_s:.0f} s; cancelled"}
+        time.sleep(1.0)
     try:
         ranks = job.results()
     except Exception as err:  # noqa: BLE001 - a failed probe is reported, the others go on
@@ -209,13 +219,16 @@ def run_pilot(
         jobs = {p.key: _submit(study, p, folder, None) for p in todo}
         for probe in todo:
             say(f"pilot {probe.config.name}: Slurm job {jobs[probe.key].job_id}")
+        # queue wait included: the whole time limit, then some, for the last of them
+        timeout_s = 60.0 * study.spec.slurm.time_limit_min + 600.0
         for probe in todo:
-            results[probe.key] = _measurement(probe, _collect(jobs[probe.key]), say)
+            results[probe.key] = _measurement(probe, _collect(jobs[probe.key], timeout_s), say)
     else:  # one at a time: probes sharing this machine would time each other
+        timeout_s = 60.0 * study.spec.local.timeout_min
         with warm_python(folder / "local") as python:
             for probe in todo:
                 job = _submit(study, probe, folder, python)
-                results[probe.key] = _measurement(probe, _collect(job), say)
+                results[probe.key] = _measurement(probe, _collect(job, timeout_s), say)
     pilot = {
         "version": VERSION,
         "study": study.name,

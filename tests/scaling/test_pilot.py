@@ -172,3 +172,22 @@ def test_pilot_on_unprepared_data_says_how_to_prepare_them(tmp_path, data_dir, m
     command = f"scaling prepare-data --output {tmp_path / 'not-yet'} --vocab-size 2048"
     assert f"`{command} --validation-fraction 0.1 --max-bytes 2000000`" in err  # non-defaults
     assert not (tmp_path / "study").exists() and not (tmp_path / "not-yet").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_pilot_on_slurm_runs_on_the_study_partition(
+    tmp_path, data_dir, mlflow_server, slurm_cluster
+):
+    spec = small_spec(data_dir, tmp_path / "study", mlflow_server, executor="slurm")
+    spec["variants"] = ["linear"]  # 30K on one task, 60K on two: one job each
+    path = _write(spec, tmp_path / "study.yaml")
+    proc = _cli("pilot", str(path), "--steps", "3", "--warmup", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count(": Slurm job ") == 2
+    pilot = json.loads((tmp_path / "study" / PILOT_FILE).read_text())
+    assert pilot["executor"] == "slurm"
+    assert sorted(m["data_parallel"] for m in pilot["probes"].values()) == [1, 2]
+    assert all(m["status"] == "ok" and m["tokens_per_s"] > 0 for m in pilot["probes"].values())
+    sbatch = list((tmp_path / "study" / "submitit" / "pilot" / "slurm").glob("*submission.sh"))
+    assert sbatch and all("--ntasks-per-node" in f.read_text() for f in sbatch)
