@@ -88,17 +88,29 @@ def check_login(uri: str, timeout_s: float) -> None:
     if creds is not None:
         token = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s):
-            return
-    except urllib.error.HTTPError as err:
-        status = err.code
-    except (urllib.error.URLError, OSError) as err:
-        reason = redact(str(getattr(err, "reason", err)))
-        raise ConfigError(f"study.mlflow.tracking_uri: {uri} does not answer ({reason})") from None
+    status = _status(request, timeout_s, uri)
     if status not in (401, 403):
         return  # not a login problem; the client reports anything else with its own message
     raise ConfigError(_refusal(uri, status, creds))
+
+
+def _status(request: urllib.request.Request, timeout_s: float, uri: str) -> int:
+    """The HTTP status of `request`; one retry after a timeout (a busy server hashing
+    passwords answers `/health` at once and a login slower)."""
+    for attempt in range(2):
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+                return resp.status
+        except urllib.error.HTTPError as err:
+            return err.code
+        except (urllib.error.URLError, OSError) as err:
+            if attempt == 0 and "timed out" in str(getattr(err, "reason", err)):
+                continue
+            reason = redact(str(getattr(err, "reason", err)))
+            raise ConfigError(
+                f"study.mlflow.tracking_uri: {uri} does not answer a login ({reason})"
+            ) from None
+    raise AssertionError("unreachable")
 
 
 def _refusal(uri: str, status: int, creds: Credentials | None) -> str:

@@ -13,6 +13,7 @@ micro-batch, or more tensor/pipeline parallelism where the shape divides.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -213,6 +214,7 @@ def run_pilot(
     check_data_prepared(study)
     todo = [replace(p, memory_limit_bytes=memory_limit_bytes) for p in probes(study, warmup, steps)]
     folder = submitit_folder(study) / "pilot"
+    shutil.rmtree(study.folder / "pilot", ignore_errors=True)  # an interrupted pilot's leftovers
     started = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
     if study.spec.executor == "slurm":  # all at once: each job has its own nodes
