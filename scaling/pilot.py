@@ -28,6 +28,7 @@ from jobs.config import RunConfig
 from scaling.executors import slurm_parameters
 from scaling.pilot_job import OK, OOM, PilotJob
 from scaling.resolved import ResolvedStudy
+from scaling.resources import cuda_devices
 from scaling.state import submitit_folder
 
 __all__ = [
@@ -152,7 +153,10 @@ def _prepare_command(prep) -> str:
     return command
 
 
-def _submit(study: ResolvedStudy, probe: Probe, folder: Path, python: str | None) -> Any:
+def _submit(
+    study: ResolvedStudy, probe: Probe, folder: Path, python: str | None, gpus: int = 0
+) -> Any:
+    """Submit one probe; `gpus`: CUDA devices of this machine (local executor)."""
     import submitit
 
     world = probe.config.parallel.world_size
@@ -166,6 +170,8 @@ def _submit(study: ResolvedStudy, probe: Probe, folder: Path, python: str | None
     else:
         executor = submitit.LocalExecutor(folder=folder / "local", python=python)
         executor.update_parameters(tasks_per_node=world, timeout_min=study.spec.local.timeout_min)
+        if gpus:  # one device per rank, as the study's cells get them (else submitit hides all)
+            executor.update_parameters(gpus_per_node=min(world, gpus))
     return executor.submit(job)
 
 
@@ -227,9 +233,10 @@ def run_pilot(
             results[probe.key] = _measurement(probe, _collect(jobs[probe.key], timeout_s), say)
     else:  # one at a time: probes sharing this machine would time each other
         timeout_s = 60.0 * study.spec.local.timeout_min
+        gpus = cuda_devices()
         with warm_python(folder / "local") as python:
             for probe in todo:
-                job = _submit(study, probe, folder, python)
+                job = _submit(study, probe, folder, python, gpus)
                 results[probe.key] = _measurement(probe, _collect(job, timeout_s), say)
     pilot = {
         "version": VERSION,
