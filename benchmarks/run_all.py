@@ -38,6 +38,7 @@ QUICK = {
     "branches": ["bench_branches.py", "--steps", "160"],
     "warmstart": ["bench_warmstart.py", "--pairs", "2"],
     "loss_reduction": ["bench_loss_reduction.py", "--steps", "40"],
+    "pilot": ["bench_pilot.py", "--steps", "10", "--warmup", "2"],
     "demo": ["bench_demo.py"],
 }
 SLOW = {"demo"}  # run by --full or when named with --only

@@ -9,5 +9,6 @@
   one place that creates an experiment, paged run search, size labels);
 - `foundation.atomic`: atomic file writes;
 - `foundation.provenance`: code version, package versions, host and device of a run;
-- `foundation.log`: the rank-0 print helper.
+- `foundation.log`: the rank-0 print helper;
+- `foundation.secrets`: the tracking server's login, and masking it in everything recorded.
 """

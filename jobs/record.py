@@ -4,10 +4,12 @@ Tags and params at the start, and at the end the summary metrics (names from
 `foundation.contract`), the loss curve as CSV and plot, the resolved run config and
 `result.json` (which makes a rerun of a finished cell return at once). The trainer calls
 `start` and `finish` on rank 0; everything here goes through the tracker's spool.
+A password in the tracking URI is masked in every record (`redacted`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -18,9 +20,18 @@ from foundation import contract as C
 from foundation.atomic import write_text
 from foundation.config import dump_file, flatten, to_dict
 from foundation.provenance import device_name, git_commit, host_name, versions
+from foundation.secrets import redact_uri
 from jobs.config import RunConfig
 
-__all__ = ["RunResult", "LossHistory", "finished_result", "start", "finish", "dataset_input"]
+__all__ = [
+    "RunResult",
+    "LossHistory",
+    "finished_result",
+    "start",
+    "finish",
+    "dataset_input",
+    "redacted",
+]
 
 
 @dataclass
@@ -88,8 +99,17 @@ def start(tracker: Any, config: RunConfig, world_size: int, resumed: bool) -> No
     tracker.set_status("RUNNING")
     tracker.set_tags(tags)
     if not resumed:
-        tracker.log_params(flatten(to_dict(config)))
+        tracker.log_params(flatten(to_dict(redacted(config))))
         tracker.log_dataset(**dataset_input(config.data.path))
+
+
+def redacted(config: RunConfig) -> RunConfig:
+    """The config as it may be recorded: a `user:password@` in the tracking URI masked."""
+    uri = config.tracking.tracking_uri
+    if redact_uri(uri) == uri:
+        return config
+    tracking = dataclasses.replace(config.tracking, tracking_uri=redact_uri(uri))
+    return config.replace(tracking=tracking)
 
 
 def dataset_input(data_path: str | Path) -> dict[str, Any]:
@@ -162,7 +182,7 @@ def finish(
     tracker.log_metrics(summary, step=history.step)
     artifacts = Path(config.output_dir) / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
-    dump_file(config, artifacts / "run_config.yaml")
+    dump_file(redacted(config), artifacts / "run_config.yaml")
     tracker.log_artifact(artifacts / "run_config.yaml")
     tracker.log_artifact(_write_curve(history, artifacts / "loss_curve.csv"))
     tracker.log_artifact(_plot_losses(history, artifacts / "loss_curve.png", config.name))

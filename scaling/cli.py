@@ -9,6 +9,7 @@ from data_prep.cli import prepare_data
 from foundation.quiet import silence_known_warnings
 from jobs.cli import train
 from scaling import commands
+from scaling.pilot_cli import pilot
 
 app = typer.Typer(
     help="Scaling studies: does an attention change still help at scale?",
@@ -31,6 +32,7 @@ def _global_options(
 app.command("prepare-data")(prepare_data)
 app.command("train")(train)
 app.command("plan")(commands.plan)
+app.command("pilot")(pilot)
 app.command("submit")(commands.submit)
 app.command("status")(commands.status)
 app.command("cancel")(commands.cancel)

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from foundation.config import ConfigError, from_dict, load_file
+from scaling.credentials import check_login, take_credentials
 from scaling.resolved import ResolvedStudy, resolve
+from scaling.resources import check_resources
 from scaling.study import Study
 
 __all__ = [
@@ -38,6 +40,7 @@ def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     """Build and validate a Study (spec checks only); relative paths resolve against `base`."""
     study = from_dict(Study, data, where="study")
     base = Path(base or Path.cwd())
+    take_credentials(study.mlflow, base)  # a login leaves the URI here, before anything copies it
     if study.data.path:
         study.data.path = str(_absolute(study.data.path, base))
     if study.data.prepare is not None:
@@ -74,6 +77,7 @@ def check_study_environment(study: ResolvedStudy) -> None:
     check_mlflow(study.mlflow.tracking_uri)
     if study.executor == "slurm":
         check_slurm(study.spec.slurm.partition)
+    check_resources(study)  # GPUs where the study asks for them (scaling.resources)
 
 
 def _absolute(path: str, base: Path) -> Path:
@@ -144,6 +148,7 @@ def check_mlflow(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
         try:
             with urllib.request.urlopen(url, timeout=timeout_s) as resp:
                 if resp.status == 200:
+                    check_login(uri, timeout_s)  # /health is open even on a basic-auth server
                     return
                 problem = f"HTTP {resp.status}"
         except (urllib.error.URLError, OSError) as err:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scaling.pilot import PILOT_FILE, load_pilot, probe_key
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.study import Study
 
@@ -48,7 +49,10 @@ class PlanRow:
     tokens_per_step: int
     flops: float  # C this cell computes: flops_per_token × its own tokens (a branch: cooldown)
     gpus: int  # processes on CPU: TP × PP × DP
-    hours: float  # wall-clock at cost.flops_per_gpu_s per GPU
+    hours: float  # wall-clock at cost.flops_per_gpu_s per GPU, or at the pilot's tokens/s
+    measured: bool = False  # hours from `scaling pilot`'s measured tokens/s, not assumed
+    checkpoint_bytes: int = 0  # one checkpoint, all ranks (models.accounting.checkpoint_bytes)
+    num_checkpoints: int = 0  # kept on disk at the end: the rotation's newest + keep_steps
 
     @property
     def gpu_hours(self) -> float:
@@ -59,6 +63,16 @@ class PlanRow:
 class Plan:
     rows: list[PlanRow]
     flops_per_gpu_s: float
+    pilot: str | None = None  # when and where the measured rows were measured
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        """Checkpoints on disk once every cell has ended (each cell's kept ones)."""
+        return sum(r.checkpoint_bytes * r.num_checkpoints for r in self.rows)
+
+    @property
+    def measured_gpu_hours(self) -> float:
+        return sum(r.gpu_hours for r in self.rows if r.measured)
 
     @property
     def num_runs(self) -> int:
@@ -84,6 +98,8 @@ def plan_study(study: ResolvedStudy | Study) -> Plan:
 
     study = resolve(study)
     flops_per_gpu_s = study.spec.cost.flops_per_gpu_s
+    pilot = load_pilot(study.folder)
+    measured = _measured_tokens_per_s(pilot)
     rows = []
     for cell in study.cells:
         run = cell.run
@@ -91,6 +107,10 @@ def plan_study(study: ResolvedStudy | Study) -> Plan:
         start = run.init_from.step if run.init_from is not None else 0  # a branch's fork
         flops = float(flops_per_token(run.model)) * (run.train.steps - start) * run.tokens_per_step
         gpus = run.parallel.world_size
+        hours = flops / (gpus * flops_per_gpu_s) / 3600
+        tokens_per_s = measured.get(probe_key(run, cell.size, cell.variant))
+        if tokens_per_s:
+            hours = (run.train.steps - start) * run.tokens_per_step / tokens_per_s / 3600
         rows.append(
             PlanRow(
                 cell_id=cell.cell_id,
@@ -105,10 +125,45 @@ def plan_study(study: ResolvedStudy | Study) -> Plan:
                 tokens_per_step=run.tokens_per_step,
                 flops=flops,
                 gpus=gpus,
-                hours=flops / (gpus * flops_per_gpu_s) / 3600,
+                hours=hours,
+                measured=bool(tokens_per_s),
+                checkpoint_bytes=_checkpoint_bytes(study, run),
+                num_checkpoints=num_checkpoints_kept(run.train),
             )
         )
-    return Plan(rows, flops_per_gpu_s)
+    note = None
+    if pilot is not None:
+        note = f"pilot of {pilot['measured_at']} ({pilot['executor']}, {PILOT_FILE})"
+    return Plan(rows, flops_per_gpu_s, note)
+
+
+def _measured_tokens_per_s(pilot: dict | None) -> dict[str, float]:
+    if pilot is None:
+        return {}
+    return {k: m["tokens_per_s"] for k, m in pilot["probes"].items() if m["status"] == "ok"}
+
+
+def _checkpoint_bytes(study: ResolvedStudy, run) -> int:
+    """One checkpoint of `run`: bf16 weights where the run trains in bf16 (precision bf16,
+    or auto on a Slurm study that asks for GPUs), else fp32."""
+    from models.accounting import checkpoint_bytes
+
+    precision = run.precision
+    if precision == "auto":
+        gpus = study.spec.executor == "slurm" and study.spec.slurm.gpus_per_node > 0
+        precision = "bf16" if gpus else "fp32"
+    zero_stage = run.deepspeed.zero_stage if run.engine == "deepspeed" else 0
+    return checkpoint_bytes(run.model, run.parallel, run.engine, zero_stage, precision == "bf16")
+
+
+def num_checkpoints_kept(train) -> int:
+    """Checkpoints a finished run leaves: the newest `keep_checkpoints` of its rotating saves
+    (every `checkpoint_interval` steps and the final one) plus every `keep_steps` one."""
+    saves = {train.steps}
+    if train.checkpoint_interval:
+        saves |= set(range(train.checkpoint_interval, train.steps + 1, train.checkpoint_interval))
+    kept = set(train.keep_steps)
+    return min(train.keep_checkpoints, len(saves - kept)) + len(kept)
 
 
 def _si(value: float) -> str:
@@ -131,6 +186,7 @@ def _duration(hours: float) -> str:
 def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
     """(header, rows, totals line) as strings, for a rich table or plain text."""
     header = ["cell", "size", "N", "N total", "tokens", "steps", "FLOPs", "GPUs", "time"]
+    header += ["cost", "ckpt", "ckpts kept"]
     rows = [
         [
             r.cell_id,
@@ -142,14 +198,37 @@ def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
             f"{r.flops:.2e}",
             str(r.gpus),
             _duration(r.hours),
+            "measured" if r.measured else "assumed",
+            _bytes(r.checkpoint_bytes),
+            f"{r.num_checkpoints} = {_bytes(r.checkpoint_bytes * r.num_checkpoints)}",
         ]
         for r in plan.rows
     ]
+    num_measured = sum(r.measured for r in plan.rows)
+    if num_measured == 0:
+        cost = (
+            f"{plan.gpu_hours:.4g} GPU-hours assumed at {plan.flops_per_gpu_s:.3g} FLOP/s per GPU"
+        )
+    else:
+        cost = (
+            f"{plan.gpu_hours:.4g} GPU-hours: {plan.measured_gpu_hours:.4g} measured for "
+            f"{num_measured} of {plan.num_runs} cells by the {plan.pilot}"
+        )
+        if num_measured < plan.num_runs:
+            cost += f", the rest assumed at {plan.flops_per_gpu_s:.3g} FLOP/s per GPU"
     totals = (
-        f"{plan.num_runs} runs, {plan.total_flops:.3g} FLOPs, {plan.gpu_hours:.4g} GPU-hours at "
-        f"{plan.flops_per_gpu_s:.3g} FLOP/s per GPU; longest cell {_duration(plan.max_hours)}"
+        f"{plan.num_runs} runs, {plan.total_flops:.3g} FLOPs, {cost}; longest cell "
+        f"{_duration(plan.max_hours)}; checkpoints on disk at the end "
+        f"{_bytes(plan.checkpoint_bytes)} (keep_checkpoints newest + keep_steps, per cell)"
     )
     return header, rows, totals
+
+
+def _bytes(count: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count:.0f} B"
 
 
 def _pct(value: float | None) -> str:

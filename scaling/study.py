@@ -43,10 +43,15 @@ __all__ = [
 
 @dataclass
 class MlflowSpec:
-    """Where the study's runs go: one parent run per study, one child per cell."""
+    """Where the study's runs go: one parent run per study, one child per cell.
+
+    `credentials_file`: a 0600 file holding the tracking server's login (`scaling.credentials`;
+    else MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD from the environment).
+    """
 
     experiment: str
     tracking_uri: str
+    credentials_file: str | None = None
 
 
 @dataclass

@@ -1,0 +1,162 @@
+"""`PilotJob`: one short training job that measures what a study's plan needs to know.
+
+It runs the cell's own trainer set-up (model, engine, data, precision, checkpoint code: the
+path the study's jobs take) for `warmup_steps` untimed and `steps` timed optimiser steps,
+then saves one checkpoint, and returns per rank: mean step time, tokens/s, peak device memory
+(on CPU the process's peak resident memory), MFU and the checkpoint's write time and bytes.
+Nothing goes to MLflow and the checkpoint is deleted afterwards.
+
+A job that runs out of memory returns status `oom` with the allocator's message instead of
+raising, so the pilot can name the fix for that size while the others are still measured.
+`memory_limit_bytes` makes the device smaller than it is, to learn what fits a smaller one:
+on a GPU through torch's per-process memory fraction, on CPU as a data-segment limit
+(RLIMIT_DATA) above what the process holds once its libraries are loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from jobs.config import RunConfig
+
+__all__ = ["PilotJob", "OK", "OOM"]
+
+OK, OOM = "ok", "oom"
+_CPU_OOM = ("can't allocate memory", "not enough memory", "out of memory")
+
+
+class PilotJob:
+    """Picklable: `PilotJob(config, warmup_steps, steps)()` on every rank of the job."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        warmup_steps: int,
+        steps: int,
+        memory_limit_bytes: int | None = None,
+    ) -> None:
+        self.config = config
+        self.warmup_steps = warmup_steps
+        self.steps = steps
+        self.memory_limit_bytes = memory_limit_bytes
+
+    def __call__(self) -> dict[str, Any]:
+        from models import runtime
+
+        if os.environ.get("SUBMITIT_EXECUTOR") in ("slurm", "local"):
+            env = submitit.helpers.TorchDistributedEnvironment()
+            if "MASTER_PORT" not in os.environ:
+                env.master_port = runtime.rendezvous_port(submitit.JobEnvironment().job_id)
+            env.export(set_cuda_visible_devices=False, overwrite=True)
+        self.config.check_world_size(runtime.launched_world_size())
+        try:
+            runtime.initialize_parallel(self.config.parallel)
+            if self.memory_limit_bytes:
+                _limit_memory(self.memory_limit_bytes)
+            try:
+                return self._measure()
+            finally:
+                runtime.destroy()
+        except Exception as err:  # noqa: BLE001 - only memory exhaustion is a result
+            if not _is_oom(err):
+                raise
+            return {"status": OOM, "error": f"{type(err).__name__}: {err}"[:400]}
+
+    def _measure(self) -> dict[str, Any]:
+        import torch
+
+        # The trainer's own set-up, deliberately: the pilot must time the study's real path
+        # (precision, engine, data loading, checkpoint writer), not a copy of it.
+        from jobs.batches import step_microbatches
+        from jobs.optim import lr_at
+        from jobs.record import LossHistory
+        from jobs.trainer import _Trainer
+
+        config, cuda = self.config, torch.cuda.is_available()
+        trainer = _Trainer(config, None)
+        dp_rank, dp_size = (
+            trainer.ps.get_data_parallel_rank(),
+            trainer.ps.get_data_parallel_world_size(),
+        )
+        total = self.warmup_steps + self.steps
+        timed = 0.0
+        for step in range(total):
+            trainer.engine.set_lr(lr_at(step, total, config.optimizer.lr, config.schedule))
+            batches = step_microbatches(
+                trainer.dataset,
+                step,
+                config.global_batch_sequences,
+                dp_rank,
+                dp_size,
+                config.train.micro_batch_size,
+            )
+            start = time.perf_counter()
+            trainer.engine.train_step(batches)
+            if cuda:
+                torch.cuda.synchronize()
+            if step >= self.warmup_steps:
+                timed += time.perf_counter() - start
+        state = LossHistory(step=total, tokens_seen=total * config.tokens_per_step)
+        start = time.perf_counter()
+        trainer._save(state)  # every rank returns after the checkpoint is whole
+        checkpoint_s = time.perf_counter() - start
+        checkpoint_bytes = _tree_bytes(trainer.ckpt_root) if trainer.rank == 0 else 0
+        step_s = timed / self.steps
+        tokens_per_s = config.tokens_per_step / step_s
+        if trainer.rank == 0:
+            shutil.rmtree(trainer.ckpt_root, ignore_errors=True)
+        return {
+            "status": OK,
+            "rank": trainer.rank,
+            "step_time_s": step_s,
+            "tokens_per_s": tokens_per_s,
+            "mfu": tokens_per_s * trainer.flops_per_token / trainer.peak_flops,
+            "peak_flops": trainer.peak_flops,
+            "peak_memory_bytes": _peak_memory(cuda),
+            "memory_kind": "device" if cuda else "host RSS",
+            "checkpoint_write_s": checkpoint_s,
+            "checkpoint_bytes": checkpoint_bytes,
+            "device": torch.cuda.get_device_name() if cuda else "cpu",
+            "bf16": trainer.bf16,
+        }
+
+
+def _is_oom(err: BaseException) -> bool:
+    import torch
+
+    if isinstance(err, torch.OutOfMemoryError | MemoryError):
+        return True
+    return isinstance(err, RuntimeError) and any(s in str(err) for s in _CPU_OOM)
+
+
+def _limit_memory(limit: int) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total))
+        return
+    status = Path("/proc/self/status").read_text()
+    held = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmData"))
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    soft = held * 1024 + limit
+    resource.setrlimit(resource.RLIMIT_DATA, (soft if hard < 0 else min(soft, hard), hard))
+
+
+def _peak_memory(cuda: bool) -> int:
+    import torch
+
+    if cuda:
+        return int(torch.cuda.max_memory_allocated())
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())
