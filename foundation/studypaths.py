@@ -9,6 +9,7 @@ both resolve through these functions, so they cannot disagree.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = [
@@ -25,9 +26,13 @@ DEFAULT_OUTPUT_DIR = "runs/{name}"  # relative to the study file's folder
 
 
 def resolve_path(path: str | Path, base: Path) -> Path:
-    """`path` as an absolute path: `~` expanded, a relative one taken from `base`."""
+    """`path` as an absolute, normalised path: `~` expanded, a relative one taken from `base`.
+
+    Normalised (no `..`) so that the same place is the same string from any working directory:
+    the study folder and store URI are keys of caches and run configs.
+    """
     p = Path(path).expanduser()
-    return p if p.is_absolute() else (Path(base) / p).absolute()
+    return Path(os.path.normpath(p if p.is_absolute() else Path(base).absolute() / p))
 
 
 def sqlite_path(uri: str) -> Path | None:
