@@ -103,15 +103,16 @@ def test_status_and_run_from_two_directories_share_one_store_and_train_once(tmp_
     from_here = os.path.relpath(path, here)
 
     # before anything ran: the read-only commands say where the store should be, create nothing
-    for args in (("status", from_here), ("plan", from_here, "--no-check-environment")):
-        proc = _cli(*args, cwd=here)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    status = _cli("status", from_here, cwd=here)
+    plan = _cli("plan", from_here, "--no-check-environment", cwd=here)
+    analyze = _cli("analyze", from_here, cwd=here)
+    assert _stores(tmp_path) == [] and not list(here.iterdir())
+    assert status.returncode == 0 and "1 pending" in status.stdout, status.stderr[-3000:]
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert analyze.returncode == 2
+    for proc in (status, plan, analyze):
         assert f"study folder: {path.parent / 'runs' / 'tiny'}" in proc.stdout
         assert f"no MLflow store at {store}" in proc.stderr
-    analyze = _cli("analyze", from_here, cwd=here)
-    assert analyze.returncode == 2 and f"no MLflow store at {store}" in analyze.stderr
-    assert "1 pending" in _cli("status", from_here, cwd=here).stdout
-    assert _stores(tmp_path) == [] and not list(here.iterdir())
 
     first = _cli("run", str(path), "--no-analyze", cwd=there)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
