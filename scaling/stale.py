@@ -71,9 +71,9 @@ def settle_stale(
     say: Callable[[str], None] = lambda _msg: None,
 ) -> bool:
     """Refuse (ValueError) while stale cells exist and `choice` is None; else rerun or accept
-    them (module docstring). True if MLflow changed (then re-read the runs)."""
-    client = client or client_for(study)
-    runs = cell_runs(study, client, refresh=True) if runs is None else runs
+    them (module docstring). True if MLflow changed (then re-read the runs). `runs`: the
+    study's runs as just read, else read here through the status cache."""
+    runs = cell_runs(study) if runs is None else runs  # a status poll: finished runs cached
     stale = stale_cells(study, runs)
     if not stale:
         return False
@@ -88,6 +88,7 @@ def settle_stale(
             "Pass --rerun-stale to train them again, or --accept-stale to keep their results "
             "(recorded on each run); `scaling status` marks them stale"
         )
+    client = client or client_for(study)
     digests = code_digests(study)
     output_dir = {cell.cell_id: cell.run.output_dir for cell in study.cells}
     for cid in stale:
@@ -96,6 +97,7 @@ def settle_stale(
         else:
             client.delete_run(runs[cid].run_id)
             shutil.rmtree(output_dir[cid], ignore_errors=True)
+    cell_runs(study, client, refresh=True)  # rewrites the status cache: no deleted run in it
     done = "accepted as they are" if choice == ACCEPT else "to train again"
     say(f"{len(stale)} stale cell(s) {done}")
     return True

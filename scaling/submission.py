@@ -293,6 +293,8 @@ def cancel_study(study: ResolvedStudy | Study) -> list[str]:
     study = resolve(study)
     records = read_records(study.folder)
     cancelled = cancel_jobs(records, submitit_folder(study))
+    if not cancelled:  # nothing to mark; a SQLite store not made yet stays unmade
+        return cancelled
     runs = cell_runs(study)
     client = client_for(study)
     for cid in cancelled:
