@@ -119,3 +119,29 @@ def test_lr_grid_keys_accept_the_arm_name_as_the_docs_say(tmp_path, data_dir, im
     (problem,) = _problems(path)
     assert problem.endswith(f"study.lr.grid.gated: the arm of {GATED!r}, which has its own grid "
                             "entry too; keep one of them")  # fmt: skip
+
+
+def test_the_code_digest_follows_the_variants_module_and_the_model_code(tmp_path, import_path):
+    from foundation.provenance import source_digest
+    from models.variants import code_digest, variant_module
+    from scaling.mlflow_state import CellRun
+
+    module = tmp_path / "digest_variant.py"
+    module.write_text("RANK = 2\n")
+    sys.path.insert(0, str(tmp_path))
+    name = "digest_variant:make"
+    assert variant_module(name) == "digest_variant" and variant_module("linear") is None
+    assert code_digest("linear") == code_digest("nonlinear") == source_digest(["models"])
+    before = code_digest(name)
+    assert before != code_digest("linear") and code_digest(name) == before  # deterministic
+    module.write_text("RANK = 4\n")
+    after = code_digest(name)
+    assert after != before and code_digest("linear") == source_digest(["models"])
+
+    def run(**tags) -> CellRun:
+        return CellRun("r", "FINISHED", "completed", 1.0, 1.0, 0, None, **tags)
+
+    assert run(code_digest=before).stale(after)
+    assert not run(code_digest=after).stale(after)
+    assert not run(code_digest=before, code_accepted=after).stale(after)  # --accept-stale
+    assert not run().stale(after)  # recorded before digests existed: fresh
