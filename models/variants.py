@@ -116,14 +116,18 @@ def _module_file(module_name: str) -> str:
 def _import_error(name: str, module_name: str, err: BaseException) -> ValueError:
     """The import failure itself: module, file, the traceback's last line and where it arose."""
     last = traceback.format_exception_only(type(err), err)[-1].strip()
-    if isinstance(err, ModuleNotFoundError) and module_name.startswith(err.name or "\0"):
+    missing = err.name if isinstance(err, ModuleNotFoundError) else None
+    if missing and (module_name == missing or module_name.startswith(missing + ".")):
         return ValueError(
             f"query variant {name!r}: cannot import module {module_name!r} ({last}); add the "
             "folder that holds it to the study's python_path (relative to the study file) or "
             "to PYTHONPATH, and check the spelling module.path:function"
         )
     frames = traceback.extract_tb(err.__traceback__)
-    where = f", at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    if isinstance(err, SyntaxError):  # raised by the compiler: the place is the error's own
+        where = f", at {err.filename}:{err.lineno}"
+    else:
+        where = f", at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
     return ValueError(
         f"query variant {name!r}: importing module {module_name!r} "
         f"({_module_file(module_name)}) failed: {last}{where}"
