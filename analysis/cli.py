@@ -11,13 +11,16 @@ from pathlib import Path
 import typer
 
 from foundation import contract as C
+from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
 
 
 def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
     """(tracking_uri, experiment, study name, analysis folder) from a study spec.
 
     Reads only its ``name``, ``mlflow`` and ``output_dir`` keys (`foundation.config.load_file`):
-    analysis imports nothing from the packages above it. The folder is `scaling run`'s.
+    analysis imports nothing from the packages above it. The folder is `scaling run`'s: relative
+    paths resolve against the spec's folder, as `scaling.loader` resolves them
+    (`foundation.studypaths`).
     """
     from foundation.config import load_file
 
@@ -37,8 +40,11 @@ def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
             f"{spec_path}: mlflow.{missing[0]} is missing; set it to the study's MLflow "
             f"{'experiment name' if missing[0] == 'experiment' else 'server URI'}"
         )
-    folder = C.analysis_folder(name, spec.get("output_dir"))
-    return mlflow["tracking_uri"], mlflow["experiment"], name, folder
+    base = Path(spec_path).absolute().parent
+    output_dir = resolve_path(spec.get("output_dir") or DEFAULT_OUTPUT_DIR.format(name=name), base)
+    folder = C.analysis_folder(name, str(output_dir))
+    uri = resolve_tracking_uri(mlflow["tracking_uri"], base)
+    return uri, mlflow["experiment"], name, folder
 
 
 def analyze(
@@ -94,6 +100,7 @@ def _analyze(
         if study is not None:
             spec_uri, spec_exp, spec_name, folder = study_source(study)
             uri, exp, name = uri or spec_uri, exp or spec_exp, name or spec_name
+            typer.echo(f"study folder: {folder.parent}")
         if not (uri and exp and name):
             raise typer.BadParameter(
                 "without STUDY give --tracking-uri, --experiment, --study-name"

@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis.table import normalise
 from foundation import contract as C
+from foundation.studypaths import missing_store, missing_store_message
 
 # MLflow's own run status -> the table's status, unless the cell's `outcome` tag says more.
 _MLFLOW_STATUS = {"FAILED": C.FAILED, "KILLED": C.FAILED, "RUNNING": C.RUNNING}
@@ -43,6 +44,9 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     Runs tagged ``scaling.cell_kind = stable`` (a WSD run's warmup and stable phase) are left
     out: their branches, one per budget, are the measurements.
     """
+    store = missing_store(tracking_uri)
+    if store is not None:  # opening it would create an empty store (and hide the real one)
+        raise ValueError(missing_store_message(store))
     client = _client(tracking_uri)
     exp_id = C.experiment_id(client, experiment)
     if exp_id is None:

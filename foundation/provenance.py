@@ -6,12 +6,14 @@ imported only inside `device_name`, so importing this module stays light.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import socket
 import subprocess
 from pathlib import Path
 
-__all__ = ["device_name", "versions", "git_commit", "host_name"]
+__all__ = ["device_name", "versions", "git_commit", "host_name", "source_digest"]
 
 PACKAGES = ("torch", "megatron-core", "deepspeed", "mlflow", "pydantic", "nonlinear-query-scaling")
 
@@ -55,3 +57,43 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return result.stdout.strip() or "unknown"
+
+
+def _source_files(module: str) -> tuple[Path, list[Path]] | None:
+    """(root, the .py files of `module`: every one under a package), or None if not found.
+
+    Found by `importlib.util.find_spec`, which imports only a dotted name's parent packages.
+    """
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        root = Path(next(iter(spec.submodule_search_locations)))
+        return root, sorted(root.rglob("*.py"))
+    if spec.origin and Path(spec.origin).is_file():
+        return Path(spec.origin).parent, [Path(spec.origin)]
+    return None
+
+
+def source_digest(modules: list[str]) -> str:
+    """A 16-hex digest of the source of `modules` (packages: every .py file under them).
+
+    What decides whether a finished run still describes the code: a run records the digest of
+    the code that built its model, and a changed digest makes its result stale. File names
+    count relative to their package, so the same code in another checkout has the same digest.
+    """
+    h = hashlib.sha256()
+    for module in modules:
+        h.update(f"module {module}\n".encode())
+        found = _source_files(module)
+        if found is None:
+            h.update(b"not found\n")
+            continue
+        root, files = found
+        for path in files:
+            h.update(f"file {path.relative_to(root).as_posix()}\n".encode())
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:16]

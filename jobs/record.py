@@ -22,6 +22,7 @@ from foundation.config import dump_file, flatten, to_dict
 from foundation.provenance import device_name, git_commit, host_name, versions
 from foundation.secrets import redact_uri
 from jobs.config import RunConfig
+from models.variants import code_digest
 
 __all__ = [
     "RunResult",
@@ -90,6 +91,7 @@ def start(tracker: Any, config: RunConfig, world_size: int, resumed: bool) -> No
         **config.tracking.tags,
         C.TAG_ENGINE: config.engine,
         C.TAG_OUTCOME: C.RUNNING,
+        C.TAG_CODE_DIGEST: code_digest(config.model.query_variant),
         "git_commit": git_commit(),
         "host": host_name(),
         "device": device_name(),

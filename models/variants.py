@@ -18,14 +18,29 @@ stay linear. docs/variants.md walks through writing one.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
+import importlib.util
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-__all__ = ["BUILTIN_VARIANTS", "ENTRY_POINT_GROUP", "QueryVariant", "load_variant", "is_builtin"]
+from foundation.provenance import source_digest
+
+__all__ = [
+    "BUILTIN_VARIANTS",
+    "ENTRY_POINT_GROUP",
+    "QueryVariant",
+    "load_variant",
+    "is_builtin",
+    "variant_module",
+    "code_digest",
+    "entry_point_names",
+    "did_you_mean",
+]
 
 BUILTIN_VARIANTS: tuple[str, ...] = ("linear", "identity", "nonlinear", "residual_linear")
 ENTRY_POINT_GROUP = "nonlinear_query_scaling.variants"
@@ -55,31 +70,111 @@ def is_builtin(name: str) -> bool:
     return name in BUILTIN_VARIANTS
 
 
+def entry_point_names() -> list[str]:
+    """The names registered in `ENTRY_POINT_GROUP` by installed packages."""
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
+    """`` (did you mean 'linear'?)`` for a near miss of one of `choices`, else ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def variant_module(name: str) -> str | None:
+    """The module that defines variant `name` (None: a built-in, defined in `models`).
+
+    Found without importing it: ``"pkg.mod:fn"`` names it, an entry point's value does too.
+    """
+    if is_builtin(name):
+        return None
+    if ":" in name:
+        return name.partition(":")[0]
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ep.module
+    return None
+
+
+def code_digest(name: str) -> str:
+    """Digest of the code that defines a model of variant `name`: the `models` package and the
+    variant's own module. A run records it (`jobs.record`); a finished run whose digest differs
+    from today's was trained by other code, and `scaling status` calls it stale."""
+    module = variant_module(name)
+    return source_digest(["models"] + ([module] if module else []))
+
+
+def _module_file(module_name: str) -> str:
+    """Where `module_name` lives, for error messages (its file, or "not found")."""
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        spec = None
+    return spec.origin if spec is not None and spec.origin else "not found on sys.path"
+
+
+def _import_error(name: str, module_name: str, err: BaseException) -> ValueError:
+    """The import failure itself: module, file, the traceback's last line and where it arose."""
+    last = traceback.format_exception_only(type(err), err)[-1].strip()
+    missing = err.name if isinstance(err, ModuleNotFoundError) else None
+    if missing and (module_name == missing or module_name.startswith(missing + ".")):
+        return ValueError(
+            f"query variant {name!r}: cannot import module {module_name!r} ({last}); add the "
+            "folder that holds it to the study's python_path (relative to the study file) or "
+            "to PYTHONPATH, and check the spelling module.path:function"
+        )
+    frames = traceback.extract_tb(err.__traceback__)
+    if isinstance(err, SyntaxError):  # raised by the compiler: the place is the error's own
+        where = f", at {err.filename}:{err.lineno}"
+    else:
+        where = f", at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return ValueError(
+        f"query variant {name!r}: importing module {module_name!r} "
+        f"({_module_file(module_name)}) failed: {last}{where}"
+    )
+
+
+def _factory(name: str) -> Callable[[], Any]:
+    """The function `name` refers to; ValueError naming what failed and the fix."""
+    if ":" not in name:
+        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+        if not found:
+            known = [*BUILTIN_VARIANTS, *entry_point_names()]
+            raise ValueError(
+                f"query variant {name!r} is unknown{did_you_mean(name, known)}; valid: "
+                f"{', '.join(known)}, or a 'module:function' returning a "
+                f"models.variants.QueryVariant (entry points: group {ENTRY_POINT_GROUP})"
+            )
+        return found[0].load()
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # noqa: BLE001 - any error of the user's module is reported
+        raise _import_error(name, module_name, err) from err
+    factory = getattr(module, attr, None)
+    if factory is None:
+        public = [a for a in vars(module) if not a.startswith("_")]
+        raise ValueError(
+            f"query variant {name!r}: module {module_name!r} ({_module_file(module_name)}) has "
+            f"no {attr!r}{did_you_mean(attr, public)}; name the function that returns the "
+            "QueryVariant"
+        )
+    return factory
+
+
 @functools.cache
 def load_variant(name: str) -> QueryVariant:
     """The `QueryVariant` that `name` ("module:function" or an entry-point name) refers to.
 
-    Raises ValueError naming what was tried and how to fix it.
+    Raises ValueError naming what was tried and how to fix it: an import failure is reported as
+    itself (module, file, the exception's last line), an unknown name with the valid names.
     """
-    if ":" in name:
-        module_name, _, attr = name.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as err:
-            raise ValueError(
-                f"query variant {name!r}: cannot import {attr} from {module_name} ({err}); "
-                "check the module is on PYTHONPATH and spelled module.path:function"
-            ) from err
-    else:
-        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
-        if not found:
-            raise ValueError(
-                f"query variant {name!r} is unknown; use one of {', '.join(BUILTIN_VARIANTS)}, "
-                f"a 'module:function' returning a models.variants.QueryVariant, or a name "
-                f"registered in the entry-point group {ENTRY_POINT_GROUP}"
-            )
-        factory = found[0].load()
-    variant = factory()
+    factory = _factory(name)
+    try:
+        variant = factory()
+    except Exception as err:  # noqa: BLE001 - the user's function: say what it raised
+        last = traceback.format_exception_only(type(err), err)[-1].strip()
+        raise ValueError(f"query variant {name!r}: calling it raised {last}") from err
     if not isinstance(variant, QueryVariant):
         raise ValueError(
             f"query variant {name!r}: the function returned {type(variant).__name__}, not a "

@@ -247,12 +247,20 @@ def _check_lr(study: Study, p: Problems) -> None:
         for i, m in enumerate(lr.multipliers):
             if not m > 0:
                 p.add(f"study.lr.multipliers[{i}]: {m} must be > 0")
+    arms = _arm_names(study.variants)  # entry as written -> the arm's name
     for variant, per_size in lr.grid.items():
-        if variant != ANY and variant not in study.variants:
+        if variant != ANY and variant not in study.variants and variant not in arms.values():
+            names = sorted({*study.variants, *arms.values()})
             p.add(
-                f"study.lr.grid.{variant}: not one of study.variants "
-                f"({', '.join(study.variants)}) or '*'"
+                f"study.lr.grid.{variant}: not one of study.variants or their arm names "
+                f"({', '.join(names)}) or '*'"
             )
+        for entry, arm in arms.items():
+            if variant == arm != entry and entry in lr.grid:
+                p.add(
+                    f"study.lr.grid.{variant}: the arm of {entry!r}, which has its own grid "
+                    "entry too; keep one of them"
+                )
         _check_keys(p, f"study.lr.grid.{variant}", per_size, study.sizes, allow_any=False)
         for size, values in per_size.items():
             _check_list(p, f"lr.grid.{variant}.{size}", values, "e.g. [1e-3, 2e-3]")
@@ -262,12 +270,24 @@ def _check_lr(study: Study, p: Problems) -> None:
     _check_search(study, p)
     if lr.law == "none":
         for variant in study.variants:
+            keys = (variant, arms.get(variant), ANY)  # as `scaling.grid.learning_rates`
             for size in study.sizes:
-                if size not in lr.grid.get(variant, lr.grid.get(ANY, {})):
+                if not any(size in lr.grid.get(k, {}) for k in keys):
                     p.add(
                         f"study.lr.grid: no learning rates for ({variant}, {size}) and lr.law "
                         "is 'none'; add grid entries or use law 'porian'"
                     )
+
+
+def _arm_names(variants: list[str]) -> dict[str, str]:
+    """Each entry of `variants` that resolves, with its arm's name (`scaling.ladder`)."""
+    arms = {}
+    for entry in variants:
+        try:
+            arms[entry] = resolve_arm(entry)[0]
+        except ValueError:
+            continue  # reported by _check_grid
+    return arms
 
 
 def _check_search(study: Study, p: Problems) -> None:

@@ -21,16 +21,46 @@ RetryFailedOpt = Annotated[
 ]
 
 
-def _load(path: Path, check_environment: bool = True):
+RerunStaleOpt = Annotated[
+    bool, typer.Option(help="Train again the finished cells whose model code changed since.")
+]
+AcceptStaleOpt = Annotated[
+    bool, typer.Option(help="Keep the results of finished cells whose model code changed since.")
+]
+
+
+def _load(path: Path, check_environment: bool = True, announce: bool = True):
     from foundation.config import ConfigError
     from scaling.loader import load_study
 
     # Resolved once here; every command below hands this object on and never re-expands it.
     try:
-        return load_study(path, check_environment=check_environment)
+        spec = load_study(path, check_environment=check_environment)
     except ConfigError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
+    if announce:  # relative paths resolve against the study file: say where that led
+        typer.echo(f"study folder: {spec.folder}")
+    return spec
+
+
+def _settle_stale(spec, rerun_stale: bool, accept_stale: bool) -> None:
+    """Refuse to go on while finished cells are stale, unless told to rerun or accept them."""
+    from scaling.stale import settle_from_flags
+
+    try:
+        settle_from_flags(spec, rerun_stale, accept_stale, say=typer.echo)
+    except ValueError as err:
+        _fail(str(err))
+
+
+def _say_if_no_store(spec) -> None:
+    """A read-only command names the SQLite store the spec points at when it does not exist."""
+    from foundation.studypaths import missing_store, missing_store_message
+
+    store = missing_store(spec.mlflow.tracking_uri)
+    if store is not None:
+        typer.echo(missing_store_message(store), err=True)
 
 
 def _print_table(title: str, header: list[str], rows: list[list[str]], footer: str = "") -> None:
@@ -89,6 +119,7 @@ def plan(
     elif target_gain is not None:
         _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
     spec = _load(study, check_environment=False)
+    _say_if_no_store(spec)
     the_plan = plan_study(spec)
     header, rows, totals = format_plan(the_plan)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
@@ -154,18 +185,23 @@ def _warn_environment(path: Path, spec) -> None:
 def submit(
     study: StudyArg,
     retry_failed: RetryFailedOpt = False,
+    rerun_stale: RerunStaleOpt = False,
+    accept_stale: AcceptStaleOpt = False,
 ) -> None:
     """Submit a study's unfinished cells (finished skipped, failed retried, running left alone).
 
     On Slurm this returns once the job arrays are queued; with the local executor it runs the
     cells (a few at a time) and returns when they have ended. A cell that failed more than the
-    study's `retries` times is left failed until `--retry-failed`.
+    study's `retries` times is left failed until `--retry-failed`. Finished cells whose model
+    code changed since (`scaling status`: stale) stop it until `--rerun-stale` or
+    `--accept-stale` (docs/variants.md).
     """
     from scaling.submission import submit_rounds
 
     spec = _load(study)
+    _settle_stale(spec, rerun_stale, accept_stale)
     result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
-    spec = _load(study)  # with the cells LR-search rounds added meanwhile
+    spec = _load(study, announce=False)  # with the cells LR-search rounds added meanwhile
     typer.echo(
         f"study {spec.name}: submitted {len(result.submitted)} cell(s), skipped "
         f"{len(result.skipped)}; MLflow parent run {result.parent_run_id} in experiment "
@@ -217,6 +253,7 @@ def status(
     `--refresh`, search them all.
     """
     spec = _load(study)
+    _say_if_no_store(spec)
     if not watch:
         from scaling.state import study_status
 
@@ -303,6 +340,8 @@ def run(
     ] = None,
     baseline: Annotated[str, typer.Option(help="The arm the others are judged by.")] = "linear",
     retry_failed: RetryFailedOpt = False,
+    rerun_stale: RerunStaleOpt = False,
+    accept_stale: AcceptStaleOpt = False,
 ) -> None:
     """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run).
 
@@ -314,6 +353,7 @@ def run(
     from scaling.run import run_study
 
     spec = _load(study)
+    _settle_stale(spec, rerun_stale, accept_stale)
     outcome = run_study(
         spec,
         analyze=analyze,

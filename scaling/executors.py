@@ -8,6 +8,7 @@ cell's job in the study folder (`scaling.scheduler`), which is how `status` find
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,7 +61,9 @@ def slurm_parameters(study: Study, world_size: int) -> dict[str, Any]:
         "qos": slurm.qos,
         "constraint": slurm.constraint,
         "mem": f"{slurm.mem_gb:g}GB" if slurm.mem_gb else None,
-        "setup": _thread_setup(slurm.cpus_per_task) + list(slurm.setup),
+        "setup": _thread_setup(slurm.cpus_per_task)
+        + _python_path_setup(study.python_path)
+        + list(slurm.setup),
     }
     params.update({k: v for k, v in optional.items() if v is not None})
     return params
@@ -73,6 +76,15 @@ def _thread_setup(threads: int) -> list[str]:
     ranks that oversubscribe cores run several times slower. A value the user exported wins.
     """
     return [f'export OMP_NUM_THREADS="${{OMP_NUM_THREADS:-{threads}}}"']
+
+
+def _python_path_setup(folders: str | list[str]) -> list[str]:
+    """The study's `python_path` (absolute once loaded) first on each job's PYTHONPATH."""
+    folders = [folders] if isinstance(folders, str) else list(folders)
+    if not folders:
+        return []
+    joined = shlex.quote(os.pathsep.join(folders))
+    return [f'export PYTHONPATH={joined}"${{PYTHONPATH:+:$PYTHONPATH}}"']
 
 
 @contextmanager

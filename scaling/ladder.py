@@ -108,15 +108,16 @@ def resolve_arm(entry: str) -> tuple[str, dict]:
     """
     if entry in ARMS:
         return entry, dict(ARMS[entry])
-    from models.variants import load_variant
+    from models.variants import did_you_mean, entry_point_names, load_variant
 
-    try:
-        variant = load_variant(entry)
-    except ValueError as err:
+    registered = entry_point_names()
+    if ":" not in entry and entry not in registered:
+        known = [*ARMS, *registered]
         raise ValueError(
-            f"unknown variant {entry!r}; use one of {', '.join(ARMS)}, or a query variant of "
-            f"your own as 'module:function' (docs/variants.md) [{err}]"
-        ) from err
+            f"unknown variant {entry!r}{did_you_mean(entry, known)}; valid: {', '.join(known)}, "
+            "or a query variant of your own as 'module:function' (docs/variants.md)"
+        )
+    variant = load_variant(entry)  # an import failure is reported as itself
     return variant.name, {"query_variant": entry}
 
 

@@ -8,15 +8,18 @@ its problems at once. A study that loads is a `ResolvedStudy` whose cells can al
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from foundation.config import ConfigError, from_dict, load_file
+from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
 from scaling.credentials import check_login, take_credentials
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.resources import check_resources
@@ -25,6 +28,7 @@ from scaling.study import Study
 __all__ = [
     "load_study",
     "study_from_dict",
+    "add_python_path",
     "vocab_size",
     "check_mlflow",
     "check_slurm",
@@ -37,30 +41,77 @@ _SQLITE = "sqlite:///"
 
 
 def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
-    """Build and validate a Study (spec checks only); relative paths resolve against `base`."""
+    """Build and validate a Study (spec checks only); relative paths resolve against `base`.
+
+    `base` is the study file's folder (`load_study`); a spec built in code without one resolves
+    against the working directory. `python_path` is added to this process's import path (and
+    its children's PYTHONPATH) before the variants are imported.
+    """
+    base = Path(base or Path.cwd()).absolute()
+    python_path = _python_path(data.get("python_path"), base)
+    add_python_path(python_path)
     study = from_dict(Study, data, where="study")
-    base = Path(base or Path.cwd())
     take_credentials(study.mlflow, base)  # a login leaves the URI here, before anything copies it
+    study.python_path = [str(p) for p in python_path]
     if study.data.path:
-        study.data.path = str(_absolute(study.data.path, base))
+        study.data.path = str(resolve_path(study.data.path, base))
     if study.data.prepare is not None:
-        study.data.prepare["output_dir"] = str(_absolute(study.data.prepare["output_dir"], base))
-    study.output_dir = str(_absolute(study.output_dir or f"runs/{study.name}", base))
-    uri = study.mlflow.tracking_uri
-    if uri.startswith(_SQLITE) and uri != _SQLITE + ":memory:":
-        # jobs run elsewhere (a Slurm node's working dir): a relative store path must not move
-        study.mlflow.tracking_uri = _SQLITE + str(_absolute(uri[len(_SQLITE) :], base))
+        output = study.data.prepare["output_dir"]
+        study.data.prepare["output_dir"] = str(resolve_path(output, base))
+    default = DEFAULT_OUTPUT_DIR.format(name=study.name)
+    study.output_dir = str(resolve_path(study.output_dir or default, base))
+    # jobs run elsewhere (a Slurm node's working dir): a relative store path must not move
+    study.mlflow.tracking_uri = resolve_tracking_uri(study.mlflow.tracking_uri, base)
     return study
+
+
+def _python_path(value: Any, base: Path) -> list[Path]:
+    """`python_path` (a folder or a list of them, relative to the study file) as folders."""
+    if value is None:
+        return []
+    entries = [value] if isinstance(value, str) else value
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise ConfigError(
+            f"study.python_path: {value!r}; give a folder or a list of folders (relative to the "
+            "study file) that hold your own modules"
+        )
+    folders = [resolve_path(e, base) for e in entries]
+    problems = [
+        f"study.python_path[{i}]: {folder} is not a folder; paths are relative to the study "
+        f"file's folder {base}"
+        for i, folder in enumerate(folders)
+        if not folder.is_dir()
+    ]
+    if problems:
+        raise ConfigError(problems)
+    return folders
+
+
+def add_python_path(folders: list[Path] | list[str]) -> None:
+    """Put `folders` first on this process's import path and in PYTHONPATH, which every
+    process it starts inherits: local jobs, the warm-start server, sbatch (Slurm jobs also
+    export it in their setup, `scaling.executors`)."""
+    current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for folder in reversed([str(f) for f in folders]):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        if folder not in current:
+            current.insert(0, folder)
+    if folders:
+        os.environ["PYTHONPATH"] = os.pathsep.join(current)
+        importlib.invalidate_caches()
 
 
 def load_study(path: str | Path, check_environment: bool = True) -> ResolvedStudy:
     """Read `path`, validate the spec and every cell, and (by default) the environment.
 
-    Raises ConfigError (a ValueError) naming the file, each field and its fix. Writes nothing.
+    Relative paths in it resolve against the folder that holds `path` (`foundation.studypaths`),
+    whatever the working directory. Raises ConfigError (a ValueError) naming the file, each
+    field and its fix. Writes nothing.
     """
     data = load_file(path)
     try:
-        resolved = resolve(study_from_dict(data))
+        resolved = resolve(study_from_dict(data, base=Path(path).absolute().parent))
         if check_environment:
             check_study_environment(resolved)
     except ConfigError as err:
@@ -78,11 +129,6 @@ def check_study_environment(study: ResolvedStudy) -> None:
     if study.executor == "slurm":
         check_slurm(study.spec.slurm.partition)
     check_resources(study)  # GPUs where the study asks for them (scaling.resources)
-
-
-def _absolute(path: str, base: Path) -> Path:
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else (base / p).absolute()
 
 
 def vocab_size(study: Study) -> int:

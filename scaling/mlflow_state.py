@@ -49,6 +49,15 @@ class CellRun:
     start_time: int
     config_hash: str | None  # tag: the resolved run config this run trains (cells.config_hash)
     select_loss: float | None = None  # on the LR-selection windows, when the job has them
+    code_digest: str | None = None  # tag: the model code it trained with (`models.variants`)
+    code_accepted: str | None = None  # tag: the later code digest its result was accepted for
+
+    def stale(self, digest: str) -> bool:
+        """A result of other model code than `digest` (today's), not accepted for it.
+
+        A run from before code digests were recorded has none and counts as fresh.
+        """
+        return self.code_digest not in (None, digest) and self.code_accepted != digest
 
 
 def client_for(study: ResolvedStudy) -> MlflowClient:

@@ -106,6 +106,8 @@ def _entries(study: ResolvedStudy, found: list[FoundRun]) -> dict[str, Entry]:
                 start_time=run.start_time,
                 config_hash=tags.get(C.TAG_CONFIG_HASH),
                 select_loss=C.summary_metric(run.metrics, C.FINAL_SELECT_LOSS),
+                code_digest=tags.get(C.TAG_CODE_DIGEST),
+                code_accepted=tags.get(C.TAG_CODE_ACCEPTED),
             ),
         )
     return out
@@ -158,7 +160,7 @@ def _entry(record: dict[str, Any]) -> Entry:
         raise KeyError(f"fields {sorted(record)}")
     for name in ("cell_id", "run_id", "status"):
         _check(record[name], str, name)
-    for name in ("outcome", "config_hash"):
+    for name in ("outcome", "config_hash", "code_digest", "code_accepted"):
         _check(record[name], (str, type(None)), name)
     for name in _FLOATS:
         _check(record[name], (float, int, type(None)), name)

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundation import contract as C
+from foundation.studypaths import missing_store
 from scaling.mlflow_state import CellRun, cell_runs
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.scheduler import live_jobs, read_records
+from scaling.stale import code_digests
 from scaling.study import Study
 
 __all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
@@ -54,6 +56,9 @@ class StatusRow:
         return self.state == C.FAILED and self.job_id is not None and not self.given_up
 
 
+STALE_NOTE = "model code changed since; --rerun-stale or --accept-stale"
+
+
 def cell_state(run: CellRun | None, live: str | None) -> str:
     """One of `foundation.contract.STATES` from MLflow's `run` and the scheduler's `live` state."""
     if run is not None and run.status == "FINISHED":
@@ -80,7 +85,10 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
     runs (which then is rewritten): for a run deleted in MLflow (`scaling.run_cache`).
     """
     study = resolve(study)
-    runs = cell_runs(study, refresh=refresh)
+    # a SQLite store not made yet holds no runs; opening it would create it (read-only here)
+    no_store = missing_store(study.mlflow.tracking_uri) is not None
+    runs = {} if no_store else cell_runs(study, refresh=refresh)
+    digests = code_digests(study)
     records = read_records(study.folder)
     live = live_jobs(records, submitit_folder(study))
     rows = []
@@ -91,6 +99,8 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
         if run is not None:
             val = run.final_val_loss if run.final_val_loss is not None else run.last_val_loss
         state = cell_state(run, live.get(cell.cell_id))
+        if state in C.DONE_STATES and run.stale(digests[cell.run.model.query_variant]):
+            state = C.STALE  # its model code changed since (`scaling.stale`)
         given_up = record is not None and record.given_up(state, study.spec.retries)
         rows.append(
             StatusRow(
@@ -103,7 +113,9 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
                 val_loss=val,
                 job_id=record.job_id if record else None,
                 run_id=run.run_id if run else None,
-                note=gave_up_note(record.failures + 1, study.spec.retries) if given_up else "",
+                note=gave_up_note(record.failures + 1, study.spec.retries)
+                if given_up
+                else (STALE_NOTE if state == C.STALE else ""),
                 given_up=given_up,
             )
         )

@@ -6,8 +6,10 @@ into resolved run configs (which runs every model/run-config check), and `scalin
 what lies outside the file (dataset on disk, MLflow server, Slurm). `load_study` does all three
 once and returns a `scaling.resolved.ResolvedStudy`, so a spec that loads can be submitted.
 
-Relative paths in the spec (dataset, output dir) are resolved against the current directory when
-the spec is loaded and stored absolute, because jobs run elsewhere (a Slurm node, a subprocess).
+Relative paths in the spec (dataset, output dir, a SQLite store, `python_path`) are resolved
+against the folder of the study file when the spec is loaded (`foundation.studypaths`), never
+the working directory, and stored absolute, because jobs run elsewhere (a Slurm node, a
+subprocess).
 """
 
 from __future__ import annotations
@@ -207,6 +209,9 @@ class Study:
     variants: list[str]
     seeds: list[int]
     output_dir: str | None = None  # default runs/<name>: submitit logs and one dir per cell
+    # folders (relative to the study file) holding the user's own modules, e.g. a variant's;
+    # added to the import path of every command and job
+    python_path: str | list[str] = field(default_factory=list)
     model: dict[str, Any] = field(default_factory=dict)  # shared ModelConfig fields
     ladder: LadderSpec = field(default_factory=LadderSpec)
     tokens: TokensSpec = field(default_factory=TokensSpec)

@@ -32,6 +32,7 @@ from scaling.mlflow_state import (
 )
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.scheduler import cancel_jobs, live_jobs, read_records
+from scaling.stale import StaleChoice, settle_stale
 from scaling.state import StatusRow, cell_state, gave_up_note, study_status, submitit_folder
 from scaling.study import Study
 
@@ -100,11 +101,13 @@ def submit_study(
     on_progress: Callable[[str], None] | None = None,
     end_parent: bool = True,
     retry_failed: bool = False,
+    stale: StaleChoice = None,
 ) -> Submitted:
     """Submit every cell that is pending, failed or cancelled; skip the others.
 
     A cell that failed more than `study.retries` times stays failed (skipped as "failed")
-    unless `retry_failed`, which also starts its count again.
+    unless `retry_failed`, which also starts its count again. Finished cells of changed model
+    code are refused unless `stale` says to rerun or accept them (`scaling.stale`).
 
     Slurm: one job array per world size, returns once submitted. Local: runs the cells as
     subprocesses, at most `local.max_parallel` at once, and returns when all have ended.
@@ -122,6 +125,8 @@ def submit_study(
         # a full search: what to train must not trust the status cache (a run deleted in MLflow)
         runs = cell_runs(study, client, refresh=True)
         _check_unchanged(study, runs)
+        if settle_stale(study, stale, client, runs, say):  # refuses while cells are stale
+            runs = cell_runs(study, client, refresh=True)
         parent = ensure_parent_run(study, client)  # before any child: each one points at it
         exp_id = C.experiment_id(client, study.mlflow.experiment)
         records = read_records(study.folder)
@@ -288,6 +293,8 @@ def cancel_study(study: ResolvedStudy | Study) -> list[str]:
     study = resolve(study)
     records = read_records(study.folder)
     cancelled = cancel_jobs(records, submitit_folder(study))
+    if not cancelled:  # nothing to mark; a SQLite store not made yet stays unmade
+        return cancelled
     runs = cell_runs(study)
     client = client_for(study)
     for cid in cancelled:

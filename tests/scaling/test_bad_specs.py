@@ -214,5 +214,10 @@ def test_a_variant_that_cannot_be_imported_names_the_field_and_the_fix(tmp_path,
     spec["variants"] = ["linear", "no_such_module:make"]
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(ConfigError, match=r"study.variants\[1\]: unknown variant.*module:function"):
+    with pytest.raises(
+        ConfigError,
+        match=r"study.variants\[1\]: query variant 'no_such_module:make': cannot import module "
+        r"'no_such_module' \(ModuleNotFoundError: No module named 'no_such_module'\); "
+        r".*python_path",
+    ):
         load_study(path)

@@ -23,6 +23,7 @@ def ci_demo_spec(tmp_path: Path) -> dict:
     scan with one refinement round, then the other seeds at each arm's winner), tiny cells."""
     spec = yaml.safe_load((REPO / "studies" / "demo.yaml").read_text())
     spec["name"] = "demo-ci"
+    del spec["output_dir"]  # the default: runs/demo-ci beside the spec (the demo's is ../runs)
     spec["mlflow"] = {"experiment": "demo-ci", "tracking_uri": "sqlite:///mlruns/mlflow.db"}
     spec["data"]["prepare"].update(output_dir=str(tmp_path / "data"), max_bytes=1_500_000)
     spec["data"]["num_val_windows"] = 8
