@@ -36,6 +36,7 @@ __all__ = [
     "SlurmSpec",
     "LocalSpec",
     "CostSpec",
+    "VerdictSpec",
     "Study",
     "ANY",
 ]
@@ -192,6 +193,19 @@ class CostSpec:
 
 
 @dataclass
+class VerdictSpec:
+    """How the analysis words its verdict (`analysis.verdict.RULE`).
+
+    `margin_pct`: the gain (% of the baseline's loss) below which a difference does not matter:
+    `none` needs the whole top-size interval within +-margin, else an interval containing 0 is
+    `undetected`. 0.5%: a quarter of the gains this question is about (1-2.4% in the paper), and
+    about what 1.2x more compute buys at these sizes; `scaling analyze --margin` overrides it.
+    """
+
+    margin_pct: float = 0.5
+
+
+@dataclass
 class Study:
     """A scaling study: the grid, the recipe and where it runs."""
 
@@ -221,6 +235,7 @@ class Study:
     local: LocalSpec = field(default_factory=LocalSpec)
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     cost: CostSpec = field(default_factory=CostSpec)
+    verdict: VerdictSpec = field(default_factory=VerdictSpec)
 
     # --- derived --------------------------------------------------------------------------
     @property
