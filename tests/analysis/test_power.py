@@ -86,3 +86,43 @@ def test_noise_from_a_run_csv_is_the_paired_sd_per_size(tmp_path):
     # one arm only: the noise model's per-run part, sqrt(2) sd_run, in % of the loss
     solo = P.noise_from_table(table[table["variant"] == "linear"])
     assert set(solo) == set(got) and all(v > 0 for v in solo.values())
+
+
+PLANNER_GAINS = (1.02, 1.04, 1.07)  # compute multipliers: true top gains ~0.17%, 0.33%, 0.56%
+
+
+@pytest.mark.slow
+def test_the_planner_predicts_the_verdicts_own_detection_rate():
+    """At three true gains, 100 synthetic studies each (3 seeds, LRs re-chosen per draw): the
+    share whose verdict rejects "no gain" at the top size agrees with the planner's power at
+    the true paired sd within 10 points (binomial sd at most 5 points over 100 studies)."""
+    from analysis.core import analyse
+    from analysis.scenarios import RUN_SD, SIZES, Noise, chinchilla, noisy_study, true_gain_pct
+
+    top_n = SIZES[-1]
+    sd_pct = 100.0 * np.sqrt(2.0) * RUN_SD / chinchilla(top_n, 20.0 * top_n)  # shared cancels
+    for k0 in PLANNER_GAINS:
+        gain = true_gain_pct(k0, top_n)
+        predicted = P.power_of(gain, sd_pct, 3)
+        detected = 0
+        for i in range(100):
+            table = noisy_study(k0, Noise(), rng_seed=11_000 + i)
+            (v,) = analyse(table, num_resamples=200, seed=i).verdict["variants"]
+            top = v["decision"]["top_gain_pct"]
+            detected += bool(top and top["rejected"] and top["value"] > 0)
+        print(f"gain {gain:.3f}%: predicted power {predicted:.2f}, detected {detected}/100")
+        assert detected / 100 == pytest.approx(predicted, abs=0.10), (gain, predicted, detected)
+
+
+def test_a_measured_noise_is_planned_on_its_upper_bound():
+    """From a finished study the planner's sd is the upper 80% bound of the paired sd: over
+    100 studies it lies above the true paired sd in about 80% of them (binomial: 68-90)."""
+    from analysis.scenarios import RUN_SD, SIZES, Noise, chinchilla, noisy_study
+
+    top_n = SIZES[-1]
+    true_sd = 100.0 * np.sqrt(2.0) * RUN_SD / chinchilla(top_n, 20.0 * top_n)
+    above = 0
+    for i in range(100):
+        sd = P.noise_from_table(noisy_study(1.0, Noise(), rng_seed=12_000 + i))
+        above += list(sd.values())[-1] >= true_sd
+    assert 68 <= above <= 90, above
