@@ -1,10 +1,12 @@
 """The verdict rule, written once: here (code), in every report (``RULE``) and in the README.
 
-Intervals are percentile intervals over the parametric-bootstrap draws of ``analysis.noise``
-(seed noise as two fitted components, small-sample t inflation). An interval is given only when
-it can mean something: at least three seeds (three *paired* seeds for a per-size gain) and a
-fit on at least half of the draws; otherwise it is ``None`` and the report says "not
-available", never a made-up interval.
+k0 and gamma intervals are percentile intervals over the parametric-bootstrap draws of
+``analysis.noise`` (seed noise as two fitted components, small-sample t inflation); a gain's
+interval is the wider of that and the paired seeds' t interval (``analysis.robust``), and every
+claim needs a rejection in the variant's weighted Holm family (``analysis.levels``). An
+interval is given only when it can mean something: at least three seeds (three *paired* seeds
+for a per-size gain) and a fit on at least half of the draws; otherwise it is ``None`` and the
+report says "not available", never a made-up interval.
 """
 
 from __future__ import annotations

@@ -198,8 +198,9 @@ class VerdictSpec:
 
     `margin_pct`: the gain (% of the baseline's loss) below which a difference does not matter:
     `none` needs the whole top-size interval within +-margin, else an interval containing 0 is
-    `undetected`. 0.5%: a quarter of the gains this question is about (1-2.4% in the paper), and
-    about what 1.2x more compute buys at these sizes; `scaling analyze --margin` overrides it.
+    `undetected`. 0.5%: under half the gains this question is about (1.25-2.4% of the loss in the
+    paper at 124M), and what 6% more compute buys there on Epoch AI's Chinchilla fit; gains
+    below it would not change a recipe. `scaling analyze --margin` overrides it.
     """
 
     margin_pct: float = 0.5
