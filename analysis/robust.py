@@ -43,7 +43,9 @@ class GainTest:
     def of(cls, budget: Budget, groups: Groups) -> GainTest:
         base = groups.seed_loss[budget.base][budget.seeds]  # [paired seeds] at the data's LR
         var = groups.seed_loss[budget.var][budget.seeds]
-        diff = 100.0 * (base - var) / base.mean()  # [paired seeds]
+        both = np.isfinite(base) & np.isfinite(var)  # a seed the chosen LR lacks drops out
+        base, var = base[both], var[both]
+        diff = 100.0 * (base - var) / base.mean() if both.any() else base  # [paired seeds]
         n = diff.size
         se = float(diff.std(ddof=1) / np.sqrt(n)) if n >= 2 else float("nan")
         value = float(budget.gain_pct[0])
