@@ -81,3 +81,8 @@ def test_a_demo_sized_study_reads_not_resolved_with_what_it_can_detect():
         assert d["detectable_gain_pct"] == pytest.approx(P.mde(sd, 6, top["level"]), rel=1e-6)
         assert d["seeds_to_resolve_margin"] == P.seeds_to_resolve(sd, 0.5, top["level"])
     assert d["detectable_gain_pct"] > 0.5 and d["seeds_to_resolve_margin"] > 6
+    r = re.search(r"detects a gain of (\S+)% \(80% power\); about (\d+) paired seeds would "
+                  r"resolve \+-0\.5%", v["reason"])  # fmt: skip
+    assert r, v["reason"]
+    assert float(r[1]) == pytest.approx(d["detectable_gain_pct"], rel=1e-3)
+    assert int(r[2]) == d["seeds_to_resolve_margin"]
