@@ -56,6 +56,7 @@ class Noise:
     arm_seed_sd: float = 0.0  # arm x (size, seed): one arm's LRs share a seed's luck (same init)
     arm_all_sizes_sd: float = 0.0  # arm x seed, shared by every size and LR of the arm
     top_run_factor: float = 1.0  # run sd x this at the largest size only
+    size_slope: float = 0.0  # both sds x (N / largest N)^-size_slope: noisier small models
 
 
 # the null and coverage studies' noise: the model's own and the three it does not assume
@@ -85,8 +86,9 @@ def ladder(
     across = {arm: extra.normal(0.0, noise.arm_all_sizes_sd, num_seeds) for arm in arms}
     rows = []
     for n in sizes:
-        shared = rng.normal(0.0, noise.shared_sd, size=num_seeds)  # [seeds], every run here
-        run_sd = noise.run_sd * (noise.top_run_factor if n == max(sizes) else 1.0)
+        scale = (n / max(sizes)) ** -noise.size_slope
+        shared = rng.normal(0.0, scale * noise.shared_sd, size=num_seeds)  # [seeds], all runs
+        run_sd = scale * noise.run_sd * (noise.top_run_factor if n == max(sizes) else 1.0)
         for arm, loss_fn in arms.items():
             arm_seed = extra.normal(0.0, noise.arm_seed_sd, num_seeds) + across[arm]  # [seeds]
             for tpp in (budgets or {}).get(arm, (20.0,)):

@@ -158,10 +158,12 @@ def test_verdict_accuracy_over_20_studies(name):
     words_n = Counter(n["verdict"] for n, _ in got)
     print(f"{name}: along N {right_n}/20 {want_n} {dict(words_n)}, along D {right_d}/20 {want_d}")
     wrong_claims = sum(d["verdict"] in {"grows", "persists", "fades", "hurts"} for _, d in got)
-    # along N a real gain may read `helps` (its trend not pinned on 3 seeds), never a claim
-    # of the wrong kind; identical arms claim nothing, along either axis
-    allowed_n = {"null": {"none", "undetected"}, "fades_along_d": {"persists", "helps"}}
-    allowed_n["fades_along_n"] = {"fades", "helps"}
+    # along N a real gain may read `helps` (trend not pinned) or `undetected` (the top size's
+    # paired test on 3 seeds misses it: no claim), never a claim of the wrong kind; identical
+    # arms claim nothing, along either axis
+    real = {"helps", "undetected"}
+    allowed_n = {"null": {"none", "undetected"}, "fades_along_d": {"persists"} | real}
+    allowed_n["fades_along_n"] = {"fades"} | real
     wrong_n = sum(n["verdict"] not in allowed_n[name] | {"inconclusive"} for n, _ in got)
     assert wrong_n <= 2, words_n
     if name == "null":
@@ -169,7 +171,8 @@ def test_verdict_accuracy_over_20_studies(name):
         assert right_n + words_n["undetected"] >= 18, words_n
     else:
         assert right_d >= 18
-        # measured (seeds 100-119): persists 11/20 along N, fades 13/20 along N
+        # measured (seeds 100-119): persists 11/20 (undetected 8, grows 1) along N; fades
+        # 13/20 (undetected 7) along N
         assert right_n >= {"fades_along_d": 9, "fades_along_n": 11}[name], words_n
 
 

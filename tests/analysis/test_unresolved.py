@@ -17,6 +17,8 @@ from analysis.scenarios import Noise, noisy_study, true_gain_pct
 
 NUM_STUDIES = 40
 NOISY = Noise(shared_sd=0.006, run_sd=0.008)  # paired sd ~0.33% of the loss at 100M
+# the same at the top size, growing as 1/N below it (27x at the smallest of 4 sizes 3x apart)
+NOISY_SMALL = Noise(shared_sd=0.006, run_sd=0.008, size_slope=1.0)
 
 
 @pytest.mark.slow
@@ -25,7 +27,7 @@ def test_a_real_gain_of_at_most_half_a_percent_never_reads_none():
     assert 0.3 < true_gain_pct(k0, 1e8) <= 0.5
     outcomes = Counter()
     for i in range(NUM_STUDIES):
-        table = noisy_study(k0, NOISY, rng_seed=7000 + i)
+        table = noisy_study(k0, NOISY, rng_seed=7000 + i, lr_penalty=0.2)  # LRs bracketed
         (v,) = analyse(table, num_resamples=200, seed=i).verdict["variants"]
         outcomes[v["verdict"]] += 1
         top = v["decision"]["top_gain_pct"]
@@ -38,13 +40,14 @@ def test_a_real_gain_of_at_most_half_a_percent_never_reads_none():
 
 @pytest.mark.slow
 def test_a_real_gain_over_four_sizes_3x_apart_never_reads_persists():
-    """k = 1.5 (a 2.7-3.3% gain, constant): over one decade of N (two of compute) and noisy
-    seeds, gamma's interval cannot pin k to 1.25x per decade."""
+    """k = 1.5 (a 2.7-3.3% gain, constant): over 1.4 decades of N with noise that grows
+    towards the small sizes, the top gain is resolved but gamma's interval cannot pin k to
+    1.25x per decade."""
     sizes = (1e7, 3e7, 9e7, 2.7e8)
     assert 2.5 < true_gain_pct(1.5, sizes[-1]) < 3.5
     outcomes = Counter()
     for i in range(30):
-        table = noisy_study(1.5, NOISY, rng_seed=8000 + i, sizes=sizes)
+        table = noisy_study(1.5, NOISY_SMALL, rng_seed=8000 + i, sizes=sizes, lr_penalty=0.5)
         (v,) = analyse(table, num_resamples=200, seed=i).verdict["variants"]
         outcomes[v["verdict"]] += 1
         if v["verdict"] == "helps" and "trend not pinned" in v["reason"]:
@@ -52,7 +55,8 @@ def test_a_real_gain_over_four_sizes_3x_apart_never_reads_persists():
             assert lo < -0.0969 or hi > 0.0969
     print(dict(outcomes))
     assert outcomes["persists"] == 0, outcomes
-    assert outcomes["helps"] + outcomes["inconclusive"] >= 27, outcomes
+    assert outcomes["grows"] + outcomes["fades"] + outcomes["hurts"] <= 2, outcomes
+    assert outcomes["helps"] >= 0.5 * 30, outcomes  # the gain is said, its trend is not
 
 
 def test_a_demo_sized_study_reads_not_resolved_with_what_it_can_detect():
