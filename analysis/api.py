@@ -24,6 +24,7 @@ def run_analysis(
     detect_gain_pct: float = 0.5,
     curves: dict | Callable[[list[str]], dict] | None = None,
     lr_search: dict | None = None,
+    margin_pct: float = 0.5,
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
@@ -33,10 +34,11 @@ def run_analysis(
     written is also logged to that MLflow run under ``analysis/``. ``curves`` (run_id -> {key:
     (steps, values)}) adds the training-curve plot; a function of run ids instead (``lambda ids:
     load_curves(uri, ids)``) is called once the LRs are chosen, with the runs the plot draws
-    only (at each arm's chosen LR).
+    only (at each arm's chosen LR). ``margin_pct``: the equivalence margin of the verdict
+    (``none`` vs ``undetected``; the study's ``verdict.margin_pct``).
     """
-    check_inputs(table, baseline, num_resamples)
-    result = analyse(table, baseline, num_resamples, seed, detect_gain_pct)
+    check_inputs(table, baseline, num_resamples, margin_pct)
+    result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct)
     if lr_search is not None:
         result.verdict["lr_search"] = lr_search
     from analysis.plots import all_plots

@@ -34,6 +34,7 @@ class Groups:
     chosen: np.ndarray  # [B+1, groups] cell index of the best LR per draw
     seed_sets: np.ndarray  # [groups, seeds] bool: seeds the group has
     noise: NZ.NoiseModel | None  # None = too few seeds for any interval
+    cells: pd.DataFrame | None = None  # per cell (rows of draws' axis 1): variant, size, lr_key
 
     def paired_loss(self, g: int, seeds: np.ndarray) -> np.ndarray:
         """``[B+1]`` mean loss of group ``g`` over the seeds in mask ``seeds [n_seeds]``."""
@@ -144,4 +145,7 @@ def build_groups(
     largest = info.groupby(["variant", "size"])["tokens"].transform("max")
     info["on_curve"] = info["tokens"] == largest
     best_lr[best_lr < 0] = np.nan
-    return Groups(info, loss, best_lr, seeds, seed_loss, draws, chosen, seed_sets, model)
+    cells_info = cell_frame[["variant", "size", "lr_key"]].reset_index(drop=True)
+    return Groups(
+        info, loss, best_lr, seeds, seed_loss, draws, chosen, seed_sets, model, cells_info
+    )

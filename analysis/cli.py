@@ -47,6 +47,19 @@ def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
     return uri, mlflow["experiment"], name, folder
 
 
+def spec_margin(spec_path: Path) -> float | None:
+    """The spec's ``verdict.margin_pct`` (None when it sets none); read like ``study_source``."""
+    from foundation.config import load_file
+
+    section = load_file(spec_path).get("verdict") or {}
+    margin = section.get("margin_pct") if isinstance(section, dict) else None
+    if margin is not None and not (isinstance(margin, int | float) and margin > 0):
+        raise ValueError(
+            f"{spec_path}: verdict.margin_pct {margin!r}; give a positive % of the loss, e.g. 0.5"
+        )
+    return None if margin is None else float(margin)
+
+
 def analyze(
     study: Path | None = typer.Argument(None, help="study spec (YAML); runs are read from MLflow"),
     runs_csv: Path | None = typer.Option(None, "--runs-csv", help="analyse this run table"),
@@ -67,6 +80,12 @@ def analyze(
     resamples: int = typer.Option(1000, "--resamples", help="parametric bootstrap draws"),
     seed: int = typer.Option(0, "--seed", help="bootstrap RNG seed"),
     detect_gain: float = typer.Option(0.5, "--detect-gain", help="gain (%) for the power table"),
+    margin: float | None = typer.Option(
+        None,
+        "--margin",
+        help="equivalence margin (% of the loss): `none` needs the top-size interval within "
+        "+-margin [default: the spec's verdict.margin_pct, else 0.5]",
+    ),
     log_to_parent: bool = typer.Option(True, help="log the report to the study's parent run"),
 ) -> None:
     """Fit scaling laws per variant and judge whether each variant's gain persists with scale."""
@@ -77,7 +96,7 @@ def analyze(
     try:
         _analyze(
             study, runs_csv, out, baseline, tracking_uri, experiment, study_name,
-            resamples, seed, detect_gain, log_to_parent,
+            resamples, seed, detect_gain, log_to_parent, margin,
         )  # fmt: skip
     except ValueError as err:  # a user error: one line naming what to fix, no traceback
         typer.echo(f"error: {err}", err=True)
@@ -86,9 +105,11 @@ def analyze(
 
 def _analyze(
     study, runs_csv, out, baseline, tracking_uri, experiment, study_name,
-    resamples, seed, detect_gain, log_to_parent,
+    resamples, seed, detect_gain, log_to_parent, margin=None,
 ) -> None:  # fmt: skip
     parent, curves = None, None
+    if margin is None and study is not None:
+        margin = spec_margin(study)
     if runs_csv is not None:
         from analysis.table import load_csv
 
@@ -123,6 +144,7 @@ def _analyze(
         seed=seed,
         detect_gain_pct=detect_gain,
         curves=curves,
+        margin_pct=0.5 if margin is None else margin,
     )
     from analysis.report import fmt, fmt_ci
 

@@ -7,11 +7,13 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from analysis import levels as LV
 from analysis import summary as S
 from analysis import tokens as T
 from analysis import verdict as V
 from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Comparison, baseline_map, compare
+from analysis.diagnose import noise_diagnostics
 from analysis.frontier import (
     frontier_frame,
     lr_frontier,
@@ -20,6 +22,7 @@ from analysis.frontier import (
 )
 from analysis.laws import LawFit, fit_arms, fit_k
 from analysis.noise import NoiseModel
+from analysis.robust import GainTest
 from analysis.table import is_usable
 
 
@@ -42,8 +45,15 @@ def parse_baselines(baseline: str) -> list[str]:
     return names
 
 
-def check_inputs(table: pd.DataFrame, baseline: str, num_resamples: int) -> None:
+def check_inputs(
+    table: pd.DataFrame, baseline: str, num_resamples: int, margin_pct: float = 0.5
+) -> None:
     """User errors, raised before anything is computed or written."""
+    if not (np.isfinite(margin_pct) and margin_pct > 0):
+        raise ValueError(
+            f"verdict margin {margin_pct} must be a positive % of the loss (e.g. 0.5); set "
+            "verdict.margin_pct in the study spec or --margin"
+        )
     if num_resamples < 0:
         raise ValueError(f"--resamples must be >= 0, got {num_resamples}")
     if table.empty:
@@ -101,13 +111,14 @@ def analyse(
     num_resamples: int = 1000,
     seed: int = 0,
     detect_gain_pct: float = 0.5,
+    margin_pct: float = V.DEFAULT_MARGIN_PCT,
 ) -> Analysis:
     """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
 
     The N verdict reads, per size, only the largest budget its baseline measured
     (``analysis.tokens.n_axis_rows``); with several budgets per size the token axis is judged
     too (``analysis.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
-    check_inputs(table, baseline, num_resamples)
+    check_inputs(table, baseline, num_resamples, margin_pct)
     baselines = parse_baselines(baseline)
     every_budget = T.snap_budgets(table.reset_index(drop=True))
     table = T.n_axis_rows(every_budget, baselines)  # the N verdict: each size's largest budget
@@ -140,10 +151,8 @@ def analyse(
             fits.append(k_fit)
         judged[variant] = (comp, k_fit, c_ref, c_max)
 
-    p_values = {
-        v: V.p_two_sided(c.top.gain_pct[1:]) if c.top is not None and has_ci else 1.0
-        for v, (c, *_rest) in judged.items()
-    }
+    tests = {v: [GainTest.of(b, groups) for b in c.curve] for v, (c, *_r) in judged.items()}
+    p_values = {v: _global_p(judged[v][0], tests[v]) if has_ci else 1.0 for v in judged}
     levels = V.holm_levels(p_values) if p_values else {}
     variants = []
     for variant, (comp, k_fit, c_ref, c_max) in judged.items():
@@ -160,9 +169,11 @@ def analyse(
             row.update(gamma=V.stat(gamma, has_ci)["value"])
             row.update(gamma_ci95=V.stat(gamma, has_ci)["ci95"])
             row["extrapolated_gain_pct"] = S.extrapolations(model, accounting, c_max, has_ci)
-        decision = V.decide(comp, gamma if has_ci else None, k0, levels.get(variant), guards)
+        level = levels.get(variant)
+        gamma_draws = gamma if has_ci else None
+        decision = V.decide(comp, tests[variant], gamma_draws, k0, level, guards, margin_pct)
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
-        row["decision"] = {**decision, "top_gain_p": p_values[variant]}
+        row["decision"] = {**decision, "variant_p": p_values[variant]}
         row["gain_pct_by_size"] = {
             r["size"]: r for r in S.gains_table(comp, groups, has_ci) if r["on_curve"]
         }
@@ -191,6 +202,8 @@ def analyse(
         "fits": S.fit_summary(fits, has_ci),
         "seed_noise": S.seed_noise(groups, base_of, detect_gain_pct),
         "noise_model": _noise(groups.noise),
+        "noise_diagnostics": noise_diagnostics(groups),
+        "margin_pct": float(margin_pct),
         "lr_selection": _records(frontier_frame(frontiers), list(frontier_frame([]).columns)),
         "lr_chosen_on": selection_column(table),
         "flops_estimated": bool(table["flops_estimated"].any()),
@@ -207,12 +220,24 @@ def analyse(
     return Analysis(verdict, groups, fits, usable, excluded, comparisons, along_d)
 
 
+def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
+    """The variant's weighted-Bonferroni p of "no gain at any size" (``analysis.levels``)."""
+    family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= V.MIN_SEEDS]
+    if not family or family[-1] != len(comparison.curve) - 1:
+        return 1.0
+    return LV.global_p([tests[i].p() for i in family], LV.size_weights(len(family)))
+
+
 def _multiple(num_variants: int) -> str:
+    within = (
+        "per variant, its per-size gain tests are one weighted Holm family (top size 80% of "
+        "the level); every claim needs a rejection in it"
+    )
     if num_variants <= 1:
-        return "none (one variant)"
+        return f"family-wise 5%: {within}"
     return (
-        f"Holm step-down over {num_variants} variants' top-gain tests (family-wise 5%); each "
-        "variant's decision intervals are at the level Holm assigns it"
+        f"family-wise 5%: Holm step-down over {num_variants} variants' weighted-Bonferroni "
+        f"p-values sets each variant's level; {within}"
     )
 
 

@@ -14,8 +14,10 @@ OUTCOME_WORDS = {
     "persists": "the gain persists",
     "grows": "the gain grows with scale",
     "fades": "the gain fades with scale",
+    "helps": "the variant helps where measured",
     "hurts": "the variant hurts",
-    "none": "no gain",
+    "none": "no gain beyond the margin",
+    "undetected": "not resolved",
     "inconclusive": "inconclusive",
 }
 
@@ -32,11 +34,11 @@ def _baseline_name(v: dict) -> str:
 
 
 def top_gain(v: dict) -> tuple[str, float, list[float] | None, float] | None:
-    """(size, gain %, interval at the decision level or None, confidence) at the top size."""
+    """(size, gain %, interval at the level its test used or None, confidence) at the top."""
     level = v["decision"].get("level") or 0.05
     top = v["decision"].get("top_gain_pct")
     if top is not None:
-        return top["size"], top["value"], top["ci"], 1 - level
+        return top["size"], top["value"], top["ci"], 1 - top.get("level", level)
     sizes = list(v["gain_pct_by_size"].values())
     if not sizes or sizes[-1]["gain_pct"]["value"] is None:
         return None
@@ -78,17 +80,45 @@ def _gamma(v: dict, conf: float) -> str:
 
 
 def significant_sizes(v: dict) -> list[str]:
-    """Sizes whose paired gain's 95% interval lies above 0."""
+    """Sizes whose gain the family-wise procedure found above 0 (``decision["sizes"]``); for
+    a verdict without them, those whose 95% interval lies above 0."""
+    sizes = v["decision"].get("sizes")
+    if sizes is not None:
+        return [s["size"] for s in sizes if s["rejected"] and _sign(s["ci"]) > 0]
     return [s for s, g in v["gain_pct_by_size"].items() if _sign(g["gain_pct"]["ci95"]) > 0]
+
+
+def _margin(v: dict) -> str:
+    return f"{v['decision'].get('margin_pct', 0.5):g}%"
+
+
+def _unresolved(v: dict) -> str:
+    """Rule 8: what the study could detect, and what would resolve the margin."""
+    d = v["decision"]
+    seeds = d.get("seeds_to_resolve_margin")
+    need = f"about {seeds} paired seeds would" if seeds else "more seeds than can be planned would"
+    return (
+        f"the interval reaches past \u00b1{_margin(v)}, so the study cannot tell a gain that "
+        f"small from none: not resolved (it detects gains of "
+        f"{F.num(d.get('detectable_gain_pct'))}% with 80% power; {need} resolve "
+        f"\u00b1{_margin(v)})"
+    )
+
+
+def _helps(v: dict, conf: float) -> str:
+    if "trend not pinned" in v["reason"]:
+        return (
+            f"its compute multiplier's trend is not pinned ({_gamma(v, conf)}: k could change "
+            "by more than 1.25\u00d7 per decade): the variant helps where measured"
+        )
+    return (
+        f"but the fitted compute multiplier's interval does not lie above 1 "
+        f"(k0 {_k0(v, conf, 'inline')}): the variant helps where measured"
+    )
 
 
 def _inconclusive(v: dict, conf: float) -> str:
     reason = v["reason"]
-    if reason.startswith("measured gain at"):  # rule 5
-        return (
-            f"but the fitted compute multiplier's interval does not lie above 1 "
-            f"(k0 {_k0(v, conf, 'inline')}): inconclusive"
-        )
     if reason.startswith("LR not bracketed"):
         cells = reason.count("(add LR")
         return (
@@ -105,7 +135,14 @@ def sentence(v: dict) -> str:
     head = measured(v)
     outcome = v["verdict"]
     if outcome == "persists":
-        tail = f"over the measured range it is worth {_k0(v, conf)} compute: the gain persists"
+        tail = (
+            f"over the measured range it is worth {_k0(v, conf)} compute, changing by at most "
+            "1.25\u00d7 per decade: the gain persists"
+        )
+    elif outcome == "helps":
+        tail = _helps(v, conf)
+    elif outcome == "undetected":
+        tail = _unresolved(v)
     elif outcome == "grows":
         tail = (
             f"its compute multiplier grows with compute ({_gamma(v, conf)}): "
@@ -121,10 +158,10 @@ def sentence(v: dict) -> str:
         tail = "significantly worse at the largest measured size: the variant hurts"
     elif outcome == "none":
         sig = significant_sizes(v)
+        where = f"a significant gain only at {', '.join(sig)}; " if sig else ""
         tail = (
-            f"a significant gain only at {', '.join(sig)}, not at the largest size: no gain"
-            if sig
-            else "no gain at any measured size"
+            f"{where}the whole interval at the largest size lies within \u00b1{_margin(v)}: "
+            "no gain beyond the margin"
         )
     else:
         tail = _inconclusive(v, conf)

@@ -1,19 +1,24 @@
 """The power planner: how large a paired gain a study's seeds can detect, and how many seeds a
-target gain needs. Called by the report's seed-noise table and by `scaling plan --noise`.
+target gain needs. Called by the report's seed-noise table, by `scaling plan --noise` and by the
+verdict's "undetected" reason: all three describe the verdict's own top-size test.
 
-The test is the one the verdict's per-size gains amount to: a paired comparison of two arms on
-``n`` seeds, two-sided at 5%, with the paired difference ``baseline - variant`` having sd
-``sigma`` (in % of the baseline's loss). Its t statistic follows a noncentral t with ``n - 1``
-df and noncentrality ``delta sqrt(n) / sigma``. The figures here solve that exactly:
+That test (``analysis.robust``) rejects "no gain" when both the pooled bootstrap interval and
+Student's t on the top size's paired seeds exclude 0, at the level the family-wise procedure
+starts the top size at (``analysis.levels.TOP_ALPHA``, 4%). With few seeds the paired t
+interval is the wider one, so the verdict's power is that of a paired t-test on ``n`` seeds,
+two-sided at 4%, of the paired difference ``baseline - variant`` with sd ``sigma`` (% of the
+baseline's loss). Its t statistic follows a noncentral t with ``n - 1`` df and noncentrality
+``delta sqrt(n) / sigma``:
 
     power(delta) = P(|T| > t_{1-alpha/2, n-1}),  T ~ t'(n - 1, delta sqrt(n) / sigma)
 
 The minimum detectable gain (MDE) is the ``delta`` with ``power(delta) = 0.8``; the seeds
-needed are the smallest ``n >= 2`` with ``power >= 0.8`` at the target. The familiar closed form
+needed are the smallest ``n >= 2`` with ``power >= 0.8`` at the target. The closed form
 ``MDE ~ (t_{1-alpha/2, n-1} + t_{1-beta, n-1}) sigma / sqrt(n)`` (Cohen 1988, ch. 2) is within a
-few percent of the exact value for n >= 3 (``mde_closed_form``); the exact one is used because
-at 2-3 seeds the difference is visible. Checked against a simulation of the paired t-test in
-tests/analysis/test_power.py.
+few percent for n >= 3 (``mde_closed_form``). A noise measured on a finished study is itself
+uncertain (3 seeds: 2 df), so the planner plans on its upper 80% confidence bound
+(``sd_upper``): an sd that is too small promises power the study will not have.
+Checked against simulations of the verdict itself in tests/analysis/test_power.py.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-ALPHA, POWER = 0.05, 0.8
+from analysis.levels import TOP_ALPHA as ALPHA  # the verdict's top-size level
+
+POWER = 0.8
+UPPER = 0.8  # the noise is planned on at its upper 80% confidence bound
 MAX_SEEDS = 10_000  # beyond this a gain is not worth planning for
 
 
@@ -99,6 +107,28 @@ def power_table(
     return rows
 
 
+def seeds_to_resolve(sd_pct: float, margin_pct: float, alpha: float = ALPHA) -> int | None:
+    """Paired seeds that show equivalence (the whole interval within +-``margin_pct``) with
+    80% probability when the true gain is 0: ``|mean| + t se <= margin``, ``|mean| ~ N(0, se)``,
+    so ``margin >= (t_{1-alpha/2, n-1} + z_{0.9}) sd / sqrt(n)``. None beyond ``MAX_SEEDS``."""
+    if not (sd_pct > 0 and margin_pct > 0):
+        return None
+    z = stats.norm.ppf(0.5 + POWER / 2)
+    n = 2
+    while (stats.t.ppf(1 - alpha / 2, n - 1) + z) * sd_pct / math.sqrt(n) > margin_pct:
+        n = n + 1 if n < 64 else int(n * 1.1) + 1
+        if n > MAX_SEEDS:
+            return None
+    return n
+
+
+def sd_upper(sd: float, df: float, confidence: float = UPPER) -> float:
+    """One-sided upper confidence bound on an sd estimated on ``df`` df (chi-square)."""
+    if not df >= 1:
+        return float("nan")
+    return float(sd * math.sqrt(df / stats.chi2.ppf(1 - confidence, df)))
+
+
 def paired_sd_pct(base: np.ndarray, variant: np.ndarray) -> float | None:
     """sd of ``100 (base - variant) / mean(base)`` over the seeds both have (``[seeds]`` each,
     NaN = missing); None with fewer than 2 such seeds."""
@@ -110,7 +140,8 @@ def paired_sd_pct(base: np.ndarray, variant: np.ndarray) -> float | None:
 
 
 def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str, float]:
-    """Per size (by N): the paired-difference sd in % of the baseline's loss.
+    """Per size (by N): the upper 80% confidence bound (``sd_upper``) on the paired-difference
+    sd in % of the baseline's loss.
 
     Each arm at its best usable LR (``analysis.lr_frontier``'s rules: every seed completed);
     the difference is baseline minus each other arm, paired by seed; with several other arms
@@ -134,9 +165,10 @@ def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str,
         sds = []
         if len(base):
             for g in frame.index.drop(base):
-                sd = paired_sd_pct(groups.seed_loss[base[0]], groups.seed_loss[g])
-                if sd is not None:
-                    sds.append(sd)
+                b, v = groups.seed_loss[base[0]], groups.seed_loss[g]
+                sd = paired_sd_pct(b, v)
+                if sd is not None:  # planned on its upper bound (n - 1 df)
+                    sds.append(sd_upper(sd, int((np.isfinite(b) & np.isfinite(v)).sum()) - 1))
         if sds:
             out[str(size)] = max(sds)
         elif groups.noise is not None and groups.noise.sd_run.size:
@@ -145,8 +177,9 @@ def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str,
             sd = float(groups.noise.sd_run[i])
             if not sd > 0:  # one arm: the shared part cannot be split off; count all of it
                 sd = float(np.hypot(groups.noise.sd_run[i], groups.noise.sd_seed[i]))
+            df = groups.noise.df_run if groups.noise.sd_run[i] > 0 else groups.noise.df_seed
             if np.isfinite(sd) and sd > 0:
-                out[str(size)] = 100.0 * math.sqrt(2.0) * sd / loss
+                out[str(size)] = sd_upper(100.0 * math.sqrt(2.0) * sd / loss, df)
     if not out:
         raise ValueError(
             "no size has two paired seeds of two arms or a fitted noise model; a noise "

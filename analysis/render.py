@@ -44,7 +44,7 @@ pre{background:var(--bg2);padding:12px 16px;border-radius:6px;font-size:12.5px;o
 code{background:var(--bg2);padding:1px 4px;border-radius:4px;font-size:90%}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-weight:600;
  font-size:90%;color:#fff;white-space:nowrap}
-.persists,.grows{background:#1a7f37}.fades,.none{background:#6e7781}
+.persists,.grows,.helps{background:#1a7f37}.fades,.none,.undetected{background:#6e7781}
 .hurts{background:#cf222e}.inconclusive{background:#9a6700}
 .extrap{background:var(--extrap)}
 summary{cursor:pointer;color:#0969da;margin:6px 0}

@@ -56,8 +56,8 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
     b: list[tuple] = [("h", "Verdict")]
     rows = []
     for v in verdict["variants"]:
-        level = 1 - (v["decision"].get("level") or 0.05)
         top = v["decision"].get("top_gain_pct")
+        level = 1 - ((top or {}).get("level") or v["decision"].get("level") or 0.05)
         k = v["decision"].get("k0") or {}
         g = v["decision"].get("gamma") or {}
         rows.append(
@@ -81,6 +81,8 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
             f"{verdict['multiple_comparisons']}.",
         )
     )
+    for note in verdict.get("noise_diagnostics") or []:
+        b.append(("p", f"Noise check: {note}."))
     if len(verdict["baselines"]) > 1:
         chosen = ", ".join(f"{k}: {a}" for k, a in verdict["baseline_by_size"].items())
         b.append(("p", f"Strongest baseline per (size, tokens): {chosen}."))
@@ -198,8 +200,9 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
     b.append(
         (
             "p",
-            "Detectable gain: the smallest true gain a paired t-test on this many paired seeds "
-            "detects with 80% power at two-sided 5% (exact, noncentral t; "
+            "Detectable gain: the smallest true gain the verdict's top-size test (a paired t-test "
+            "on this many paired seeds, two-sided 4%) detects with 80% power (exact, noncentral "
+            "t, on the upper 80% bound of the paired sd; "
             "`analysis.power`, the same figures `scaling plan --noise` prints). Seeds needed: "
             "the fewest paired seeds with that power at the gain named in the header. Seed sd "
             "(% of loss): the sd of one arm's final loss over its seeds, in % of its mean loss; "

@@ -11,6 +11,7 @@ from analysis import verdict as V
 from analysis.cells import Groups
 from analysis.compare import Comparison
 from analysis.laws import LawFit
+from analysis.robust import GainTest
 
 NAMED_SCALES = {"1B": 1e9, "7B": 7e9}  # non-embedding N
 TOKENS_PER_PARAM = 20.0  # Chinchilla-optimal budget (Hoffmann et al. 2022)
@@ -78,17 +79,27 @@ def gains_table(comparison: Comparison, groups: Groups, has_ci: bool) -> list[di
                 "variant_n_params": float(info.at[b.var, "num_nonembedding_params"]),
                 "on_curve": any(b is c for c in comparison.curve),
                 "gain_loss": V.stat(b.gain_loss, ok),
-                "gain_pct": V.stat(b.gain_pct, ok),
+                "gain_pct": _robust_pct(b, groups, ok),
                 "num_paired_seeds": b.num_paired,
             }
         )
     return rows
 
 
+def _robust_pct(budget, groups: Groups, ok: bool) -> dict:
+    """The gain in % with its 95% interval: the union of the pooled bootstrap and the paired
+    seeds' t interval (``analysis.robust``), and which of them decided."""
+    out = V.stat(budget.gain_pct, False)
+    if ok:
+        out["ci95"], out["decided_by"] = GainTest.of(budget, groups).interval(V.ALPHA)
+    return out
+
+
 def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> list[dict]:
     """Per size: the seed sd of each arm and, against its baseline, the sd of the paired
-    difference (in loss and in % of the baseline's loss), the gain the study's paired seeds
-    detect (``mde_pct``: 80% power, two-sided 5%) and the seeds needed for
+    difference (in loss; in % of the baseline's loss at its upper 80% bound), the gain the
+    study's paired seeds detect (``mde_pct``: 80% power, the verdict's top-size test) and the
+    seeds needed for
     ``detect_gain_pct``; all from ``analysis.power``, which `scaling plan` uses too."""
     info, rows = groups.info, []
     curve = info[info["on_curve"]].sort_values("num_nonembedding_params", kind="stable")
@@ -109,6 +120,8 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
                 base_loss = groups.seed_loss[base]
                 paired = int((np.isfinite(base_loss) & np.isfinite(losses)).sum())
                 sd_pct = P.paired_sd_pct(base_loss, losses)
+                if sd_pct is not None:  # planned on its upper bound, as `scaling plan` does
+                    sd_pct = P.sd_upper(sd_pct, paired - 1)
                 row.update(
                     paired_diff_sd=_sd(base_loss - losses),
                     paired_diff_sd_pct=sd_pct,

@@ -55,6 +55,9 @@ def check_study(study: Study) -> None:
     _check_recipe(study, p)
     _check_lr(study, p)
     _check_resources(study, p)
+    margin = study.verdict.margin_pct
+    if not (isinstance(margin, int | float) and 0 < margin < 100):
+        p.add(f"study.verdict.margin_pct: {margin!r}; give a positive % of the loss, e.g. 0.5")
     p.raise_if_any()
 
 

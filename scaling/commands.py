@@ -103,7 +103,7 @@ def plan(
     An unreachable MLflow server or Slurm cluster is a warning here, not an error: a person
     plans costs on a laptop before the cluster exists. `submit` and `run` still refuse.
     With --noise, also per size the smallest paired gain the study's seeds detect (80% power,
-    two-sided 5%) and, with --target-gain, the seeds that gain needs.
+    the verdict's top-size test) and, with --target-gain, the seeds that gain needs.
     """
     from scaling.plan import (
         branch_saving,

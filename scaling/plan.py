@@ -6,8 +6,8 @@ FLOP/s per GPU, `cost.flops_per_gpu_s`). GPU-hours = C / flops_per_gpu_s / 3600,
 parallelism.
 
 With `--noise`, `power_plan` adds what the study's seeds can detect: per size the minimum
-detectable paired gain (80% power, two-sided 5%) and the seeds a target gain needs, from
-`analysis.power.power_table`, the function the report's seed-noise table uses too.
+detectable paired gain (80% power, the verdict's top-size test) and the seeds a target gain
+needs, from `analysis.power.power_table`, the function the report's seed-noise table uses too.
 """
 
 from __future__ import annotations
@@ -264,8 +264,8 @@ def power_plan(
         out.append(line)
     note = (
         "detectable gain: the smallest true paired gain (baseline loss - variant loss, % of "
-        "the baseline's loss) a two-sided 5% paired t-test on the study's seeds detects with "
-        "80% power (exact noncentral t, analysis.power)"
+        "the baseline's loss) the verdict's top-size test (a paired t-test on the study's seeds, "
+        "two-sided 4%) detects with 80% power (exact noncentral t, analysis.power)"
     )
     return header, out, note
 

@@ -283,6 +283,7 @@ def analyze_study(
         table,
         out,
         baseline=baseline,
+        margin_pct=study.spec.verdict.margin_pct,
         parent_run_id=parent_id or parent,
         tracking_uri=uri,
         curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only

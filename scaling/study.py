@@ -38,6 +38,7 @@ __all__ = [
     "SlurmSpec",
     "LocalSpec",
     "CostSpec",
+    "VerdictSpec",
     "Study",
     "ANY",
 ]
@@ -199,6 +200,20 @@ class CostSpec:
 
 
 @dataclass
+class VerdictSpec:
+    """How the analysis words its verdict (`analysis.verdict.RULE`).
+
+    `margin_pct`: the gain (% of the baseline's loss) below which a difference does not matter:
+    `none` needs the whole top-size interval within +-margin, else an interval containing 0 is
+    `undetected`. 0.5%: under half the gains this question is about (1.25-2.4% of the loss in the
+    paper at 124M), and what 6% more compute buys there on Epoch AI's Chinchilla fit; gains
+    below it would not change a recipe. `scaling analyze --margin` overrides it.
+    """
+
+    margin_pct: float = 0.5
+
+
+@dataclass
 class Study:
     """A scaling study: the grid, the recipe and where it runs."""
 
@@ -231,6 +246,7 @@ class Study:
     local: LocalSpec = field(default_factory=LocalSpec)
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     cost: CostSpec = field(default_factory=CostSpec)
+    verdict: VerdictSpec = field(default_factory=VerdictSpec)
 
     # --- derived --------------------------------------------------------------------------
     @property

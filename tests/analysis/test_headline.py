@@ -34,6 +34,9 @@ def _variant(outcome, gain, ci, k0=(1.5, [1.3, 1.7]), gamma=(0.0, [-0.05, 0.05])
             "top_gain_pct": {"size": "100M", "value": gain, "ci": ci},
             "k0": {"value": k0[0], "ci": k0[1]},
             "gamma": {"value": gamma[0], "ci": gamma[1]},
+            "margin_pct": 0.5,
+            "detectable_gain_pct": 1.234,
+            "seeds_to_resolve_margin": 14,
         },
         "gain_pct_by_size": {
             s: {"gain_pct": {"value": v, "ci95": c}} for s, (v, c) in sizes.items()
@@ -46,11 +49,19 @@ CASES = {
     "grows": _variant("grows", 2.5, [2.1, 2.9], gamma=(0.15, [0.1, 0.2])),
     "fades": _variant("fades", 0.21, [-0.3, 0.7], gamma=(-0.15, [-0.2, -0.1])),
     "hurts": _variant("hurts", -2.04, [-3.5, -0.6]),
-    "none": _variant("none", 0.31, [-0.47, 1.12], sizes={"100M": (0.31, [-0.47, 1.12])}),
-    "none_smaller": _variant("none", 0.31, [-0.47, 1.12]),
-    "inconclusive_rule5": _variant(
-        "inconclusive", 0.078, [0.017, 0.136], k0=(1.001, [0.991, 1.016]),
-        reason="measured gain at 100M significant: gain@100M ...",
+    "none": _variant("none", 0.05, [-0.31, 0.41], sizes={"100M": (0.05, [-0.31, 0.41])}),
+    "none_smaller": _variant("none", 0.05, [-0.31, 0.41]),
+    "undetected": _variant(
+        "undetected", 0.31, [-0.47, 1.12], sizes={"100M": (0.31, [-0.47, 1.12])},
+        reason="gain@100M ...; CI reaches past the +-0.5% margin: not resolved; ...",
+    ),
+    "helps_rule5": _variant(
+        "helps", 0.078, [0.017, 0.136], k0=(1.001, [0.991, 1.016]),
+        reason="gain@100M ...; gamma ...; but the fitted compute multiplier's interval ...",
+    ),
+    "helps_trend": _variant(
+        "helps", 1.93, [1.61, 2.24], gamma=(0.02, [-0.3, 0.35]),
+        reason="gain@100M ...; trend not pinned: gamma ...",
     ),
     "inconclusive_lr": _variant(
         "inconclusive", 0.5, [-0.2, 1.1],
@@ -78,13 +89,24 @@ def test_headline_states_what_the_numbers_say(name):
     significant = top["ci"][0] > 0 or top["ci"][1] < 0
     assert (m["verb"] == "is") == significant and bool(m["ns"]) == (not significant)
     assert text.endswith(".") and OUTCOME_WORDS[v["verdict"]] in text
-    any_gain = any(g["gain_pct"]["ci95"][0] > 0 for g in v["gain_pct_by_size"].values())
-    assert ("no gain at any measured size" in text) == (not any_gain)
+    assert ("not resolved" in text) == (v["verdict"] == "undetected")
+    if v["verdict"] == "none":  # equivalence: the interval inside the margin, said so
+        assert "the whole interval at the largest size lies within ±0.5%" in text
+        assert -0.5 <= top["ci"][0] and top["ci"][1] <= 0.5
+    if v["verdict"] == "undetected":
+        m2 = re.search(r"it detects gains of (\S+)% with 80% power; about (\d+) paired seeds "
+                       r"would resolve ±0\.5%", text)  # fmt: skip
+        assert m2, text
+        assert float(m2[1]) == pytest.approx(v["decision"]["detectable_gain_pct"], rel=5e-3)
+        assert int(m2[2]) == v["decision"]["seeds_to_resolve_margin"]
+        assert top["ci"][0] < 0 < top["ci"][1] and max(-top["ci"][0], top["ci"][1]) > 0.5
     k, g = v["decision"]["k0"], v["decision"]["gamma"]
     if v["verdict"] == "persists":
         assert F.with_ci(k["value"], k["ci"], "×", words=True) in text
-    if name == "inconclusive_rule5":
+    if name == "helps_rule5":
         assert "(k0 " + F.with_ci(k["value"], k["ci"], "×", words="inline") + ")" in text
+    if name == "helps_trend":
+        assert "(γ " + F.with_ci(g["value"], g["ci"], "", words="inline") + ": k could" in text
     if v["verdict"] in ("grows", "fades"):
         assert "(γ " + F.with_ci(g["value"], g["ci"], "", words="inline") + ")" in text
     if name == "inconclusive_lr":
@@ -92,7 +114,7 @@ def test_headline_states_what_the_numbers_say(name):
     if name == "fades":
         assert "significant at 50M" in text  # the size whose CI is above 0, not the top
     if name == "none_smaller":
-        assert "a significant gain only at 50M, not at the largest size" in text
+        assert "a significant gain only at 50M; the whole interval at the largest size" in text
 
 
 def test_headline_from_a_real_analysis_of_a_worse_variant():

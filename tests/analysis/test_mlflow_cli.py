@@ -223,10 +223,28 @@ def test_cli_runs_csv(tmp_path):
     assert res.exit_code == 2 and "--baseline 'linear' is not a variant" in res.output
     assert "Traceback" not in res.output
     assert not out.exists()  # refused before anything was written
-    res = CliRunner().invoke(_cli(), [*args, "--baseline", "base"])
+    res = CliRunner().invoke(_cli(), [*args, "--baseline", "base", "--margin", "0"])
+    assert res.exit_code == 2 and "verdict.margin_pct" in res.output and "--margin" in res.output
+    assert not out.exists()
+    res = CliRunner().invoke(_cli(), [*args, "--baseline", "base", "--margin", "0.8"])
     assert res.exit_code == 0, res.output
-    (variant,) = json.loads((out / "verdict.json").read_text())["variants"]
+    verdict = json.loads((out / "verdict.json").read_text())
+    (variant,) = verdict["variants"]
     assert VERDICT_KEYS <= set(variant) and variant["variant"] == "v"
+    assert verdict["margin_pct"] == 0.8 and variant["decision"]["margin_pct"] == 0.8
+
+
+def test_the_spec_sets_the_margin_and_a_bad_one_is_named(tmp_path):
+    from analysis.cli import spec_margin
+
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump({"name": "s", "verdict": {"margin_pct": 0.25}}))
+    assert spec_margin(spec) == 0.25
+    spec.write_text(yaml.safe_dump({"name": "s"}))
+    assert spec_margin(spec) is None
+    spec.write_text(yaml.safe_dump({"name": "s", "verdict": {"margin_pct": -1}}))
+    with pytest.raises(ValueError, match="verdict.margin_pct -1"):
+        spec_margin(spec)
 
 
 @pytest.mark.parametrize(

@@ -25,12 +25,12 @@ def test_verdict_and_recovery(expected):
     table = make_study({"linear": Effect(), "nonlinear": REGIMES[expected]}, law=LAW, rng_seed=3)
     result = analyse(table, baseline="linear", num_resamples=200, seed=1)
     (variant,) = result.verdict["variants"]
-    if expected == "none" and variant["verdict"] == "inconclusive":
-        # No true gain, but this draw's top gain is significant by chance (a 5% test errs in
-        # 1 study of 20); rule 5 then says inconclusive, stating both facts: no claim is made,
-        # and the multiplier's interval holds the truth, 1.
-        assert variant["reason"].startswith("measured gain at 100M significant"), variant
-        assert "compute multiplier's interval includes 1" in variant["reason"]
+    if expected == "none" and variant["verdict"] == "helps":
+        # No true gain, but this draw's top gain is significant by chance (the top size's 4%
+        # test errs in 1 study of 25; tests/analysis/test_null_studies.py measures the rate
+        # over 200 studies): rule 5 says helps and states the multiplier's interval, which
+        # holds the truth, 1.
+        assert "compute multiplier's interval includes 1" in variant["reason"], variant
     else:
         assert variant["verdict"] == expected, variant["reason"]
     truth = REGIMES[expected]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -154,12 +155,25 @@ def test_verdict_accuracy_over_20_studies(name):
     got = [_verdicts(variant, rng_seed=100 + s, num_resamples=200) for s in range(20)]
     right_n = sum(n["verdict"] == want_n for n, _ in got)
     right_d = sum(d["verdict"] == want_d for _, d in got)
-    print(f"{name}: along N {right_n}/20 {want_n}, along D {right_d}/20 {want_d}")
+    words_n = Counter(n["verdict"] for n, _ in got)
+    print(f"{name}: along N {right_n}/20 {want_n} {dict(words_n)}, along D {right_d}/20 {want_d}")
     wrong_claims = sum(d["verdict"] in {"grows", "persists", "fades", "hurts"} for _, d in got)
+    # along N a real gain may read `helps` (trend not pinned) or `undetected` (the top size's
+    # paired test on 3 seeds misses it: no claim), never a claim of the wrong kind; identical
+    # arms claim nothing, along either axis
+    real = {"helps", "undetected"}
+    allowed_n = {"null": {"none", "undetected"}, "fades_along_d": {"persists"} | real}
+    allowed_n["fades_along_n"] = {"fades"} | real
+    wrong_n = sum(n["verdict"] not in allowed_n[name] | {"inconclusive"} for n, _ in got)
+    assert wrong_n <= 2, words_n
     if name == "null":
         assert wrong_claims <= 2
+        assert right_n + words_n["undetected"] >= 18, words_n
     else:
         assert right_d >= 18
+        # measured (seeds 100-119): persists 11/20 (undetected 8, grows 1) along N; fades
+        # 13/20 (undetected 7) along N
+        assert right_n >= {"fades_along_d": 9, "fades_along_n": 11}[name], words_n
 
 
 def test_readme_states_the_rule_along_d():

@@ -46,6 +46,7 @@ BAD_SPECS = [
     ("empty seed list", _set("seeds", []), "study.seeds"),
     ("no time-limit requeue", _set("slurm.max_timeouts", 0), "study.slurm.max_timeouts"),
     ("negative retries", _set("retries", -1), "study.retries: -1 must be >= 0"),
+    ("zero verdict margin", _set("verdict", {"margin_pct": 0}), "study.verdict.margin_pct: 0"),
     ("negative seed", _set("seeds", [0, -1]), "study.seeds[1]"),
     ("empty LR grid", _set("lr", {"grid": {"linear": {"30K": []}}}), "lr.grid.linear.30K"),
     ("zero learning rate", _set("lr", {"grid": {"*": {"30K": [0.0]}}}), "study.lr.grid.*.30K[0]"),

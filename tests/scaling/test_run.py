@@ -60,9 +60,12 @@ def test_scaling_run_end_to_end(tmp_path):
     verdict = json.loads((report / "verdict.json").read_text())
     (entry,) = verdict["variants"]
     assert entry["variant"] == "nonlinear"
-    assert entry["verdict"] in ("persists", "grows", "fades", "none", "hurts", "inconclusive")
+    outcomes = ("persists", "grows", "fades", "helps", "hurts", "undetected", "inconclusive")
+    assert entry["verdict"] in outcomes  # never `none`: 6 tiny seeds cannot show +-0.5%
     assert entry["reason"] and len(entry["gain_pct_by_size"]) == 4
     html = (report / "report.html").read_text()
+    if entry["verdict"] == "undetected":  # the headline says so, with what it can detect
+        assert "not resolved" in html and "detects gains of" in html
     assert "<img" in html and "nonlinear" in html and "seed sd" in html
     assert list(report.glob("*.png")) and list(report.glob("*.svg"))
 

@@ -1,0 +1,52 @@
+"""The error levels every claim of the verdict is made at, in one place (the verdict, the
+planner and the report read them here).
+
+A variant's claims (persists, grows, fades, helps, hurts) all rest on rejecting "no gain" at
+some measured size. Those per-size tests form one family, tested by a weighted Holm procedure
+(Holm 1979, weighted form; Benjamini & Hochberg 1997): the top size carries ``TOP_WEIGHT`` of
+the variant's level, the other sizes share the rest, and a rejected test passes its weight on.
+On identical arms the chance of any claim is then at most the variant's level; across variants
+Holm's step-down on each variant's weighted-Bonferroni p-value keeps it at ``ALPHA`` in all.
+"""
+
+from __future__ import annotations
+
+ALPHA = 0.05
+TOP_WEIGHT = 0.8  # the top size's share: the question is asked there
+TOP_ALPHA = ALPHA * TOP_WEIGHT  # the level the top-size test starts at (the planner's level)
+
+
+def size_weights(num_sizes: int) -> list[float]:
+    """Weights of the per-size tests, smallest size first, the top size last; they sum to 1."""
+    if num_sizes <= 1:
+        return [1.0] * num_sizes
+    rest = (1.0 - TOP_WEIGHT) / (num_sizes - 1)
+    return [rest] * (num_sizes - 1) + [TOP_WEIGHT]
+
+
+def global_p(p_values: list[float], weights: list[float]) -> float:
+    """Weighted-Bonferroni p of "no gain at any size": ``min p_i / w_i`` (at most 1)."""
+    if not p_values:
+        return 1.0
+    return float(min(1.0, min(p / w for p, w in zip(p_values, weights, strict=True))))
+
+
+def weighted_holm(
+    p_values: list[float], weights: list[float], level: float
+) -> tuple[list[bool], list[float]]:
+    """(rejected, the level each test was last tested at). At each step the remaining test with
+    the smallest ``p / w`` is tested at ``w * level / (sum of the remaining weights)``; the
+    first that fails stops the procedure (every remaining test keeps that step's level)."""
+    remaining = list(range(len(p_values)))
+    rejected = [False] * len(p_values)
+    tested = [level * w for w in weights]
+    while remaining:
+        total = sum(weights[j] for j in remaining)
+        for j in remaining:
+            tested[j] = weights[j] * level / total
+        i = min(remaining, key=lambda j: p_values[j] / weights[j])
+        if p_values[i] > tested[i]:
+            break
+        rejected[i] = True
+        remaining.remove(i)
+    return rejected, tested
