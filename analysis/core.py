@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from analysis import intervals as I
 from analysis import summary as S
 from analysis import tokens as T
 from analysis import verdict as V
@@ -116,15 +117,14 @@ def analyse(
     excluded = _excluded(table, usable)
     if not usable["variant"].isin(baselines).any():
         raise ValueError(f"no usable runs of the baseline {baseline!r}; see the excluded runs")
-    groups = build_groups(usable, num_resamples, seed, selected_lrs(table, frontiers))
+    # below the seeds an interval needs, no draws at all: no interval, band or p-value anywhere
+    num_draws = num_resamples if I.enough_seeds(int(usable["seed"].nunique())) else 0
+    groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers))
     has_ci = groups.noise is not None and len(groups.seeds) >= V.MIN_SEEDS and num_resamples > 0
     info = groups.info
     base_of = baseline_map(groups, baselines)
     fits = fit_arms(groups)
     arm_lc = {f.variant: f.full() for f in fits if f.law == "L(C)"}
-    accounting = S.FlopsAccounting(
-        *(info[k].to_numpy(float) for k in ("num_nonembedding_params", "tokens", "flops"))
-    )
     frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
     comparisons, judged = {}, {}
     for variant in sorted(set(info["variant"]) - set(baselines)):
@@ -159,10 +159,10 @@ def analyse(
             row.update(k0=V.stat(k0, has_ci)["value"], k0_ci95=V.stat(k0, has_ci)["ci95"])
             row.update(gamma=V.stat(gamma, has_ci)["value"])
             row.update(gamma_ci95=V.stat(gamma, has_ci)["ci95"])
-            row["extrapolated_gain_pct"] = S.extrapolations(model, accounting, c_max, has_ci)
+            row["extrapolated_gain_pct"] = S.extrapolations(model, c_max, has_ci)
         decision = V.decide(comp, gamma if has_ci else None, k0, levels.get(variant), guards)
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
-        row["decision"] = {**decision, "top_gain_p": p_values[variant]}
+        row["decision"] = {**decision, "top_gain_p": p_values[variant] if has_ci else None}
         row["gain_pct_by_size"] = {
             r["size"]: r for r in S.gains_table(comp, groups, has_ci) if r["on_curve"]
         }
@@ -183,8 +183,9 @@ def analyse(
         "num_resamples": int(num_resamples if has_ci else 0),
         "multiple_comparisons": _multiple(len(variants)),
         "measured_compute": [float(info["flops"].min()), float(info["flops"].max())],
+        "named_scales": S.named_scales(),
         "flops_per_param_token_at_named_scales": {
-            name: accounting.per_param_token(n) for name, n in S.NAMED_SCALES.items()
+            name: x["flops_per_param_token"] for name, x in S.named_scales().items()
         },
         "excluded_runs": _records(excluded, ["run_id", "variant", "size", "seed", "lr", "reason"]),
         "variants": variants,
@@ -196,7 +197,8 @@ def analyse(
         "flops_estimated": bool(table["flops_estimated"].any()),
         "rule": V.RULE,
     }
-    along_d = T.analyse_tokens(every_budget, baselines, num_resamples, seed)
+    verdict["intervals"] = I.availability(len(groups.seeds), num_draws)
+    along_d = T.analyse_tokens(every_budget, baselines, num_draws, seed)
     if along_d is not None:
         verdict["num_runs"] = int(len(every_budget))
         used = usable_cells(every_budget, lr_frontier(every_budget))
@@ -204,6 +206,8 @@ def analyse(
         verdict["excluded_runs"] = _records(_excluded(every_budget, used), columns)
         verdict["tokens"] = along_d.verdict
         verdict["fits"] += S.fit_summary(along_d.fits, has_ci)
+    if not verdict["intervals"]["available"]:
+        verdict = I.strip(verdict)
     return Analysis(verdict, groups, fits, usable, excluded, comparisons, along_d)
 
 

@@ -10,23 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis import fmt as F
+from analysis import verdict as V
 from analysis.headline import headline
 from analysis.render import to_html, to_markdown
 from analysis.report_tokens import token_blocks
-
-
-def fmt(value, digits: int = 4) -> str:
-    """Plain number for the CLI's one-line summary (the report uses ``analysis.fmt``)."""
-    if value is None:
-        return "not available"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
-def fmt_ci(ci) -> str:
-    return "not available" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
-
 
 METHOD = (
     "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "
@@ -52,6 +39,16 @@ def _extrap_text(e: dict) -> str:
     return f"[[extrap|{what}: {beyond} beyond the data]]"
 
 
+def _conditional(v: dict) -> str:
+    """The verdict the data would give had every arm's LR been its best (LRs not bracketed)."""
+    cond = v.get("conditional_verdict")
+    return f" (if each arm's LR was its best: {_badge(cond)})" if cond else ""
+
+
+def _intervals(verdict: dict) -> dict:
+    return verdict.get("intervals") or {"available": True, "why": None}
+
+
 def _verdict_blocks(verdict: dict) -> list[tuple]:
     b: list[tuple] = [("h", "Verdict")]
     rows = []
@@ -63,12 +60,12 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
         rows.append(
             [
                 v["variant"],
-                _badge(v["verdict"]),
+                _badge(v["verdict"]) + _conditional(v),
                 F.with_ci(top["value"], top["ci"], "%") + f" at {top['size']}" if top else F.NA,
                 F.with_ci(k.get("value"), k.get("ci"), "×"),
                 F.with_ci(g.get("value"), g.get("ci")),
                 F.level_pct(level),
-                v["reason"],
+                F.words(v["reason"]),
             ]
         )
     header = ["variant", "verdict", "top gain", "k0 (at c_ref)", "γ", "CI level", "why"]
@@ -114,17 +111,25 @@ def _extrapolation_blocks(verdict: dict) -> list[tuple]:
             )
     header = ["variant", "scale", "N", "C", "model gain", "distance from the data"]
     b.append(("table", header, rows) if rows else ("p", "No k(C) fit: nothing to extrapolate."))
-    per_pt = ", ".join(
-        f"{k}: {F.num(x)}" for k, x in verdict["flops_per_param_token_at_named_scales"].items()
-    )
-    b.append(
-        (
-            "p",
-            "Named scales at 20 tokens/param; their C uses the measured points' own FLOPs "
-            f"accounting (FLOPs per parameter per token: {per_pt}).",
-        )
-    )
+    b.append(("p", named_scale_text(verdict["named_scales"])))
     return b
+
+
+def named_scale_text(scales: dict) -> str:
+    """How each named scale's N and C were set, with its FLOPs per parameter per token."""
+    each = "; ".join(
+        f"{name}: {x['shape']} shape ({x['num_layers']} layers, d {x['hidden_size']}), "
+        f"N {F.count(x['n_params'])}, {F.num(x['flops_per_param_token'], sig=2)} FLOPs per "
+        "parameter per token"
+        for name, x in scales.items()
+    )
+    return (
+        f"Named scales at 20 tokens/param, N and C from a standard shape of that size counted "
+        f"with the project's FLOPs accounting (6 per parameter for the weights, plus attention "
+        f"over the context and the output layer), never from a fit over the measured models: "
+        f"{each}. Scales beyond {F.times(V.FAR_EXTRAPOLATION)} the measured compute are listed "
+        "here but not drawn."
+    )
 
 
 def _gain_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
@@ -142,20 +147,31 @@ def _gain_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
         "gain_vs_n": "Paired gain per size (95% CI); k(C) model, dashed purple: extrapolated",
         "k_vs_c": "Compute multiplier k(C) with its 95% band; grey: measured compute",
     }
+    if not _intervals(verdict)["available"]:
+        captions = {
+            "gain_vs_n": "Paired gain per size; k(C) model, dashed purple: extrapolated",
+            "k_vs_c": "Compute multiplier k(C); grey: measured compute",
+        }
     b.extend(("img", figures[k], c) for k, c in captions.items() if k in figures)
     return b
 
 
 def _fit_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     b: list[tuple] = [("h", "Fitted laws")]
+    intervals = _intervals(verdict)["available"]
     rows = []
     for f in verdict["fits"]:
         # failed = the draw's fit did not converge; such draws are not in the CI
         used = f"{f['resamples_fitted']} ({f.get('resamples_failed', 0)} failed)"
+        used = used if intervals else "none (no intervals)"
         for name, p in f["params"].items():
-            rows.append([f["variant"], f["law"], name, F.with_ci(p["value"], p["ci95"]), used])
+            rows.append([f["variant"], f["law"], name, F.param(name, p["value"], p["ci95"]), used])
     header = ["variant", "law", "parameter", "value [95% CI]", "draws fitted"]
     b.append(("table", header, rows))
+    if any(F.NOT_IDENTIFIED in r[3] for r in rows):
+        b.append(("p", f"{F.NOT_IDENTIFIED}: the fit ran the parameter to the edge of its "
+                  "range (a floor or exponent toward 0, a coefficient without limit); the data "
+                  "do not pin it, so no value is shown."))  # fmt: skip
     b.append(
         (
             "p",
@@ -288,10 +304,12 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
         (
             "p",
             f"Baseline `{verdict['baseline']}`; {verdict['num_used']} of {verdict['num_runs']} "
-            f"runs used, {verdict['num_seeds']} seed(s), {verdict['num_resamples']} bootstrap "
-            f"draws. {METHOD}",
+            f"runs used, {verdict['num_seeds']} seed(s), {_draws(verdict)}. "
+            + (METHOD if _intervals(verdict)["available"] else ""),
         )
     )
+    if not _intervals(verdict)["available"]:
+        b.append(("note", f"No intervals: {_intervals(verdict)['why']}."))
     if verdict["flops_estimated"]:
         b.append(("note", "Some runs had no `flops`; C = 6 N D was used for them."))
     b.extend(_verdict_blocks(verdict))
@@ -321,6 +339,12 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     b.append(("h", "The verdict rule"))
     b.append(("pre", verdict["rule"]))
     return b
+
+
+def _draws(verdict: dict) -> str:
+    if not _intervals(verdict)["available"]:
+        return "no bootstrap draws"
+    return f"{verdict['num_resamples']} bootstrap draws"
 
 
 def _pairs(verdict: dict) -> list[tuple[dict, str]]:

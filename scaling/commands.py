@@ -325,11 +325,10 @@ def run(
     )
     _status_table(outcome.study or spec)  # the cells the LR search added too
     if outcome.verdict is not None:
-        for v in outcome.verdict["variants"]:
-            typer.echo(
-                f"{v['variant']} vs {baseline}: {v['verdict']} (gamma {v['gamma']}, 95% CI "
-                f"{v['gamma_ci95']}; k0 {v['k0']}, 95% CI {v['k0_ci95']})"
-            )
+        from analysis.terminal import verdict_lines
+
+        for line in verdict_lines(outcome.verdict):
+            typer.echo(line)
         report = outcome.report_dir
         typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
         typer.echo(f"plots and verdict.json: {report}/")
