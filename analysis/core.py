@@ -8,18 +8,15 @@ import numpy as np
 import pandas as pd
 
 from analysis import intervals as I
+from analysis import matched as M
 from analysis import summary as S
 from analysis import tokens as T
 from analysis import verdict as V
 from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Comparison, baseline_map, compare
-from analysis.frontier import (
-    frontier_frame,
-    lr_frontier,
-    selection_column,
-    unbracketed,
-)
+from analysis.frontier import frontier_frame, lr_frontier, selection_column
 from analysis.laws import LawFit, fit_arms, fit_k
+from analysis.lr_guard import assumption, conditional, lr_guards, with_conditional
 from analysis.noise import NoiseModel
 from analysis.table import is_usable
 
@@ -70,18 +67,6 @@ def _excluded(table: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _lr_guards(comparison: Comparison, info: pd.DataFrame, frontier: dict) -> list[str]:
-    """One sentence per compared cell whose best LR is not bracketed."""
-    bad = []
-    for b in comparison.curve:
-        for g in (b.base, b.var):
-            key = (info.at[g, "variant"], info.at[g, "size"], float(info.at[g, "tokens"]))
-            note = unbracketed(key, frontier.get(key))
-            if note is not None:
-                bad.append(note)
-    return [f"LR not bracketed: {'; '.join(bad)}"] if bad else []
-
-
 def _guards(comparison: Comparison, k_ok: bool, has_ci: bool, num_seeds: int) -> list[str]:
     guards = []
     if len(comparison.curve) < V.MIN_SIZES:
@@ -126,9 +111,10 @@ def analyse(
     fits = fit_arms(groups)
     arm_lc = {f.variant: f.full() for f in fits if f.law == "L(C)"}
     frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
-    comparisons, judged = {}, {}
+    comparisons, judged, matched = {}, {}, {}
+    weights_only = M.weights_only_arms(table)
     for variant in sorted(set(info["variant"]) - set(baselines)):
-        comp = compare(groups, base_of, variant)
+        comp, matched[variant] = M.at_matched_compute(compare(groups, base_of, variant), groups)
         comparisons[variant] = comp
         k_fit, c_ref, c_max = None, float("nan"), float("nan")
         if comp.curve:
@@ -149,7 +135,8 @@ def analyse(
     for variant, (comp, k_fit, c_ref, c_max) in judged.items():
         k_ok = k_fit is not None and not np.isnan(k_fit.params[0]).any()
         guards = _guards(comp, k_ok, has_ci, len(groups.seeds))
-        guards += _lr_guards(comp, info, frontier)
+        lr_guard = lr_guards(comp, info, frontier)
+        flops_guard = M.undeclared_guard(variant, weights_only)
         row = {"variant": variant, "baseline": baseline, "c_ref": c_ref}
         row.update(k0=None, k0_ci95=None, gamma=None, gamma_ci95=None, extrapolated_gain_pct={})
         gamma = k0 = None
@@ -160,8 +147,14 @@ def analyse(
             row.update(gamma=V.stat(gamma, has_ci)["value"])
             row.update(gamma_ci95=V.stat(gamma, has_ci)["ci95"])
             row["extrapolated_gain_pct"] = S.extrapolations(model, c_max, has_ci)
-        decision = V.decide(comp, gamma if has_ci else None, k0, levels.get(variant), guards)
+        gamma_ci = gamma if has_ci else None
+        held = lr_guard + flops_guard  # lifted by the conditional verdict
+        decision = V.decide(comp, gamma_ci, k0, levels.get(variant), guards + held)
+        cond = conditional(comp, gamma_ci, k0, levels.get(variant), guards) if held else None
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
+        row["reason"] = with_conditional(row["reason"], cond, assumption(lr_guard, flops_guard))
+        row["conditional_verdict"] = cond and cond["verdict"]
+        row["conditional_assumes"] = cond and assumption(lr_guard, flops_guard)
         row["decision"] = {**decision, "top_gain_p": p_values[variant] if has_ci else None}
         row["gain_pct_by_size"] = {
             r["size"]: r for r in S.gains_table(comp, groups, has_ci) if r["on_curve"]
@@ -195,6 +188,7 @@ def analyse(
         "lr_selection": _records(frontier_frame(frontiers), list(frontier_frame([]).columns)),
         "lr_chosen_on": selection_column(table),
         "flops_estimated": bool(table["flops_estimated"].any()),
+        "compute_axis": M.compute_axis(table, matched, weights_only),
         "rule": V.RULE,
     }
     verdict["intervals"] = I.availability(len(groups.seeds), num_draws)

@@ -153,7 +153,8 @@ def gain_rows(variants: list[dict], key: str) -> list[list]:
 # digits so that tests can parse it back; a reader gets the same numbers rounded like the tables.
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf|-inf"
 _CLAUSE = re.compile(
-    rf"(?P<name>[\w@.\u03b3]+) (?P<v>{_NUMBER})(?P<unit>%?) CI \[(?P<lo>{_NUMBER}), "
+    rf"(?P<name>[\w@./+\u03b3]+) (?P<v>{_NUMBER})(?P<unit>%| per doubling)? CI "
+    rf"\[(?P<lo>{_NUMBER}), "
     rf"(?P<hi>{_NUMBER})\](?P<unit2>%?) (?P<rel>>|<|contains) (?P<ref>{_NUMBER})"
 )
 _TOKENS = re.compile(rf"@(?P<t>{_NUMBER}) tokens")
@@ -163,13 +164,19 @@ _NAMES = {"gamma": "\u03b3", "k0": "k0"}
 
 def _clause_words(m: re.Match) -> str:
     name = m["name"]
-    name = name.replace("gain@", "gain at ") if name.startswith("gain@") else _NAMES.get(name, name)
+    if name.startswith("gain@"):  # "gain@2M/5e+06": at a size, or a size and a budget
+        size, _, tokens = name[5:].partition("/")
+        name = f"gain at {size}" + (f", {count(float(tokens))} tokens" if tokens else "")
+    name = _NAMES.get(name, name)
     unit = m["unit"] or m["unit2"] or ("\u00d7" if name == "k0" else "")
+    per = ""
+    if unit == " per doubling":
+        unit, per = "", " per doubling"
     value, ci = float(m["v"]), [float(m["lo"]), float(m["hi"])]
     places = decimals(ci)
     lo, hi = (num(x, places) + unit for x in ci)
     ref = f"{float(m['ref']):g}".replace("-", MINUS)
-    return f"{name} {num(value, places)}{unit} (CI {lo} to {hi}, {_REL[m['rel']]} {ref})"
+    return f"{name} {num(value, places)}{unit}{per} (CI {lo} to {hi}, {_REL[m['rel']]} {ref})"
 
 
 def words(reason: str) -> str:

@@ -42,7 +42,7 @@ def _extrap_text(e: dict) -> str:
 def _conditional(v: dict) -> str:
     """The verdict the data would give had every arm's LR been its best (LRs not bracketed)."""
     cond = v.get("conditional_verdict")
-    return f" (if each arm's LR was its best: {_badge(cond)})" if cond else ""
+    return f" (if {v.get('conditional_assumes')}: {_badge(cond)})" if cond else ""
 
 
 def _intervals(verdict: dict) -> dict:
@@ -310,8 +310,9 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     )
     if not _intervals(verdict)["available"]:
         b.append(("note", f"No intervals: {_intervals(verdict)['why']}."))
-    if verdict["flops_estimated"]:
-        b.append(("note", "Some runs had no `flops`; C = 6 N D was used for them."))
+    note = (verdict.get("compute_axis") or {}).get("note")
+    if note:
+        b.append(("note", f"Compute axis: {note}."))
     b.extend(_verdict_blocks(verdict))
     b.extend(_gain_blocks(verdict, figures))
     b.extend(token_blocks(verdict, figures))  # the token axis (issue 16), when measured

@@ -30,20 +30,13 @@ def _numbers(v: dict, intervals: bool) -> str:
     return "; ".join(parts)
 
 
-def _outcome(v: dict) -> str:
-    conditional = v.get("conditional_verdict")
-    if conditional:
-        return f"{v['verdict']} (if each arm's LR was its best: {conditional})"
-    return v["verdict"]
-
-
 def verdict_lines(verdict: dict) -> list[str]:
     """The lines both commands print after an analysis, in order."""
     base = verdict["baseline"]
     intervals = (verdict.get("intervals") or {}).get("available", True)
     lines = []
     for v in verdict["variants"]:
-        lines.append(f"{v['variant']} vs {base}: {_outcome(v)}: {F.words(v['reason'])}")
+        lines.append(f"{v['variant']} vs {base}: {v['verdict']}: {F.words(v['reason'])}")
         lines.append(f"  {_numbers(v, intervals)}")
     for v in (verdict.get("tokens") or {}).get("variants", []):  # the token axis
         lines.append(f"{v['variant']} vs {base} along D: {v['verdict']}: {F.words(v['reason'])}")

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis import fmt as F
 from analysis import tokens as T
 from analysis.core import analyse
 from analysis.synthetic import ArmLaw, make_nd_study, true_gain
@@ -234,7 +235,7 @@ def test_cli_prints_the_verdict_along_d(tmp_path):
     assert res.exit_code == 0, res.output
     verdict = json.loads((out / "verdict.json").read_text())
     (row,) = verdict["tokens"]["variants"]
-    line = f"nonlinear vs linear along D: {row['verdict']} ({row['reason']})"
+    line = f"nonlinear vs linear along D: {row['verdict']}: {F.words(row['reason'])}"
     assert line in res.output
 
 
@@ -244,7 +245,7 @@ def test_cli_prints_the_verdict_along_d(tmp_path):
         ({"fractions": (0.5, 1.0)}, "2 budget(s) both arms measured at any one size"),
         (
             {"lr_grid": (1.0, 2.0)},
-            "LR not bracketed: linear 2M @5e+06 tokens: best 0.0178 edge_low (add LR 0.00888)",
+            "LR not bracketed at 3 cell(s): linear at 2M, 10M, 100M: best at the low edge of its grid",
         ),
     ],
 )
