@@ -7,6 +7,7 @@ One list of blocks (``analysis.render``) becomes ``report.md`` and a self-contai
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from analysis import fmt as F
@@ -147,11 +148,6 @@ def _gain_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
         "gain_vs_n": "Paired gain per size (95% CI); k(C) model, dashed purple: extrapolated",
         "k_vs_c": "Compute multiplier k(C) with its 95% band; grey: measured compute",
     }
-    if not _intervals(verdict)["available"]:
-        captions = {
-            "gain_vs_n": "Paired gain per size; k(C) model, dashed purple: extrapolated",
-            "k_vs_c": "Compute multiplier k(C); grey: measured compute",
-        }
     b.extend(("img", figures[k], c) for k, c in captions.items() if k in figures)
     return b
 
@@ -355,6 +351,21 @@ def _pairs(verdict: dict) -> list[tuple[dict, str]]:
     return list(zip(verdict["variants"], sentences, strict=True))
 
 
+_CI_WORDS = re.compile(r" \[95% CI\]| \(95% CIs?\)|,? (with )?(its )?95% band")
+
+
+def _no_interval_words(blocks: list[tuple]) -> list[tuple]:
+    """Table headers and captions without "95% CI" / "95% band": the study has none."""
+    out = []
+    for block in blocks:
+        if block[0] == "table":
+            block = ("table", [_CI_WORDS.sub("", h) for h in block[1]], block[2])
+        elif block[0] == "img":
+            block = ("img", block[1], _CI_WORDS.sub("", block[2]))
+        out.append(block)
+    return out
+
+
 def write_report(
     verdict: dict, figures: dict[str, str], out_dir: Path, curves_from: str | None = None
 ) -> tuple[Path, Path]:
@@ -364,6 +375,8 @@ def write_report(
     training curves), ``"mlflow"`` when per-step history was read, None when unknown.
     """
     blocks = _blocks(verdict, figures, curves_from)
+    if not _intervals(verdict)["available"]:
+        blocks = _no_interval_words(blocks)
     md, page = out_dir / "report.md", out_dir / "report.html"
     md.write_text(to_markdown(blocks))
     page.write_text(to_html(blocks, out_dir, blocks[0][1]))

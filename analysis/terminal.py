@@ -40,8 +40,6 @@ def verdict_lines(verdict: dict) -> list[str]:
         lines.append(f"  {_numbers(v, intervals)}")
     for v in (verdict.get("tokens") or {}).get("variants", []):  # the token axis
         lines.append(f"{v['variant']} vs {base} along D: {v['verdict']}: {F.words(v['reason'])}")
-    if not intervals:
-        lines.append(f"no intervals: {verdict['intervals']['why']}")
     compute = verdict.get("compute_axis")
     if compute and compute.get("note"):
         lines.append(f"compute: {compute['note']}")
