@@ -24,6 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis import fmt as F
 from analysis.table import is_usable
 
 STATES = ("interior", "bracketed_by_divergence", "edge_low", "edge_high", "no_usable_lr")
@@ -202,6 +203,13 @@ def _to_add(group: list[LRFrontier]) -> str:
     )
 
 
+def _cell_names(budgets: dict[str, list[float]]) -> tuple[str, ...]:
+    """``("2M", "10M")``, or with several budgets at a size ``("2M (625K, 1.25M tokens)",)``."""
+    if all(len(t) == 1 for t in budgets.values()):
+        return tuple(budgets)
+    return tuple(f"{s} ({', '.join(F.count(x) for x in t)} tokens)" for s, t in budgets.items())
+
+
 def unbracketed_summary(frontiers: list[LRFrontier]) -> str | None:
     """The guard's one sentence for every unbracketed cell, each named once: cells grouped by
     why (one LR tried, best at an edge, none usable), arms with the same sizes named together,
@@ -213,12 +221,12 @@ def unbracketed_summary(frontiers: list[LRFrontier]) -> str | None:
     clauses = []
     for why in dict.fromkeys(_state_words(f) for f in cells):
         group = [f for f in cells if _state_words(f) == why]
-        sizes: dict[str, list[str]] = {}
+        sizes: dict[str, dict[str, list[float]]] = {}
         for f in group:
-            sizes.setdefault(f.variant, []).append(f.size)
+            sizes.setdefault(f.variant, {}).setdefault(f.size, []).append(f.tokens)
         arms_by_sizes: dict[tuple, list[str]] = {}
-        for arm, where in sizes.items():
-            arms_by_sizes.setdefault(tuple(where), []).append(arm)
+        for arm, budgets in sizes.items():
+            arms_by_sizes.setdefault(_cell_names(budgets), []).append(arm)
         where = "; ".join(
             f"{' and '.join(arms)} at {', '.join(at)}" for at, arms in arms_by_sizes.items()
         )

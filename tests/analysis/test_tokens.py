@@ -245,7 +245,7 @@ def test_cli_prints_the_verdict_along_d(tmp_path):
         ({"fractions": (0.5, 1.0)}, "2 budget(s) both arms measured at any one size"),
         (
             {"lr_grid": (1.0, 2.0)},
-            "linear at 2M, 10M, 100M: best at the low edge of its grid",
+            "cell(s): linear and nonlinear at 2M (5M, 10M, 20M, 40M tokens), 10M (25M",
         ),
     ],
 )

@@ -61,6 +61,12 @@ def test_scaling_run_end_to_end(tmp_path):
     assert entry["variant"] == "nonlinear"
     assert entry["verdict"] in ("persists", "grows", "fades", "none", "hurts", "inconclusive")
     assert entry["reason"] and len(entry["gain_pct_by_size"]) == 4
+    # the terminal prints the same verdict lines as `scaling analyze`: rounded, no None
+    from analysis.terminal import verdict_lines
+
+    for line in verdict_lines(verdict):
+        assert line in out, (line, out[-3000:])
+    assert not any("None" in line or "not available" in line for line in verdict_lines(verdict))
     html = (report / "report.html").read_text()
     assert "<img" in html and "nonlinear" in html and "seed sd" in html
     assert list(report.glob("*.png")) and list(report.glob("*.svg"))
