@@ -92,6 +92,7 @@ def plan(
     the_plan = plan_study(spec)
     header, rows, totals = format_plan(the_plan)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
+    _warn_undeclared_flops(spec.spec.variants)
     cost = search_cost(spec, the_plan)
     if cost is not None:
         typer.echo(format_search_cost(cost, the_plan, spec))
@@ -102,6 +103,21 @@ def plan(
         _print_power(spec, noise, target_gain, baseline)
     if check_environment:
         _warn_environment(study, spec)
+
+
+def _warn_undeclared_flops(entries: list[str]) -> None:
+    """A bring-your-own variant without `flops`: say so before anything is trained."""
+    from models.variants import is_builtin, load_variant
+    from scaling.ladder import ARMS
+
+    for entry in entries:
+        if entry in ARMS or is_builtin(entry) or load_variant(entry).flops is not None:
+            continue
+        typer.echo(
+            f"warning: variant {entry!r} declares no FLOPs per token (QueryVariant.flops): its "
+            "compute counts its weights only and the analysis will hold its verdict back; "
+            "declare them (docs/variants.md)"
+        )
 
 
 def _fail(message: str) -> None:
