@@ -15,8 +15,8 @@ from analysis import verdict as V
 from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Comparison, baseline_map, compare
 from analysis.frontier import frontier_frame, lr_frontier, selection_column
+from analysis.held import decide_held, lr_guards
 from analysis.laws import LawFit, fit_arms, fit_k
-from analysis.lr_guard import assumption, conditional, lr_guards, with_conditional
 from analysis.noise import NoiseModel
 from analysis.table import is_usable
 
@@ -147,14 +147,11 @@ def analyse(
             row.update(gamma=V.stat(gamma, has_ci)["value"])
             row.update(gamma_ci95=V.stat(gamma, has_ci)["ci95"])
             row["extrapolated_gain_pct"] = S.extrapolations(model, c_max, has_ci)
-        gamma_ci = gamma if has_ci else None
-        held = lr_guard + flops_guard  # lifted by the conditional verdict
-        decision = V.decide(comp, gamma_ci, k0, levels.get(variant), guards + held)
-        cond = conditional(comp, gamma_ci, k0, levels.get(variant), guards) if held else None
+        decision = decide_held(  # V.decide, with the conditional verdict of held guards
+            comp, gamma if has_ci else None, k0, levels.get(variant), guards, lr_guard, flops_guard
+        )
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
-        row["reason"] = with_conditional(row["reason"], cond, assumption(lr_guard, flops_guard))
-        row["conditional_verdict"] = cond and cond["verdict"]
-        row["conditional_assumes"] = cond and assumption(lr_guard, flops_guard)
+        row.update((k, decision.pop(k)) for k in ("conditional_verdict", "conditional_assumes"))
         row["decision"] = {**decision, "top_gain_p": p_values[variant] if has_ci else None}
         row["gain_pct_by_size"] = {
             r["size"]: r for r in S.gains_table(comp, groups, has_ci) if r["on_curve"]

@@ -12,7 +12,7 @@ stay paired (the move is a shift of the baseline's loss, the same for every seed
 The compute axis itself comes from the run table's ``flops`` (the project's accounting, or a
 bring-your-own variant's declared FLOPs, ``models.variants.QueryVariant.flops``). A table
 without ``flops`` is analysed with C = 6 N D; a variant that declared no FLOPs counts its
-weights only, and its verdict is held back (``analysis.lr_guard``-style: inconclusive, with
+weights only, and its verdict is held back (``analysis.held``: inconclusive, with
 what it would be were its weights all its FLOPs).
 """
 

@@ -1,10 +1,11 @@
-"""The LR guard of a verdict, and the verdict the data would give were every LR the best.
+"""Guards a conditional verdict lifts: an LR not bracketed, FLOPs a variant did not declare.
 
 A run table whose arms' best LRs are not bracketed (one LR per arm from a fixed recipe, or a
 best LR at the edge of its grid) cannot support a claim: the untuned arm may manufacture or
-hide a gain. The verdict stays ``inconclusive``; beside it, the *conditional* verdict applies
-the same rule with the LR guard lifted: what the data say if each arm's LR was in fact its best.
-It is a statement about the data under a stated assumption, never the verdict itself.
+hide a gain. Nor can a variant whose FLOPs per token are unknown (``analysis.matched``). The
+verdict stays ``inconclusive``; beside it, the *conditional* verdict applies the same rule with
+those guards lifted: what the data say if each arm's LR was in fact its best (or the variant's
+weights were all its FLOPs). It is a statement under a stated assumption, never the verdict.
 """
 
 from __future__ import annotations
@@ -59,3 +60,25 @@ def with_conditional(reason: str, cond: dict | None, assumed: str = LR_ASSUMED) 
     if cond is None:
         return reason
     return f"{reason}; if {assumed}: {cond['verdict']} ({cond['reason']})"
+
+
+def decide_held(
+    comparison: Comparison,
+    gamma: np.ndarray | None,
+    k0: np.ndarray | None,
+    level: float | None,
+    guards: list[str],
+    lr_guard: list[str],
+    flops_guard: list[str],
+) -> dict:
+    """``analysis.verdict.decide`` on every guard, plus ``conditional_verdict`` and
+    ``conditional_assumes`` (None unless a held guard alone kept it from a claim); the
+    conditional verdict and its clauses close the reason."""
+    held = lr_guard + flops_guard
+    decision = V.decide(comparison, gamma, k0, level, guards + held)
+    cond = conditional(comparison, gamma, k0, level, guards) if held else None
+    assumed = assumption(lr_guard, flops_guard)
+    decision["reason"] = with_conditional(decision["reason"], cond, assumed)
+    decision["conditional_verdict"] = cond and cond["verdict"]
+    decision["conditional_assumes"] = cond and assumed
+    return decision
