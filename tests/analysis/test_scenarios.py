@@ -145,7 +145,11 @@ def test_several_variants_apply_holm_and_the_strongest_baseline_per_size():
         check_reason(v)
 
 
-def test_extrapolation_is_stated_with_its_distance_and_the_same_flops_accounting():
+def test_extrapolation_is_stated_with_its_distance_and_the_standard_shape_accounting():
+    """Named scales take C from their standard shape (``foundation.shapes``), whatever the
+    measured points' own FLOPs per parameter (7.5 here): never a fit over the small models."""
+    from foundation.shapes import NAMED_SHAPES
+
     table = scenario("lucky_survivor", 51)
     table["flops"] = 7.5 * table["num_nonembedding_params"] * table["tokens"]  # not 6 N D
     result = analyse(table, num_resamples=100)
@@ -153,8 +157,9 @@ def test_extrapolation_is_stated_with_its_distance_and_the_same_flops_accounting
     c_max = table["flops"].max()
     assert result.verdict["measured_compute"][1] == pytest.approx(c_max)
     for name, ext in variant["extrapolated_gain_pct"].items():
-        n = ext["n_params"]
-        assert ext["flops"] == pytest.approx(7.5 * n * 20 * n, rel=1e-6), name
+        n, shape = ext["n_params"], NAMED_SHAPES[name]
+        assert n == shape.num_nonembedding_params(), name
+        assert ext["flops"] == pytest.approx(shape.flops_per_token() * 20 * n, rel=1e-9), name
         assert ext["times_largest_measured_compute"] == pytest.approx(ext["flops"] / c_max)
         assert ext["far_extrapolation"] == (ext["flops"] / c_max > 100)
     assert variant["extrapolated_gain_pct"]["7B"]["far_extrapolation"]
