@@ -71,16 +71,19 @@ def test_each_imperfect_study_gets_a_right_outcome_over_several_noise_draws(name
 
 
 def _check_lr_edge_reason(reason: str, lr_rows: list[dict], result) -> None:
-    """Every baseline cell is named with the LR one step beyond its grid: its true optimum
-    (the grid stops at half of it)."""
+    """Every baseline cell is named once, with the LR one step beyond its grid (2x its best,
+    each cell's own in the LR table): its true optimum (the grid stops at half of it)."""
     edges = [r for r in lr_rows if r["state"] in ("edge_low", "edge_high")]
     assert len(edges) == 5
     assert all(r["variant"] == "linear" and r["state"] == "edge_high" for r in edges)
     info = result.groups.info.set_index(["variant", "size"])
+    guard = reason.split("; if ")[0]
+    assert guard.startswith("LR not bracketed at 5 cell(s): linear at ")
+    assert "add LR 2× each cell's best" in guard
     for row in edges:
-        assert f"linear {row['size']} " in reason
+        assert guard.count(f" {row['size']},") + guard.count(f" {row['size']}:") == 1
         (add,) = row["next_lrs"]
-        assert f"add LR {add:.3g}" in reason
+        assert add == pytest.approx(2 * row["best_lr"])
         n = info.loc[("linear", row["size"]), "num_nonembedding_params"]
         assert add == pytest.approx(lr_opt(n))
 
