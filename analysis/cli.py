@@ -146,14 +146,8 @@ def _analyze(
         curves=curves,
         margin_pct=0.5 if margin is None else margin,
     )
-    from analysis.report import fmt, fmt_ci
+    from analysis.terminal import verdict_lines
 
-    for v in verdict["variants"]:
-        typer.echo(f"{v['variant']} vs {baseline}: {v['verdict']} ({v['reason']})")
-        typer.echo(f"  gamma {fmt(v['gamma'])} {fmt_ci(v['gamma_ci95'])}, k0 {fmt(v['k0'])} "
-                   f"{fmt_ci(v['k0_ci95'])}")  # fmt: skip
-    for v in (verdict.get("tokens") or {}).get("variants", []):  # the token axis (issue 16)
-        typer.echo(f"{v['variant']} vs {baseline} along D: {v['verdict']} ({v['reason']})")
-    if len(verdict["variants"]) > 1:
-        typer.echo(f"multiple comparisons: {verdict['multiple_comparisons']}")
+    for line in verdict_lines(verdict):
+        typer.echo(line)
     typer.echo(f"report: {out / 'report.html'}")

@@ -7,19 +7,17 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from analysis import intervals as I
 from analysis import levels as LV
+from analysis import matched as M
 from analysis import summary as S
 from analysis import tokens as T
 from analysis import verdict as V
 from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Comparison, baseline_map, compare
 from analysis.diagnose import noise_diagnostics
-from analysis.frontier import (
-    frontier_frame,
-    lr_frontier,
-    selection_column,
-    unbracketed,
-)
+from analysis.frontier import frontier_frame, lr_frontier, selection_column
+from analysis.held import decide_held, lr_guards
 from analysis.laws import LawFit, fit_arms, fit_k
 from analysis.noise import NoiseModel
 from analysis.robust import GainTest
@@ -79,18 +77,6 @@ def _excluded(table: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _lr_guards(comparison: Comparison, info: pd.DataFrame, frontier: dict) -> list[str]:
-    """One sentence per compared cell whose best LR is not bracketed."""
-    bad = []
-    for b in comparison.curve:
-        for g in (b.base, b.var):
-            key = (info.at[g, "variant"], info.at[g, "size"], float(info.at[g, "tokens"]))
-            note = unbracketed(key, frontier.get(key))
-            if note is not None:
-                bad.append(note)
-    return [f"LR not bracketed: {'; '.join(bad)}"] if bad else []
-
-
 def _guards(comparison: Comparison, k_ok: bool, has_ci: bool, num_seeds: int) -> list[str]:
     guards = []
     if len(comparison.curve) < V.MIN_SIZES:
@@ -127,19 +113,19 @@ def analyse(
     excluded = _excluded(table, usable)
     if not usable["variant"].isin(baselines).any():
         raise ValueError(f"no usable runs of the baseline {baseline!r}; see the excluded runs")
-    groups = build_groups(usable, num_resamples, seed, selected_lrs(table, frontiers))
+    # below the seeds an interval needs, no draws at all: no interval, band or p-value anywhere
+    num_draws = num_resamples if I.enough_seeds(int(usable["seed"].nunique())) else 0
+    groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers))
     has_ci = groups.noise is not None and len(groups.seeds) >= V.MIN_SEEDS and num_resamples > 0
     info = groups.info
     base_of = baseline_map(groups, baselines)
     fits = fit_arms(groups)
     arm_lc = {f.variant: f.full() for f in fits if f.law == "L(C)"}
-    accounting = S.FlopsAccounting(
-        *(info[k].to_numpy(float) for k in ("num_nonembedding_params", "tokens", "flops"))
-    )
     frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
-    comparisons, judged = {}, {}
+    comparisons, judged, matched = {}, {}, {}
+    weights_only = M.weights_only_arms(table)
     for variant in sorted(set(info["variant"]) - set(baselines)):
-        comp = compare(groups, base_of, variant)
+        comp, matched[variant] = M.at_matched_compute(compare(groups, base_of, variant), groups)
         comparisons[variant] = comp
         k_fit, c_ref, c_max = None, float("nan"), float("nan")
         if comp.curve:
@@ -158,7 +144,8 @@ def analyse(
     for variant, (comp, k_fit, c_ref, c_max) in judged.items():
         k_ok = k_fit is not None and not np.isnan(k_fit.params[0]).any()
         guards = _guards(comp, k_ok, has_ci, len(groups.seeds))
-        guards += _lr_guards(comp, info, frontier)
+        lr_guard = lr_guards(comp, info, frontier)
+        flops_guard = M.undeclared_guard(variant, weights_only)
         row = {"variant": variant, "baseline": baseline, "c_ref": c_ref}
         row.update(k0=None, k0_ci95=None, gamma=None, gamma_ci95=None, extrapolated_gain_pct={})
         gamma = k0 = None
@@ -168,12 +155,21 @@ def analyse(
             row.update(k0=V.stat(k0, has_ci)["value"], k0_ci95=V.stat(k0, has_ci)["ci95"])
             row.update(gamma=V.stat(gamma, has_ci)["value"])
             row.update(gamma_ci95=V.stat(gamma, has_ci)["ci95"])
-            row["extrapolated_gain_pct"] = S.extrapolations(model, accounting, c_max, has_ci)
-        level = levels.get(variant)
-        gamma_draws = gamma if has_ci else None
-        decision = V.decide(comp, tests[variant], gamma_draws, k0, level, guards, margin_pct)
+            row["extrapolated_gain_pct"] = S.extrapolations(model, c_max, has_ci)
+        decision = decide_held(  # V.decide, with the conditional verdict of held guards
+            comp,
+            tests[variant],
+            gamma if has_ci else None,
+            k0,
+            levels.get(variant),
+            guards,
+            lr_guard,
+            flops_guard,
+            margin_pct,
+        )
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
-        row["decision"] = {**decision, "variant_p": p_values[variant]}
+        row.update((k, decision.pop(k)) for k in ("conditional_verdict", "conditional_assumes"))
+        row["decision"] = {**decision, "variant_p": p_values[variant] if has_ci else None}
         row["gain_pct_by_size"] = {
             r["size"]: r for r in S.gains_table(comp, groups, has_ci) if r["on_curve"]
         }
@@ -194,8 +190,9 @@ def analyse(
         "num_resamples": int(num_resamples if has_ci else 0),
         "multiple_comparisons": _multiple(len(variants)),
         "measured_compute": [float(info["flops"].min()), float(info["flops"].max())],
+        "named_scales": S.named_scales(),
         "flops_per_param_token_at_named_scales": {
-            name: accounting.per_param_token(n) for name, n in S.NAMED_SCALES.items()
+            name: x["flops_per_param_token"] for name, x in S.named_scales().items()
         },
         "excluded_runs": _records(excluded, ["run_id", "variant", "size", "seed", "lr", "reason"]),
         "variants": variants,
@@ -207,9 +204,11 @@ def analyse(
         "lr_selection": _records(frontier_frame(frontiers), list(frontier_frame([]).columns)),
         "lr_chosen_on": selection_column(table),
         "flops_estimated": bool(table["flops_estimated"].any()),
+        "compute_axis": M.compute_axis(table, matched, weights_only),
         "rule": V.RULE,
     }
-    along_d = T.analyse_tokens(every_budget, baselines, num_resamples, seed)
+    verdict["intervals"] = I.availability(len(groups.seeds), num_draws)
+    along_d = T.analyse_tokens(every_budget, baselines, num_draws, seed)
     if along_d is not None:
         verdict["num_runs"] = int(len(every_budget))
         used = usable_cells(every_budget, lr_frontier(every_budget))
@@ -217,6 +216,8 @@ def analyse(
         verdict["excluded_runs"] = _records(_excluded(every_budget, used), columns)
         verdict["tokens"] = along_d.verdict
         verdict["fits"] += S.fit_summary(along_d.fits, has_ci)
+    if not verdict["intervals"]["available"]:
+        verdict = I.strip(verdict)
     return Analysis(verdict, groups, fits, usable, excluded, comparisons, along_d)
 
 

@@ -8,6 +8,7 @@ one keeps three significant digits. Negative numbers use the minus sign (U+2212)
 from __future__ import annotations
 
 import math
+import re
 
 MINUS = "\u2212"
 _SUPER = str.maketrans(
@@ -145,3 +146,70 @@ def gain_rows(variants: list[dict], key: str) -> list[list]:
         for v in variants
         for g in v[key]
     ]
+
+
+# --- reasons in words -------------------------------------------------------------------------
+# ``analysis.verdict.clause`` writes "gain@100M 1.912% CI [1.6, 2.2] > 0" with 4 significant
+# digits so that tests can parse it back; a reader gets the same numbers rounded like the tables.
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf|-inf"
+_CLAUSE = re.compile(
+    rf"(?P<name>[\w@./+\u03b3]+) (?P<v>{_NUMBER})(?P<unit>%| per doubling)? CI "
+    rf"\[(?P<lo>{_NUMBER}), "
+    rf"(?P<hi>{_NUMBER})\](?P<unit2>%?) (?P<rel>>|<|contains) (?P<ref>{_NUMBER})"
+)
+_TOKENS = re.compile(rf"@(?P<t>{_NUMBER}) tokens")
+_REL = {">": "above", "<": "below", "contains": "includes"}
+_NAMES = {"gamma": "\u03b3", "k0": "k0"}
+
+
+def _clause_words(m: re.Match) -> str:
+    name = m["name"]
+    if name.startswith("gain@"):  # "gain@2M/5e+06": at a size, or a size and a budget
+        size, _, tokens = name[5:].partition("/")
+        name = f"gain at {size}" + (f", {count(float(tokens))} tokens" if tokens else "")
+    name = _NAMES.get(name, name)
+    unit = m["unit"] or m["unit2"] or ("\u00d7" if name == "k0" else "")
+    per = ""
+    if unit == " per doubling":
+        unit, per = "", " per doubling"
+    value, ci = float(m["v"]), [float(m["lo"]), float(m["hi"])]
+    places = decimals(ci)
+    lo, hi = (num(x, places) + unit for x in ci)
+    ref = f"{float(m['ref']):g}".replace("-", MINUS)
+    return f"{name} {num(value, places)}{unit}{per} (CI {lo} to {hi}, {_REL[m['rel']]} {ref})"
+
+
+def words(reason: str) -> str:
+    """A verdict reason for a reader: every "x CI [lo, hi] > 0" clause rounded like the tables
+    and its relation in words; token budgets as counts ("@5e+06 tokens" -> "at 5M tokens")."""
+    text = _CLAUSE.sub(_clause_words, reason)
+    return _TOKENS.sub(lambda m: f"at {count(float(m['t']))} tokens", text)
+
+
+# --- fitted parameters ------------------------------------------------------------------------
+NOT_IDENTIFIED = "at bound: not identified"
+# Where a fitted law's parameter has run off to the edge of what it can mean: the floor E and a
+# coefficient toward 0 (or a coefficient without limit), an exponent toward 0 or past any
+# plausible value. There the data do not pin the parameter; its digits say nothing.
+_RANGES = {"E": (1e-6, 1e6), "exponent": (1e-4, 10.0), "coefficient": (1e-8, 1e20)}
+
+
+def _kind(name: str) -> str:
+    if name == "E":
+        return "E"
+    return "exponent" if name.startswith(("alpha", "beta", "gamma")) else "coefficient"
+
+
+def identified(name: str, value) -> bool:
+    """False when a fitted parameter sits at a bound of its range (``_RANGES``)."""
+    if not _finite(value):
+        return False
+    lo, hi = _RANGES[_kind(name)]
+    return lo < abs(value) < hi
+
+
+def param(name: str, value, ci) -> str:
+    """A fitted parameter with its interval, or ``NOT_IDENTIFIED`` (never a long decimal)."""
+    if _finite(value) and not identified(name, value):
+        return NOT_IDENTIFIED
+    return with_ci(value, ci)

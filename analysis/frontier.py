@@ -24,6 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis import fmt as F
 from analysis.table import is_usable
 
 STATES = ("interior", "bracketed_by_divergence", "edge_low", "edge_high", "no_usable_lr")
@@ -170,12 +171,64 @@ def fmt_lr(lr: float) -> str:
     return f"{lr:.3g}" if math.isfinite(lr) else str(lr)
 
 
-def unbracketed(key: tuple, f: LRFrontier | None) -> str | None:
-    """The guard's words for a (variant, size, tokens) whose best LR is not bracketed, else
-    None: what was best, why it is not bracketed, and the LRs to add."""
-    if f is None or f.state in BRACKETED:
+_STATE_WORDS = {
+    "edge_low": "best at the low edge of its grid",
+    "edge_high": "best at the high edge of its grid",
+    "no_usable_lr": "no LR with every seed completed",
+}
+
+
+def _state_words(f: LRFrontier) -> str:
+    return "one LR tried" if len(f.lrs) == 1 else _STATE_WORDS[f.state]
+
+
+def _ratio_words(ratio: float) -> str:
+    return f"1/{fmt_lr(1 / ratio)}" if ratio < 1 else fmt_lr(ratio)
+
+
+def _to_add(group: list[LRFrontier]) -> str:
+    """The LRs to add: once when every cell needs the same ones, as multiples of each cell's
+    best when those agree, else per cell."""
+    absolute = {tuple(fmt_lr(x) for x in f.next_lrs) for f in group}
+    if len(absolute) == 1:
+        return "add LR " + (", ".join(next(iter(absolute))) or "seeds that completed")
+    if all(f.best_lr for f in group):
+        ratios = {tuple(round(x / f.best_lr, 3) for x in f.next_lrs) for f in group}
+        if len(ratios) == 1:
+            times = " and ".join(f"{_ratio_words(r)}×" for r in next(iter(ratios)))
+            return f"add LR {times} each cell's best; the learning-rate table lists them"
+    return "add LR " + "; ".join(
+        f"{f.variant} {f.size}: {', '.join(fmt_lr(x) for x in f.next_lrs) or 'seeds'}"
+        for f in group
+    )
+
+
+def _cell_names(budgets: dict[str, list[float]]) -> tuple[str, ...]:
+    """``("2M", "10M")``, or with several budgets at a size ``("2M (625K, 1.25M tokens)",)``."""
+    if all(len(t) == 1 for t in budgets.values()):
+        return tuple(budgets)
+    return tuple(f"{s} ({', '.join(F.count(x) for x in t)} tokens)" for s, t in budgets.items())
+
+
+def unbracketed_summary(frontiers: list[LRFrontier]) -> str | None:
+    """The guard's one sentence for every unbracketed cell, each named once: cells grouped by
+    why (one LR tried, best at an edge, none usable), arms with the same sizes named together,
+    the LRs to add given once where they agree (``_to_add``). None when all are bracketed."""
+    unique = {(f.variant, f.size, f.tokens): f for f in frontiers if f.state not in BRACKETED}
+    cells = list(unique.values())
+    if not cells:
         return None
-    best = "none usable" if f.best_lr is None else f"best {fmt_lr(f.best_lr)}"
-    add = ", ".join(fmt_lr(x) for x in f.next_lrs) or "seeds that completed"
-    state = "the only LR tried" if len(f.lrs) == 1 else f.state
-    return f"{key[0]} {key[1]} @{key[2]:.3g} tokens: {best} {state} (add LR {add})"
+    clauses = []
+    for why in dict.fromkeys(_state_words(f) for f in cells):
+        group = [f for f in cells if _state_words(f) == why]
+        sizes: dict[str, dict[str, list[float]]] = {}
+        for f in group:
+            sizes.setdefault(f.variant, {}).setdefault(f.size, []).append(f.tokens)
+        arms_by_sizes: dict[tuple, list[str]] = {}
+        for arm, budgets in sizes.items():
+            arms_by_sizes.setdefault(_cell_names(budgets), []).append(arm)
+        where = "; ".join(
+            f"{' and '.join(arms)} at {', '.join(at)}" for at, arms in arms_by_sizes.items()
+        )
+        clauses.append(f"{where}: {why} ({_to_add(group)})")
+    return f"LR not bracketed at {len(cells)} cell(s): {'; '.join(clauses)}"

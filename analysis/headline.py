@@ -8,7 +8,11 @@ back against the verdict for every outcome.
 
 from __future__ import annotations
 
+import re
+
 from analysis import fmt as F
+
+_CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
 
 OUTCOME_WORDS = {
     "persists": "the gain persists",
@@ -120,12 +124,17 @@ def _helps(v: dict, conf: float) -> str:
 def _inconclusive(v: dict, conf: float) -> str:
     reason = v["reason"]
     if reason.startswith("LR not bracketed"):
-        cells = reason.count("(add LR")
+        counted = _CELLS.match(reason)
+        cells = int(counted["n"]) if counted else reason.count("(add LR")
+        cond = v.get("conditional_verdict")
+        if_best = f"; if {v.get('conditional_assumes')}: {cond}" if cond else ""
         return (
             f"inconclusive: the best learning rate of {cells} cell(s) is not bracketed by the "
-            "grid (the LRs to add are in the learning-rate table)"
+            f"grid (the LRs to add are in the learning-rate table){if_best}"
         )
-    return f"inconclusive: {reason.split('; ')[0]}"
+    cond = v.get("conditional_verdict")
+    if_so = f"; if {v.get('conditional_assumes')}: {cond}" if cond else ""
+    return f"inconclusive: {F.words(reason.split('; ')[0])}{if_so}"
 
 
 def sentence(v: dict) -> str:

@@ -99,6 +99,7 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
                 "num_params_total": math.nan if num_total is None else num_total,
                 "tokens": metrics[C.TOKENS],
                 "flops": metrics.get(C.FLOPS, math.nan),
+                "flops_counted": tags.get(C.TAG_FLOPS_COUNTED, ""),
                 "seed": tags[C.TAG_SEED],
                 "lr": tags.get(C.TAG_LR, math.nan),
                 "final_val_loss": metrics.get(C.FINAL_VAL_LOSS, math.nan),

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 
 from analysis import fmt as F
-from analysis import summary as S
 from analysis import verdict as V
 from analysis.core import Analysis
 
@@ -68,6 +67,11 @@ def _color(an: Analysis, variant: str) -> str:
     return f"C{sorted(an.groups.info['variant'].unique()).index(variant)}"
 
 
+def _with(an: Analysis, text: str) -> str:
+    """``text`` (an interval's words) only when the study has intervals at all."""
+    return text if (an.verdict.get("intervals") or {}).get("available", True) else ""
+
+
 def _band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """``values [B, X]`` over resamples -> 2.5/97.5 percentiles, or None without resamples."""
     ok = np.isfinite(values).all(axis=1)
@@ -99,7 +103,7 @@ def loss_vs_n(an: Analysis, out_dir: Path) -> str:
             ax.fill_between(grid, *band, color=color, alpha=0.2, lw=0)
     log_axis(ax, "x", "count")
     ax.set(xlabel="non-embedding parameters N", ylabel="final validation loss")
-    ax.set_title("L(N) = E + A·N^−α per arm, 95% band", fontsize=10)
+    ax.set_title("L(N) = E + A·N^−α per arm" + _with(an, ", 95% band"), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, out_dir, "loss_vs_n")
@@ -129,6 +133,26 @@ def _mark_extrapolation(ax, start: float) -> None:
     ax.set_xlim(lo, hi)
 
 
+def _near(ext: dict) -> bool:
+    """A named scale is drawn only within ``FAR_EXTRAPOLATION`` times the measured compute."""
+    return ext["times_largest_measured_compute"] <= V.FAR_EXTRAPOLATION
+
+
+def _say_far(ax, an: Analysis) -> None:
+    """Named scales too far to draw, listed in words on the figure."""
+    far = {
+        name: e["times_largest_measured_compute"]
+        for v in an.verdict["variants"]
+        for name, e in v["extrapolated_gain_pct"].items()
+        if not _near(e)
+    }
+    if far:
+        listed = ", ".join(f"{name} ({F.times(x)} the compute)" for name, x in far.items())
+        limit = F.times(V.FAR_EXTRAPOLATION)
+        ax.text(0.99, 0.02, f"not drawn, beyond {limit} the data: {listed}", fontsize=7,
+                ha="right", va="bottom", transform=ax.transAxes, color=EXTRAPOLATED)  # fmt: skip
+
+
 def gain_vs_n(an: Analysis, out_dir: Path) -> str:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
@@ -151,13 +175,15 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
             fmt="o",
             color=color,
             capsize=3,
-            label=f"{var['variant']}: measured, 95% CI",
+            label=f"{var['variant']}: measured" + _with(an, ", 95% CI"),
             zorder=3,
         )
         model = _k_model(an, var["variant"], var["c_ref"])
         if model is None or not len(n):
             continue
-        grid = np.geomspace(n.min() / 1.5, max(S.NAMED_SCALES.values()) * 1.5, 80)
+        near = [e["n_params"] for e in var["extrapolated_gain_pct"].values() if _near(e)]
+        top = min(max([n_max * 1.5, *(x * 1.5 for x in near)]), n_max * V.FAR_EXTRAPOLATION)
+        grid = np.geomspace(n.min() / 1.5, top, 80)
         columns = []
         for compute in np.exp(icpt + slope * np.log(grid)):
             base_loss, var_loss = model.losses(compute)  # each [B+1]
@@ -170,6 +196,8 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
         if band is not None:
             ax.fill_between(grid, *band, color=color, alpha=0.12, lw=0)
         for name, ext in var["extrapolated_gain_pct"].items():
+            if not _near(ext):
+                continue
             g = ext["gain_pct"]
             ci = g["ci95"]
             yerr = None if ci is None else [[g["value"] - ci[0]], [ci[1] - g["value"]]]
@@ -196,6 +224,7 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
     ax.axhline(0, color="k", lw=0.8)
     log_axis(ax, "x", "count")
     _mark_extrapolation(ax, n_max * 1.05)
+    _say_far(ax, an)
     ax.set(xlabel="non-embedding parameters N", ylabel="gain over the baseline (% of loss)")
     ax.set_title("Paired gain per size; the fitted model and its extrapolation", fontsize=10)
     ax.grid(alpha=0.3)
@@ -212,8 +241,10 @@ def k_vs_c(an: Analysis, out_dir: Path) -> str:
         name: e["flops"]
         for v in an.verdict["variants"]
         for name, e in v["extrapolated_gain_pct"].items()
+        if _near(e)
     }
-    grid = np.geomspace(lo / 2, max([c_max, *named.values()]) * 2, 80)
+    top = min(max([c_max, *named.values()]) * 2, c_max * V.FAR_EXTRAPOLATION)
+    grid = np.geomspace(lo / 2, top, 80)
     for var in an.verdict["variants"]:
         color = _color(an, var["variant"])
         model = _k_model(an, var["variant"], var["c_ref"])
@@ -242,8 +273,9 @@ def k_vs_c(an: Analysis, out_dir: Path) -> str:
             color=EXTRAPOLATED,
         )
     _mark_extrapolation(ax, c_max)
+    _say_far(ax, an)
     ax.set(xlabel="training compute C (FLOPs)", ylabel="compute multiplier k(C)")
-    ax.set_title("k(C) = k0·(C/c_ref)^γ with its 95% band", fontsize=10)
+    ax.set_title("k(C) = k0·(C/c_ref)^γ" + _with(an, " with its 95% band"), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
     return _save(fig, out_dir, "k_vs_c")

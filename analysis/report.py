@@ -7,26 +7,14 @@ One list of blocks (``analysis.render``) becomes ``report.md`` and a self-contai
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from analysis import fmt as F
+from analysis import verdict as V
 from analysis.headline import headline
 from analysis.render import to_html, to_markdown
 from analysis.report_tokens import token_blocks
-
-
-def fmt(value, digits: int = 4) -> str:
-    """Plain number for the CLI's one-line summary (the report uses ``analysis.fmt``)."""
-    if value is None:
-        return "not available"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
-def fmt_ci(ci) -> str:
-    return "not available" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
-
 
 METHOD = (
     "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "
@@ -52,6 +40,16 @@ def _extrap_text(e: dict) -> str:
     return f"[[extrap|{what}: {beyond} beyond the data]]"
 
 
+def _conditional(v: dict) -> str:
+    """The verdict the data would give had every arm's LR been its best (LRs not bracketed)."""
+    cond = v.get("conditional_verdict")
+    return f" (if {v.get('conditional_assumes')}: {_badge(cond)})" if cond else ""
+
+
+def _intervals(verdict: dict) -> dict:
+    return verdict.get("intervals") or {"available": True, "why": None}
+
+
 def _verdict_blocks(verdict: dict) -> list[tuple]:
     b: list[tuple] = [("h", "Verdict")]
     rows = []
@@ -63,12 +61,12 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
         rows.append(
             [
                 v["variant"],
-                _badge(v["verdict"]),
+                _badge(v["verdict"]) + _conditional(v),
                 F.with_ci(top["value"], top["ci"], "%") + f" at {top['size']}" if top else F.NA,
                 F.with_ci(k.get("value"), k.get("ci"), "×"),
                 F.with_ci(g.get("value"), g.get("ci")),
                 F.level_pct(level),
-                v["reason"],
+                F.words(v["reason"]),
             ]
         )
     header = ["variant", "verdict", "top gain", "k0 (at c_ref)", "γ", "CI level", "why"]
@@ -116,17 +114,25 @@ def _extrapolation_blocks(verdict: dict) -> list[tuple]:
             )
     header = ["variant", "scale", "N", "C", "model gain", "distance from the data"]
     b.append(("table", header, rows) if rows else ("p", "No k(C) fit: nothing to extrapolate."))
-    per_pt = ", ".join(
-        f"{k}: {F.num(x)}" for k, x in verdict["flops_per_param_token_at_named_scales"].items()
-    )
-    b.append(
-        (
-            "p",
-            "Named scales at 20 tokens/param; their C uses the measured points' own FLOPs "
-            f"accounting (FLOPs per parameter per token: {per_pt}).",
-        )
-    )
+    b.append(("p", named_scale_text(verdict["named_scales"])))
     return b
+
+
+def named_scale_text(scales: dict) -> str:
+    """How each named scale's N and C were set, with its FLOPs per parameter per token."""
+    each = "; ".join(
+        f"{name}: {x['shape']} shape ({x['num_layers']} layers, d {x['hidden_size']}), "
+        f"N {F.count(x['n_params'])}, {F.num(x['flops_per_param_token'], sig=2)} FLOPs per "
+        "parameter per token"
+        for name, x in scales.items()
+    )
+    return (
+        f"Named scales at 20 tokens/param, N and C from a standard shape of that size counted "
+        f"with the project's FLOPs accounting (6 per parameter for the weights, plus attention "
+        f"over the context and the output layer), never from a fit over the measured models: "
+        f"{each}. Scales beyond {F.times(V.FAR_EXTRAPOLATION)} the measured compute are listed "
+        "here but not drawn."
+    )
 
 
 def _gain_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
@@ -150,14 +156,20 @@ def _gain_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
 
 def _fit_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     b: list[tuple] = [("h", "Fitted laws")]
+    intervals = _intervals(verdict)["available"]
     rows = []
     for f in verdict["fits"]:
         # failed = the draw's fit did not converge; such draws are not in the CI
         used = f"{f['resamples_fitted']} ({f.get('resamples_failed', 0)} failed)"
+        used = used if intervals else "none (no intervals)"
         for name, p in f["params"].items():
-            rows.append([f["variant"], f["law"], name, F.with_ci(p["value"], p["ci95"]), used])
+            rows.append([f["variant"], f["law"], name, F.param(name, p["value"], p["ci95"]), used])
     header = ["variant", "law", "parameter", "value [95% CI]", "draws fitted"]
     b.append(("table", header, rows))
+    if any(F.NOT_IDENTIFIED in r[3] for r in rows):
+        b.append(("p", f"{F.NOT_IDENTIFIED}: the fit ran the parameter to the edge of its "
+                  "range (a floor or exponent toward 0, a coefficient without limit); the data "
+                  "do not pin it, so no value is shown."))  # fmt: skip
     b.append(
         (
             "p",
@@ -291,12 +303,15 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
         (
             "p",
             f"Baseline `{verdict['baseline']}`; {verdict['num_used']} of {verdict['num_runs']} "
-            f"runs used, {verdict['num_seeds']} seed(s), {verdict['num_resamples']} bootstrap "
-            f"draws. {METHOD}",
+            f"runs used, {verdict['num_seeds']} seed(s), {_draws(verdict)}. "
+            + (METHOD if _intervals(verdict)["available"] else ""),
         )
     )
-    if verdict["flops_estimated"]:
-        b.append(("note", "Some runs had no `flops`; C = 6 N D was used for them."))
+    if not _intervals(verdict)["available"]:
+        b.append(("note", f"No intervals: {_intervals(verdict)['why']}."))
+    note = (verdict.get("compute_axis") or {}).get("note")
+    if note:
+        b.append(("note", f"Compute axis: {note}."))
     b.extend(_verdict_blocks(verdict))
     b.extend(_gain_blocks(verdict, figures))
     b.extend(token_blocks(verdict, figures))  # the token axis (issue 16), when measured
@@ -326,11 +341,32 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     return b
 
 
+def _draws(verdict: dict) -> str:
+    if not _intervals(verdict)["available"]:
+        return "no bootstrap draws"
+    return f"{verdict['num_resamples']} bootstrap draws"
+
+
 def _pairs(verdict: dict) -> list[tuple[dict, str]]:
     sentences = headline(verdict)
     if not verdict["variants"]:
         return [({"verdict": "none"}, sentences[0])]
     return list(zip(verdict["variants"], sentences, strict=True))
+
+
+_CI_WORDS = re.compile(r" \[95% CI\]| \(95% CIs?\)|,? (with )?(its )?95% band")
+
+
+def _no_interval_words(blocks: list[tuple]) -> list[tuple]:
+    """Table headers and captions without "95% CI" / "95% band": the study has none."""
+    out = []
+    for block in blocks:
+        if block[0] == "table":
+            block = ("table", [_CI_WORDS.sub("", h) for h in block[1]], block[2])
+        elif block[0] == "img":
+            block = ("img", block[1], _CI_WORDS.sub("", block[2]))
+        out.append(block)
+    return out
 
 
 def write_report(
@@ -342,6 +378,8 @@ def write_report(
     training curves), ``"mlflow"`` when per-step history was read, None when unknown.
     """
     blocks = _blocks(verdict, figures, curves_from)
+    if not _intervals(verdict)["available"]:
+        blocks = _no_interval_words(blocks)
     md, page = out_dir / "report.md", out_dir / "report.html"
     md.write_text(to_markdown(blocks))
     page.write_text(to_html(blocks, out_dir, blocks[0][1]))

@@ -89,7 +89,7 @@ def token_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     nd = [f for f in verdict["fits"] if f["law"] == "L(N,D)"]
     if nd:
         rows = [
-            [f["variant"], name, F.with_ci(p["value"], p["ci95"]), f["num_points"]]
+            [f["variant"], name, F.param(name, p["value"], p["ci95"]), f["num_points"]]
             for f in nd
             for name, p in f["params"].items()
         ]

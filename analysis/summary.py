@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from analysis import power as P
@@ -12,48 +10,41 @@ from analysis.cells import Groups
 from analysis.compare import Comparison
 from analysis.laws import LawFit
 from analysis.robust import GainTest
+from foundation.shapes import NAMED_SHAPES
 
-NAMED_SCALES = {"1B": 1e9, "7B": 7e9}  # non-embedding N
 TOKENS_PER_PARAM = 20.0  # Chinchilla-optimal budget (Hoffmann et al. 2022)
 
 
-class FlopsAccounting:
-    """C per (N, D) as the *measured* points count it, to place the named scales on the same
-    axis as the fit: ``log(C / (N D)) = a + b log N`` fitted on the measured points.
-
-    With C = 6 N D everywhere this is exactly 6; with real accounting (attention FLOPs, which
-    weigh less as N grows) it follows the measured trend instead of mixing 6 N D into a fit made
-    on another C.
-    """
-
-    def __init__(self, n: np.ndarray, d: np.ndarray, c: np.ndarray):
-        y = np.log(c / (n * d))
-        x = np.log(n)
-        if np.ptp(x) > 0:
-            self.b, self.a = np.polyfit(x, y, 1)
-        else:
-            self.b, self.a = 0.0, float(y.mean())
-
-    def per_param_token(self, n: float) -> float:
-        return float(math.exp(self.a + self.b * math.log(n)))
-
-    def flops(self, n: float, d: float) -> float:
-        return self.per_param_token(n) * n * d
+def named_scales() -> dict[str, dict]:
+    """Each named scale's N, D = 20 N and C from the standard shape of that size
+    (``foundation.shapes``): never from a fit over the measured models."""
+    out = {}
+    for name, shape in NAMED_SHAPES.items():
+        n = float(shape.num_nonembedding_params())
+        per_token = float(shape.flops_per_token())
+        out[name] = {
+            "shape": shape.source,
+            "num_layers": shape.num_layers,
+            "hidden_size": shape.hidden_size,
+            "n_params": n,
+            "tokens": TOKENS_PER_PARAM * n,
+            "flops_per_token": per_token,
+            "flops_per_param_token": per_token / n,
+            "flops": per_token * TOKENS_PER_PARAM * n,
+        }
+    return out
 
 
-def extrapolations(
-    model: V.EffectiveCompute, accounting: FlopsAccounting, c_max: float, has_ci: bool
-) -> dict:
+def extrapolations(model: V.EffectiveCompute, c_max: float, has_ci: bool) -> dict:
     """Gain at each named scale (D = 20 N), with how far its compute lies beyond ``c_max``."""
     out = {}
-    for name, n in NAMED_SCALES.items():
-        tokens = TOKENS_PER_PARAM * n
-        compute = accounting.flops(n, tokens)
+    for name, scale in named_scales().items():
+        compute = scale["flops"]
         base, var = model.losses(compute)
         factor = compute / c_max
         out[name] = {
-            "n_params": n,
-            "tokens": tokens,
+            "n_params": scale["n_params"],
+            "tokens": scale["tokens"],
             "flops": compute,
             "times_largest_measured_compute": factor,
             "far_extrapolation": bool(factor > V.FAR_EXTRAPOLATION),

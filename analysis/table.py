@@ -151,11 +151,15 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
             f"use one of {', '.join(STATUSES)}"
         )
     out["flops_estimated"] = out["flops"].isna()
+    # how a run's `flops` were counted (a tag of the run record): "weights_only" when its
+    # bring-your-own variant declared no FLOPs; blank when not recorded
+    counted = out["flops_counted"] if "flops_counted" in out.columns else ""
+    out["flops_counted"] = pd.Series(counted, index=out.index).fillna("").astype(str)
     out["flops"] = out["flops"].fillna(approx_flops(out["num_nonembedding_params"], out["tokens"]))
     if "run_id" not in out.columns:
         out["run_id"] = [f"row{i + 1}" for i in range(len(out))]
     out["run_id"] = out["run_id"].astype(str)
-    return out[COLUMNS + ["flops_estimated"]].reset_index(drop=True)
+    return out[COLUMNS + ["flops_estimated", "flops_counted"]].reset_index(drop=True)
 
 
 def load_csv(path: str | Path) -> pd.DataFrame:

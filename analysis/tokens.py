@@ -32,7 +32,7 @@ from analysis import verdict as V
 from analysis import verdict_d as VD
 from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Budget, baseline_map, compare
-from analysis.frontier import LRFrontier, lr_frontier, unbracketed
+from analysis.frontier import LRFrontier, lr_frontier, unbracketed_summary
 from analysis.laws import LawFit, fit_across_resamples
 
 # Token counts of one size within 2% of each other are one budget: whole-step rounding (one
@@ -164,16 +164,16 @@ def slope(points: list[Point]) -> np.ndarray:
 def lr_guards(points: list[Point], slices: list[Slice]) -> list[str]:
     """One sentence naming every compared (arm, size, tokens) whose best LR is not bracketed."""
     frontier = {k: f for sl in slices for k, f in sl.frontier.items()}
-    bad = []
+    cells = []
     for p in points:
         b = p.budget
         sl = next(s for s in slices if s.rank == p.rank)
         for g in (b.base, b.var):
             key = (sl.groups.info.at[g, "variant"], b.size, b.tokens)
-            note = unbracketed(key, frontier.get(key))
-            if note is not None:
-                bad.append(note)
-    return [f"LR not bracketed: {'; '.join(bad)}"] if bad else []
+            if key in frontier:
+                cells.append(frontier[key])
+    summary = unbracketed_summary(cells)
+    return [summary] if summary else []
 
 
 def fit_nd(slices: list[Slice], num_resamples: int) -> list[LawFit]:

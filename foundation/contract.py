@@ -54,6 +54,7 @@ TAG_SIZE = "size"
 TAG_SEED = "seed"
 TAG_LR = "lr"
 TAG_ENGINE = "engine"
+TAG_FLOPS_COUNTED = "flops_counted"  # exact | declared | weights_only (models.accounting)
 TAG_OUTCOME = "outcome"  # running | completed | diverged, written by the job
 TAG_ROLE = "scaling.role"  # "study" on the study's parent run
 TAG_CONFIG_HASH = "scaling.config_hash"

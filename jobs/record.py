@@ -82,6 +82,8 @@ def write_result(config: RunConfig, result: RunResult) -> None:
 
 def start(tracker: Any, config: RunConfig, world_size: int, resumed: bool) -> None:
     """Mark the run running with its identity and provenance tags (params on first start)."""
+    from models.accounting import flops_counted  # as in finish: models only when a run starts
+
     tags = {
         C.TAG_STUDY: config.study,
         C.TAG_CELL_ID: config.name,
@@ -90,6 +92,7 @@ def start(tracker: Any, config: RunConfig, world_size: int, resumed: bool) -> No
         C.TAG_LR: str(config.optimizer.lr),
         **config.tracking.tags,
         C.TAG_ENGINE: config.engine,
+        C.TAG_FLOPS_COUNTED: flops_counted(config.model),
         C.TAG_OUTCOME: C.RUNNING,
         C.TAG_CODE_DIGEST: code_digest(config.model.query_variant),
         "git_commit": git_commit(),

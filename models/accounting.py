@@ -73,12 +73,31 @@ def num_params(config: ModelConfig) -> int:
     return num_embedding_params(config) + num_nonembedding_params(config)
 
 
+def _declared_query_flops(config: ModelConfig) -> int:
+    """A bring-your-own query's declared forward FLOPs per layer beyond 2 per weight (0 when
+    it declared none, or for a built-in: their FLOPs are their weights')."""
+    if is_builtin(config.query_variant):
+        return 0
+    variant = load_variant(config.query_variant)
+    if variant.flops is None:
+        return 0
+    return variant.flops(config) - 2 * variant.weights(config)
+
+
+def flops_counted(config: ModelConfig) -> str:
+    """How ``flops_per_token`` counts this model: ``exact`` (built-in), ``declared`` (a
+    variant's own ``flops``), or ``weights_only`` (a variant that declared none)."""
+    if is_builtin(config.query_variant):
+        return "exact"
+    return "weights_only" if load_variant(config.query_variant).flops is None else "declared"
+
+
 def forward_flops_per_token(config: ModelConfig) -> int:
     """Matmul FLOPs of one forward pass, per token."""
     weights = config.num_layers * _layer_weights(config) + config.hidden_size * config.vocab_size
     # QK^T and AV: each 2 * seq_length * (head width) per query head.
     attention = config.num_layers * 2 * 2 * config.seq_length * config.query_width
-    return 2 * weights + attention
+    return 2 * weights + attention + config.num_layers * _declared_query_flops(config)
 
 
 def flops_per_token(config: ModelConfig) -> int:

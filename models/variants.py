@@ -57,13 +57,19 @@ class QueryVariant:
     `name` is the arm's name in a study (cell ids, the `variant` tag, the analysis table);
     `query` is a megatron `ModuleSpec` (or module class) of the query; `weights(config)` and
     `gains(config)` count its weight-matrix entries and norm gains in one layer (a linear W_Q
-    has ``d * d`` weights and no gains). Weights count as matmul FLOPs, gains do not.
+    has ``d * d`` weights and no gains). `flops(config)`: the query's forward FLOPs per token
+    in one layer, every matmul it runs at 2 FLOPs per multiply-add (a linear W_Q: ``2 * d *
+    d``); the compute axis of the analysis is built on it. Left out, the accounting counts 2
+    per weight, the runs are tagged ``flops_counted = weights_only`` and the analysis holds the
+    variant's verdict back: a query that multiplies more than its weights (a product of two
+    activations, an extra attention) would otherwise buy its gain with uncounted compute.
     """
 
     name: str
     query: Any
     weights: Callable[[Any], int]
     gains: Callable[[Any], int] = _no_gains
+    flops: Callable[[Any], int] | None = None
 
 
 def is_builtin(name: str) -> bool:

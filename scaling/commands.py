@@ -123,6 +123,7 @@ def plan(
     the_plan = plan_study(spec)
     header, rows, totals = format_plan(the_plan)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
+    _warn_undeclared_flops(spec.spec.variants)
     cost = search_cost(spec, the_plan)
     if cost is not None:
         typer.echo(format_search_cost(cost, the_plan, spec))
@@ -133,6 +134,21 @@ def plan(
         _print_power(spec, noise, target_gain, baseline)
     if check_environment:
         _warn_environment(study, spec)
+
+
+def _warn_undeclared_flops(entries: list[str]) -> None:
+    """A bring-your-own variant without `flops`: say so before anything is trained."""
+    from models.variants import is_builtin, load_variant
+    from scaling.ladder import ARMS
+
+    for entry in entries:
+        if entry in ARMS or is_builtin(entry) or load_variant(entry).flops is not None:
+            continue
+        typer.echo(
+            f"warning: variant {entry!r} declares no FLOPs per token (QueryVariant.flops): its "
+            "compute counts its weights only and the analysis will hold its verdict back; "
+            "declare them (docs/variants.md)"
+        )
 
 
 def _fail(message: str) -> None:
@@ -365,11 +381,10 @@ def run(
     )
     _status_table(outcome.study or spec)  # the cells the LR search added too
     if outcome.verdict is not None:
-        for v in outcome.verdict["variants"]:
-            typer.echo(
-                f"{v['variant']} vs {baseline}: {v['verdict']} (gamma {v['gamma']}, 95% CI "
-                f"{v['gamma_ci95']}; k0 {v['k0']}, 95% CI {v['k0_ci95']})"
-            )
+        from analysis.terminal import verdict_lines
+
+        for line in verdict_lines(outcome.verdict):
+            typer.echo(line)
         report = outcome.report_dir
         typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
         typer.echo(f"plots and verdict.json: {report}/")

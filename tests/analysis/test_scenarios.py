@@ -71,16 +71,19 @@ def test_each_imperfect_study_gets_a_right_outcome_over_several_noise_draws(name
 
 
 def _check_lr_edge_reason(reason: str, lr_rows: list[dict], result) -> None:
-    """Every baseline cell is named with the LR one step beyond its grid: its true optimum
-    (the grid stops at half of it)."""
+    """Every baseline cell is named once, with the LR one step beyond its grid (2x its best,
+    each cell's own in the LR table): its true optimum (the grid stops at half of it)."""
     edges = [r for r in lr_rows if r["state"] in ("edge_low", "edge_high")]
     assert len(edges) == 5
     assert all(r["variant"] == "linear" and r["state"] == "edge_high" for r in edges)
     info = result.groups.info.set_index(["variant", "size"])
+    guard = reason.split("; if ")[0]
+    assert guard.startswith("LR not bracketed at 5 cell(s): linear at ")
+    assert "add LR 2× each cell's best" in guard
     for row in edges:
-        assert f"linear {row['size']} " in reason
+        assert guard.count(f" {row['size']},") + guard.count(f" {row['size']}:") == 1
         (add,) = row["next_lrs"]
-        assert f"add LR {add:.3g}" in reason
+        assert add == pytest.approx(2 * row["best_lr"])
         n = info.loc[("linear", row["size"]), "num_nonembedding_params"]
         assert add == pytest.approx(lr_opt(n))
 
@@ -145,7 +148,11 @@ def test_several_variants_apply_holm_and_the_strongest_baseline_per_size():
         check_reason(v)
 
 
-def test_extrapolation_is_stated_with_its_distance_and_the_same_flops_accounting():
+def test_extrapolation_is_stated_with_its_distance_and_the_standard_shape_accounting():
+    """Named scales take C from their standard shape (``foundation.shapes``), whatever the
+    measured points' own FLOPs per parameter (7.5 here): never a fit over the small models."""
+    from foundation.shapes import NAMED_SHAPES
+
     table = scenario("lucky_survivor", 51)
     table["flops"] = 7.5 * table["num_nonembedding_params"] * table["tokens"]  # not 6 N D
     result = analyse(table, num_resamples=100)
@@ -153,8 +160,9 @@ def test_extrapolation_is_stated_with_its_distance_and_the_same_flops_accounting
     c_max = table["flops"].max()
     assert result.verdict["measured_compute"][1] == pytest.approx(c_max)
     for name, ext in variant["extrapolated_gain_pct"].items():
-        n = ext["n_params"]
-        assert ext["flops"] == pytest.approx(7.5 * n * 20 * n, rel=1e-6), name
+        n, shape = ext["n_params"], NAMED_SHAPES[name]
+        assert n == shape.num_nonembedding_params(), name
+        assert ext["flops"] == pytest.approx(shape.flops_per_token() * 20 * n, rel=1e-9), name
         assert ext["times_largest_measured_compute"] == pytest.approx(ext["flops"] / c_max)
         assert ext["far_extrapolation"] == (ext["flops"] / c_max > 100)
     assert variant["extrapolated_gain_pct"]["7B"]["far_extrapolation"]

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis import fmt as F
 from analysis import tokens as T
 from analysis.core import analyse
 from analysis.synthetic import ArmLaw, make_nd_study, true_gain
@@ -248,7 +249,7 @@ def test_cli_prints_the_verdict_along_d(tmp_path):
     assert res.exit_code == 0, res.output
     verdict = json.loads((out / "verdict.json").read_text())
     (row,) = verdict["tokens"]["variants"]
-    line = f"nonlinear vs linear along D: {row['verdict']} ({row['reason']})"
+    line = f"nonlinear vs linear along D: {row['verdict']}: {F.words(row['reason'])}"
     assert line in res.output
 
 
@@ -258,7 +259,7 @@ def test_cli_prints_the_verdict_along_d(tmp_path):
         ({"fractions": (0.5, 1.0)}, "2 budget(s) both arms measured at any one size"),
         (
             {"lr_grid": (1.0, 2.0)},
-            "LR not bracketed: linear 2M @5e+06 tokens: best 0.0178 edge_low (add LR 0.00888)",
+            "cell(s): linear and nonlinear at 2M (5M, 10M, 20M, 40M tokens), 10M (25M",
         ),
     ],
 )

@@ -44,6 +44,7 @@ def test_single_process_run_follows_the_mlflow_contract(tmp_path, data_dir, mlfl
         "seed": "1",
         "engine": "megatron",
         "outcome": "completed",
+        "flops_counted": "exact",  # a built-in query: its FLOPs are the accounting's
     }.items():
         assert tags[key] == value, key
     for key in ("git_commit", "host", "device", "version.torch", "version.megatron-core"):

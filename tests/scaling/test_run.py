@@ -63,6 +63,12 @@ def test_scaling_run_end_to_end(tmp_path):
     outcomes = ("persists", "grows", "fades", "helps", "hurts", "undetected", "inconclusive")
     assert entry["verdict"] in outcomes  # never `none`: 6 tiny seeds cannot show +-0.5%
     assert entry["reason"] and len(entry["gain_pct_by_size"]) == 4
+    # the terminal prints the same verdict lines as `scaling analyze`: rounded, no None
+    from analysis.terminal import verdict_lines
+
+    for line in verdict_lines(verdict):
+        assert line in out, (line, out[-3000:])
+    assert not any("None" in line or "not available" in line for line in verdict_lines(verdict))
     html = (report / "report.html").read_text()
     if entry["verdict"] == "undetected":  # the headline says so, with what it can detect
         assert "not resolved" in html and "detects gains of" in html

@@ -45,4 +45,5 @@ def gated_query() -> QueryVariant:
         name="gated",
         query=ModuleSpec(module=GatedQuery),
         weights=lambda config: config.hidden_size**2,
+        flops=lambda config: 2 * config.hidden_size**2,  # X W_g; sigmoid and product not counted
     )

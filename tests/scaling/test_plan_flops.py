@@ -1,0 +1,24 @@
+"""`scaling plan` flags a bring-your-own variant that declares no FLOPs, before any training."""
+
+from __future__ import annotations
+
+import yaml
+from typer.testing import CliRunner
+
+from scaling.cli import app
+from tests.scaling.conftest import small_spec
+
+
+def test_plan_warns_about_a_variant_without_declared_flops(tmp_path, data_dir):
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
+    path = tmp_path / "study.yaml"
+    for entry, warned in (
+        ("tests.models.test_flops_declared:undeclared", True),
+        ("tests.variants.gated:gated_query", False),  # declares its FLOPs
+    ):
+        spec["variants"] = ["linear", entry]
+        path.write_text(yaml.safe_dump(spec))
+        res = CliRunner().invoke(app, ["plan", str(path), "--no-check-environment"])
+        assert res.exit_code == 0, res.output
+        said = f"warning: variant {entry!r} declares no FLOPs per token" in res.output
+        assert said == warned, res.output
