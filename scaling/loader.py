@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.config import ConfigError, from_dict, load_file
+from scaling.checks import section_key_problems
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.study import Study
 
@@ -36,7 +37,11 @@ _SQLITE = "sqlite:///"
 
 def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     """Build and validate a Study (spec checks only); relative paths resolve against `base`."""
-    study = from_dict(Study, data, where="study")
+    try:
+        study = from_dict(Study, data, where="study")
+    except ConfigError as err:  # the sections' own typos, with the spec's: all at once
+        more = [q for q in section_key_problems(data) if q not in err.problems]
+        raise ConfigError([*err.problems, *more]) from None
     base = Path(base or Path.cwd())
     if study.data.path:
         study.data.path = str(_absolute(study.data.path, base))
