@@ -362,3 +362,5 @@ def _check_resources(study: Study, p: Problems) -> None:
                 )
     if study.cost.flops_per_gpu_s <= 0:
         p.add("study.cost.flops_per_gpu_s: must be > 0 (e.g. 4e14)")
+    if study.cost.startup_s < 0:
+        p.add(f"study.cost.startup_s: {study.cost.startup_s} must be >= 0 (seconds per cell)")

@@ -48,7 +48,8 @@ class PlanRow:
     tokens_per_step: int
     flops: float  # C this cell computes: flops_per_token × its own tokens (a branch: cooldown)
     gpus: int  # processes on CPU: TP × PP × DP
-    hours: float  # wall-clock at cost.flops_per_gpu_s per GPU
+    hours: float  # training time at cost.flops_per_gpu_s per GPU
+    eval_flops: float = 0.0  # forward FLOPs of its evaluations (`scaling.wall` times them)
 
     @property
     def gpu_hours(self) -> float:
@@ -106,9 +107,27 @@ def plan_study(study: ResolvedStudy | Study) -> Plan:
                 flops=flops,
                 gpus=gpus,
                 hours=flops / (gpus * flops_per_gpu_s) / 3600,
+                eval_flops=_eval_flops(run),
             )
         )
     return Plan(rows, flops_per_gpu_s)
+
+
+def _eval_flops(run) -> float:
+    """Forward FLOPs of a run's evaluations: one at every `eval_interval` before the end and
+    one at the end, each over the loss and the LR-selection windows; a forward pass costs a
+    third of a training token's FLOPs (the backward pass two thirds)."""
+    from models.accounting import flops_per_token
+
+    train, data = run.train, run.data
+    start = run.init_from.step if run.init_from is not None else 0
+    num_evals = 1 + (
+        (train.steps - 1) // train.eval_interval - start // train.eval_interval
+        if train.eval_interval
+        else 0
+    )
+    tokens = num_evals * (data.num_val_windows + data.num_select_windows) * run.model.seq_length
+    return float(flops_per_token(run.model)) / 3 * tokens
 
 
 def _si(value: float) -> str:
@@ -128,9 +147,10 @@ def _duration(hours: float) -> str:
     return f"{hours:.2f}h"
 
 
-def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
-    """(header, rows, totals line) as strings, for a rich table or plain text."""
-    header = ["cell", "size", "N", "N total", "tokens", "steps", "FLOPs", "GPUs", "time"]
+def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[str]], str]:
+    """(header, rows, totals line) as strings, for a rich table or plain text; costs are in
+    `device`-hours ("GPU", or "CPU": one process each, `scaling.wall.device_name`)."""
+    header = ["cell", "size", "N", "N total", "tokens", "steps", "FLOPs", f"{device}s", "time"]
     rows = [
         [
             r.cell_id,
@@ -146,8 +166,9 @@ def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
         for r in plan.rows
     ]
     totals = (
-        f"{plan.num_runs} runs, {plan.total_flops:.3g} FLOPs, {plan.gpu_hours:.4g} GPU-hours at "
-        f"{plan.flops_per_gpu_s:.3g} FLOP/s per GPU; longest cell {_duration(plan.max_hours)}"
+        f"{plan.num_runs} runs, {plan.total_flops:.3g} FLOPs, {plan.gpu_hours:.4g} {device}-hours "
+        f"at {plan.flops_per_gpu_s:.3g} FLOP/s per {device}; longest cell "
+        f"{_duration(plan.max_hours)} of training"
     )
     return header, rows, totals
 
@@ -294,13 +315,15 @@ def search_cost(study: ResolvedStudy | Study, plan: Plan | None = None) -> Searc
     return SearchCost(scan, follow, hours)
 
 
-def format_search_cost(cost: SearchCost, plan: Plan, study: ResolvedStudy) -> str:
+def format_search_cost(
+    cost: SearchCost, plan: Plan, study: ResolvedStudy, device: str = "GPU"
+) -> str:
     """One line for `scaling plan` beside the starting grid's totals."""
     search = study.spec.lr.search
     base = sum(r.gpu_hours for r, c in zip(plan.rows, study.cells, strict=True) if c.round == 0)
     return (
         f"lr search (max_rounds {search.max_rounds}, scan seeds {len(study.spec.scan_seeds)} of "
         f"{len(study.spec.seeds)}): worst case +{cost.num_cells} cells ({cost.num_scan_cells} "
-        f"scan, {cost.num_follower_cells} follower), +{cost.gpu_hours:.4g} GPU-hours beside the "
-        f"starting grid's {base:.4g}; total at most {base + cost.gpu_hours:.4g} GPU-hours"
+        f"scan, {cost.num_follower_cells} follower), +{cost.gpu_hours:.4g} {device}-hours beside "
+        f"the starting grid's {base:.4g}; total at most {base + cost.gpu_hours:.4g} {device}-hours"
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundation import contract as C
+from jobs.spool import last_logged_step
 from scaling.mlflow_state import CellRun, cell_runs
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.scheduler import live_jobs, read_records
@@ -47,6 +48,8 @@ class StatusRow:
     run_id: str | None
     note: str = ""  # why, where the state alone does not say (a branch's parent failed)
     given_up: bool = False  # failed more than `study.retries` times: `submit` leaves it failed
+    step: int | None = None  # a running cell: the last step it logged (of `num_steps`)
+    num_steps: int | None = None
 
     @property
     def retryable(self) -> bool:
@@ -92,6 +95,7 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
             val = run.final_val_loss if run.final_val_loss is not None else run.last_val_loss
         state = cell_state(run, live.get(cell.cell_id))
         given_up = record is not None and record.given_up(state, study.spec.retries)
+        step = last_logged_step(cell.run.output_dir) if state == C.RUNNING else None
         rows.append(
             StatusRow(
                 cell_id=cell.cell_id,
@@ -105,6 +109,8 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
                 run_id=run.run_id if run else None,
                 note=gave_up_note(record.failures + 1, study.spec.retries) if given_up else "",
                 given_up=given_up,
+                step=step,
+                num_steps=cell.run.train.steps,
             )
         )
     return _parent_notes(study, rows)
