@@ -72,7 +72,7 @@ def main() -> None:
         final.spec.cost = bare
         compute = rounds_seconds(final, plan_study(final))
         slots = final.spec.local.max_parallel
-        implied = (measured - compute) / (len(final.cells) / slots)
+        implied = (measured - compute) / (len(final.cells) / slots)  # no cell runs alone at the end
     print(f"study: {'studies/demo.yaml' if args.full else 'the CI-sized copy of the demo'}")
     print(f"cells: {len(study.cells)} in the starting grid; {len(final.cells)} ran, ", end="")
     print(f"in {num_rounds} rounds")

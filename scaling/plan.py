@@ -25,6 +25,7 @@ __all__ = [
     "plan_study",
     "search_cost",
     "format_plan",
+    "cell_seconds",
     "power_plan",
     "BranchSaving",
     "branch_saving",
@@ -56,10 +57,16 @@ class PlanRow:
         return self.hours * self.gpus
 
 
+def cell_seconds(row: PlanRow, flops_per_gpu_s: float, startup_s: float) -> float:
+    """One cell's wall seconds: its training and evaluation FLOPs on its devices, plus start-up."""
+    return (row.flops + row.eval_flops) / (row.gpus * flops_per_gpu_s) + startup_s
+
+
 @dataclass(frozen=True)
 class Plan:
     rows: list[PlanRow]
     flops_per_gpu_s: float
+    startup_s: float = 0.0  # cost.startup_s: each cell's wall time beside its FLOPs
 
     @property
     def num_runs(self) -> int:
@@ -110,7 +117,7 @@ def plan_study(study: ResolvedStudy | Study) -> Plan:
                 eval_flops=_eval_flops(run),
             )
         )
-    return Plan(rows, flops_per_gpu_s)
+    return Plan(rows, flops_per_gpu_s, study.spec.cost.startup_s)
 
 
 def _eval_flops(run) -> float:
@@ -161,7 +168,7 @@ def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[s
             str(r.steps),
             f"{r.flops:.2e}",
             str(r.gpus),
-            _duration(r.hours),
+            _duration(cell_seconds(r, plan.flops_per_gpu_s, plan.startup_s) / 3600),
         ]
         for r in plan.rows
     ]

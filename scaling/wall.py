@@ -5,7 +5,10 @@ rate (`cost.flops_per_gpu_s` per device), plus `cost.startup_s` of work that is 
 (process start, model and data set-up, checkpoints, tracking). Cells run `slots` at a time:
 `local.max_parallel` on the local executor, `slurm.array_parallelism` on Slurm (an upper
 bound: the cluster may run fewer). A free slot takes the longest waiting cell, as
-`scaling.executors.run_local` does, so a phase lasts what that greedy schedule says.
+`scaling.executors.run_local` does, so a phase lasts what that greedy schedule says. A local
+round also starts a warm server (`scaling.warmstart`: torch, megatron-core and mlflow imported,
+about 8 CPU s) and is seen to end at the next status poll (`scaling.run.POLL_S`, 5 s: 2.5 s on
+average): `LOCAL_ROUND_S` per round. A Slurm round's queue wait is the cluster's, not counted.
 
 With `lr.search` a study runs in phases, each waiting for the one before: the starting grid,
 then up to `max_rounds` refinement rounds (one LR per arm and scan seed each), then the
@@ -23,10 +26,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from scaling.plan import Plan, PlanRow
+from scaling.plan import Plan, cell_seconds
 from scaling.resolved import ResolvedStudy
 
 __all__ = [
+    "LOCAL_ROUND_S",
     "WallEstimate",
     "wall_estimate",
     "rounds_seconds",
@@ -36,6 +40,7 @@ __all__ = [
 ]
 
 _NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+LOCAL_ROUND_S = 10.0  # the warm server's imports and half a status poll (module docstring)
 
 
 @dataclass(frozen=True)
@@ -58,11 +63,6 @@ def device_name(study: ResolvedStudy) -> str:
     return "GPU" if _NVIDIA_GPUS.is_dir() and any(_NVIDIA_GPUS.iterdir()) else "CPU"
 
 
-def cell_seconds(row: PlanRow, flops_per_gpu_s: float, startup_s: float) -> float:
-    """One cell's wall seconds: its training and evaluation FLOPs on its devices, plus start-up."""
-    return (row.flops + row.eval_flops) / (row.gpus * flops_per_gpu_s) + startup_s
-
-
 def _makespan(durations: list[float], slots: int) -> float:
     """Greedy longest-first schedule of `durations` on `slots` parallel slots: its length."""
     ends = [0.0] * max(1, min(slots, len(durations)))
@@ -78,8 +78,9 @@ def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     rate, startup = spec.cost.flops_per_gpu_s, spec.cost.startup_s
     seconds = {r.cell_id: cell_seconds(r, rate, startup) for r in plan.rows}
     search = spec.lr.search
+    per_round = LOCAL_ROUND_S if study.executor == "local" else 0.0
     if search is None:
-        total = _makespan(list(seconds.values()), slots)
+        total = per_round + _makespan(list(seconds.values()), slots)
         return WallEstimate(total, total, slots, study.executor, device_name(study))
     grid = [seconds[c.cell_id] for c in study.cells if c.round == 0]
     # one grid point of an arm (a cell, or a WSD family) costs alike at every LR and seed
@@ -94,8 +95,8 @@ def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     round_cells = [s for s in arm_point.values() for _ in range(num_scan)]
     per_arm = num_follow * (1 + 2 * search.follow_neighbours)
     followers = [s for s in arm_point.values() for _ in range(per_arm)]
-    base = _makespan(grid, slots) + _makespan(followers, slots)
-    worst = base + search.max_rounds * _makespan(round_cells, slots)
+    base = 2 * per_round + _makespan(grid, slots) + _makespan(followers, slots)
+    worst = base + search.max_rounds * (per_round + _makespan(round_cells, slots))
     return WallEstimate(base, worst, slots, study.executor, device_name(study))
 
 
@@ -109,7 +110,8 @@ def rounds_seconds(study: ResolvedStudy, plan: Plan) -> float:
     by_round: dict[int, list[float]] = {}
     for cell in study.cells:
         by_round.setdefault(cell.round, []).append(seconds[cell.cell_id])
-    return sum(_makespan(durations, slots) for durations in by_round.values())
+    per_round = LOCAL_ROUND_S if study.executor == "local" else 0.0
+    return sum(per_round + _makespan(durations, slots) for durations in by_round.values())
 
 
 def _clock(seconds: float) -> str:
@@ -127,4 +129,4 @@ def format_wall(wall: WallEstimate, startup_s: float) -> str:
     text = f"wall-clock on {wall.device}: about {_clock(wall.seconds)} with {where}"
     if wall.worst_seconds > wall.seconds:
         text += f"; {_clock(wall.worst_seconds)} if every LR-search round runs"
-    return f"{text} (each cell: its FLOPs at cost.flops_per_gpu_s + {startup_s:g} s start-up)"
+    return f"{text} (each cell: its FLOPs at cost.flops_per_gpu_s + cost.startup_s {startup_s:g} s)"
