@@ -167,13 +167,7 @@ def submit_study(
                 jobs = run_local(study, todo, records, say, states=skipped, stop=stop)
         except BaseException as err:
             if isinstance(err, KeyboardInterrupt):
-                unstarted = [
-                    c.cell_id
-                    for c in todo
-                    if records.get(c.cell_id) is counted.get(c.cell_id)
-                    or records[c.cell_id].job_id.startswith(QUEUED)
-                ]
-                _restore_unstarted(study, client, unstarted, runs, run_ids, before, records)
+                _restore_unstarted(study, client, todo, runs, run_ids, (before, counted), records)
             fail_parent_run(study, err)
             raise
         if study.executor == "local" and end_parent:
@@ -184,14 +178,25 @@ def submit_study(
 def _restore_unstarted(
     study: ResolvedStudy,
     client: Any,
-    cell_ids: list[str],
+    todo: list[Cell],
     runs: dict[str, CellRun],
     run_ids: dict[str, str],
-    before: dict[str, JobRecord],
+    earlier: tuple[dict[str, JobRecord], dict[str, JobRecord]],
     records: dict[str, JobRecord],
 ) -> None:
     """Undo an interrupted submit for the cells it never started: their job records as they
-    were, a run made by this submit deleted (it holds nothing), an older run's status back."""
+    were, a run made by this submit deleted (it holds nothing), an older run's status back.
+
+    `earlier`: the records before this submit, and after it counted failures; a cell whose
+    record is still the counted one, or a `queued-` one, never got a job.
+    """
+    before, counted = earlier
+    cell_ids = [
+        c.cell_id
+        for c in todo
+        if records.get(c.cell_id) is counted.get(c.cell_id)
+        or records[c.cell_id].job_id.startswith(QUEUED)
+    ]
     for cid in cell_ids:
         if cid in before:
             records[cid] = before[cid]
