@@ -93,25 +93,28 @@ class _Uploader:
         """Give a run `scaling submit` made (SCHEDULED, nothing logged yet) its start time now.
 
         MLflow cannot move a run's start, and its duration would count the time the cell waited
-        for a slot or a node. So a run that never trained is replaced by a copy made now (same
-        tags, same name) and deleted; the wait is logged as `time/queue_s` (and tag `queue_s`).
+        for a slot or a node. So a run that never trained is deleted and made again now (same
+        tags, same name); the wait is its tag `queue_s` and metric `time/queue_s`. Deleted
+        first, so a cell never has two runs: a job killed in between finds the deleted run in
+        `mlflow_run_id` on its restart and makes the new one then.
         """
         old = self.client.get_run(self.run_id)
-        self._checked_start = True
         if old.info.status != "SCHEDULED" or old.data.metrics:
+            self._checked_start = True
             return  # running, resumed or retried: its start is its first training start
         queue_s = max(0.0, time.time() - old.info.start_time / 1000)
         tags = {k: v for k, v in old.data.tags.items() if not k.startswith("mlflow.")}
         if TAG_PARENT in old.data.tags:
             tags[TAG_PARENT] = old.data.tags[TAG_PARENT]
         tags[TAG_QUEUE_S] = f"{queue_s:.1f}"
+        if old.info.lifecycle_stage != "deleted":
+            self.client.delete_run(old.info.run_id)
         run = self.client.create_run(old.info.experiment_id, run_name=old.info.run_name, tags=tags)
-        self.client.log_metric(run.info.run_id, METRIC_QUEUE_S, queue_s, step=0)
         tmp = self.run_id_file.with_name(".mlflow_run_id.tmp")
         tmp.write_text(run.info.run_id)
         os.replace(tmp, self.run_id_file)
-        self.run_id = run.info.run_id
-        self.client.delete_run(old.info.run_id)
+        self.run_id, self._checked_start = run.info.run_id, True
+        self.client.log_metric(run.info.run_id, METRIC_QUEUE_S, queue_s, step=0)
 
     def _offset(self) -> int:
         return int(self.offset_file.read_text()) if self.offset_file.is_file() else 0
