@@ -64,15 +64,12 @@ class Progress:
     def summary(self, rows: list[StatusRow]) -> str:
         states = Counter(r.state for r in rows)
         ended = self.ended(rows)
-        new_flops = sum(self.flops.get(c, 0.0) for c in ended - self.done_before)
-        left_flops = sum(self.flops.get(r.cell_id, 0.0) for r in rows if r.cell_id not in ended)
         elapsed = time.monotonic() - self.start
-        eta = "?" if new_flops <= 0 else _clock(elapsed * left_flops / new_flops)
         failed = states[C.FAILED] + states[C.DIVERGED] + states[C.CANCELLED]
         return (
             f"{len(ended)}/{len(rows)} done ({states[C.COMPLETED]} completed, {failed} failed, "
             f"diverged or cancelled), {states[C.RUNNING]} running, {states[C.QUEUED]} queued; "
-            f"elapsed {_clock(elapsed)}, ETA {eta}"
+            f"elapsed {_clock(elapsed)}, ETA {self._eta(rows)}"
         )
 
     def brief(self, rows: list[StatusRow]) -> str:
