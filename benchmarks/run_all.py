@@ -13,6 +13,8 @@ Sections (targets from the issues):
               ratios, max final-loss difference per budget (0: bitwise)
   warmstart   a local cell forked from the warm server / started cold: job wall time and
               time outside the training loop (equal final losses required)
+  plan_wall   `scaling plan`'s wall-clock estimate / the measured `scaling run` of the CI-sized
+              demo copy (0.75-1.25; `bench_plan_wall.py --full`: the demo itself)
   demo        `scaling run studies/demo.yaml` from nothing: wall time, and each arm's seed sd
               as % of its loss per size (~15 min; only with --full or --only demo)
 Each benchmark runs in its own process (one at a time, so they do not disturb each other).
@@ -35,6 +37,7 @@ QUICK = {
     "analysis": ["bench_analysis.py", "--resamples", "1000"],
     "branches": ["bench_branches.py", "--steps", "160"],
     "warmstart": ["bench_warmstart.py", "--pairs", "2"],
+    "plan_wall": ["bench_plan_wall.py"],
     "demo": ["bench_demo.py"],
 }
 SLOW = {"demo"}  # run by --full or when named with --only
