@@ -95,7 +95,8 @@ def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     round_cells = [s for s in arm_point.values() for _ in range(num_scan)]
     per_arm = num_follow * (1 + 2 * search.follow_neighbours)
     followers = [s for s in arm_point.values() for _ in range(per_arm)]
-    base = 2 * per_round + _makespan(grid, slots) + _makespan(followers, slots)
+    base = per_round + _makespan(grid, slots)
+    base += (per_round + _makespan(followers, slots)) if followers else 0.0
     worst = base + search.max_rounds * (per_round + _makespan(round_cells, slots))
     return WallEstimate(base, worst, slots, study.executor, device_name(study))
 
