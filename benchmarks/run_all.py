@@ -15,6 +15,8 @@ Sections (targets from the issues):
               time outside the training loop (equal final losses required)
   loss_reduction  per-step cost of the DP loss reduction: a device-side sum with one
               all-reduce against a host sync per micro-batch (today's two variants)
+  plan_wall   `scaling plan`'s wall-clock estimate / the measured `scaling run` of the CI-sized
+              demo copy (0.75-1.25; `bench_plan_wall.py --full`: the demo itself)
   demo        `scaling run studies/demo.yaml` from nothing: wall time, and each arm's seed sd
               as % of its loss per size (~15 min; only with --full or --only demo)
 Each benchmark runs in its own process (one at a time, so they do not disturb each other).
@@ -39,6 +41,7 @@ QUICK = {
     "warmstart": ["bench_warmstart.py", "--pairs", "2"],
     "loss_reduction": ["bench_loss_reduction.py", "--steps", "40"],
     "pilot": ["bench_pilot.py", "--steps", "10", "--warmup", "2"],
+    "plan_wall": ["bench_plan_wall.py"],
     "demo": ["bench_demo.py"],
 }
 SLOW = {"demo"}  # run by --full or when named with --only

@@ -21,11 +21,18 @@ def stop(proc: subprocess.Popen, timeout_s: float = 20) -> None:
 
 
 def children(pid: int) -> list[int]:
-    """The direct children of `pid` ([] if it is gone)."""
+    """The direct children of `pid` ([] if it is gone), whichever of its threads started them."""
     try:
-        return [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return []
+    found = []
+    for thread in threads:
+        try:
+            found += [int(k) for k in (thread / "children").read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            continue
+    return found
 
 
 def kill(pid: int) -> None:

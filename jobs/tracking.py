@@ -28,8 +28,18 @@ from typing import Any
 
 from foundation.contract import RUN_ID_FILE, TAG_PARENT, ensure_experiment, make_client
 from jobs.config import TrackingConfig
+from jobs.spool import SPOOL
 
-__all__ = ["Tracker", "NullTracker", "resolve_tracking_uri", "upload_spool"]
+__all__ = [
+    "Tracker",
+    "NullTracker",
+    "resolve_tracking_uri",
+    "upload_spool",
+    "METRIC_QUEUE_S",
+]
+
+METRIC_QUEUE_S = "time/queue_s"  # seconds from `scaling submit` to the training start
+TAG_QUEUE_S = "queue_s"
 
 _MAX_METRICS, _MAX_PARAMS, _MAX_TAGS = 1000, 100, 100
 _PARAM_VALUE_LIMIT = 6000
@@ -54,7 +64,7 @@ class _Uploader:
         self.run_name = run_name
         self.uri = resolve_tracking_uri(tracking, output_dir)
         self.client = make_client(self.uri, max_retries=1, timeout_s=10)
-        self.spool = output_dir / "tracking" / "spool.jsonl"
+        self.spool = output_dir / SPOOL
         self.offset_file = output_dir / "tracking" / "uploaded_offset"
         self.run_id_file = output_dir / RUN_ID_FILE
         self.run_id: str | None = (
@@ -62,8 +72,11 @@ class _Uploader:
         )
         # per metric key, the highest step MLflow has; None = unknown, ask the server first
         self._last_step: dict[str, int] | None = None
+        self._checked_start = False
 
     def ensure_run(self) -> str:
+        if self.run_id is not None and not self._checked_start:
+            self._start_scheduled_run()
         if self.run_id is None:
             tags = {}
             if self.tracking.parent_run_id:
@@ -75,6 +88,33 @@ class _Uploader:
             os.replace(tmp, self.run_id_file)
             self.run_id = run.info.run_id
         return self.run_id
+
+    def _start_scheduled_run(self) -> None:
+        """Give a run `scaling submit` made (SCHEDULED, nothing logged yet) its start time now.
+
+        MLflow cannot move a run's start, and its duration would count the time the cell waited
+        for a slot or a node. So a run that never trained is deleted and made again now (same
+        tags, same name); the wait is its tag `queue_s` and metric `time/queue_s`. Deleted
+        first, so a cell never has two runs: a job killed in between finds the deleted run in
+        `mlflow_run_id` on its restart and makes the new one then.
+        """
+        old = self.client.get_run(self.run_id)
+        if old.info.status != "SCHEDULED" or old.data.metrics:
+            self._checked_start = True
+            return  # running, resumed or retried: its start is its first training start
+        queue_s = max(0.0, time.time() - old.info.start_time / 1000)
+        tags = {k: v for k, v in old.data.tags.items() if not k.startswith("mlflow.")}
+        if TAG_PARENT in old.data.tags:
+            tags[TAG_PARENT] = old.data.tags[TAG_PARENT]
+        tags[TAG_QUEUE_S] = f"{queue_s:.1f}"
+        if old.info.lifecycle_stage != "deleted":
+            self.client.delete_run(old.info.run_id)
+        run = self.client.create_run(old.info.experiment_id, run_name=old.info.run_name, tags=tags)
+        tmp = self.run_id_file.with_name(".mlflow_run_id.tmp")
+        tmp.write_text(run.info.run_id)
+        os.replace(tmp, self.run_id_file)
+        self.run_id, self._checked_start = run.info.run_id, True
+        self.client.log_metric(run.info.run_id, METRIC_QUEUE_S, queue_s, step=0)
 
     def _offset(self) -> int:
         return int(self.offset_file.read_text()) if self.offset_file.is_file() else 0

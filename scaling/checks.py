@@ -9,6 +9,7 @@ What the sections passed through to the run config (`optimizer`, `schedule`, `tr
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from scaling.ladder import ARMS, resolve_arm
 if TYPE_CHECKING:
     from scaling.study import Study
 
-__all__ = ["check_study", "ANY"]
+__all__ = ["check_study", "section_key_problems", "ANY"]
 
 ANY = "*"  # key in per-size / per-variant tables that applies to every size / variant
 _TRACKING_URI = re.compile(r"^(https?|sqlite|postgresql|mysql|databricks)[:+]")
@@ -58,7 +59,41 @@ def check_study(study: Study) -> None:
     margin = study.verdict.margin_pct
     if not (isinstance(margin, int | float) and 0 < margin < 100):
         p.add(f"study.verdict.margin_pct: {margin!r}; give a positive % of the loss, e.g. 0.5")
+    for problem in section_key_problems(vars(study)):
+        p.add(problem)
     p.raise_if_any()
+
+
+def _section_classes() -> dict[str, type]:
+    from jobs.config import DeepSpeedConfig, OptimizerConfig, ScheduleConfig, TrainConfig
+    from models.config import ModelConfig
+
+    return {
+        "model": ModelConfig,
+        "schedule": ScheduleConfig,
+        "optimizer": OptimizerConfig,
+        "train": TrainConfig,
+        "deepspeed": DeepSpeedConfig,
+    }
+
+
+def section_key_problems(sections: dict) -> list[str]:
+    """Unknown keys of the sections passed through to each cell's run config (`schedule`,
+    `optimizer`, ...), read from the spec's mapping: found with the spec's other problems, not
+    only once those are fixed and the cells are built."""
+    problems = []
+    for name, cls in _section_classes().items():
+        section = sections.get(name)
+        if not isinstance(section, dict):
+            continue
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(str(k) for k in section if k not in allowed)
+        if unknown:
+            problems.append(
+                f"study.{name}: unknown field(s) {', '.join(unknown)}; allowed: "
+                f"{', '.join(sorted(allowed))}"
+            )
+    return problems
 
 
 def _check_data(study: Study, p: Problems) -> None:
@@ -144,8 +179,8 @@ def _check_grid(study: Study, p: Problems) -> None:
     for i, seed in enumerate(study.seeds):
         if seed < 0:
             p.add(f"study.seeds[{i}]: {seed} is negative; seeds are >= 0")
+    _check_keys(p, "study.ladder.shapes", study.ladder.shapes, study.sizes, allow_any=False)
     for size, shape in study.ladder.shapes.items():
-        _size_ok(p, f"study.ladder.shapes.{size}", size)
         for name in ("num_layers", "hidden_size", "num_attention_heads"):
             if getattr(shape, name) < 1:
                 p.add(f"study.ladder.shapes.{size}.{name}: must be >= 1")
@@ -350,3 +385,5 @@ def _check_resources(study: Study, p: Problems) -> None:
                 )
     if study.cost.flops_per_gpu_s <= 0:
         p.add("study.cost.flops_per_gpu_s: must be > 0 (e.g. 4e14)")
+    if study.cost.startup_s < 0:
+        p.add(f"study.cost.startup_s: {study.cost.startup_s} must be >= 0 (seconds per cell)")

@@ -6,7 +6,7 @@ import typer
 
 from analysis.cli import analyze
 from data_prep.cli import prepare_data
-from foundation.quiet import silence_known_warnings
+from foundation.quiet import quiet_third_party_output, silence_known_warnings
 from jobs.cli import train
 from scaling import commands
 from scaling.pilot_cli import pilot
@@ -21,12 +21,16 @@ app = typer.Typer(
 @app.callback()
 def _global_options(
     verbose: bool = typer.Option(
-        False, "--verbose", help="Also show the known, harmless third-party warnings."
+        False,
+        "--verbose",
+        help="Also show the known, harmless third-party warnings, MLflow's INFO logs and "
+        "data preparation's progress.",
     ),
 ) -> None:
     """Scaling studies: does an attention change still help at scale?"""
     if not verbose:
         silence_known_warnings()
+        quiet_third_party_output()
 
 
 app.command("prepare-data")(prepare_data)

@@ -7,13 +7,16 @@ Heavy imports happen inside the commands so `scaling --help` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+EXIT_INTERRUPTED = 130
 StudyArg = Annotated[Path, typer.Argument(help="Study spec (YAML or JSON).")]
 RetryFailedOpt = Annotated[
     bool,
@@ -61,6 +64,19 @@ def _say_if_no_store(spec) -> None:
     store = missing_store(spec.mlflow.tracking_uri)
     if store is not None:
         typer.echo(missing_store_message(store), err=True)
+
+
+@contextlib.contextmanager
+def _interrupt_is_one_line(spec) -> Iterator[None]:
+    """Ctrl-C: the cells were cancelled or left pending (`scaling.submission`); say what is
+    left in one line and exit 130 (128 + SIGINT, as a shell reports it), with no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        from scaling.run import interrupted_line
+
+        typer.echo(interrupted_line(spec), err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _print_table(title: str, header: list[str], rows: list[list[str]], footer: str = "") -> None:
@@ -118,15 +134,18 @@ def plan(
         _check_noise_args(noise, target_gain)
     elif target_gain is not None:
         _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
+    from scaling.wall import device_name, format_wall, wall_estimate
+
     spec = _load(study, check_environment=False)
     _say_if_no_store(spec)
     the_plan = plan_study(spec)
-    header, rows, totals = format_plan(the_plan)
+    header, rows, totals = format_plan(the_plan, device_name(spec))
     _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
+    typer.echo(format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s))
     cost = search_cost(spec, the_plan)
     if cost is not None:
-        typer.echo(format_search_cost(cost, the_plan, spec))
+        typer.echo(format_search_cost(cost, the_plan, spec, device_name(spec)))
     saving = branch_saving(spec, the_plan)
     if saving is not None:
         typer.echo(format_branch_saving(saving))
@@ -216,7 +235,8 @@ def submit(
 
     spec = _load(study)
     _settle_stale(spec, rerun_stale, accept_stale)
-    result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
+    with _interrupt_is_one_line(spec):
+        result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
     spec = _load(study, announce=False)  # with the cells LR-search rounds added meanwhile
     typer.echo(
         f"study {spec.name}: submitted {len(result.submitted)} cell(s), skipped "
@@ -370,15 +390,16 @@ def run(
 
     spec = _load(study)
     _settle_stale(spec, rerun_stale, accept_stale)
-    outcome = run_study(
-        spec,
-        analyze=analyze,
-        out_dir=out,
-        baseline=baseline,
-        say=typer.echo,
-        live=sys.stdout.isatty(),
-        retry_failed=retry_failed,
-    )
+    with _interrupt_is_one_line(spec):
+        outcome = run_study(
+            spec,
+            analyze=analyze,
+            out_dir=out,
+            baseline=baseline,
+            say=typer.echo,
+            live=sys.stdout.isatty(),
+            retry_failed=retry_failed,
+        )
     _status_table(outcome.study or spec)  # the cells the LR search added too
     if outcome.verdict is not None:
         from analysis.terminal import verdict_lines

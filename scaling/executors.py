@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from typing import Any
 
 from foundation import contract as C
 from scaling.grid import Cell
-from scaling.mlflow_state import fail_cell_run
+from scaling.mlflow_state import fail_cell_run, kill_cell_run
 from scaling.resolved import ResolvedStudy
 from scaling.scheduler import QUEUED, JobRecord, new_record, write_records
 from scaling.state import submitit_folder
@@ -27,6 +28,7 @@ from scaling.warmstart import warm_python
 __all__ = ["slurm_parameters", "submit_slurm", "run_local"]
 
 LOCAL_POLL_S = 0.25  # how soon a free slot gets its next cell
+CANCEL_WAIT_S = 30.0  # how long an interrupted `submit` waits for its cancelled jobs to end
 
 
 def _job(cell: Cell) -> Any:
@@ -195,6 +197,7 @@ def run_local(
     records: dict[str, JobRecord],
     say: Callable[[str], None],
     states: dict[str, str] | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Run cells as local submitit jobs, `max_parallel` at a time; return when all ended.
 
@@ -204,10 +207,15 @@ def run_local(
     run ends FAILED with "parent <id> failed". `states`: cells not run by this call. The cells
     are forked from one warm process that has imported torch, megatron-core and mlflow
     (`scaling.warmstart`), each still its own submitit job.
+
+    Interrupted (KeyboardInterrupt, or `stop` set from another thread), it starts nothing
+    more, cancels the running jobs, waits for them and ends their runs KILLED, then raises
+    KeyboardInterrupt; cells it never started keep their `queued-` records for the caller
+    (`scaling.submission`) to restore.
     """
     folder = submitit_folder(study) / "local"
     with warm_python(folder) as python:
-        return _run_local(study, cells, records, say, states, folder, python)
+        return _run_local(study, cells, records, say, states, folder, python, stop)
 
 
 def _run_local(
@@ -218,8 +226,9 @@ def _run_local(
     states: dict[str, str] | None,
     folder: Path,
     python: str | None,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
-    import submitit
+    from scaling.local_executor import SessionLocalExecutor  # imports submitit: when used
 
     # longest first: the last cells of a round (which the next round waits for) are short ones
     queue = sorted(cells, key=_cost, reverse=True)
@@ -232,6 +241,8 @@ def _run_local(
     write_records(study.folder, records)
     try:
         while queue or running:
+            if stop is not None and stop.is_set():
+                raise KeyboardInterrupt
             for cell, reason in _blocked(study, queue, running, ended):
                 queue.remove(cell)
                 records.pop(cell.cell_id, None)  # no job: status reads the FAILED run
@@ -244,7 +255,7 @@ def _run_local(
                 if cell is None:
                     break
                 queue.remove(cell)
-                executor = submitit.LocalExecutor(folder=folder, python=python)
+                executor = SessionLocalExecutor(folder=folder, python=python)
                 threads = max(
                     1, (os.cpu_count() or 1) // (study.spec.local.max_parallel * cell.world_size)
                 )
@@ -266,10 +277,25 @@ def _run_local(
                     ended[cid] = _job_state(job)
                     say(f"ended {cid}: {job.state}")
     except BaseException:
-        for job in running.values():
-            job.cancel()
+        _cancel_running(study, cells, running)
         raise
     return finished
+
+
+def _cancel_running(study: ResolvedStudy, cells: list[Cell], running: dict[str, Any]) -> None:
+    """Cancel the running jobs, wait (bounded) for them to end, and end their runs KILLED, so
+    the cells read `cancelled` (resubmitted, not counted as failures) and not `failed`."""
+    for job in running.values():
+        job.cancel()
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    while time.monotonic() < deadline and not all(job.done() for job in running.values()):
+        time.sleep(LOCAL_POLL_S)
+    by_id = {cell.cell_id: cell for cell in cells}
+    for cid in running:
+        try:
+            kill_cell_run(study, by_id[cid])
+        except Exception:  # noqa: BLE001, S110 - MLflow down: `status` shows it failed instead
+            pass
 
 
 def _cost(cell: Cell) -> float:

@@ -274,7 +274,7 @@ def expand_cells(
                 run = from_dict(RunConfig, data, where="run")
             except ConfigError as err:
                 for message in err.problems:
-                    problems.setdefault(_study_path(message, size), f"cell {cid}")
+                    problems.setdefault(_study_path(study, message, size), f"cell {cid}")
                 continue
             cells.append(
                 Cell(cid, size, arm, seed, lr, run, round=round_, kind=kind, depends_on=depends_on)
@@ -313,8 +313,16 @@ def _split_problems(study: Study, size: str) -> list[str]:
 _FROM_STUDY = re.compile(r"^run\.(optimizer|schedule|train|deepspeed|model|precision|engine)\b")
 
 
-def _study_path(message: str, size: str) -> str:
+# Model fields the size's shape sets: an explicit shape's own field, else the ladder rule's.
+_SHAPE_FIELD = re.compile(r"^run\.model\.(num_layers|hidden_size|num_attention_heads)\b")
+
+
+def _study_path(study: Study, message: str, size: str) -> str:
     """Point a run-config problem back at the study field that produced it."""
+    if size in study.ladder.shapes:
+        message = _SHAPE_FIELD.sub(rf"study.ladder.shapes.{size}.\1", message)
+    else:
+        message = _SHAPE_FIELD.sub(rf"study.sizes ({size}, by the ladder rule): \1", message)
     message = _FROM_STUDY.sub(r"study.\1", message)
     if message.startswith("run.parallel") or "parallel." in message:
         message += f" (set study.parallel.{size}, or an explicit shape under study.ladder.shapes)"

@@ -27,9 +27,11 @@ class LiveProgress:
         from rich.progress import Progress as Bar
 
         self.progress = progress
+        # fits 80 columns: "cells ━━━━━━━━ 12/240 " leaves 59 for `Progress.brief`, e.g.
+        # "12 completed, 24 running, 200 queued, 4 failed; ETA 1:02:03" (58)
         self.bar = Bar(
             TextColumn("[bold]cells"),
-            BarColumn(),
+            BarColumn(bar_width=8),
             MofNCompleteColumn(),
             TextColumn("{task.description}"),
         )
@@ -46,6 +48,6 @@ class LiveProgress:
 
     def __call__(self, rows: list[StatusRow]) -> None:
         ended = len(self.progress.ended(rows))
-        # the bar already shows "ended/all": the text keeps the counts by state and the ETA
-        text = self.progress.summary(rows).split(" done ", 1)[-1]
+        # the bar already shows "ended/all": the text keeps the states and the ETA
+        text = self.progress.brief(rows)
         self.bar.update(self.task, completed=ended, total=len(rows), description=text)

@@ -20,6 +20,7 @@ from typing import Any
 
 from foundation.config import ConfigError, from_dict, load_file
 from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
+from scaling.checks import section_key_problems
 from scaling.credentials import check_login, take_credentials
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.resources import check_resources
@@ -50,7 +51,11 @@ def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     base = Path(base or Path.cwd()).absolute()
     python_path = _python_path(data.get("python_path"), base)
     add_python_path(python_path)
-    study = from_dict(Study, data, where="study")
+    try:
+        study = from_dict(Study, data, where="study")
+    except ConfigError as err:  # the sections' own typos, with the spec's: all at once
+        more = [q for q in section_key_problems(data) if q not in err.problems]
+        raise ConfigError([*err.problems, *more]) from None
     take_credentials(study.mlflow, base)  # a login leaves the URI here, before anything copies it
     study.python_path = [str(p) for p in python_path]
     if study.data.path:

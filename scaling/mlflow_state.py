@@ -34,6 +34,7 @@ __all__ = [
     "cell_runs",
     "ensure_cell_run",
     "fail_cell_run",
+    "kill_cell_run",
 ]
 
 
@@ -204,3 +205,14 @@ def fail_cell_run(study: ResolvedStudy, cell: Cell, reason: str) -> None:
     run_id = path.read_text().strip()
     client.set_tag(run_id, C.TAG_ERROR, reason)
     client.set_terminated(run_id, "FAILED")
+
+
+def kill_cell_run(study: ResolvedStudy, cell: Cell) -> None:
+    """End a cell's run KILLED (its job was cancelled), unless it finished meanwhile."""
+    path = Path(cell.run.output_dir) / C.RUN_ID_FILE
+    if not path.is_file():
+        return
+    client = client_for(study)
+    run_id = path.read_text().strip()
+    if client.get_run(run_id).info.status != "FINISHED":
+        client.set_terminated(run_id, "KILLED")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scaling.disk import cell_checkpoint_bytes, num_checkpoints_kept
 from scaling.pilot import PILOT_FILE, load_pilot, probe_key
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.study import Study
@@ -26,6 +27,7 @@ __all__ = [
     "plan_study",
     "search_cost",
     "format_plan",
+    "cell_seconds",
     "power_plan",
     "BranchSaving",
     "branch_saving",
@@ -49,14 +51,21 @@ class PlanRow:
     tokens_per_step: int
     flops: float  # C this cell computes: flops_per_token × its own tokens (a branch: cooldown)
     gpus: int  # processes on CPU: TP × PP × DP
-    hours: float  # wall-clock at cost.flops_per_gpu_s per GPU, or at the pilot's tokens/s
+    hours: float  # training time at cost.flops_per_gpu_s per GPU, or at the pilot's tokens/s
     measured: bool = False  # hours from `scaling pilot`'s measured tokens/s, not assumed
     checkpoint_bytes: int = 0  # one checkpoint, all ranks (models.accounting.checkpoint_bytes)
     num_checkpoints: int = 0  # kept on disk at the end: the rotation's newest + keep_steps
+    eval_flops: float = 0.0  # forward FLOPs of its evaluations (`scaling.wall` times them)
 
     @property
     def gpu_hours(self) -> float:
         return self.hours * self.gpus
+
+
+def cell_seconds(row: PlanRow, flops_per_gpu_s: float, startup_s: float) -> float:
+    """One cell's wall seconds: its training time (assumed from FLOPs, or measured by the
+    pilot), its evaluation FLOPs on its devices, and start-up."""
+    return row.hours * 3600 + row.eval_flops / (row.gpus * flops_per_gpu_s) + startup_s
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class Plan:
     rows: list[PlanRow]
     flops_per_gpu_s: float
     pilot: str | None = None  # when and where the measured rows were measured
+    startup_s: float = 0.0  # cost.startup_s: each cell's wall time beside its FLOPs
 
     @property
     def checkpoint_bytes(self) -> int:
@@ -127,14 +137,15 @@ def plan_study(study: ResolvedStudy | Study) -> Plan:
                 gpus=gpus,
                 hours=hours,
                 measured=bool(tokens_per_s),
-                checkpoint_bytes=_checkpoint_bytes(study, run),
+                checkpoint_bytes=cell_checkpoint_bytes(study, run),
                 num_checkpoints=num_checkpoints_kept(run.train),
+                eval_flops=_eval_flops(run),
             )
         )
     note = None
     if pilot is not None:
         note = f"pilot of {pilot['measured_at']} ({pilot['executor']}, {PILOT_FILE})"
-    return Plan(rows, flops_per_gpu_s, note)
+    return Plan(rows, flops_per_gpu_s, pilot=note, startup_s=study.spec.cost.startup_s)
 
 
 def _measured_tokens_per_s(pilot: dict | None) -> dict[str, float]:
@@ -143,27 +154,21 @@ def _measured_tokens_per_s(pilot: dict | None) -> dict[str, float]:
     return {k: m["tokens_per_s"] for k, m in pilot["probes"].items() if m["status"] == "ok"}
 
 
-def _checkpoint_bytes(study: ResolvedStudy, run) -> int:
-    """One checkpoint of `run`: bf16 weights where the run trains in bf16 (precision bf16,
-    or auto on a Slurm study that asks for GPUs), else fp32."""
-    from models.accounting import checkpoint_bytes
+def _eval_flops(run) -> float:
+    """Forward FLOPs of a run's evaluations: one at every `eval_interval` before the end and
+    one at the end, each over the loss and the LR-selection windows; a forward pass costs a
+    third of a training token's FLOPs (the backward pass two thirds)."""
+    from models.accounting import flops_per_token
 
-    precision = run.precision
-    if precision == "auto":
-        gpus = study.spec.executor == "slurm" and study.spec.slurm.gpus_per_node > 0
-        precision = "bf16" if gpus else "fp32"
-    zero_stage = run.deepspeed.zero_stage if run.engine == "deepspeed" else 0
-    return checkpoint_bytes(run.model, run.parallel, run.engine, zero_stage, precision == "bf16")
-
-
-def num_checkpoints_kept(train) -> int:
-    """Checkpoints a finished run leaves: the newest `keep_checkpoints` of its rotating saves
-    (every `checkpoint_interval` steps and the final one) plus every `keep_steps` one."""
-    saves = {train.steps}
-    if train.checkpoint_interval:
-        saves |= set(range(train.checkpoint_interval, train.steps + 1, train.checkpoint_interval))
-    kept = set(train.keep_steps)
-    return min(train.keep_checkpoints, len(saves - kept)) + len(kept)
+    train, data = run.train, run.data
+    start = run.init_from.step if run.init_from is not None else 0
+    num_evals = 1 + (
+        (train.steps - 1) // train.eval_interval - start // train.eval_interval
+        if train.eval_interval
+        else 0
+    )
+    tokens = num_evals * (data.num_val_windows + data.num_select_windows) * run.model.seq_length
+    return float(flops_per_token(run.model)) / 3 * tokens
 
 
 def _si(value: float) -> str:
@@ -183,9 +188,10 @@ def _duration(hours: float) -> str:
     return f"{hours:.2f}h"
 
 
-def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
-    """(header, rows, totals line) as strings, for a rich table or plain text."""
-    header = ["cell", "size", "N", "N total", "tokens", "steps", "FLOPs", "GPUs", "time"]
+def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[str]], str]:
+    """(header, rows, totals line) as strings, for a rich table or plain text; costs are in
+    `device`-hours ("GPU", or "CPU": one process each, `scaling.wall.device_name`)."""
+    header = ["cell", "size", "N", "N total", "tokens", "steps", "FLOPs", f"{device}s", "time"]
     header += ["cost", "ckpt", "ckpts kept"]
     rows = [
         [
@@ -197,7 +203,7 @@ def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
             str(r.steps),
             f"{r.flops:.2e}",
             str(r.gpus),
-            _duration(r.hours),
+            _duration(cell_seconds(r, plan.flops_per_gpu_s, plan.startup_s) / 3600),
             "measured" if r.measured else "assumed",
             _bytes(r.checkpoint_bytes),
             f"{r.num_checkpoints} = {_bytes(r.checkpoint_bytes * r.num_checkpoints)}",
@@ -207,18 +213,19 @@ def format_plan(plan: Plan) -> tuple[list[str], list[list[str]], str]:
     num_measured = sum(r.measured for r in plan.rows)
     if num_measured == 0:
         cost = (
-            f"{plan.gpu_hours:.4g} GPU-hours assumed at {plan.flops_per_gpu_s:.3g} FLOP/s per GPU"
+            f"{plan.gpu_hours:.4g} {device}-hours assumed at {plan.flops_per_gpu_s:.3g} FLOP/s "
+            f"per {device}"
         )
     else:
         cost = (
-            f"{plan.gpu_hours:.4g} GPU-hours: {plan.measured_gpu_hours:.4g} measured for "
+            f"{plan.gpu_hours:.4g} {device}-hours: {plan.measured_gpu_hours:.4g} measured for "
             f"{num_measured} of {plan.num_runs} cells by the {plan.pilot}"
         )
         if num_measured < plan.num_runs:
-            cost += f", the rest assumed at {plan.flops_per_gpu_s:.3g} FLOP/s per GPU"
+            cost += f", the rest assumed at {plan.flops_per_gpu_s:.3g} FLOP/s per {device}"
     totals = (
         f"{plan.num_runs} runs, {plan.total_flops:.3g} FLOPs, {cost}; longest cell "
-        f"{_duration(plan.max_hours)}; checkpoints on disk at the end "
+        f"{_duration(plan.max_hours)} of training; checkpoints on disk at the end "
         f"{_bytes(plan.checkpoint_bytes)} (keep_checkpoints newest + keep_steps, per cell)"
     )
     return header, rows, totals
@@ -373,13 +380,15 @@ def search_cost(study: ResolvedStudy | Study, plan: Plan | None = None) -> Searc
     return SearchCost(scan, follow, hours)
 
 
-def format_search_cost(cost: SearchCost, plan: Plan, study: ResolvedStudy) -> str:
+def format_search_cost(
+    cost: SearchCost, plan: Plan, study: ResolvedStudy, device: str = "GPU"
+) -> str:
     """One line for `scaling plan` beside the starting grid's totals."""
     search = study.spec.lr.search
     base = sum(r.gpu_hours for r, c in zip(plan.rows, study.cells, strict=True) if c.round == 0)
     return (
         f"lr search (max_rounds {search.max_rounds}, scan seeds {len(study.spec.scan_seeds)} of "
         f"{len(study.spec.seeds)}): worst case +{cost.num_cells} cells ({cost.num_scan_cells} "
-        f"scan, {cost.num_follower_cells} follower), +{cost.gpu_hours:.4g} GPU-hours beside the "
-        f"starting grid's {base:.4g}; total at most {base + cost.gpu_hours:.4g} GPU-hours"
+        f"scan, {cost.num_follower_cells} follower), +{cost.gpu_hours:.4g} {device}-hours beside "
+        f"the starting grid's {base:.4g}; total at most {base + cost.gpu_hours:.4g} {device}-hours"
     )

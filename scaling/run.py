@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from foundation import contract as C
+from foundation.quiet import verbose
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.state import StatusRow, study_status
 from scaling.study import Study
@@ -24,11 +25,12 @@ from scaling.study import Study
 if TYPE_CHECKING:
     from scaling.refine import SearchState
 
-__all__ = ["RunOutcome", "run_study", "Progress"]
+__all__ = ["RunOutcome", "run_study", "Progress", "interrupted_line"]
 
 POLL_S = 5.0
 HEARTBEAT_S = 60.0
 UPLOAD_WAIT_S = 600.0  # how long `scaling run` waits for MLflow to take leftover spools
+STOP_WAIT_S = 120.0  # how long Ctrl-C waits for the local submit to cancel its cells
 
 
 @dataclass
@@ -62,16 +64,30 @@ class Progress:
     def summary(self, rows: list[StatusRow]) -> str:
         states = Counter(r.state for r in rows)
         ended = self.ended(rows)
-        new_flops = sum(self.flops.get(c, 0.0) for c in ended - self.done_before)
-        left_flops = sum(self.flops.get(r.cell_id, 0.0) for r in rows if r.cell_id not in ended)
         elapsed = time.monotonic() - self.start
-        eta = "?" if new_flops <= 0 else _clock(elapsed * left_flops / new_flops)
         failed = states[C.FAILED] + states[C.DIVERGED] + states[C.CANCELLED]
         return (
             f"{len(ended)}/{len(rows)} done ({states[C.COMPLETED]} completed, {failed} failed, "
             f"diverged or cancelled), {states[C.RUNNING]} running, {states[C.QUEUED]} queued; "
-            f"elapsed {_clock(elapsed)}, ETA {eta}"
+            f"elapsed {_clock(elapsed)}, ETA {self._eta(rows)}"
         )
+
+    def brief(self, rows: list[StatusRow]) -> str:
+        """The live bar's text: "2 completed, 2 running, 20 queued, 1 failed; ETA 0:04:10"
+        (states with no cell left out, but for completed; the bar shows the rest)."""
+        states = Counter(r.state for r in rows)
+        parts = [f"{states[C.COMPLETED]} completed"]
+        for state in (C.RUNNING, C.QUEUED, C.FAILED, C.DIVERGED, C.CANCELLED):
+            if states[state]:
+                parts.append(f"{states[state]} {state}")
+        return f"{', '.join(parts)}; ETA {self._eta(rows)}"
+
+    def _eta(self, rows: list[StatusRow]) -> str:
+        ended = self.ended(rows)
+        new_flops = sum(self.flops.get(c, 0.0) for c in ended - self.done_before)
+        left_flops = sum(self.flops.get(r.cell_id, 0.0) for r in rows if r.cell_id not in ended)
+        elapsed = time.monotonic() - self.start
+        return "?" if new_flops <= 0 else _clock(elapsed * left_flops / new_flops)
 
 
 def _clock(seconds: float) -> str:
@@ -156,7 +172,7 @@ def run_study(
     spec = study.spec if isinstance(study, ResolvedStudy) else study
     if spec.data.prepare is not None:
         say(f"data: {spec.dataset_path} (prepared now if missing)")
-    prepare_data(study, progress=live)
+    prepare_data(study, progress=live and verbose())  # a bar only worth it on large corpora
     study = resolve(study)
     try:
         return _run_resolved(study, analyze, out_dir, baseline, say, live, retry_failed)
@@ -224,11 +240,12 @@ def _run_round(
     say(f"study {study.name}: {plan.num_runs} cells, {len(before)} already done")
 
     errors: list[BaseException] = []
+    stop = threading.Event()  # Ctrl-C here: the submitting thread cancels what it started
     if study.executor == "local":
         # The local executor runs cells while submit_study blocks; watch from this thread.
         def submit() -> None:
             try:
-                submit_study(study, end_parent=False, retry_failed=retry_failed)
+                submit_study(study, end_parent=False, retry_failed=retry_failed, stop=stop)
             except BaseException as err:  # noqa: BLE001 - re-raised below in this thread
                 errors.append(err)
 
@@ -249,17 +266,38 @@ def _run_round(
         display = LiveProgress(progress, len(study.cells))
     else:  # piped or CI: a plain line per change
         display = None
-    with display or contextlib.nullcontext():
-        rows = wait_study(
-            study,
-            callback=display or _Reporter(progress, say),
-            poll_s=POLL_S,
-            busy=busy,
-            on_error=unavailable,
-        )
+    try:
+        with display or contextlib.nullcontext():
+            rows = wait_study(
+                study,
+                callback=display or _Reporter(progress, say),
+                poll_s=POLL_S,
+                busy=busy,
+                on_error=unavailable,
+            )
+    except KeyboardInterrupt:
+        if submitting is not None:
+            stop.set()
+            submitting.join(timeout=STOP_WAIT_S)
+        raise
     if errors:
         raise errors[0]
     return upload_leftover_spools(study, rows, say)
+
+
+def interrupted_line(study: ResolvedStudy | Study) -> str:
+    """What Ctrl-C left: "interrupted: 2 completed, 1 cancelled, 5 not started; run again to
+    continue" (states with no cell left out, but for completed and not started)."""
+    try:
+        states = Counter(r.state for r in study_status(study))
+    except Exception:  # noqa: BLE001 - MLflow unreachable: still one line
+        return "interrupted; run again to continue"
+    parts = [f"{states[C.COMPLETED]} completed"]
+    for state in (C.DIVERGED, C.FAILED, C.CANCELLED, C.RUNNING, C.QUEUED):
+        if states[state]:
+            parts.append(f"{states[state]} {state}")
+    parts.append(f"{states[C.PENDING]} not started")
+    return f"interrupted: {', '.join(parts)}; run again to continue"
 
 
 def analyze_study(

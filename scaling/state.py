@@ -14,6 +14,7 @@ from pathlib import Path
 
 from foundation import contract as C
 from foundation.studypaths import missing_store
+from jobs.spool import last_logged_step
 from scaling.mlflow_state import CellRun, cell_runs
 from scaling.resolved import ResolvedStudy, resolve
 from scaling.scheduler import live_jobs, read_records
@@ -49,6 +50,8 @@ class StatusRow:
     run_id: str | None
     note: str = ""  # why, where the state alone does not say (a branch's parent failed)
     given_up: bool = False  # failed more than `study.retries` times: `submit` leaves it failed
+    step: int | None = None  # a running cell: the last step it logged (of `num_steps`)
+    num_steps: int | None = None
 
     @property
     def retryable(self) -> bool:
@@ -102,6 +105,7 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
         if state in C.DONE_STATES and run.stale(digests[cell.run.model.query_variant]):
             state = C.STALE  # its model code changed since (`scaling.stale`)
         given_up = record is not None and record.given_up(state, study.spec.retries)
+        step = last_logged_step(cell.run.output_dir) if state == C.RUNNING else None
         rows.append(
             StatusRow(
                 cell_id=cell.cell_id,
@@ -117,6 +121,8 @@ def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[St
                 if given_up
                 else (STALE_NOTE if state == C.STALE else ""),
                 given_up=given_up,
+                step=step,
+                num_steps=cell.run.train.steps,
             )
         )
     return _parent_notes(study, rows)

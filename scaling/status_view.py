@@ -47,11 +47,20 @@ def tally(rows: list[StatusRow]) -> str:
     return ", ".join(f"{counts[s]} {s}" for s in C.STATES if counts[s])
 
 
+def _state_text(r: StatusRow) -> str:
+    """The state, with why (a note) or how far (a running cell's step of its total)."""
+    if r.note:
+        return f"{r.state} ({r.note})"
+    if r.state == C.RUNNING and r.num_steps:
+        return f"{r.state} (step {r.step or 0}/{r.num_steps})"
+    return r.state
+
+
 def _cell_rows(rows: list[StatusRow]) -> list[list[str]]:
     return [
         [
             r.cell_id,
-            f"{r.state} ({r.note})" if r.note else r.state,
+            _state_text(r),
             f"{r.val_loss:.4f}" if r.val_loss is not None else "",
             r.job_id or "",
             (r.run_id or "")[:12],

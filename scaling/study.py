@@ -191,12 +191,16 @@ class LocalSpec:
 
 @dataclass
 class CostSpec:
-    """Sustained training FLOP/s per GPU used by `plan` for time and GPU-hours.
+    """Sustained training FLOP/s per GPU used by `plan` for time and GPU-hours, and each
+    cell's start-up time for its wall-clock estimate.
 
     4e14: an H100's 989 TFLOP/s dense bf16 at 40% MFU, typical for megatron at these sizes.
     """
 
     flops_per_gpu_s: float = 4e14
+    # wall seconds of a cell beside its FLOPs: process start, model and data set-up,
+    # checkpoints, tracking (`scaling.wall`; a GPU job's start-up is typically a minute)
+    startup_s: float = 60.0
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from scaling.mlflow_state import (
     parent_status,
 )
 from scaling.resolved import ResolvedStudy, resolve
-from scaling.scheduler import cancel_jobs, live_jobs, read_records
+from scaling.scheduler import QUEUED, JobRecord, cancel_jobs, live_jobs, read_records, write_records
 from scaling.stale import StaleChoice, settle_stale
 from scaling.state import StatusRow, cell_state, gave_up_note, study_status, submitit_folder
 from scaling.study import Study
@@ -102,6 +103,7 @@ def submit_study(
     end_parent: bool = True,
     retry_failed: bool = False,
     stale: StaleChoice = None,
+    stop: threading.Event | None = None,
 ) -> Submitted:
     """Submit every cell that is pending, failed or cancelled; skip the others.
 
@@ -114,6 +116,11 @@ def submit_study(
     The parent run is RUNNING meanwhile; with the local executor and `end_parent` it ends
     FINISHED or FAILED with the study (`scaling run` passes False: it ends it after analysis).
     An exception ends it FAILED (KILLED on Ctrl-C) with either executor.
+
+    Ctrl-C (KeyboardInterrupt, or `stop` set by the thread that watches a local submit): the
+    started cells are cancelled (`scaling.executors.run_local`), and those never started are
+    left as they were before this submit (pending, or their earlier state and failure count),
+    so an interrupt never counts against `retries`.
     """
     from scaling.executors import run_local, submit_slurm
 
@@ -130,6 +137,7 @@ def submit_study(
         parent = ensure_parent_run(study, client)  # before any child: each one points at it
         exp_id = C.experiment_id(client, study.mlflow.experiment)
         records = read_records(study.folder)
+        before = dict(records)  # what an interrupt restores for the cells it never started
         live = live_jobs(records, submitit_folder(study))
         todo: list[Cell] = []
         skipped: dict[str, str] = {}
@@ -151,20 +159,63 @@ def submit_study(
                 todo.append(cell.with_parent(parent))
             else:
                 skipped[cell.cell_id] = state
-        for cell in todo:
-            ensure_cell_run(client, exp_id, parent, cell, runs.get(cell.cell_id))
+        counted = dict(records)
+        run_ids = {
+            cell.cell_id: ensure_cell_run(client, exp_id, parent, cell, runs.get(cell.cell_id))
+            for cell in todo
+        }
         say(f"{len(todo)} cell(s) to submit, {len(skipped)} skipped")
         try:
             if study.executor == "slurm":
                 jobs = submit_slurm(study, todo, records, states=skipped)
             else:
-                jobs = run_local(study, todo, records, say, states=skipped)
+                jobs = run_local(study, todo, records, say, states=skipped, stop=stop)
         except BaseException as err:
+            if isinstance(err, KeyboardInterrupt):
+                _restore_unstarted(study, client, todo, runs, run_ids, (before, counted), records)
             fail_parent_run(study, err)
             raise
         if study.executor == "local" and end_parent:
             end_parent_run(study, parent_status([r.state for r in study_status(study)]), client)
         return Submitted(parent, [c.cell_id for c in todo], skipped, jobs)
+
+
+def _restore_unstarted(
+    study: ResolvedStudy,
+    client: Any,
+    todo: list[Cell],
+    runs: dict[str, CellRun],
+    run_ids: dict[str, str],
+    earlier: tuple[dict[str, JobRecord], dict[str, JobRecord]],
+    records: dict[str, JobRecord],
+) -> None:
+    """Undo an interrupted submit for the cells it never started: their job records as they
+    were, a run made by this submit deleted (it holds nothing), an older run's status back.
+
+    `earlier`: the records before this submit, and after it counted failures; a cell whose
+    record is still the counted one, or a `queued-` one, never got a job.
+    """
+    before, counted = earlier
+    cell_ids = [
+        c.cell_id
+        for c in todo
+        if records.get(c.cell_id) is counted.get(c.cell_id)
+        or records[c.cell_id].job_id.startswith(QUEUED)
+    ]
+    for cid in cell_ids:
+        if cid in before:
+            records[cid] = before[cid]
+        else:
+            records.pop(cid, None)
+    write_records(study.folder, records)
+    for cid in cell_ids:
+        try:
+            if runs.get(cid) is None:
+                client.delete_run(run_ids[cid])
+            else:
+                client.update_run(run_ids[cid], status=runs[cid].status)
+        except Exception:  # noqa: BLE001, S110 - MLflow down: `status` shows it failed instead
+            pass
 
 
 def end_given_up_runs(study: ResolvedStudy | Study, rows: list[StatusRow] | None = None) -> None:

@@ -75,6 +75,7 @@ def warm_python(log_folder: Path) -> Iterator[str | None]:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # a terminal's Ctrl-C is for `scaling`, which stops the cells
         )
     try:
         yield " ".join(

@@ -78,3 +78,33 @@ def test_every_problem_is_reported_at_once():
     text = str(err.value)
     for fragment in ("config.name: required", "bogus", "inner.kind", "inner.width", "rates"):
         assert fragment in text
+
+
+def test_children_started_by_any_thread_are_found():
+    """`scaling run` starts its local jobs from a worker thread: Linux lists those children
+    under that thread, and `kill_tree` must still reach them."""
+    import os
+    import threading
+    import time
+
+    from foundation.proc import children
+
+    started: list[subprocess.Popen] = []
+    done = threading.Event()
+
+    def start_and_wait() -> None:  # the thread stays alive, so the child stays listed under it
+        started.append(subprocess.Popen(["sleep", "60"]))
+        done.wait(60)
+
+    worker = threading.Thread(target=start_and_wait)
+    worker.start()
+    while not started:
+        time.sleep(0.01)
+    (proc,) = started
+    try:
+        assert proc.pid in children(os.getpid())
+    finally:
+        done.set()
+        worker.join()
+        proc.kill()
+        proc.wait()

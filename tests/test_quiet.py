@@ -50,3 +50,29 @@ def test_training_entry_point_is_quiet_unless_verbose(tmp_path):
     loud = _run(["-m", "scaling", "--verbose", "train", str(verbose_config)], tmp_path)
     assert loud.returncode == 0, loud.stderr[-3000:]
     assert _noise(loud.stderr), "megatron's fallback warnings no longer appear: update NOISE"
+
+
+def test_mlflow_info_lines_only_with_verbose(tmp_path):
+    """A tracked run creates its SQLite MLflow store: MLflow logs that at INFO, which only
+    `--verbose` shows (the same holds for its "View run" lines and alembic's migrations)."""
+    from data_prep.testing import tiny_dataset
+
+    data = tiny_dataset(tmp_path / "data")
+    outputs = {}
+    for flag in ([], ["--verbose"]):
+        name = "loud" if flag else "quiet"
+        run = tiny_run_dict(
+            tmp_path,
+            data_dir=data,
+            train={"steps": 2},
+            output_dir=str(tmp_path / name),
+            tracking={"enabled": True, "tracking_uri": f"sqlite:///{tmp_path / name}.db"},
+        )
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(yaml.safe_dump(run))
+        proc = _run(["-m", "scaling", *flag, "train", str(config)], tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outputs[name] = proc.stdout + proc.stderr
+    assert "Creating initial MLflow database tables" in outputs["loud"]
+    assert "Creating initial MLflow database tables" not in outputs["quiet"], outputs["quiet"]
+    assert " INFO " not in outputs["quiet"], outputs["quiet"]

@@ -98,3 +98,43 @@ def test_the_dataset_is_one_input_with_the_manifest_digest(tmp_path, mlflow_serv
     profile = json.loads(logged.dataset.profile)
     assert profile["num_train_tokens"] == manifest["splits"]["train"]["tokens"] > 0
     assert [(t.key, t.value) for t in logged.tags] == [("mlflow.data.context", "training")]
+
+
+def test_a_scheduled_run_starts_again_when_its_training_starts(tmp_path, mlflow_server):
+    """`scaling submit` makes a cell's run SCHEDULED; the job's tracker makes it again at the
+    training start (same tags and name, the wait as `queue_s`), and keeps a run with metrics."""
+    import time
+
+    from foundation.contract import RUN_ID_FILE, ensure_experiment
+    from jobs.tracking import METRIC_QUEUE_S
+
+    client = MlflowClient(mlflow_server)
+    name = f"queue-{uuid.uuid4().hex[:8]}"
+    exp = ensure_experiment(client, name, mlflow_server)
+    tags = {"cell_id": "30K-linear-s0-lr0.01", "study": "s", "mlflow.parentRunId": "p" * 32}
+    placeholder = client.create_run(exp, run_name="30K-linear-s0-lr0.01", tags=tags).info
+    client.update_run(placeholder.run_id, status="SCHEDULED")
+    out = tmp_path / "cell"
+    out.mkdir()
+    (out / RUN_ID_FILE).write_text(placeholder.run_id)
+    time.sleep(1.5)  # the cell waits for a slot
+
+    tracking = TrackingConfig(tracking_uri=mlflow_server, experiment=name, flush_interval_s=0.2)
+    tracker = Tracker(out, tracking, run_name="30K-linear-s0-lr0.01")
+    tracker.log_metrics({"train/loss": 4.0}, step=1)
+    assert tracker.close(timeout_s=30)
+    new_id = (out / RUN_ID_FILE).read_text()
+    assert new_id == tracker.run_id != placeholder.run_id
+    assert client.get_run(placeholder.run_id).info.lifecycle_stage == "deleted"
+    run = client.get_run(new_id)
+    assert {k: run.data.tags[k] for k in tags} == tags and run.info.run_name == placeholder.run_name
+    assert run.info.start_time - placeholder.start_time >= 1500
+    assert abs(run.data.metrics[METRIC_QUEUE_S] - float(run.data.tags["queue_s"])) < 0.1
+    assert run.data.metrics[METRIC_QUEUE_S] >= 1.5
+    assert [r.info.run_id for r in client.search_runs([exp])] == [new_id]  # one run per cell
+
+    # resumed (a requeue, a retry): the run has metrics and keeps its id and start
+    client.update_run(new_id, status="SCHEDULED")
+    again = Tracker(out, tracking, run_name="30K-linear-s0-lr0.01")
+    assert again.close(timeout_s=30) and again.run_id == new_id
+    assert client.get_run(new_id).info.start_time == run.info.start_time

@@ -35,7 +35,11 @@ def start_cli(args: list[str], log: Path, cwd: Path) -> subprocess.Popen:
 
 
 def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the process group: the CLI, submitit's controllers and every training task."""
+    """SIGKILL the CLI, submitit's controllers and every training task: its process tree
+    (local controllers and the warm server run in sessions of their own), then its group."""
+    from foundation.proc import kill_tree
+
+    kill_tree(proc.pid)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
 

@@ -115,7 +115,17 @@ BAD_SPECS = [
     (
         "explicit shape not divisible into heads",
         _set("ladder.shapes.30K", {"num_layers": 1, "hidden_size": 50, "num_attention_heads": 4}),
-        "hidden_size",
+        "study.ladder.shapes.30K.hidden_size: 50 is not divisible by num_attention_heads 4",
+    ),
+    (
+        "explicit shape for a size not in the study",
+        _set("ladder.shapes.7M", {"num_layers": 1, "hidden_size": 48, "num_attention_heads": 2}),
+        "study.ladder.shapes.7M: not one of study.sizes (30K, 60K)",
+    ),
+    (
+        "typo inside a pass-through section",
+        _set("schedule.warmup_step", 2),
+        "study.schedule: unknown field(s) warmup_step",
     ),
     ("zero local parallelism", _set("local", {"max_parallel": 0}), "study.local"),
     ("negative weight decay", _set("optimizer", {"weight_decay": -0.1}), "study.optimizer"),
@@ -222,3 +232,29 @@ def test_a_variant_that_cannot_be_imported_names_the_field_and_the_fix(tmp_path,
         r".*python_path",
     ):
         load_study(path)
+
+
+def test_nested_typos_are_reported_with_the_top_level_ones(tmp_path, data_dir):
+    """One run of `load_study` names every unknown key, however deep: a top-level typo does not
+    hide a typo inside `schedule`, `optimizer` or `train` until it is fixed."""
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    spec["sizez"] = ["30K"]
+    spec["schedule"]["warmup_step"] = 2
+    spec["optimizer"] = {"beta_2": 0.9}
+    spec["train"]["checkpoint_every"] = 4
+    spec["ladder"]["shapes"]["30K"]["head_dim"] = 24
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError) as err:
+        load_study(path)
+    text = str(err.value)
+    for fragment in (
+        "study: unknown field(s) sizez",
+        "study.schedule: unknown field(s) warmup_step; allowed: decay_fraction",
+        "study.optimizer: unknown field(s) beta_2",
+        "study.train: unknown field(s) checkpoint_every",
+        "study.ladder.shapes.30K: unknown field(s) head_dim",
+    ):
+        assert fragment in text, text
+    assert len(err.value.problems) == 5, text
+    assert not (tmp_path / "study").exists()

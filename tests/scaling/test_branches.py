@@ -18,6 +18,7 @@ import yaml
 
 from foundation import contract as C
 from foundation.config import ConfigError
+from foundation.proc import kill_tree
 from scaling.loader import load_study
 from scaling.plan import branch_saving, plan_study
 from tests.scaling.conftest import small_spec
@@ -260,7 +261,9 @@ def test_killing_the_stable_run_between_branch_points_then_rerunning(tmp_path, d
             every_s=0.05,
         )
     finally:
-        os.killpg(first.pid, signal.SIGKILL)  # the submit and its training process
+        # the submit and its training process: local jobs run in sessions of their own
+        kill_tree(first.pid)
+        os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=60)
         log.close()
     assert 96 not in checkpoint_steps(stable.run.output_dir), "killed too late"

@@ -1,0 +1,88 @@
+"""`scaling plan`'s wall-clock estimate against the measured wall time of the same study.
+
+    .venv/bin/python benchmarks/bench_plan_wall.py          # the CI-sized copy of the demo
+    .venv/bin/python benchmarks/bench_plan_wall.py --full   # studies/demo.yaml itself (~15 min)
+
+The study's data is prepared first (not timed); then `scaling run --no-analyze` is timed from
+start to exit, beside what `plan` said for it: the estimate with no LR-search round, and with
+every round, and for the rounds that actually ran (the same arithmetic over the cells the search
+added). Target: measured / planned within 0.75-1.25.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _spec(workdir: Path, full: bool) -> Path:
+    if full:
+        spec = yaml.safe_load((REPO / "studies" / "demo.yaml").read_text())
+    else:
+        from tests.scaling.test_run import ci_demo_spec
+
+        spec = ci_demo_spec(workdir)
+    path = workdir / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="studies/demo.yaml, not the CI copy")
+    args = parser.parse_args()
+    from scaling.loader import load_study
+    from scaling.plan import plan_study
+    from scaling.submission import prepare_data
+    from scaling.wall import rounds_seconds, wall_estimate
+
+    with tempfile.TemporaryDirectory(prefix="bench-plan-wall-") as tmp:
+        workdir = Path(tmp)
+        os.chdir(workdir)  # the study's relative paths (its folder, its store) as `run` sees them
+        path = _spec(workdir, args.full)
+        prepare_data(load_study(path, check_environment=False))
+        study = load_study(path)
+        estimate = wall_estimate(study, plan_study(study))
+        start = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "scaling", "run", str(path), "--no-analyze"],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+        )
+        measured = time.monotonic() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"scaling run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        final = load_study(path)  # with the cells the LR search added
+        ran = rounds_seconds(final, plan_study(final))
+        num_rounds = len({c.round for c in final.cells})
+        # the same with no start-up: what the measurement leaves per cell beside the FLOPs
+        bare = dataclasses.replace(final.spec.cost, startup_s=0.0)
+        final.spec.cost = bare
+        compute = rounds_seconds(final, plan_study(final))
+        slots = final.spec.local.max_parallel
+        implied = (measured - compute) / (len(final.cells) / slots)  # no cell runs alone at the end
+    print(f"study: {'studies/demo.yaml' if args.full else 'the CI-sized copy of the demo'}")
+    print(f"cells: {len(study.cells)} in the starting grid; {len(final.cells)} ran, ", end="")
+    print(f"in {num_rounds} rounds")
+    print(f"plan, no round:      {estimate.seconds:8.1f} s")
+    print(f"plan, every round:   {estimate.worst_seconds:8.1f} s")
+    print(f"plan, rounds run:    {ran:8.1f} s")
+    print(f"measured (run):      {measured:8.1f} s")
+    print(f"measured / planned:  {measured / ran:8.2f}  (target 0.75-1.25)")
+    print(f"start-up per cell the measurement implies: {implied:.1f} s (cost.startup_s)")
+
+
+if __name__ == "__main__":
+    main()
