@@ -213,8 +213,8 @@ def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[s
     num_measured = sum(r.measured for r in plan.rows)
     if num_measured == 0:
         cost = (
-            f"{plan.gpu_hours:.4g} {device}-hours assumed at {plan.flops_per_gpu_s:.3g} FLOP/s "
-            f"per {device}"
+            f"{plan.gpu_hours:.4g} {device}-hours at {plan.flops_per_gpu_s:.3g} FLOP/s per "
+            f"{device} (assumed)"
         )
     else:
         cost = (
