@@ -72,11 +72,17 @@ def wait_for_http(url: str, timeout: float, alive: subprocess.Popen | None = Non
 
 
 def start_mlflow_server(
-    root: Path, port: int | None = None, backend_uri: str | None = None
+    root: Path,
+    port: int | None = None,
+    backend_uri: str | None = None,
+    app_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """Start `mlflow server` on loopback; return (proc, uri).
 
-    Its store is `backend_uri` (e.g. a PostgreSQL DSN) or a SQLite file under ``root``.
+    Its store is `backend_uri` (e.g. a PostgreSQL DSN) or a SQLite file under ``root``;
+    `app_args` go before the store (e.g. ``("--app-name", "basic-auth")``), `env` replaces the
+    server's environment.
     """
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
@@ -86,6 +92,7 @@ def start_mlflow_server(
         [
             mlflow_bin,
             "server",
+            *app_args,
             "--backend-store-uri",
             backend_uri or f"sqlite:///{root / 'mlflow.db'}",
             "--artifacts-destination",
@@ -100,9 +107,10 @@ def start_mlflow_server(
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        env=env,
     )
     uri = f"http://127.0.0.1:{port}"
-    if not wait_for_http(f"{uri}/health", timeout=120, alive=proc):
+    if not wait_for_http(f"{uri}/health", timeout=180, alive=proc):
         proc.kill()
         raise RuntimeError(f"mlflow server did not answer on {uri}; see {root / 'server.log'}")
     return proc, uri

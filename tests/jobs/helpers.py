@@ -200,3 +200,23 @@ class GpuGroupsTrainingJob(TrainingJob):
         submission = super().checkpoint(*args, **kwargs)
         submission.function = GpuGroupsTrainingJob(self.config, self.preempt_wait_s)
         return submission
+
+
+def usr2_at_step_5(executor: Any, job_fn: Any) -> tuple[list, str]:
+    """Submit `job_fn` (a two-task job) on `executor`, send SIGUSR2 to every task once rank 0
+    has logged step 5, wait for the requeued job to end; (per-rank results, its stdout)."""
+    import os
+    import signal
+    import time
+
+    from foundation.proc import children
+
+    job = executor.submit(job_fn)
+    deadline = time.monotonic() + 300
+    while "step 5/" not in (job.stdout() or ""):
+        assert not job.done(), job.stderr()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for task in children(int(job.job_id)):
+        os.kill(task, signal.SIGUSR2)
+    return job.results(), job.stdout()

@@ -94,16 +94,12 @@ def test_sigusr2_requeues_a_two_rank_job_on_the_gpu_groups(tmp_path, data_dir, m
     """SIGUSR2 to both tasks of a local submitit job (DP=2): rank 0's `checkpoint()` sets the
     stop flag, the ranks agree, save, the job is requeued and resumes to the end, all on groups
     whose NCCL part refuses CPU tensors."""
-    import os
-    import signal
-    import time
 
     import submitit
 
     from foundation.config import from_dict
-    from foundation.proc import children
     from jobs.config import RunConfig
-    from tests.jobs.helpers import GpuGroupsTrainingJob
+    from tests.jobs.helpers import GpuGroupsTrainingJob, usr2_at_step_5
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
@@ -111,16 +107,8 @@ def test_sigusr2_requeues_a_two_rank_job_on_the_gpu_groups(tmp_path, data_dir, m
     cfg = tiny_run_dict(tmp_path, data_dir, train={"steps": steps}, parallel={"data_parallel": 2})
     executor = submitit.LocalExecutor(folder=tmp_path / "submitit")
     executor.update_parameters(timeout_min=10, tasks_per_node=2)
-    job = executor.submit(GpuGroupsTrainingJob(from_dict(RunConfig, cfg, where="run")))
-    deadline = time.monotonic() + 300
-    while "step 5/" not in (job.stdout() or ""):
-        assert not job.done(), job.stderr()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    for task in children(int(job.job_id)):
-        os.kill(task, signal.SIGUSR2)
-    results = job.results()
-    out = job.stdout()
+    job_fn = GpuGroupsTrainingJob(from_dict(RunConfig, cfg, where="run"))
+    results, out = usr2_at_step_5(executor, job_fn)
     assert [r.status for r in results] == ["completed", "completed"], out
     resumed_at = int(out.split("resumed at step ")[1].split()[0])
     assert 5 <= resumed_at < steps

@@ -168,6 +168,7 @@ def test_usr2_on_a_two_task_job_stops_both_ranks_at_the_same_step(
     from foundation.config import from_dict
     from jobs import TrainingJob
     from jobs.config import RunConfig
+    from tests.jobs.helpers import usr2_at_step_5
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
@@ -175,16 +176,7 @@ def test_usr2_on_a_two_task_job_stops_both_ranks_at_the_same_step(
     with _python("warm", tmp_path) as python:  # the two ranks forked from one warm server
         executor = submitit.LocalExecutor(folder=tmp_path / "submitit", python=python)
         executor.update_parameters(timeout_min=10, tasks_per_node=2)
-        job = executor.submit(TrainingJob(from_dict(RunConfig, cfg, where="run")))
-        deadline = time.monotonic() + 300
-        while "step 5/" not in (job.stdout() or ""):
-            assert not job.done(), job.stderr()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        for task in children(int(job.job_id)):
-            os.kill(task, signal.SIGUSR2)
-        results = job.results()
-    out = job.stdout()
+        results, out = usr2_at_step_5(executor, TrainingJob(from_dict(RunConfig, cfg, where="run")))
     assert [r.status for r in results] == ["completed", "completed"], out
     resumed_at = int(out.split("resumed at step ")[1].split()[0])
     assert 5 <= resumed_at < STEPS

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
-import shutil
 import subprocess
-import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import wait_for_http
-from tests.distributed import free_port
+from tests.conftest import start_mlflow_server
 
 ADMIN = "admin"
 
@@ -53,40 +51,13 @@ def start_auth_server(root: Path) -> AuthServer:
         f"admin_password = {admin_password}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
     )
-    port = free_port()
-    mlflow_bin = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
-    log = open(root / "server.log", "ab")  # noqa: SIM115 - lives as long as the server
-    proc = subprocess.Popen(
-        [
-            mlflow_bin,
-            "server",
-            "--app-name",
-            "basic-auth",
-            "--backend-store-uri",
-            f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination",
-            str(root / "artifacts"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env={
-            **_clean_env(),
-            "MLFLOW_AUTH_CONFIG_PATH": str(root / "basic_auth.ini"),
-            # the auth app's CSRF key: required, and the same for every worker of one server
-            "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16),
-        },
-    )
-    uri = f"http://127.0.0.1:{port}"
-    if not wait_for_http(f"{uri}/health", timeout=180, alive=proc):
-        proc.kill()
-        raise RuntimeError(f"basic-auth server did not answer on {uri}; see {root}/server.log")
+    env = {
+        **_clean_env(),
+        "MLFLOW_AUTH_CONFIG_PATH": str(root / "basic_auth.ini"),
+        # the auth app's CSRF key: required, and the same for every worker of one server
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(16),
+    }
+    proc, uri = start_mlflow_server(root, app_args=("--app-name", "basic-auth"), env=env)
     password = "pw-" + secrets.token_hex(16)
     _post(
         uri,
@@ -99,6 +70,4 @@ def start_auth_server(root: Path) -> AuthServer:
 
 
 def _clean_env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_TRACKING_")}
