@@ -16,15 +16,13 @@ from analysis.table import normalise
 from foundation import contract as C
 from foundation.studypaths import missing_store, missing_store_message
 
-# MLflow's own run status -> the table's status, unless the cell's `outcome` tag says more.
-_MLFLOW_STATUS = {"FAILED": C.FAILED, "KILLED": C.FAILED, "RUNNING": C.RUNNING}
-_MLFLOW_STATUS.update(SCHEDULED=C.RUNNING)
 _client = C.make_client
 
 
 def _status(run) -> str:
-    """FAILED/KILLED -> failed; RUNNING/SCHEDULED -> running; FINISHED -> the outcome tag."""
-    mapped = _MLFLOW_STATUS.get(run.info.status)
+    """The run's state by the contract's one mapping (`run_status_state`: FAILED -> failed,
+    KILLED -> cancelled, RUNNING/SCHEDULED -> running); a FINISHED run's is its outcome tag."""
+    mapped = C.run_status_state(run.info.status)
     if mapped is not None:
         return mapped
     outcome = run.data.tags.get(C.TAG_OUTCOME, "")
@@ -81,8 +79,9 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
         num_nonembedding = C.summary_metric(metrics, C.NUM_NONEMBEDDING_PARAMS)
         num_total = C.summary_metric(metrics, C.NUM_PARAMS_TOTAL)
         sized = num_nonembedding is not None and C.TOKENS in metrics
-        if not missing and not sized and run.info.status in ("FAILED", "KILLED"):
-            unstarted.append(run)  # failed before it logged its size: sized from its arm below
+        ended = C.run_status_state(run.info.status) in (C.FAILED, C.CANCELLED)
+        if not missing and not sized and ended:
+            unstarted.append(run)  # ended before it logged its size: sized from its arm below
             continue
         missing += [] if num_nonembedding is not None else [C.NUM_NONEMBEDDING_PARAMS]
         missing += [] if C.TOKENS in metrics else [C.TOKENS]
@@ -115,11 +114,14 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
 
 
 def _unstarted_rows(runs: list, rows: list[dict]) -> list[dict]:
-    """Failed rows for FAILED or KILLED runs that never logged their size (a job that crashed,
-    a branch whose parent failed, a cell `submit` gave up on): the parameter counts are those
-    of a run of the same variant and size, the tokens its branch budget's or that run's, so
-    the failed LR still counts in its arm's LR frontier. A run with no such sibling tells the
-    analysis nothing and is left out."""
+    """Failed rows for failed or cancelled runs that never logged their size (a job that
+    crashed, a branch whose parent failed, a cell `submit` gave up on): the parameter counts
+    are those of a run of the same variant and size, the tokens its branch budget's or that
+    run's, so the failed LR still counts in its arm's LR frontier. A run with no such sibling
+    tells the analysis nothing and is left out.
+
+    The run table calls such a row failed even when its run was KILLED (cancelled): it holds
+    no measurement of its own, only the LR that was tried, and its size is borrowed."""
     sized = {(r["variant"], r["size"]): r for r in rows}
     out = []
     for run in runs:

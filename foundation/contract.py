@@ -2,8 +2,9 @@
 
 - Experiments are created only by `ensure_experiment`, with one rule for where artifacts go
   (beside a SQLite store; the server's default otherwise), whoever creates them first.
-- A cell is in exactly one of `STATES`; MLflow's own run status (FINISHED, KILLED, ...) and the
-  scheduler's (PENDING, RUNNING, ...) are translated into them by `scaling`, never shown raw.
+- A cell is in exactly one of `STATES`; MLflow's own run status (FINISHED, KILLED, ...) is
+  translated by `run_status_state`, for `scaling` and `analysis` alike, and the scheduler's
+  (PENDING, RUNNING, ...) by `scaling`; neither is shown raw.
 - Summary metrics are `num_params_total` and `num_nonembedding_params`; runs written before the
   rename carry `n_params` / `n_nonembedding_params`, which `summary_metric` still reads.
 - A size label is a number with K, M or B (``"124M"``); `size_key` sorts labels by value.
@@ -23,6 +24,8 @@ __all__ = [
     "ACTIVE_STATES",
     "DONE_STATES",
     "ENDED_STATES",
+    "RUN_STATUS_STATES",
+    "run_status_state",
     "make_client",
     "ensure_experiment",
     "experiment_id",
@@ -45,6 +48,29 @@ STATES = (PENDING, QUEUED, RUNNING, COMPLETED, DIVERGED, FAILED, CANCELLED, STAL
 ACTIVE_STATES = (QUEUED, RUNNING)  # a job exists and may still change the cell
 DONE_STATES = (COMPLETED, DIVERGED)  # a result: never resubmitted
 ENDED_STATES = (COMPLETED, DIVERGED, FAILED, CANCELLED)
+
+# MLflow's run status -> the cell's state. A FINISHED run's state is its job's `outcome` tag
+# (completed or diverged), so it maps to None here. KILLED is `scaling cancel` or Ctrl-C ending
+# the run from outside: the job was stopped, not broken, hence cancelled rather than failed.
+RUN_STATUS_STATES: dict[str, str | None] = {
+    "SCHEDULED": RUNNING,  # the run exists and nothing has ended it yet
+    "RUNNING": RUNNING,
+    "FINISHED": None,
+    "FAILED": FAILED,  # the job raised (or its trainer reported a crash)
+    "KILLED": CANCELLED,
+}
+
+
+def run_status_state(status: str) -> str | None:
+    """The cell state of MLflow run status `status` (`RUN_STATUS_STATES`); None for FINISHED,
+    whose state the job's `outcome` tag gives."""
+    try:
+        return RUN_STATUS_STATES[status]
+    except KeyError:
+        raise ValueError(
+            f"MLflow run status {status!r} is not one of {', '.join(RUN_STATUS_STATES)}"
+        ) from None
+
 
 # --- tags -----------------------------------------------------------------------------------
 TAG_STUDY = "study"

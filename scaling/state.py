@@ -64,16 +64,15 @@ STALE_NOTE = "model code changed since; --rerun-stale or --accept-stale"
 
 def cell_state(run: CellRun | None, live: str | None) -> str:
     """One of `foundation.contract.STATES` from MLflow's `run` and the scheduler's `live` state."""
-    if run is not None and run.status == "FINISHED":
+    if run is not None and C.run_status_state(run.status) is None:  # FINISHED
         return C.DIVERGED if run.outcome == C.DIVERGED else C.COMPLETED
     if live is not None:
         return C.QUEUED if live in _WAITING else C.RUNNING
     if run is None:
         return C.PENDING
-    if run.status == "KILLED":
-        return C.CANCELLED
-    # A run that is not finished and has no live job: it crashed, or its job died.
-    return C.FAILED
+    state = C.run_status_state(run.status)
+    # A run that says it is running but has no live job: it crashed, or its job died.
+    return C.FAILED if state == C.RUNNING else state
 
 
 def submitit_folder(study: ResolvedStudy | Study) -> Path:
