@@ -386,6 +386,7 @@ def run(
     failed or cancelled (the analysis of the cells that finished is still written; run again,
     with `--retry-failed` for cells given up on, to retry them); 2 for a bad study file.
     """
+    from scaling.mlflow_link import mlflow_ui_hint
     from scaling.run import run_study
 
     spec = _load(study)
@@ -409,12 +410,5 @@ def run(
         report = outcome.report_dir
         typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
         typer.echo(f"plots and verdict.json: {report}/")
-    uri = spec.mlflow.tracking_uri
-    if uri.startswith(("http://", "https://")):
-        typer.echo(f"MLflow UI: open {uri} (experiment {spec.mlflow.experiment!r})")
-    else:
-        typer.echo(
-            f"MLflow UI: .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1 "
-            f"--port 5000, then open http://127.0.0.1:5000 (experiment {spec.mlflow.experiment!r})"
-        )
+    typer.echo(mlflow_ui_hint(spec.mlflow.tracking_uri, spec.mlflow.experiment))
     _exit_for(outcome.rows)
