@@ -18,7 +18,7 @@ _WHERE = {
     "load_study": "analysis.mlflow_io",
     "lr_frontier": "analysis.frontier",
     "LRFrontier": "analysis.frontier",
-    "noise_from_source": "analysis.power",  # `scaling plan --noise` (issue 11)
+    "noise_from_source": "analysis.power",  # `scaling plan --noise`
     "power_table": "analysis.power",
 }
 

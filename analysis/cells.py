@@ -63,7 +63,7 @@ def usable_cells(runs: pd.DataFrame, frontiers: list[LRFrontier]) -> pd.DataFram
 
 
 def selected_lrs(table: pd.DataFrame, frontiers: list[LRFrontier]) -> dict | None:
-    """``{(variant, size, tokens): lr}`` chosen on the held-out ``select_val_loss`` (issue 11),
+    """``{(variant, size, tokens): lr}`` chosen on the held-out ``select_val_loss``,
     or None when the table has none (then each draw chooses on ``final_val_loss``)."""
     if selection_column(table) != "select_val_loss":
         return None

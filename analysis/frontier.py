@@ -60,7 +60,7 @@ def _step(lrs: list[float], step_factor: float | None) -> float:
 
 
 def selection_column(table: pd.DataFrame) -> str:
-    """``select_val_loss`` when every usable run has one (issue 11), else ``final_val_loss``."""
+    """``select_val_loss`` when every usable run has one, else ``final_val_loss``."""
     usable = table[is_usable(table)]
     if "select_val_loss" in table and len(usable) and usable["select_val_loss"].notna().all():
         return "select_val_loss"

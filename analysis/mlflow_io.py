@@ -56,7 +56,7 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     runs = C.search_runs(client, exp_id, f"tags.{C.TAG_STUDY} = '{quoted}'")
     parents = [r for r in runs if r.data.tags.get(C.TAG_ROLE) == C.ROLE_STUDY]
     cells = [r for r in runs if r.data.tags.get(C.TAG_ROLE) != C.ROLE_STUDY]
-    # a WSD stable run is the trunk its branches fork from, not a measurement (issue 16)
+    # a WSD stable run is the trunk its branches fork from, not a measurement
     stable = [r for r in cells if r.data.tags.get(C.TAG_CELL_KIND) == C.KIND_STABLE]
     cells = [r for r in cells if r.data.tags.get(C.TAG_CELL_KIND) != C.KIND_STABLE]
     if not parents:  # the parent may carry only the role tag and the study name as run name

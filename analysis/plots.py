@@ -358,7 +358,7 @@ def all_plots(an: Analysis, out_dir: Path, curves: dict | None = None) -> dict[s
         out["k_vs_c"] = k_vs_c(an, out_dir)
     from analysis.report_tokens import gain_vs_tokens
 
-    along_d = gain_vs_tokens(an.verdict, out_dir)  # issue 16: >= 2 budgets at some size
+    along_d = gain_vs_tokens(an.verdict, out_dir)  # only with >= 2 token budgets at some size
     if along_d:
         out["gain_vs_tokens"] = along_d
     lr = lr_sweeps(an, out_dir)

@@ -314,7 +314,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
         b.append(("note", f"Compute axis: {note}."))
     b.extend(_verdict_blocks(verdict))
     b.extend(_gain_blocks(verdict, figures))
-    b.extend(token_blocks(verdict, figures))  # the token axis (issue 16), when measured
+    b.extend(token_blocks(verdict, figures))  # the token axis, when measured
     b.extend(_extrapolation_blocks(verdict))
     b.extend(_fit_blocks(verdict, figures))
     b.extend(_noise_blocks(verdict))

@@ -1,4 +1,4 @@
-"""The report's token-axis section (issue 16) and its figure: gain vs tokens per size.
+"""The report's token-axis section and its figure: gain vs tokens per size.
 
 Kept apart from ``analysis.report`` and ``analysis.plots`` so that the token axis is one block
 added to each: the section appears only when verdict.json has a ``tokens`` part (some arm has

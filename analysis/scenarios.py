@@ -1,4 +1,4 @@
-"""Imperfect synthetic studies whose truth is known: the cases issue 10 found the verdict wrong.
+"""Imperfect synthetic studies whose truth is known: the cases where a naive verdict goes wrong.
 
 Each ``scenario(name, rng_seed)`` builds a run table as ``scaling analyze --runs-csv`` reads it:
 5 sizes 1.2M-100M at 20 tokens/param, an LR sweep per (arm, size), seed noise with a component

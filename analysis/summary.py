@@ -104,7 +104,7 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
                 "variant": info.at[g, "variant"],
                 "num_seeds": int(np.isfinite(losses).sum()),
                 "seed_sd": sd,
-                # issue 12's yardstick: seed-to-seed sd in % of this arm's mean loss
+                # the noise yardstick: seed-to-seed sd in % of this arm's mean loss
                 "seed_sd_pct": None if sd is None else 100.0 * sd / float(np.nanmean(losses)),
             }
             if base is not None and g != base and info.at[g, "variant"] != info.at[base, "variant"]:

@@ -82,7 +82,7 @@ def make_study(
     return normalise(pd.DataFrame(rows), "synthetic study")
 
 
-# --- L(N, D) truths for the token axis (issue 16) -------------------------------------------
+# --- L(N, D) truths for the token axis ---------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)

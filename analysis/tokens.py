@@ -1,4 +1,4 @@
-"""The token axis (issue 16): per-budget paired gains, L(N, D) per arm, and the verdict along D.
+"""The token axis: per-budget paired gains, L(N, D) per arm, and the verdict along D.
 
 A branched (WSD) study measures several token budgets D per (variant, size). The analysis
 cuts the run table into *slices*: slice ``j`` holds, at every size, the runs at that size's

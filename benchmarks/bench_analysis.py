@@ -1,6 +1,6 @@
 """Benchmark: Approach-3 fits plus a 1,000-draw parametric bootstrap for a 200-run study.
 
-Budget (issues 6 and 10): <= 30 s on 2 cores. The study: 2 arms x 5 sizes x 4 LRs x 5 seeds =
+Budget: <= 30 s on 2 cores. The study: 2 arms x 5 sizes x 4 LRs x 5 seeds =
 200 runs; the seed noise is fitted as two variance components, and each of the 1,000 draws
 re-selects the best usable LR per cell and refits L(N), L(C) per arm and k(C) (every draw is
 distinct, so all 1,000 are fitted: together, by the batched fitter). Beside it,

@@ -1,5 +1,5 @@
 """The demo as a user runs it: `scaling run studies/demo.yaml` end to end, timed; then the
-seed-to-seed sd of every arm as % of its loss (issue 12's yardstick, <= 0.3%) and the paired
+seed-to-seed sd of every arm as % of its loss (the yardstick: <= 0.3%) and the paired
 gain its seeds can detect, per size, read from the study's verdict.json.
 
     .venv/bin/python benchmarks/bench_demo.py                 # a fresh run in a temp folder

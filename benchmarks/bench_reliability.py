@@ -8,7 +8,7 @@ a SQLite-backed server beside it, then measures:
   1. `scaling plan` and `scaling status` (the CLI, as a user runs it, so imports count) on a
      2,000-cell study (2 sizes x 4 arms x 25 seeds x 10 LRs) whose 2,000 cell runs exist, all
      finished, in that server, each with what a real cell logs (~60 params, ~20 tags, 13
-     metrics, a dataset input). Target (issue 15): each <= 5 s. status is timed cold (no
+     metrics, a dataset input). Target: each <= 5 s. status is timed cold (no
      cache in the study folder: one full search, which writes `mlflow_runs.json`), warm (the
      cache of finished runs: the server is asked only for unfinished runs), warm with `--all`,
      with `--refresh`, and warm while 200 runs are RUNNING and once they FINISHED again; then

@@ -133,7 +133,7 @@ def validation_windows(data: DataConfig, seq_length: int, which: str = "loss") -
     ``num_val_windows`` of them, the windows whose loss is reported and fitted (drawn exactly as
     before select sets existed, so adding one changes no reported loss). ``which="select"``: a
     second stream seeded by ``(val_seed, 1)`` picks ``num_select_windows`` of the windows the
-    loss set left, used only to choose learning rates (issue 11): choosing and reporting on the
+    loss set left, used only to choose learning rates: choosing and reporting on the
     same windows would favour whichever arm is flatter across LRs. Both sets are kept in stream
     order and depend only on the dataset, ``seq_length`` and ``val_seed``, so every cell of a
     study sees the same ones. ``num_select_windows = 0`` gives an empty select set.

@@ -97,7 +97,7 @@ class DataConfig:
 
     `seed` fixes the order of training samples (and nothing else), so runs that share it see
     identical batches whatever their variant; `val_seed` and `num_val_windows` fix the validation
-    windows every run of a study is evaluated on. `num_select_windows` (issue 11) adds a second,
+    windows every run of a study is evaluated on. `num_select_windows` adds a second,
     disjoint fixed set used only to choose learning rates (0: none, the old behaviour).
     """
 

@@ -89,12 +89,12 @@ TAG_CODE_ACCEPTED = "scaling.code_accepted"  # a later code digest its result wa
 TAG_PARENT = "mlflow.parentRunId"
 TAG_ERROR = "error"
 TAG_DIVERGENCE = "divergence_reason"
-TAG_ROUND = "round"  # LR-search round that created the cell (issue 11); 0 = the starting grid
-TAG_CELL_KIND = "scaling.cell_kind"  # KIND_* below (issue 16)
-TAG_PARENT_CELL = "parent_cell"  # a branch's stable-run cell id (issue 16)
-TAG_BRANCH_TOKENS = "branch_tokens"  # a branch's token budget D (issue 16)
-TAG_BRANCH_STEP = "branch_step"  # the parent's step the branch resumes from (issue 16)
-TAG_PARENT_CELL_RUN = "parent_cell_run_id"  # a branch's stable-run MLflow run id (issue 16)
+TAG_ROUND = "round"  # LR-search round that created the cell; 0 = the starting grid
+TAG_CELL_KIND = "scaling.cell_kind"  # KIND_* below
+TAG_PARENT_CELL = "parent_cell"  # a branch's stable-run cell id
+TAG_BRANCH_TOKENS = "branch_tokens"  # a branch's token budget D
+TAG_BRANCH_STEP = "branch_step"  # the parent's step the branch resumes from
+TAG_PARENT_CELL_RUN = "parent_cell_run_id"  # a branch's stable-run MLflow run id
 KIND_RUN = "run"  # an ordinary cell: one schedule to its own budget
 KIND_STABLE = "stable"  # a WSD run's warmup + stable phase; not a measurement, analysis skips it
 KIND_BRANCH = "branch"  # a cooldown forked from a stable run's checkpoint; one budget each
@@ -104,9 +104,9 @@ RUN_ID_FILE = "mlflow_run_id"  # OUTPUT/<this>: the cell's run id, shared by sub
 # --- metrics ----------------------------------------------------------------------------------
 TRAIN_LOSS = "train/loss"
 VAL_LOSS = "val/loss"
-VAL_SELECT = "val/select"  # loss on the LR-selection windows, per eval (issue 11)
+VAL_SELECT = "val/select"  # loss on the LR-selection windows, per eval
 FINAL_VAL_LOSS = "final_val_loss"
-FINAL_SELECT_LOSS = "final_select_loss"  # on the LR-selection windows (issue 11)
+FINAL_SELECT_LOSS = "final_select_loss"  # on the LR-selection windows
 NUM_PARAMS_TOTAL = "num_params_total"
 NUM_NONEMBEDDING_PARAMS = "num_nonembedding_params"
 TOKENS = "tokens"  # D trained

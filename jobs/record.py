@@ -182,7 +182,7 @@ def finish(
     }
     if result.status == C.COMPLETED:
         summary[C.FINAL_VAL_LOSS] = result.final_val_loss
-        if math.isfinite(result.final_select_loss):  # only with a select set (issue 11)
+        if math.isfinite(result.final_select_loss):  # only with an LR-selection set
             summary[C.FINAL_SELECT_LOSS] = result.final_select_loss
     tracker.log_metrics(summary, step=history.step)
     artifacts = Path(config.output_dir) / "artifacts"

@@ -84,7 +84,7 @@ class _Trainer:
         num_samples = config.train.num_dataset_steps * seqs
         self.dataset = training_dataset(config.data, config.model.seq_length, num_samples)
         self.val_windows = validation_windows(config.data, config.model.seq_length)
-        self.select_windows = None  # the LR-selection set (issue 11), disjoint from val_windows
+        self.select_windows = None  # the LR-selection set, disjoint from val_windows
         if config.data.num_select_windows:
             self.select_windows = validation_windows(config.data, config.model.seq_length, "select")
         self.flops_per_token = flops_per_token(config.model)

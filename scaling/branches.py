@@ -1,4 +1,4 @@
-"""WSD cooldown branches: several token budgets of one size from one long run (issue 16).
+"""WSD cooldown branches: several token budgets of one size from one long run.
 
 With `tokens.branches`, each (size, variant, seed, lr) becomes a family of cells instead of one:
 

@@ -68,8 +68,8 @@ class Cell:
     seed: int
     lr: float
     run: RunConfig
-    round: int = 0  # LR-search round that added it (issue 11); 0 = the starting grid
-    kind: str = C.KIND_RUN  # run | stable | branch (issue 16)
+    round: int = 0  # LR-search round that added it; 0 = the starting grid
+    kind: str = C.KIND_RUN  # run | stable | branch (`scaling.branches`)
     depends_on: str | None = None  # cell id that must complete first (a branch's stable run)
 
     @property

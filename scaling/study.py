@@ -71,7 +71,7 @@ class DataSpec:
     seed: int = 1234
     num_val_windows: int = 64
     val_seed: int = 0
-    num_select_windows: int = 0  # LR-selection windows, disjoint from the reported (issue 11)
+    num_select_windows: int = 0  # LR-selection windows, disjoint from the reported
 
 
 @dataclass
@@ -96,7 +96,7 @@ class LadderSpec:
 class TokensSpec:
     """Training tokens per size: `tokens_per_param` × nominal N, unless given in `per_size`.
 
-    `branches` (issue 16, `scaling.branches`): several budgets per size from one WSD run, as
+    `branches` (`scaling.branches`): several budgets per size from one WSD run, as
     fractions (<= 1) of the size's budget or explicit token counts (> 1, every size); each
     branch decays over the last `cooldown` of its own steps with `cooldown_shape`.
     """
@@ -135,7 +135,7 @@ class LRSpec:
     law: Literal["porian", "none"] = "porian"
     multipliers: list[float] = field(default_factory=lambda: [1.0])
     grid: dict[str, dict[str, list[float]]] = field(default_factory=dict)
-    search: LRSearchSpec | None = None  # adaptive refinement (issue 11); None: the grid only
+    search: LRSearchSpec | None = None  # adaptive LR search (`scaling.refine`); None: the grid only
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Calibration: 95% intervals hold their coverage with 3 seeds (issue 10).
+"""Calibration: 95% intervals hold their coverage with 3 seeds.
 
 200 replicate studies of one truth (FACTS' setup: 5 sizes, 3 seeds, noise shared per size and
 seed sd 0.006, per run sd 0.004; a constant compute multiplier k0 = 1.3, gamma = 0), 200 draws

@@ -2,7 +2,7 @@
 on, a branch whose parent failed) is read as a failed row of its arm, and the analysis of the
 study is then exactly that of the same study with those runs failed.
 
-Synthetic studies with a known truth (issue 10's "lucky survivor": a real constant gain, k =
+Synthetic studies with a known truth (the "lucky survivor" scenario: a real constant gain, k =
 1.5), three noise draws, written to a real MLflow server as cells log them; some cells are
 written as crashed runs instead: FAILED or KILLED, with tags and no metrics.
 """

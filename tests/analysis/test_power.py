@@ -37,7 +37,7 @@ def simulated_mde(sd: float, n: int, rng: np.random.Generator) -> float:
 @pytest.mark.parametrize("n", [2, 3, 5, 10])
 def test_mde_matches_simulation_within_10_percent(n):
     rng = np.random.default_rng(n)
-    sd = 0.3  # % of loss, issue 12's target
+    sd = 0.3  # % of loss: the seed noise a study should reach
     exact = P.mde(sd, n)
     simulated = simulated_mde(sd, n, rng)
     assert exact == pytest.approx(simulated, rel=0.10), (exact, simulated)

@@ -1,4 +1,4 @@
-"""Held-out selection (issue 11): the LR is chosen on ``select_val_loss`` only; every reported
+"""Held-out selection: the LR is chosen on ``select_val_loss`` only; every reported
 number (gains, fits, verdict) is ``final_val_loss`` at that LR."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The token axis (issue 16) on synthetic L(N, D) truths: verdicts along D and N, per-budget
+"""The token axis on synthetic L(N, D) truths: verdicts along D and N, per-budget
 gain coverage, L(N, D) recovery, the N verdict's independence from smaller budgets, the
 report section, and MLflow's stable runs left out."""
 

@@ -72,7 +72,7 @@ def test_single_process_run_follows_the_mlflow_contract(tmp_path, data_dir, mlfl
     assert [m.value for m in logged] == losses
     val_steps = sorted(m.step for m in client.get_metric_history(result["run_id"], "val/loss"))
     assert val_steps == [3, 6]
-    # issue 11: the select windows are evaluated beside the reported ones and summarised apart
+    # the LR-selection windows are evaluated beside the reported ones and summarised apart
     select = sorted(client.get_metric_history(result["run_id"], "val/select"), key=lambda m: m.step)
     assert [m.step for m in select] == [3, 6]
     assert metrics["final_select_loss"] == select[-1].value == result["final_select_loss"]

@@ -1,4 +1,4 @@
-"""WSD cooldown branches as cells of a study (issue 16): the spec's checks, the family a grid
+"""WSD cooldown branches as cells of a study: the spec's checks, the family a grid
 point expands to, the plan's saving, and the local executor running branches after their
 stable cell (end to end through `scaling run`, a kill of the parent between branch points, and
 a failed parent)."""
