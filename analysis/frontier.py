@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis import fmt as F
+from analysis import fmt
 from analysis.table import is_usable
 
 STATES = ("interior", "bracketed_by_divergence", "edge_low", "edge_high", "no_usable_lr")
@@ -207,7 +207,7 @@ def _cell_names(budgets: dict[str, list[float]]) -> tuple[str, ...]:
     """``("2M", "10M")``, or with several budgets at a size ``("2M (625K, 1.25M tokens)",)``."""
     if all(len(t) == 1 for t in budgets.values()):
         return tuple(budgets)
-    return tuple(f"{s} ({', '.join(F.count(x) for x in t)} tokens)" for s, t in budgets.items())
+    return tuple(f"{s} ({', '.join(fmt.count(x) for x in t)} tokens)" for s, t in budgets.items())
 
 
 def unbracketed_summary(frontiers: list[LRFrontier]) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from analysis import fmt as F
+from analysis import fmt
 
 _CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
 
@@ -57,17 +57,17 @@ def measured(v: dict) -> str:
     if top is None:
         return f"{v['variant']} has no size measured together with {base}"
     size, value, ci, conf = top
-    places = F.decimals(ci)
-    size_text = F.num(abs(value), places)
-    if float(size_text.replace(F.MINUS, "-")) == 0:
+    places = fmt.decimals(ci)
+    size_text = fmt.num(abs(value), places)
+    if float(size_text.replace(fmt.MINUS, "-")) == 0:
         how = f"is no different from {base}"
     else:
         how = f"{size_text}% {'better' if value > 0 else 'worse'} than {base}"
-    gain = F.num(value, places) + "%"
+    gain = fmt.num(value, places) + "%"
     if ci is None:
         return f"At {size}, {v['variant']} measured {how} (gain {gain}, no interval: fewer seeds)"
-    lo, hi = (F.num(x, places) + "%" for x in ci)
-    gain += f", {F.level_pct(conf)} CI {lo} to {hi}"
+    lo, hi = (fmt.num(x, places) + "%" for x in ci)
+    gain += f", {fmt.level_pct(conf)} CI {lo} to {hi}"
     if _sign(ci) == 0:
         return f"At {size}, {v['variant']} measured {how} (gain {gain}: not significant)"
     return f"At {size}, {v['variant']} is {how} (gain {gain})"
@@ -75,12 +75,12 @@ def measured(v: dict) -> str:
 
 def _k0(v: dict, conf: float, words: bool | str = True) -> str:
     k = v["decision"].get("k0") or {}
-    return F.with_ci(k.get("value"), k.get("ci"), "\u00d7", conf, words=words)
+    return fmt.with_ci(k.get("value"), k.get("ci"), "\u00d7", conf, words=words)
 
 
 def _gamma(v: dict, conf: float) -> str:
     g = v["decision"].get("gamma") or {}
-    return "\u03b3 " + F.with_ci(g.get("value"), g.get("ci"), "", conf, words="inline")
+    return "\u03b3 " + fmt.with_ci(g.get("value"), g.get("ci"), "", conf, words="inline")
 
 
 def significant_sizes(v: dict) -> list[str]:
@@ -104,7 +104,7 @@ def _unresolved(v: dict) -> str:
     return (
         f"the interval reaches past \u00b1{_margin(v)}, so the study cannot tell a gain that "
         f"small from none: not resolved (it detects gains of "
-        f"{F.num(d.get('detectable_gain_pct'))}% with 80% power; {need} resolve "
+        f"{fmt.num(d.get('detectable_gain_pct'))}% with 80% power; {need} resolve "
         f"\u00b1{_margin(v)})"
     )
 
@@ -134,7 +134,7 @@ def _inconclusive(v: dict, conf: float) -> str:
         )
     cond = v.get("conditional_verdict")
     if_so = f"; if {v.get('conditional_assumes')}: {cond}" if cond else ""
-    return f"inconclusive: {F.words(reason.split('; ')[0])}{if_so}"
+    return f"inconclusive: {fmt.words(reason.split('; ')[0])}{if_so}"
 
 
 def sentence(v: dict) -> str:

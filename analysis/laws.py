@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from analysis import fit as F
+from analysis import fit
 from analysis.batchfit import fit_batch as batch_fit
 from analysis.batchfit import objective_batch
 from analysis.cells import Groups
@@ -46,28 +46,28 @@ class LawFit:
 SCREEN_ITER = 100
 
 
-def full_fit(model: F.LSEModel, log_loss: np.ndarray, starts: np.ndarray, weight: np.ndarray):
+def full_fit(model: fit.LSEModel, log_loss: np.ndarray, starts: np.ndarray, weight: np.ndarray):
     """Approach 3 on the data: every grid start, the best kept, polished by L-BFGS.
 
     The grid is screened by the batched fit (all starts at once, ``SCREEN_ITER`` iterations)
     instead of one loose L-BFGS run per start, which cost ~1 s per law; the best
-    ``F._NUM_POLISHED`` screened points are then polished by ``F.fit`` to the tight tolerance.
+    ``fit._NUM_POLISHED`` screened points are then polished by ``fit.fit`` to the tight tolerance.
     """
-    if len(starts) <= F._NUM_POLISHED:
-        return F.fit(model, log_loss, starts, weight)
+    if len(starts) <= fit._NUM_POLISHED:
+        return fit.fit(model, log_loss, starts, weight)
     num = len(starts)
     y = np.broadcast_to(log_loss, (num, log_loss.size))
     w = np.broadcast_to(weight, (num, weight.size))
     theta, _, iterations = batch_fit(model, y, w, starts, SCREEN_ITER)
     score = objective_batch(model, theta, y, w)
     score = np.where(np.isfinite(score), score, np.inf)
-    best = theta[np.argsort(score)[: F._NUM_POLISHED]]
-    got = F.fit(model, log_loss, best, weight)
+    best = theta[np.argsort(score)[: fit._NUM_POLISHED]]
+    got = fit.fit(model, log_loss, best, weight)
     return dataclasses.replace(got, iterations=got.iterations + iterations)
 
 
 def fit_across_resamples(
-    model: F.LSEModel, loss: np.ndarray, starts: np.ndarray, min_points: int
+    model: fit.LSEModel, loss: np.ndarray, starts: np.ndarray, min_points: int
 ) -> tuple[np.ndarray, FitCounts]:
     """``loss [B+1, P]`` (NaN = missing) -> params ``[B+1, n_params]``; row 0 from ``starts``.
 
@@ -112,8 +112,8 @@ def fit_arms(groups: Groups) -> list[LawFit]:
     for variant in sorted(info["variant"].unique()):
         pts = _curve_points(groups, variant)
         for law, x in (("L(N)", n), ("L(C)", c)):
-            model = F.power_law_model(x[pts])
-            starts = F.grid_starts(model)
+            model = fit.power_law_model(x[pts])
+            starts = fit.grid_starts(model)
             params, counts = fit_across_resamples(model, groups.loss[:, pts], starts, 3)
             fits.append(LawFit(law, variant, model.names, params, pts, counts))
     return fits
@@ -131,8 +131,8 @@ def fit_k(
 
     ``arm_starts``: the two arms' separate L(C) optima (baseline, variant), extra grid starts.
     """
-    model = F.shared_floor_model(compute, is_variant)
-    starts = [F.tied_grid_starts(model)]
+    model = fit.shared_floor_model(compute, is_variant)
+    starts = [fit.tied_grid_starts(model)]
     if arm_starts and all(s is not None for s in arm_starts):
         b, v = arm_starts
         for e in (b["e"], v["e"]):

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import fmt as F
-from analysis import verdict as V
+from analysis import fmt as formatting
+from analysis import verdict
 from analysis.core import Analysis
 
 EXTRAPOLATED = "#8250df"  # one colour marks every extrapolation, in every figure
@@ -41,7 +41,11 @@ def log_axis(ax, axis: str = "x", kind: str = "count") -> None:
     lo, hi = getattr(ax, f"get_{axis}lim")()
     decades = np.log10(hi / lo) if lo > 0 else 10
     subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
-    formatter = {"count": F.si_tick, "flops": F.flops_tick, "plain": F.plain_tick}.get(kind)
+    formatter = {
+        "count": formatting.si_tick,
+        "flops": formatting.flops_tick,
+        "plain": formatting.plain_tick,
+    }.get(kind)
     formatter = formatter or (lambda x, _p=None: f"{x:.3g}×")  # kind "times"
     target = getattr(ax, f"{axis}axis")
     if decades < 1:  # under a decade, 1-2-5 may leave one tick: evenly spaced ones instead
@@ -109,11 +113,11 @@ def loss_vs_n(an: Analysis, out_dir: Path) -> str:
     return _save(fig, out_dir, "loss_vs_n")
 
 
-def _k_model(an: Analysis, variant: str, c_ref: float) -> V.EffectiveCompute | None:
+def _k_model(an: Analysis, variant: str, c_ref: float) -> verdict.EffectiveCompute | None:
     fit = next((f for f in an.fits if f.law == "k(C)" and f.variant == variant), None)
     if fit is None or np.isnan(fit.params[0]).any():
         return None
-    return V.EffectiveCompute(fit, c_ref)
+    return verdict.EffectiveCompute(fit, c_ref)
 
 
 def _mark_extrapolation(ax, start: float) -> None:
@@ -135,7 +139,7 @@ def _mark_extrapolation(ax, start: float) -> None:
 
 def _near(ext: dict) -> bool:
     """A named scale is drawn only within ``FAR_EXTRAPOLATION`` times the measured compute."""
-    return ext["times_largest_measured_compute"] <= V.FAR_EXTRAPOLATION
+    return ext["times_largest_measured_compute"] <= verdict.FAR_EXTRAPOLATION
 
 
 def _say_far(ax, an: Analysis) -> None:
@@ -147,8 +151,8 @@ def _say_far(ax, an: Analysis) -> None:
         if not _near(e)
     }
     if far:
-        listed = ", ".join(f"{name} ({F.times(x)} the compute)" for name, x in far.items())
-        limit = F.times(V.FAR_EXTRAPOLATION)
+        listed = ", ".join(f"{name} ({formatting.times(x)} the compute)" for name, x in far.items())
+        limit = formatting.times(verdict.FAR_EXTRAPOLATION)
         ax.text(0.99, 0.02, f"not drawn, beyond {limit} the data: {listed}", fontsize=7,
                 ha="right", va="bottom", transform=ax.transAxes, color=EXTRAPOLATED)  # fmt: skip
 
@@ -182,7 +186,7 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
         if model is None or not len(n):
             continue
         near = [e["n_params"] for e in var["extrapolated_gain_pct"].values() if _near(e)]
-        top = min(max([n_max * 1.5, *(x * 1.5 for x in near)]), n_max * V.FAR_EXTRAPOLATION)
+        top = min(max([n_max * 1.5, *(x * 1.5 for x in near)]), n_max * verdict.FAR_EXTRAPOLATION)
         grid = np.geomspace(n.min() / 1.5, top, 80)
         columns = []
         for compute in np.exp(icpt + slope * np.log(grid)):
@@ -210,7 +214,7 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
                 color=EXTRAPOLATED,
                 capsize=3,
             )
-            beyond = F.times(ext["times_largest_measured_compute"])
+            beyond = formatting.times(ext["times_largest_measured_compute"])
             ax.annotate(
                 f"{name}: extrapolated,\n{beyond} beyond the data",
                 (ext["n_params"], g["value"]),
@@ -243,7 +247,7 @@ def k_vs_c(an: Analysis, out_dir: Path) -> str:
         for name, e in v["extrapolated_gain_pct"].items()
         if _near(e)
     }
-    top = min(max([c_max, *named.values()]) * 2, c_max * V.FAR_EXTRAPOLATION)
+    top = min(max([c_max, *named.values()]) * 2, c_max * verdict.FAR_EXTRAPOLATION)
     grid = np.geomspace(lo / 2, top, 80)
     for var in an.verdict["variants"]:
         color = _color(an, var["variant"])

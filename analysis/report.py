@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from analysis import fmt as F
-from analysis import verdict as V
+from analysis import fmt
+from analysis import verdict as verdicts
 from analysis.headline import headline
 from analysis.render import to_html, to_markdown
 from analysis.report_tokens import token_blocks
@@ -35,7 +35,7 @@ def _badge(outcome: str) -> str:
 
 
 def _extrap_text(e: dict) -> str:
-    beyond = F.times(e["times_largest_measured_compute"])
+    beyond = fmt.times(e["times_largest_measured_compute"])
     what = "far extrapolation (>100×)" if e["far_extrapolation"] else "extrapolated"
     return f"[[extrap|{what}: {beyond} beyond the data]]"
 
@@ -62,11 +62,11 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
             [
                 v["variant"],
                 _badge(v["verdict"]) + _conditional(v),
-                F.with_ci(top["value"], top["ci"], "%") + f" at {top['size']}" if top else F.NA,
-                F.with_ci(k.get("value"), k.get("ci"), "×"),
-                F.with_ci(g.get("value"), g.get("ci")),
-                F.level_pct(level),
-                F.words(v["reason"]),
+                fmt.with_ci(top["value"], top["ci"], "%") + f" at {top['size']}" if top else fmt.NA,
+                fmt.with_ci(k.get("value"), k.get("ci"), "×"),
+                fmt.with_ci(g.get("value"), g.get("ci")),
+                fmt.level_pct(level),
+                fmt.words(v["reason"]),
             ]
         )
     header = ["variant", "verdict", "top gain", "k0 (at c_ref)", "γ", "CI level", "why"]
@@ -75,7 +75,7 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
     b.append(
         (
             "p",
-            f"Measured compute: {F.flops(lo)} to {F.flops(hi)}. Multiple comparisons: "
+            f"Measured compute: {fmt.flops(lo)} to {fmt.flops(hi)}. Multiple comparisons: "
             f"{verdict['multiple_comparisons']}.",
         )
     )
@@ -85,7 +85,7 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
         chosen = ", ".join(f"{k}: {a}" for k, a in verdict["baseline_by_size"].items())
         b.append(("p", f"Strongest baseline per (size, tokens): {chosen}."))
     if verdict["variants"]:
-        b.append(("p", f"c_ref = {F.flops(verdict['variants'][0]['c_ref'])}."))
+        b.append(("p", f"c_ref = {fmt.flops(verdict['variants'][0]['c_ref'])}."))
     return b
 
 
@@ -106,9 +106,9 @@ def _extrapolation_blocks(verdict: dict) -> list[tuple]:
                 [
                     v["variant"],
                     name,
-                    F.count(e["n_params"]),
-                    F.flops(e["flops"]),
-                    F.with_ci(g["value"], g["ci95"], "%"),
+                    fmt.count(e["n_params"]),
+                    fmt.flops(e["flops"]),
+                    fmt.with_ci(g["value"], g["ci95"], "%"),
                     _extrap_text(e),
                 ]
             )
@@ -122,7 +122,7 @@ def named_scale_text(scales: dict) -> str:
     """How each named scale's N and C were set, with its FLOPs per parameter per token."""
     each = "; ".join(
         f"{name}: {x['shape']} shape ({x['num_layers']} layers, d {x['hidden_size']}), "
-        f"N {F.count(x['n_params'])}, {F.num(x['flops_per_param_token'], sig=2)} FLOPs per "
+        f"N {fmt.count(x['n_params'])}, {fmt.num(x['flops_per_param_token'], sig=2)} FLOPs per "
         "parameter per token"
         for name, x in scales.items()
     )
@@ -130,14 +130,14 @@ def named_scale_text(scales: dict) -> str:
         f"Named scales at 20 tokens/param, N and C from a standard shape of that size counted "
         f"with the project's FLOPs accounting (6 per parameter for the weights, plus attention "
         f"over the context and the output layer), never from a fit over the measured models: "
-        f"{each}. Scales beyond {F.times(V.FAR_EXTRAPOLATION)} the measured compute are listed "
-        "here but not drawn."
+        f"{each}. Scales beyond {fmt.times(verdicts.FAR_EXTRAPOLATION)} the measured compute are "
+        "listed here but not drawn."
     )
 
 
 def _gain_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     b: list[tuple] = [("h", "Paired gain at each matched (size, tokens)")]
-    b.append(("table", F.GAIN_HEADER, F.gain_rows(verdict["variants"], "gain_pct_by_budget")))
+    b.append(("table", fmt.GAIN_HEADER, fmt.gain_rows(verdict["variants"], "gain_pct_by_budget")))
     b.append(
         (
             "p",
@@ -163,11 +163,13 @@ def _fit_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
         used = f"{f['resamples_fitted']} ({f.get('resamples_failed', 0)} failed)"
         used = used if intervals else "none (no intervals)"
         for name, p in f["params"].items():
-            rows.append([f["variant"], f["law"], name, F.param(name, p["value"], p["ci95"]), used])
+            rows.append(
+                [f["variant"], f["law"], name, fmt.param(name, p["value"], p["ci95"]), used]
+            )
     header = ["variant", "law", "parameter", "value [95% CI]", "draws fitted"]
     b.append(("table", header, rows))
-    if any(F.NOT_IDENTIFIED in r[3] for r in rows):
-        b.append(("p", f"{F.NOT_IDENTIFIED}: the fit ran the parameter to the edge of its "
+    if any(fmt.NOT_IDENTIFIED in r[3] for r in rows):
+        b.append(("p", f"{fmt.NOT_IDENTIFIED}: the fit ran the parameter to the edge of its "
                   "range (a floor or exponent toward 0, a coefficient without limit); the data "
                   "do not pin it, so no value is shown."))  # fmt: skip
     b.append(
@@ -198,10 +200,10 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
                 r["size"],
                 r["variant"],
                 r["num_seeds"],
-                F.num(r["seed_sd"], sig=2),
-                F.num(seed_pct, sig=2) + "%" if seed_pct is not None else F.NA,
-                F.num(sd_pct, sig=2) + "%" if has and sd_pct is not None else "",
-                F.num(r.get("mde_pct"), sig=2) + "%" if has and r.get("mde_pct") else "",
+                fmt.num(r["seed_sd"], sig=2),
+                fmt.num(seed_pct, sig=2) + "%" if seed_pct is not None else fmt.NA,
+                fmt.num(sd_pct, sig=2) + "%" if has and sd_pct is not None else "",
+                fmt.num(r.get("mde_pct"), sig=2) + "%" if has and r.get("mde_pct") else "",
                 (r.get("seeds_needed") or "more than 10,000") if has and sd_pct else "",
             ]
         )
@@ -226,10 +228,10 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
         b.append(
             (
                 "p",
-                f"Noise model: variance components on {F.num(model['df_seed'])} (shared per "
-                f"seed) and {F.num(model['df_run'])} (per run) degrees of freedom; draws "
-                f"inflated by {F.num(model['inflate_seed'])} and "
-                f"{F.num(model['inflate_run'])}.",
+                f"Noise model: variance components on {fmt.num(model['df_seed'])} (shared per "
+                f"seed) and {fmt.num(model['df_run'])} (per run) degrees of freedom; draws "
+                f"inflated by {fmt.num(model['inflate_seed'])} and "
+                f"{fmt.num(model['inflate_run'])}.",
             )
         )
     return b
@@ -240,13 +242,13 @@ def _lr_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     if not verdict["lr_selection"]:
         b.append(("p", "No LR recorded: each arm's tuning could not be checked."))
         return b
-    lrs = lambda xs: ", ".join(F.lr(x) for x in xs) or "none"  # noqa: E731
+    lrs = lambda xs: ", ".join(fmt.lr(x) for x in xs) or "none"  # noqa: E731
     rows = [
         [
             r["variant"],
             r["size"],
-            F.count(r["tokens"]),
-            F.lr(r["best_lr"]),
+            fmt.count(r["tokens"]),
+            fmt.lr(r["best_lr"]),
             lrs(r["lrs"]),
             lrs(r["usable_lrs"]),
             r["state"] if r["bracketed"] else f"[[inconclusive|{r['state']}]]",
@@ -330,7 +332,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     b.append(("h", "Excluded runs"))
     if verdict["excluded_runs"]:
         rows = [
-            [r["run_id"], r["variant"], r["size"], r["seed"], F.lr(r["lr"]), r["reason"]]
+            [r["run_id"], r["variant"], r["size"], r["seed"], fmt.lr(r["lr"]), r["reason"]]
             for r in verdict["excluded_runs"]
         ]
         b.append(("table", ["run", "variant", "size", "seed", "lr", "reason"], rows))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import fmt as F
+from analysis import fmt as formatting
 
 
 def gain_vs_tokens(verdict: dict, out_dir: Path) -> str | None:
@@ -58,23 +58,24 @@ def token_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     for v in along_d["variants"]:
         top = v["decision"].get("top_gain")
         s = v["decision"].get("slope") or {}
-        top_text = F.NA
+        top_text = formatting.NA
         if top:
-            top_text = f"{F.with_ci(top['value'], top['ci'])} at {top['size']}"
-            top_text += f" @{F.count(top['tokens'])}"
+            top_text = f"{formatting.with_ci(top['value'], top['ci'])} at {top['size']}"
+            top_text += f" @{formatting.count(top['tokens'])}"
         rows.append(
             [
                 v["variant"],
                 _badge(v["verdict"]),
                 top_text,
-                F.with_ci(s.get("value"), s.get("ci")),
+                formatting.with_ci(s.get("value"), s.get("ci")),
                 v["reason"],
             ]
         )
     header = ["variant", "verdict along D", "top gain (loss)", "slope per doubling of D", "why"]
     b.append(("table", header, rows))
     budgets = "; ".join(
-        f"{s}: {', '.join(F.count(t) for t in ts)}" for s, ts in along_d["budgets_by_size"].items()
+        f"{s}: {', '.join(formatting.count(t) for t in ts)}"
+        for s, ts in along_d["budgets_by_size"].items()
     )
     b.append(
         (
@@ -83,13 +84,19 @@ def token_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
             f"budget; this section uses {along_d['num_used']} runs over every budget.",
         )
     )
-    b.append(("table", F.GAIN_HEADER, F.gain_rows(along_d["variants"], "gain_by_budget")))
+    b.append(
+        (
+            "table",
+            formatting.GAIN_HEADER,
+            formatting.gain_rows(along_d["variants"], "gain_by_budget"),
+        )
+    )
     if "gain_vs_tokens" in figures:
         b.append(("img", figures["gain_vs_tokens"], "Paired gain vs tokens per size (95% CI)"))
     nd = [f for f in verdict["fits"] if f["law"] == "L(N,D)"]
     if nd:
         rows = [
-            [f["variant"], name, F.param(name, p["value"], p["ci95"]), f["num_points"]]
+            [f["variant"], name, formatting.param(name, p["value"], p["ci95"]), f["num_points"]]
             for f in nd
             for name, p in f["params"].items()
         ]

@@ -6,7 +6,7 @@ exist is left out with a word saying why, never printed as ``None``.
 
 from __future__ import annotations
 
-from analysis import fmt as F
+from analysis import fmt
 from analysis.headline import top_gain
 
 
@@ -16,7 +16,7 @@ def _numbers(v: dict, intervals: bool) -> str:
     if top is not None:
         size, value, ci, conf = top
         ci = ci if intervals else None
-        text = F.with_ci(value, ci, "%", conf, words=True) if ci else F.num(value, sig=2) + "%"
+        text = fmt.with_ci(value, ci, "%", conf, words=True) if ci else fmt.num(value, sig=2) + "%"
         parts.append(f"gain at {size} {text}")
     if v.get("k0") is None and v.get("gamma") is None:
         parts.append("k(C) not fitted")
@@ -25,7 +25,7 @@ def _numbers(v: dict, intervals: bool) -> str:
         for name, value, ci, unit in (("k0", v.get("k0"), k_ci, "\u00d7"),
                                       ("\u03b3", v.get("gamma"), g_ci, "")):  # fmt: skip
             if value is not None:
-                text = F.with_ci(value, ci, unit, words=True) if ci else F.num(value) + unit
+                text = fmt.with_ci(value, ci, unit, words=True) if ci else fmt.num(value) + unit
                 parts.append(f"{name} {text}")
     return "; ".join(parts)
 
@@ -36,10 +36,10 @@ def verdict_lines(verdict: dict) -> list[str]:
     intervals = (verdict.get("intervals") or {}).get("available", True)
     lines = []
     for v in verdict["variants"]:
-        lines.append(f"{v['variant']} vs {base}: {v['verdict']}: {F.words(v['reason'])}")
+        lines.append(f"{v['variant']} vs {base}: {v['verdict']}: {fmt.words(v['reason'])}")
         lines.append(f"  {_numbers(v, intervals)}")
     for v in (verdict.get("tokens") or {}).get("variants", []):  # the token axis
-        lines.append(f"{v['variant']} vs {base} along D: {v['verdict']}: {F.words(v['reason'])}")
+        lines.append(f"{v['variant']} vs {base} along D: {v['verdict']}: {fmt.words(v['reason'])}")
     compute = verdict.get("compute_axis")
     if compute and compute.get("note"):
         lines.append(f"compute: {compute['note']}")

@@ -27,8 +27,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis import fit as F
-from analysis import verdict as V
+from analysis import fit
+from analysis import verdict as verdicts
 from analysis import verdict_d as VD
 from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.compare import Budget, baseline_map, compare
@@ -114,7 +114,11 @@ def build_slices(table: pd.DataFrame, num_resamples: int, seed: int) -> list[Sli
             continue
         chosen = selected_lrs(part, frontiers)
         groups = build_groups(usable, num_resamples, seed + int(rank), chosen)
-        has_ci = groups.noise is not None and len(groups.seeds) >= V.MIN_SEEDS and num_resamples > 0
+        has_ci = (
+            groups.noise is not None
+            and len(groups.seeds) >= verdicts.MIN_SEEDS
+            and num_resamples > 0
+        )
         frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
         out.append(Slice(int(rank), groups, frontier, has_ci, len(usable)))
     return out
@@ -129,7 +133,7 @@ def matched_points(slices: list[Slice], baselines: list[str], variant: str) -> l
         base_of = baseline_map(sl.groups, baselines)
         for b in compare(sl.groups, base_of, variant).budgets:
             n = float(sl.groups.info.at[b.base, "num_nonembedding_params"])
-            points.append(Point(b, sl.rank, n, sl.has_ci and b.num_paired >= V.MIN_SEEDS))
+            points.append(Point(b, sl.rank, n, sl.has_ci and b.num_paired >= verdicts.MIN_SEEDS))
     return sorted(points, key=lambda p: (p.n_params, p.budget.tokens))
 
 
@@ -194,15 +198,15 @@ def fit_nd(slices: list[Slice], num_resamples: int) -> list[LawFit]:
         sizes = [c[0] for c in cols]
         if max(sizes.count(s) for s in sizes) < 2 or len(cols) < 5:
             continue  # no size with two budgets: B and beta are not identified apart from N
-        model = F.chinchilla_model(np.array([c[1] for c in cols]), np.array([c[2] for c in cols]))
+        model = fit.chinchilla_model(np.array([c[1] for c in cols]), np.array([c[2] for c in cols]))
         loss = np.stack([c[3] for c in cols], axis=1)  # [B+1, P]
-        params, counts = fit_across_resamples(model, loss, F.grid_starts(model), 5)
+        params, counts = fit_across_resamples(model, loss, fit.grid_starts(model), 5)
         fits.append(LawFit("L(N,D)", variant, model.names, params, np.arange(len(cols)), counts))
     return fits
 
 
 def _stat(x: np.ndarray, has_ci: bool) -> dict:
-    return V.stat(x, has_ci and x.shape[0] > 1)
+    return verdicts.stat(x, has_ci and x.shape[0] > 1)
 
 
 def _point_rows(points: list[Point]) -> list[dict]:
@@ -252,10 +256,10 @@ def analyse_tokens(
         points = matched_points(slices, baselines, variant)
         judged[variant] = (points, VD.top_point(points))
     p_values = {
-        v: V.p_two_sided(top.budget.gain_loss[1:]) if top is not None and top.has_ci else 1.0
+        v: verdicts.p_two_sided(top.budget.gain_loss[1:]) if top is not None and top.has_ci else 1.0
         for v, (_, top) in judged.items()
     }
-    levels = V.holm_levels(p_values) if p_values else {}
+    levels = verdicts.holm_levels(p_values) if p_values else {}
     rows = []
     for variant, (points, top) in judged.items():
         guards = VD.guards(points, top) + lr_guards(VD.axis_points(points), slices)

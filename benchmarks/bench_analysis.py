@@ -70,14 +70,14 @@ def bench_demo(num_resamples: int) -> float:
 def bench_chinchilla() -> float:
     import pandas as pd
 
-    from analysis import fit as F
+    from analysis import fit
 
     table = pd.read_csv(FIXTURE).sort_values("loss").iloc[:-5]
     n = table["Model Size"].to_numpy()
     d = table["Training FLOP"].to_numpy() / (6 * n)
-    model = F.chinchilla_model(n, d)
+    model = fit.chinchilla_model(n, d)
     t0 = time.perf_counter()
-    got = F.fit(model, np.log(table["loss"].to_numpy()), F.grid_starts(model)).as_dict()
+    got = fit.fit(model, np.log(table["loss"].to_numpy()), fit.grid_starts(model)).as_dict()
     elapsed = time.perf_counter() - t0
     print(
         f"Chinchilla L(N, D), 4,500 starts x {len(n)} points: {elapsed:.1f} s; "

@@ -8,25 +8,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import fit as F
+from analysis import fit
 
 
 def test_analytic_gradient_matches_finite_differences():
     rng = np.random.default_rng(0)
     n = np.geomspace(1e6, 1e9, 12)
     d = rng.uniform(1e8, 1e11, 12)
-    model = F.chinchilla_model(n, d)
+    model = fit.chinchilla_model(n, d)
     truth = np.array([6.0, 0.34, 7.6, 0.28, 0.5])
     # residuals both inside and outside the Huber delta, so both branches are checked
     log_loss = model.predict_log(truth) + rng.normal(0, 2e-3, 12)
     weight = rng.uniform(0.5, 2.0, 12)
     x = truth + rng.normal(0, 0.05, 5)
-    _, grad = F.objective(x, model, log_loss, weight)
+    _, grad = fit.objective(x, model, log_loss, weight)
     step = 1e-6
     numeric = [
         (
-            F.objective(x + step * np.eye(5)[k], model, log_loss, weight)[0]
-            - F.objective(x - step * np.eye(5)[k], model, log_loss, weight)[0]
+            fit.objective(x + step * np.eye(5)[k], model, log_loss, weight)[0]
+            - fit.objective(x - step * np.eye(5)[k], model, log_loss, weight)[0]
         )
         / (2 * step)
         for k in range(5)
@@ -37,8 +37,8 @@ def test_analytic_gradient_matches_finite_differences():
 def test_power_law_recovers_noise_free_parameters():
     x = np.geomspace(1e6, 1e9, 8)
     loss = 1.9 + 300.0 * x**-0.3
-    model = F.power_law_model(x)
-    got = F.fit(model, np.log(loss), F.grid_starts(model)).as_dict()
+    model = fit.power_law_model(x)
+    got = fit.fit(model, np.log(loss), fit.grid_starts(model)).as_dict()
     assert np.exp(got["e"]) == pytest.approx(1.9, rel=1e-3)
     assert got["alpha"] == pytest.approx(0.3, rel=1e-3)
 
@@ -49,8 +49,8 @@ def test_zero_weight_points_do_not_move_the_fit():
     loss[3] = 50.0  # an outlier that would wreck the fit if it counted
     weight = np.ones(8)
     weight[3] = 0.0
-    model = F.power_law_model(x)
-    got = F.fit(model, np.log(loss), F.grid_starts(model), weight).as_dict()
+    model = fit.power_law_model(x)
+    got = fit.fit(model, np.log(loss), fit.grid_starts(model), weight).as_dict()
     assert got["alpha"] == pytest.approx(0.3, rel=1e-3)
 
 
@@ -64,11 +64,11 @@ def test_chinchilla_fixture_full_grid_matches_epoch(shared_dir):
     table = table.sort_values("loss").iloc[:-5]
     n = table["Model Size"].to_numpy()
     d = table["Training FLOP"].to_numpy() / (6 * n)
-    model = F.chinchilla_model(n, d)
-    starts = F.grid_starts(model)
+    model = fit.chinchilla_model(n, d)
+    starts = fit.grid_starts(model)
     assert len(starts) == 4500
     t0 = time.perf_counter()
-    got = F.fit(model, np.log(table["loss"].to_numpy()), starts).as_dict()
+    got = fit.fit(model, np.log(table["loss"].to_numpy()), starts).as_dict()
     print(f"full 4,500-start grid on {len(n)} points: {time.perf_counter() - t0:.1f} s")
     assert np.exp(got["e"]) == pytest.approx(1.817, rel=0.01)
     assert got["alpha"] == pytest.approx(0.348, rel=0.01)

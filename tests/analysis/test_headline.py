@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from analysis import fmt as F
+from analysis import fmt
 from analysis.headline import OUTCOME_WORDS, headline, sentence
 
 MEASURED = re.compile(
@@ -18,7 +18,7 @@ MEASURED = re.compile(
 
 
 def _num(text: str) -> float:
-    return float(text.replace(F.MINUS, "-"))
+    return float(text.replace(fmt.MINUS, "-"))
 
 
 def _variant(outcome, gain, ci, k0=(1.5, [1.3, 1.7]), gamma=(0.0, [-0.05, 0.05]), sizes=None,
@@ -79,7 +79,7 @@ def test_headline_states_what_the_numbers_say(name):
     m = MEASURED.match(text)
     assert m, text
     top = v["decision"]["top_gain_pct"]
-    places = F.decimals(top["ci"])
+    places = fmt.decimals(top["ci"])
     assert m["size"] == top["size"] and m["variant"] == "nonlinear" and m["base"] == "linear"
     assert _num(m["g"]) == round(top["value"], places)
     assert (_num(m["lo"]), _num(m["hi"])) == tuple(round(x, places) for x in top["ci"])
@@ -102,13 +102,13 @@ def test_headline_states_what_the_numbers_say(name):
         assert top["ci"][0] < 0 < top["ci"][1] and max(-top["ci"][0], top["ci"][1]) > 0.5
     k, g = v["decision"]["k0"], v["decision"]["gamma"]
     if v["verdict"] == "persists":
-        assert F.with_ci(k["value"], k["ci"], "×", words=True) in text
+        assert fmt.with_ci(k["value"], k["ci"], "×", words=True) in text
     if name == "helps_rule5":
-        assert "(k0 " + F.with_ci(k["value"], k["ci"], "×", words="inline") + ")" in text
+        assert "(k0 " + fmt.with_ci(k["value"], k["ci"], "×", words="inline") + ")" in text
     if name == "helps_trend":
-        assert "(γ " + F.with_ci(g["value"], g["ci"], "", words="inline") + ": k could" in text
+        assert "(γ " + fmt.with_ci(g["value"], g["ci"], "", words="inline") + ": k could" in text
     if v["verdict"] in ("grows", "fades"):
-        assert "(γ " + F.with_ci(g["value"], g["ci"], "", words="inline") + ")" in text
+        assert "(γ " + fmt.with_ci(g["value"], g["ci"], "", words="inline") + ")" in text
     if name == "inconclusive_lr":
         assert "the best learning rate of 2 cell(s) is not bracketed" in text
     if name == "fades":
@@ -128,7 +128,7 @@ def test_headline_from_a_real_analysis_of_a_worse_variant():
     m = MEASURED.match(text)
     assert m and m["dir"] == "worse" and m["verb"] == "is", text
     top = v["decision"]["top_gain_pct"]
-    assert _num(m["g"]) == round(top["value"], F.decimals(top["ci"]))
+    assert _num(m["g"]) == round(top["value"], fmt.decimals(top["ci"]))
     assert "the variant hurts" in text
 
 
@@ -143,18 +143,18 @@ def test_headline_from_a_real_analysis_of_a_worse_variant():
     ],
 )
 def test_numbers_keep_the_digits_their_interval_supports(value, ci, expected):
-    assert F.with_ci(value, ci, "%") == expected
+    assert fmt.with_ci(value, ci, "%") == expected
 
 
 def test_units():
-    assert [F.count(x) for x in (5e4, 8e5, 1.2e6, 1e8, 7e9)] == [
+    assert [fmt.count(x) for x in (5e4, 8e5, 1.2e6, 1e8, 7e9)] == [
         "50K",
         "800K",
         "1.2M",
         "100M",
         "7B",
     ]
-    assert F.flops(1.028e12) == "1.0×10¹² FLOPs" and F.flops(9.96e17) == "1.0×10¹⁸ FLOPs"
-    assert F.times(4912.3) == "4,900×" and F.times(12.3) == "12×"
-    assert F.flops_tick(1e12) == "10¹²" and F.flops_tick(3e12) == "3×10¹²"
-    assert F.si_tick(5e4) == "50K" and F.plain_tick(5.0) == "5"
+    assert fmt.flops(1.028e12) == "1.0×10¹² FLOPs" and fmt.flops(9.96e17) == "1.0×10¹⁸ FLOPs"
+    assert fmt.times(4912.3) == "4,900×" and fmt.times(12.3) == "12×"
+    assert fmt.flops_tick(1e12) == "10¹²" and fmt.flops_tick(3e12) == "3×10¹²"
+    assert fmt.si_tick(5e4) == "50K" and fmt.plain_tick(5.0) == "5"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from analysis import batchfit, laws
-from analysis import fit as F
+from analysis import fit as fitting
 from analysis.core import analyse
 from analysis.table import load_csv
 
@@ -40,12 +40,12 @@ def test_demo_study_fits_every_draw_and_stays_honest(demo):
 def _model(groups, fit):
     info = groups.info
     if fit.law == "k(C)":
-        return F.shared_floor_model(
+        return fitting.shared_floor_model(
             info["flops"].to_numpy(float)[fit.points],
             (info["variant"] == "nonlinear").to_numpy()[fit.points],
         )
     column = "num_nonembedding_params" if fit.law == "L(N)" else "flops"
-    return F.power_law_model(info[column].to_numpy(float)[fit.points])
+    return fitting.power_law_model(info[column].to_numpy(float)[fit.points])
 
 
 def test_batched_fits_equal_a_fresh_lbfgs_fit_of_that_draw(demo):
@@ -57,8 +57,12 @@ def test_batched_fits_equal_a_fresh_lbfgs_fit_of_that_draw(demo):
         else:
             loss = groups.loss[:, fit.points]
         for b in (1, 2, 500, NUM_RESAMPLES):
-            fresh = F.fit(model, np.log(loss[b]), fit.params[0], None, F.RESAMPLE_OPTIONS)
-            ours, _ = F.objective(fit.params[b], model, np.log(loss[b]), np.ones(loss.shape[1]))
+            fresh = fitting.fit(
+                model, np.log(loss[b]), fit.params[0], None, fitting.RESAMPLE_OPTIONS
+            )
+            ours, _ = fitting.objective(
+                fit.params[b], model, np.log(loss[b]), np.ones(loss.shape[1])
+            )
             # the same optimum, or a lower point of the same objective
             assert ours <= fresh.loss * (1 + 1e-6) + 1e-9, (fit.law, b, ours, fresh.loss)
             np.testing.assert_allclose(fit.params[b], fresh.params, rtol=1e-3, atol=1e-3)
@@ -67,10 +71,10 @@ def test_batched_fits_equal_a_fresh_lbfgs_fit_of_that_draw(demo):
 def test_a_draw_whose_fit_does_not_converge_is_counted_as_failed(demo, monkeypatch):
     monkeypatch.setattr(batchfit, "MAX_ITER", 1)
     fit = next(f for f in demo.fits if f.law == "L(N)" and f.variant == "linear")
-    model = F.power_law_model(
+    model = fitting.power_law_model(
         demo.groups.info["num_nonembedding_params"].to_numpy(float)[fit.points]
     )
-    starts = F.grid_starts(model)
+    starts = fitting.grid_starts(model)
     params, counts = laws.fit_across_resamples(model, demo.groups.loss[:, fit.points], starts, 3)
     failed = np.isnan(params[1:, 0])
     assert counts.failed == failed.sum() > 0.5 * NUM_RESAMPLES

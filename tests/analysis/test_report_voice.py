@@ -14,8 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from analysis import fmt as F
-from analysis import plots
+from analysis import fmt, plots
 from analysis.api import run_analysis
 from analysis.cli import analyze
 from analysis.core import analyse
@@ -111,7 +110,7 @@ def test_a_parameter_at_its_bound_is_not_identified_never_a_long_decimal(tmp_pat
     assert min(floors) < 1e-6  # the case this test is about
     report = (tmp_path / "report.md").read_text()
     fitted = report.split("## Fitted laws")[1].split("## ")[0]
-    assert F.NOT_IDENTIFIED in fitted
+    assert fmt.NOT_IDENTIFIED in fitted
     assert not re.search(r"0\.0{6,}|\d{12,}", fitted), fitted
 
 
@@ -159,7 +158,7 @@ def test_the_why_column_and_the_terminal_are_in_words_rounded_like_the_tables(tm
     verdict = run_analysis(table, tmp_path, num_resamples=200)
     (v,) = verdict["variants"]
     top = v["decision"]["top_gain_pct"]
-    rounded = F.num(top["value"], F.decimals(top["ci"]))
+    rounded = fmt.num(top["value"], fmt.decimals(top["ci"]))
     row = next(
         line for line in (tmp_path / "report.md").read_text().splitlines()
         if line.startswith("| nonlinear | **")

@@ -117,8 +117,8 @@ def test_curves_are_read_only_for_the_runs_at_the_select_chosen_lr(tmp_path):
 
 def test_the_report_prints_the_seed_sd_in_percent_beside_the_detectable_gain(tmp_path):
     """Issue 12: per size and arm, the seed-to-seed sd as % of the loss, next to the MDE."""
-    from analysis import fmt as F
-    from analysis import power as P
+    from analysis import fmt
+    from analysis import power as power_analysis
     from analysis.api import run_analysis
 
     table = disagreeing_table()
@@ -130,7 +130,7 @@ def test_the_report_prints_the_seed_sd_in_percent_beside_the_detectable_gain(tmp
         losses = at[(at["variant"] == r["variant"]) & (at["size"] == r["size"])]["final_val_loss"]
         assert r["seed_sd_pct"] == pytest.approx(100 * losses.std(ddof=1) / losses.mean())
         if r["variant"] == "nonlinear":  # against its baseline: the planner's own figures
-            (power,) = P.power_table({r["size"]: r["paired_diff_sd_pct"]}, 3, 0.5)
+            (power,) = power_analysis.power_table({r["size"]: r["paired_diff_sd_pct"]}, 3, 0.5)
             assert r["mde_pct"] == power["mde_pct"]
     lines = (tmp_path / "report.md").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if "seed sd (% of loss)" in line)
@@ -139,4 +139,4 @@ def test_the_report_prints_the_seed_sd_in_percent_beside_the_detectable_gain(tmp
     column = header.index("seed sd (% of loss)")
     assert "detectable gain" in header
     for r, cells in zip(rows, printed, strict=True):
-        assert cells[column] == F.num(r["seed_sd_pct"], sig=2) + "%"
+        assert cells[column] == fmt.num(r["seed_sd_pct"], sig=2) + "%"

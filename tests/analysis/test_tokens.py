@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import fmt as F
-from analysis import tokens as T
+from analysis import fmt
+from analysis import tokens as token_axis
 from analysis.core import analyse
 from analysis.synthetic import ArmLaw, make_nd_study, true_gain
 from analysis.verdict_d import RULE_D
@@ -94,7 +94,7 @@ def test_token_counts_within_two_percent_are_one_budget():
     nudged = table.copy()
     bump = nudged["variant"] == "nonlinear"
     nudged.loc[bump, "tokens"] *= 1.004  # e.g. whole-step rounding of the same budget
-    snapped = T.snap_budgets(nudged)
+    snapped = token_axis.snap_budgets(nudged)
     assert snapped.groupby("size")["tokens"].nunique().eq(2).all()
     assert np.allclose(snapped.loc[~bump, "tokens"], nudged.loc[~bump, "tokens"] * 1.004)
     verdict = analyse(nudged, num_resamples=50).verdict
@@ -112,9 +112,9 @@ def _coverage(num_studies: int, num_resamples: int, first_seed: int) -> tuple[in
             fractions=(0.25, 0.5, 1.0),
             rng_seed=first_seed + s,
         )
-        slices = T.build_slices(T.snap_budgets(table), num_resamples, seed=s)
-        for p in T.matched_points(slices, ["linear"], "nonlinear"):
-            ci = T._stat(p.budget.gain_loss, p.has_ci)["ci95"]
+        slices = token_axis.build_slices(token_axis.snap_budgets(table), num_resamples, seed=s)
+        for p in token_axis.matched_points(slices, ["linear"], "nonlinear"):
+            ci = token_axis._stat(p.budget.gain_loss, p.has_ci)["ci95"]
             truth = true_gain(BASE, FADES_ALONG_D, p.n_params, p.budget.tokens)
             covered += int(ci[0] <= truth <= ci[1])
             total += 1
@@ -209,15 +209,19 @@ def test_load_study_leaves_out_stable_runs(mlflow_server):
     from mlflow.tracking import MlflowClient
 
     from analysis.mlflow_io import load_study
-    from foundation import contract as C
+    from foundation import contract
 
     client = MlflowClient(tracking_uri=mlflow_server)
     name = f"tokens_{uuid.uuid4().hex[:8]}"
     exp_id = client.create_experiment(f"exp_{name}")
-    kinds = {"stable": C.KIND_STABLE, "D1e+06": C.KIND_BRANCH, "D2e+06": C.KIND_BRANCH}
+    kinds = {
+        "stable": contract.KIND_STABLE,
+        "D1e+06": contract.KIND_BRANCH,
+        "D2e+06": contract.KIND_BRANCH,
+    }
     for i, (suffix, kind) in enumerate(kinds.items()):
         tags = {"study": name, "variant": "linear", "size": "1M", "seed": "0"}
-        run = client.create_run(exp_id, tags=tags | {C.TAG_CELL_KIND: kind}, run_name=suffix)
+        run = client.create_run(exp_id, tags=tags | {contract.TAG_CELL_KIND: kind}, run_name=suffix)
         metrics = {"num_nonembedding_params": 1e6, "tokens": (i or 2) * 1e6}
         metrics["final_val_loss"] = 3.0 + i
         client.log_batch(run.info.run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()])
@@ -249,7 +253,7 @@ def test_cli_prints_the_verdict_along_d(tmp_path):
     assert res.exit_code == 0, res.output
     verdict = json.loads((out / "verdict.json").read_text())
     (row,) = verdict["tokens"]["variants"]
-    line = f"nonlinear vs linear along D: {row['verdict']}: {F.words(row['reason'])}"
+    line = f"nonlinear vs linear along D: {row['verdict']}: {fmt.words(row['reason'])}"
     assert line in res.output
 
 
