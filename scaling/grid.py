@@ -87,6 +87,21 @@ class Cell:
         return self.run.parallel.world_size
 
     @property
+    def tokens(self) -> int:
+        """D the cell ends at: steps × tokens per step (a branch: its budget)."""
+        return self.run.train.steps * self.run.tokens_per_step
+
+    @property
+    def flops(self) -> float:
+        """C this cell computes: flops_per_token × the tokens it trains itself (a branch: from
+        its fork on; the stable run computed the rest)."""
+        from models.accounting import flops_per_token  # lazy: torch, not needed to expand a grid
+
+        run = self.run
+        start = run.init_from.step if run.init_from is not None else 0  # a branch's fork
+        return float(flops_per_token(run.model)) * (run.train.steps - start) * run.tokens_per_step
+
+    @property
     def config_hash(self) -> str:
         """Fingerprint of what the cell trains (not where it logs or writes): a finished run
         with another fingerprint was trained under a different recipe."""

@@ -104,7 +104,7 @@ class Plan:
 
 def plan_study(study: ResolvedStudy | Study) -> Plan:
     """Cost every cell of the (resolved) study; writes and submits nothing."""
-    from models.accounting import flops_per_token, num_nonembedding_params, num_params
+    from models.accounting import num_nonembedding_params, num_params
 
     study = resolve(study)
     flops_per_gpu_s = study.spec.cost.flops_per_gpu_s
@@ -113,9 +113,8 @@ def plan_study(study: ResolvedStudy | Study) -> Plan:
     rows = []
     for cell in study.cells:
         run = cell.run
-        tokens = run.train.steps * run.tokens_per_step
+        tokens, flops = cell.tokens, cell.flops
         start = run.init_from.step if run.init_from is not None else 0  # a branch's fork
-        flops = float(flops_per_token(run.model)) * (run.train.steps - start) * run.tokens_per_step
         gpus = run.parallel.world_size
         hours = flops / (gpus * flops_per_gpu_s) / 3600
         tokens_per_s = measured.get(probe_key(run, cell.size, cell.variant))

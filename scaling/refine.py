@@ -156,7 +156,7 @@ def scan_table(
                 "variant": cell.variant,
                 "size": cell.size,
                 "num_nonembedding_params": num_nonembedding_params(cell.run.model),
-                "tokens": cell.run.train.steps * cell.run.tokens_per_step,
+                "tokens": cell.tokens,
                 "seed": cell.seed,
                 "lr": cell.lr,
                 "final_val_loss": run.final_val_loss if run else None,
