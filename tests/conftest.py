@@ -35,6 +35,23 @@ def skip_unless_required(reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(autouse=True)
+def _quiet_settings_stay_in_their_test():
+    """A command run in-process without `--verbose` sets MLflow's quiet settings in os.environ;
+    put them back, so a later test's subprocess starts from the user's own environment."""
+    from foundation import quiet
+
+    saved = {key: os.environ.get(key) for key in quiet.QUIET_ENV}
+    state = dict(quiet._state)
+    yield
+    quiet._state.update(state)
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """The net under `skip_unless_required`: in CI, any other skip fails too (except `gpu`)."""

@@ -116,8 +116,9 @@ def test_ctrl_c_leaves_unstarted_cells_pending_and_the_rerun_continues(
 
     rerun = Terminal("run", str(path), "--no-analyze", cwd=tmp_path)
     code = rerun.wait(900)
-    first = rerun.text.strip().splitlines()[0]
-    assert first == f"study tiny-study: 4 cells, {done} already done", rerun.text
+    lines = rerun.text.strip().splitlines()
+    assert lines[0] == f"study folder: {study.folder}", rerun.text
+    assert lines[1] == f"study tiny-study: 4 cells, {done} already done", rerun.text
     assert code == 0, rerun.text  # with retries 0: nothing was counted against them
     assert set(_states(study).values()) == {C.COMPLETED}
     assert all(r.failures == 0 for r in read_records(study.folder).values())
