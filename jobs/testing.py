@@ -97,3 +97,8 @@ class PauseFiles:
 
     def released(self, run_name: str) -> bool:
         return self.point(run_name).release.exists()
+
+    def release_all(self) -> None:
+        """Release every run that has held here (a failing test's clean-up)."""
+        for reached in Path(self.folder).glob("*.reached"):
+            self.release(reached.name.removesuffix(".reached"))

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from jobs.testing import PauseFiles
 from scaling.submission import study_status
 from tests.reliability.helpers import kill_group, spooled_steps, start_cli, step_counts, wait_held
 from tests.scaling.conftest import small_spec
@@ -22,7 +21,9 @@ STEPS, CHECKPOINT_EVERY = 40, 20
 KILL_AT = CHECKPOINT_EVERY + 3  # steps 21-23 are spooled, then lost with the kill
 
 
-def test_sigkill_of_scaling_run_then_rerun_logs_every_step_once(tmp_path, data_dir, mlflow_server):
+def test_sigkill_of_scaling_run_then_rerun_logs_every_step_once(
+    tmp_path, data_dir, mlflow_server, hold_at
+):
     spec = small_spec(
         data_dir,
         tmp_path / "study",
@@ -38,7 +39,7 @@ def test_sigkill_of_scaling_run_then_rerun_logs_every_step_once(tmp_path, data_d
     cells = [study.folder / "cells" / name for name in names]
     args = ["run", str(tmp_path / "study.yaml"), "--no-analyze"]
     log = tmp_path / "run.log"
-    pause = PauseFiles(tmp_path / "pause", KILL_AT)
+    pause = hold_at(KILL_AT)
     first = start_cli(args, log, tmp_path, env=pause.env())
     wait_held(pause, names, first, log, timeout_s=300)
     for cell in cells:  # past a checkpoint, and a few steps beyond it spooled

@@ -19,7 +19,7 @@ import torch
 import yaml
 
 from jobs.checkpoint import list_checkpoints
-from jobs.testing import PauseFiles, tiny_run_dict
+from jobs.testing import tiny_run_dict
 from tests.conftest import skip_unless_required
 from tests.reliability.helpers import cli_env, wait_held
 
@@ -65,7 +65,7 @@ def _train(cfg_path: Path, log: Path, env: dict[str, str] | None = None) -> subp
 
 
 def test_checkpoint_on_a_full_disk_fails_clearly_and_resumes_after_space_is_freed(
-    tmp_path, data_dir, small_volume
+    tmp_path, data_dir, small_volume, hold_at
 ):
     cfg = tiny_run_dict(
         tmp_path,
@@ -79,7 +79,7 @@ def test_checkpoint_on_a_full_disk_fails_clearly_and_resumes_after_space_is_free
     log = tmp_path / "train.log"
 
     # held after the first checkpoint; the pause files live off the volume that fills
-    pause = PauseFiles(tmp_path / "pause", CHECKPOINT_EVERY)
+    pause = hold_at(CHECKPOINT_EVERY)
     proc = _train(cfg_path, log, pause.env())
     wait_held(pause, [cfg["name"]], proc, log, timeout_s=300)
     assert [step for step, _ in list_checkpoints(ckpts)] == [CHECKPOINT_EVERY]

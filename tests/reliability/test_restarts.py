@@ -18,7 +18,6 @@ import time
 
 import pytest
 
-from jobs.testing import PauseFiles
 from scaling.submission import study_status
 from tests.reliability.helpers import spooled_steps, start_cli, step_counts, wait_held
 from tests.scaling.conftest import small_spec
@@ -29,7 +28,9 @@ STEPS, HOLD_AT = 100, 50
 OUTAGE_S = 5  # how long the server stays dead (at least) before it is restarted
 
 
-def test_local_study_survives_mlflow_and_postgres_restarts(tmp_path, data_dir, private_stack):
+def test_local_study_survives_mlflow_and_postgres_restarts(
+    tmp_path, data_dir, private_stack, hold_at
+):
     pg, server = private_stack
     spec = small_spec(
         data_dir,
@@ -46,7 +47,7 @@ def test_local_study_survives_mlflow_and_postgres_restarts(tmp_path, data_dir, p
     names = [r.cell_id for r in study_status(study)]
     cells = {name: study.folder / "cells" / name for name in names}
     log = tmp_path / "run.log"
-    pause = PauseFiles(tmp_path / "pause", HOLD_AT)
+    pause = hold_at(HOLD_AT)
     args = ["run", str(tmp_path / "study.yaml"), "--no-analyze"]
     cli = start_cli(args, log, tmp_path, pause.env())
 
