@@ -4,17 +4,22 @@
 
 Overrides are merged into the nested config dict (a dict value updates that sub-config), then
 the whole thing goes through `from_dict`, so overrides are validated like a user's file.
+
+`PauseFiles(folder, step)`: the environment that holds runs after `step` (jobs/pause.py) and
+the files a fault test waits on and creates to release each run by name.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from foundation.config import from_dict
 from jobs.config import RunConfig
+from jobs.pause import ENV_FILE, ENV_STEP, PausePoint
 
-__all__ = ["tiny_run_config", "tiny_run_dict"]
+__all__ = ["PauseFiles", "tiny_run_config", "tiny_run_dict"]
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -67,3 +72,33 @@ def tiny_run_config(
 ) -> RunConfig:
     """A validated tiny `RunConfig` writing under `tmp_path/run` (tracking off unless asked)."""
     return from_dict(RunConfig, tiny_run_dict(tmp_path, data_dir, **overrides), where="run")
+
+
+@dataclass(frozen=True)
+class PauseFiles:
+    """Runs started with `env()` hold after `step`; each run's files are named for the run."""
+
+    folder: Path
+    step: int
+
+    def env(self) -> dict[str, str]:
+        return {ENV_STEP: str(self.step), ENV_FILE: str(Path(self.folder) / "{name}")}
+
+    def point(self, run_name: str) -> PausePoint:
+        return PausePoint(self.step, Path(self.folder) / run_name)
+
+    def reached(self, run_name: str) -> bool:
+        """True once `run_name` has begun holding (its `.reached` file is written)."""
+        return self.point(run_name).reached.exists()
+
+    def release(self, run_name: str) -> None:
+        Path(self.folder).mkdir(parents=True, exist_ok=True)
+        self.point(run_name).release.touch()
+
+    def released(self, run_name: str) -> bool:
+        return self.point(run_name).release.exists()
+
+    def release_all(self) -> None:
+        """Release every run that has held here (a failing test's clean-up)."""
+        for reached in Path(self.folder).glob("*.reached"):
+            self.release(reached.name.removesuffix(".reached"))

@@ -3,6 +3,10 @@
 The loop is engine-agnostic: the engine does forward/backward/update and returns the loss and
 grad norm (equal on every rank); this module owns the schedule, data position, evaluation,
 checkpoints, divergence, preemption and what goes to MLflow (rank 0 only).
+
+Fault tests can hold the loop after a given step (`SCALING_TEST_PAUSE_AT_STEP` and
+`SCALING_TEST_PAUSE_FILE`, see jobs/pause.py) to act at an exact step; nothing else sets them,
+and unset they cost one `is None` per step.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from jobs.config import RunConfig
 from jobs.device import TAG_MFU_PEAK, TAG_MFU_PEAK_SOURCE, mfu_peak
 from jobs.engine import build_engine
 from jobs.optim import lr_at
+from jobs.pause import pause_point
 from jobs.record import LossHistory, RunResult
 from jobs.tracking import NullTracker, Tracker
 
@@ -92,6 +97,7 @@ class _Trainer:
         self.peak_flops_per_device = peak
         self.peak_flops = peak * self.world
         self._saved_step = -1
+        self.pause = pause_point(config.name)  # None unless a fault test asks for one
         self.tracker: Tracker | NullTracker = NullTracker()
         if self.rank == 0 and config.tracking.enabled:
             self.tracker = Tracker(self.output_dir, config.tracking, run_name=config.name)
@@ -216,39 +222,13 @@ class _Trainer:
         return metrics
 
     def _run(self) -> RunResult:
-        config, train_cfg = self.config, self.config.train
+        train_cfg = self.config.train
         state, resumed = self._resume()
         self._start_record(resumed)
-        dp_rank = self.ps.get_data_parallel_rank()
-        dp_size = self.ps.get_data_parallel_world_size()
         status, reason = C.COMPLETED, None
         loop_start = time.perf_counter()
         while state.step < train_cfg.steps:
-            lr = lr_at(state.step, train_cfg.steps, config.optimizer.lr, config.schedule)
-            self.engine.set_lr(lr)
-            batches = step_microbatches(
-                self.dataset,
-                state.step,
-                config.global_batch_sequences,
-                dp_rank,
-                dp_size,
-                train_cfg.micro_batch_size,
-            )
-            start = time.perf_counter()
-            loss, grad_norm = self.engine.train_step(batches)
-            step_time = time.perf_counter() - start
-            state.step += 1
-            state.tokens_seen += config.tokens_per_step
-            state.losses.append(loss)
-            reason = self._diverged(loss, grad_norm, state)
-            state.best_loss = min(state.best_loss, loss) if math.isfinite(loss) else state.best_loss
-            if reason or state.step % train_cfg.log_interval == 0:
-                metrics = self._step_metrics(loss, lr, grad_norm, state.tokens_seen, step_time)
-                self.tracker.log_metrics(metrics, step=state.step)
-                rank0_print(
-                    f"{config.name} step {state.step}/{train_cfg.steps} loss {loss:.4f} "
-                    f"lr {lr:.3g} grad_norm {grad_norm:.3g} {metrics['tokens_per_s']:.0f} tok/s"
-                )
+            reason = self._train_step(state)
             if reason:
                 status = C.DIVERGED
                 break
@@ -258,24 +238,65 @@ class _Trainer:
             interval = train_cfg.checkpoint_interval
             if (interval and state.step % interval == 0) or state.step in train_cfg.keep_steps:
                 self._save(state)
+            if self.pause is not None:  # tests only: hold here until released (jobs/pause.py)
+                self.pause.after_step(state.step, self.stop, self.rank)
             if self._stop_requested():
-                self._save(state)
-                self.tracker.close(timeout_s=10)  # Slurm kills soon; the spool keeps the rest
-                return RunResult(
-                    "preempted",
-                    math.nan,
-                    state.step,
-                    state.tokens_seen,
-                    self.tracker.run_id,
-                    list(state.losses),
-                )
-        loop_time = time.perf_counter() - loop_start
+                return self._preempted(state)
+        return self._finish(state, status, reason, time.perf_counter() - loop_start)
+
+    def _train_step(self, state: LossHistory) -> str | None:
+        """One optimiser step on `state.step`'s batches, logged; why it diverged, or None."""
+        config, train_cfg = self.config, self.config.train
+        lr = lr_at(state.step, train_cfg.steps, config.optimizer.lr, config.schedule)
+        self.engine.set_lr(lr)
+        batches = step_microbatches(
+            self.dataset,
+            state.step,
+            config.global_batch_sequences,
+            self.ps.get_data_parallel_rank(),
+            self.ps.get_data_parallel_world_size(),
+            train_cfg.micro_batch_size,
+        )
+        start = time.perf_counter()
+        loss, grad_norm = self.engine.train_step(batches)
+        step_time = time.perf_counter() - start
+        state.step += 1
+        state.tokens_seen += config.tokens_per_step
+        state.losses.append(loss)
+        reason = self._diverged(loss, grad_norm, state)
+        state.best_loss = min(state.best_loss, loss) if math.isfinite(loss) else state.best_loss
+        if reason or state.step % train_cfg.log_interval == 0:
+            metrics = self._step_metrics(loss, lr, grad_norm, state.tokens_seen, step_time)
+            self.tracker.log_metrics(metrics, step=state.step)
+            rank0_print(
+                f"{config.name} step {state.step}/{train_cfg.steps} loss {loss:.4f} "
+                f"lr {lr:.3g} grad_norm {grad_norm:.3g} {metrics['tokens_per_s']:.0f} tok/s"
+            )
+        return reason
+
+    def _preempted(self, state: LossHistory) -> RunResult:
+        """A stop was asked (preemption or time-out): save this step, hand back `preempted`."""
+        self._save(state)
+        self.tracker.close(timeout_s=10)  # Slurm kills soon; the spool keeps the rest
+        return RunResult(
+            "preempted",
+            math.nan,
+            state.step,
+            state.tokens_seen,
+            self.tracker.run_id,
+            list(state.losses),
+        )
+
+    def _finish(
+        self, state: LossHistory, status: str, reason: str | None, loop_time: float
+    ) -> RunResult:
+        """The loop ended (all steps, or a divergence): final eval and save, the run record."""
         final = final_select = math.nan
         if status == C.COMPLETED:
             final, final_select = self._evaluate(state)
             self._save(state)  # the finished state: a rerun only re-evaluates
         else:
-            rank0_print(f"{config.name}: diverged at step {state.step}: {reason}")
+            rank0_print(f"{self.config.name}: diverged at step {state.step}: {reason}")
             self.tracker.set_tags({C.TAG_DIVERGENCE: reason})
         result = RunResult(
             status,
@@ -288,7 +309,7 @@ class _Trainer:
             final_select_loss=final_select,
         )
         if self.rank == 0:
-            record.finish(self.tracker, config, result, state, self.flops_per_token)
+            record.finish(self.tracker, self.config, result, state, self.flops_per_token)
         self.tracker.close()
         result.run_id = self.tracker.run_id  # created by the upload thread, maybe only now
         result.tracking_time_s = self.tracker.call_time_s

@@ -1,14 +1,16 @@
-"""Fixtures of the fault tests: a tiny dataset and a private PostgreSQL + MLflow server pair."""
+"""Fixtures of the fault tests: a tiny dataset, a private PostgreSQL + MLflow server pair, and
+the test-only pause point's files (jobs/pause.py)."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from jobs.testing import PauseFiles
 from tests.conftest import skip_unless_required
 from tests.reliability.services import MlflowServer, Postgres, postgres_available
 
@@ -37,3 +39,18 @@ def private_stack(tmp_path_factory) -> Iterator[tuple[Postgres, MlflowServer]]:
         server.kill()
         pg.stop()
         shutil.rmtree(pg_root, ignore_errors=True)
+
+
+@pytest.fixture
+def hold_at(tmp_path) -> Iterator[Callable[[int], PauseFiles]]:
+    """`hold_at(step)`: the pause files of runs to hold after `step`. At teardown every run held
+    is released, so a failing test leaves no job holding (on a shared cluster, for hours)."""
+    made: list[PauseFiles] = []
+
+    def make(step: int) -> PauseFiles:
+        made.append(PauseFiles(tmp_path / f"pause-{step}", step))
+        return made[-1]
+
+    yield make
+    for pause in made:
+        pause.release_all()

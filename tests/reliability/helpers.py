@@ -21,12 +21,15 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start_cli(args: list[str], log: Path, cwd: Path) -> subprocess.Popen:
-    """`scaling ARGS` in its own process group (so a test can SIGKILL all of it at once)."""
+def start_cli(
+    args: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """`scaling ARGS` in its own process group (so a test can SIGKILL all of it at once);
+    `env`: extra variables (e.g. `jobs.testing.PauseFiles.env()`)."""
     with open(log, "ab") as out:
         return subprocess.Popen(
             [SCALING, *args],
-            env=cli_env(),
+            env=cli_env(**(env or {})),
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=cwd,
@@ -64,3 +67,22 @@ def spooled_steps(output_dir: Path, metric: str = "train/loss") -> Counter:
             if record.get("t") == "metric" and record.get("k") == metric:
                 counts[record["step"]] += 1
     return counts
+
+
+def wait_held(
+    pause,
+    names,
+    alive: subprocess.Popen | None = None,
+    log: Path | None = None,
+    timeout_s: float = 600,
+) -> None:
+    """Wait until every run in `names` holds at `pause.step` (a `jobs.testing.PauseFiles`);
+    fail at once if `alive` (the CLI or the training process) ends first, with `log`'s tail."""
+    from tests.scaling.helpers import poll
+
+    def held() -> bool:
+        if alive is not None:
+            assert alive.poll() is None, log.read_text()[-3000:] if log else "it ended"
+        return all(pause.reached(name) for name in names)
+
+    poll(held, timeout_s, f"{list(names)} to hold at step {pause.step}", 0.1)

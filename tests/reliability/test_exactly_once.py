@@ -1,6 +1,9 @@
 """Exactly once: SIGKILL the whole `scaling run` process group mid-cell, rerun it, and every
 metric step is in MLflow once, although the resumed cells re-executed (and re-spooled) the
-steps between their last checkpoint and the kill."""
+steps between their last checkpoint and the kill.
+
+Both cells are held a few steps past their first checkpoint (the test-only pause point,
+jobs/pause.py) when the kill comes, so the re-executed steps are known exactly."""
 
 from __future__ import annotations
 
@@ -9,15 +12,18 @@ import time
 import pytest
 
 from scaling.submission import study_status
-from tests.reliability.helpers import kill_group, spooled_steps, start_cli, step_counts
+from tests.reliability.helpers import kill_group, spooled_steps, start_cli, step_counts, wait_held
 from tests.scaling.conftest import small_spec
-from tests.scaling.helpers import checkpoint_steps, poll, write_and_load
+from tests.scaling.helpers import checkpoint_steps, write_and_load
 
 pytestmark = pytest.mark.slow
-STEPS, CHECKPOINT_EVERY = 120, 20
+STEPS, CHECKPOINT_EVERY = 40, 20
+KILL_AT = CHECKPOINT_EVERY + 3  # steps 21-23 are spooled, then lost with the kill
 
 
-def test_sigkill_of_scaling_run_then_rerun_logs_every_step_once(tmp_path, data_dir, mlflow_server):
+def test_sigkill_of_scaling_run_then_rerun_logs_every_step_once(
+    tmp_path, data_dir, mlflow_server, hold_at
+):
     spec = small_spec(
         data_dir,
         tmp_path / "study",
@@ -29,22 +35,20 @@ def test_sigkill_of_scaling_run_then_rerun_logs_every_step_once(tmp_path, data_d
         train={"checkpoint_interval": CHECKPOINT_EVERY},
     )
     study = write_and_load(spec, tmp_path / "study.yaml")
-    cells = [study.folder / "cells" / r.cell_id for r in study_status(study)]
+    names = [r.cell_id for r in study_status(study)]
+    cells = [study.folder / "cells" / name for name in names]
     args = ["run", str(tmp_path / "study.yaml"), "--no-analyze"]
     log = tmp_path / "run.log"
-    first = start_cli(args, log, tmp_path)
-
-    def mid_cell() -> bool:
-        assert first.poll() is None, log.read_text()[-3000:]
-        # past a checkpoint, and a few steps beyond it spooled (those get re-executed)
-        return all(
-            checkpoint_steps(str(c)) and max(spooled_steps(c), default=0) > CHECKPOINT_EVERY + 2
-            for c in cells
-        )
-
-    poll(mid_cell, 300, "both cells past their first checkpoint", 0.1)
+    pause = hold_at(KILL_AT)
+    first = start_cli(args, log, tmp_path, env=pause.env())
+    wait_held(pause, names, first, log, timeout_s=300)
+    for cell in cells:  # past a checkpoint, and a few steps beyond it spooled
+        assert checkpoint_steps(str(cell)) == [CHECKPOINT_EVERY]
+        assert max(spooled_steps(cell)) == KILL_AT
     kill_group(first)
     assert not any((c / "result.json").exists() for c in cells), "killed too late"
+    for name in names:  # released for good: the rerun re-executes step KILL_AT without a hold
+        pause.release(name)
     time.sleep(1)
 
     second = start_cli(args, log, tmp_path)
@@ -61,5 +65,6 @@ def test_sigkill_of_scaling_run_then_rerun_logs_every_step_once(tmp_path, data_d
             f"spooled twice {len(reexecuted)} ({reexecuted[:1]}..{reexecuted[-1:]})"
         )
         assert reexecuted, "the kill came after the last checkpoint: nothing was re-executed"
+        assert reexecuted == list(range(CHECKPOINT_EVERY + 1, KILL_AT + 1))
         assert sorted(received) == list(range(1, STEPS + 1))  # no gap
         assert set(received.values()) == {1}  # no duplicate

@@ -1,8 +1,9 @@
 """A full disk during a checkpoint: a clear error, the previous checkpoint intact and loadable,
 and the next attempt resumes from it once space is freed.
 
-The run's output lives on a small tmpfs mounted for this test (root only); the test fills it
-right after the first checkpoint, so the second one cannot be written.
+The run's output lives on a small tmpfs mounted for this test (root only). The run holds right
+after its first checkpoint (the test-only pause point, jobs/pause.py); the test fills the disk,
+then releases it, so the second checkpoint is the one that cannot be written, on any machine.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ import yaml
 from jobs.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_dict
 from tests.conftest import skip_unless_required
-from tests.reliability.helpers import cli_env
-from tests.scaling.helpers import poll
+from tests.reliability.helpers import cli_env, wait_held
 
 pytestmark = pytest.mark.slow
-STEPS, CHECKPOINT_EVERY = 150, 50
+STEPS, CHECKPOINT_EVERY = 30, 10
 
 
 @pytest.fixture
@@ -54,18 +54,18 @@ def _fill(volume: Path) -> Path:
     return filler
 
 
-def _train(cfg_path: Path, log: Path) -> subprocess.Popen:
+def _train(cfg_path: Path, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "jobs", str(cfg_path)],
-            env=cli_env(),
+            env=cli_env(**(env or {})),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
 
 
 def test_checkpoint_on_a_full_disk_fails_clearly_and_resumes_after_space_is_freed(
-    tmp_path, data_dir, small_volume
+    tmp_path, data_dir, small_volume, hold_at
 ):
     cfg = tiny_run_dict(
         tmp_path,
@@ -78,9 +78,13 @@ def test_checkpoint_on_a_full_disk_fails_clearly_and_resumes_after_space_is_free
     ckpts = small_volume / "run" / "checkpoints"
     log = tmp_path / "train.log"
 
-    proc = _train(cfg_path, log)
-    poll(lambda: list_checkpoints(ckpts) or proc.poll() is not None, 300, "the first checkpoint")
+    # held after the first checkpoint; the pause files live off the volume that fills
+    pause = hold_at(CHECKPOINT_EVERY)
+    proc = _train(cfg_path, log, pause.env())
+    wait_held(pause, [cfg["name"]], proc, log, timeout_s=300)
+    assert [step for step, _ in list_checkpoints(ckpts)] == [CHECKPOINT_EVERY]
     filler = _fill(small_volume)
+    pause.release(cfg["name"])
     assert proc.wait(timeout=300) != 0, "the run did not notice that the disk is full"
     out = log.read_text().replace("\n[rank0]: ", "")  # undo the traceback's line wrapping
     error = out[out.rindex("CheckpointWriteError: ") :]

@@ -4,7 +4,9 @@ step logged once.
 
 Runs on its own two-node cluster (.ci/slurm/start_multinode.sh: two slurmd's on this machine,
 one CPU each, so the array's two cells land on different nodes), never on the shared one.
-`scontrol update state=down` stands in for the crash.
+`scontrol update state=down` stands in for the crash. Both cells hold at step 30, past their
+checkpoint of step 20 (the test-only pause point, jobs/pause.py), when the node goes down, and
+the victim's next attempt holds there again, so it is known to resume at exactly step 20.
 """
 
 from __future__ import annotations
@@ -21,14 +23,12 @@ import pytest
 from scaling.submission import study_status
 from tests.conftest import REPO, skip_unless_required
 from tests.distributed import free_port
-from tests.reliability.helpers import SCALING, cli_env, spooled_steps, step_counts
+from tests.reliability.helpers import SCALING, cli_env, step_counts, wait_held
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1800)]
-# long enough that the victim is still training when its node goes down: 300 steps (~8 s on an
-# idle machine) once finished between the check that it ran and the `scontrol update`
-STEPS = 1200
+STEPS, CHECKPOINT_EVERY, HOLD_AT = 60, 20, 30
 SLURM_DIR = REPO / ".ci" / "slurm"
 
 
@@ -56,16 +56,16 @@ def two_node_cluster() -> Iterator[str]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _scaling(*args: str) -> str:
+def _scaling(*args: str, env: dict[str, str] | None = None) -> str:
     out = subprocess.run(
-        [SCALING, *args], env=cli_env(), capture_output=True, text=True, timeout=300
+        [SCALING, *args], env=cli_env(**(env or {})), capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return out.stdout
 
 
 def test_a_node_going_down_under_an_array(
-    tmp_path, data_dir, mlflow_server, two_node_cluster, monkeypatch
+    tmp_path, data_dir, mlflow_server, two_node_cluster, monkeypatch, hold_at
 ):
     monkeypatch.setenv("SLURM_CONF", two_node_cluster)
     spec = small_spec(
@@ -77,13 +77,14 @@ def test_a_node_going_down_under_an_array(
         variants=["linear", "nonlinear"],
         parallel={},
         tokens={"per_size": {"30K": STEPS * 256}},
-        train={"checkpoint_interval": 20},
+        train={"checkpoint_interval": CHECKPOINT_EVERY},
         slurm={"time_limit_min": 20, "array_parallelism": 2, "cpus_per_task": 1},
     )
     study_file = tmp_path / "study.yaml"
     study = write_and_load(spec, study_file)
     cells = {r.cell_id: study.folder / "cells" / r.cell_id for r in study_status(study)}
-    _scaling("submit", str(study_file))
+    pause = hold_at(HOLD_AT)
+    _scaling("submit", str(study_file), env=pause.env())
 
     def node_of(cell_id: str) -> str:
         (row,) = [r for r in study_status(study) if r.cell_id == cell_id]
@@ -92,24 +93,18 @@ def test_a_node_going_down_under_an_array(
         )
         return out.stdout.strip()
 
-    # both cells running, one per node, each past a checkpoint
-    poll(
-        lambda: (
-            all(checkpoint_steps(str(p)) for p in cells.values())
-            and all(node_of(c).endswith("RUNNING") for c in cells)
-        ),
-        300,
-        lambda: f"both cells running past a checkpoint: {[node_of(c) for c in cells]}",
-        0.2,
-    )
-    # the cell that started later: the furthest from its end, so still running when the node dies
-    victim = min(sorted(cells), key=lambda c: max(spooled_steps(cells[c])))
+    # both cells running, one per node, each held past its checkpoint
+    wait_held(pause, cells, timeout_s=300)
+    assert all(node_of(c).endswith("RUNNING") for c in cells), [node_of(c) for c in cells]
+    assert all(checkpoint_steps(str(p)) == [CHECKPOINT_EVERY] for p in cells.values())
+    victim, survivor = sorted(cells)
     node = node_of(victim).split()[0]
     assert len({node_of(c).split()[0] for c in cells}) == 2  # one cell on each node
-    steps_before = max(spooled_steps(cells[victim]))
+    pause.point(victim).reached.unlink()  # its next attempt writes it again when it holds
     subprocess.run(
         ["scontrol", "update", f"nodename={node}", "state=down", "reason=test-crash"], check=True
     )
+    pause.release(survivor)
     try:
         # Slurm requeues the victim (JobRequeue=1; the node returns to service at once, as its
         # slurmd still answers, so it may run there again); if it gave up on it instead, the
@@ -130,11 +125,24 @@ def test_a_node_going_down_under_an_array(
             ).stdout.strip()
             return not queue and all(s in ("completed", "failed") for s in states.values())
 
+        # the victim cannot complete while held: it holds again in its next attempt, or ends
+        # failed (Slurm gave up on it), and then the retry holds
+        poll(
+            lambda: pause.reached(victim) or ended(),
+            600,
+            lambda: f"the victim to hold again or the cells to end: {seen}",
+            1,
+        )
+        retried = []
+        if not pause.reached(victim):
+            retried = [c for c, s in seen[-1].items() if s == "failed"]
+            assert retried == [victim], seen
+            _scaling("submit", str(study_file), env=pause.env())
+            poll(lambda: pause.reached(victim), 600, "the retried victim to hold again", 1)
+        # the killed attempt saved nothing after step 20; release the new one
+        assert checkpoint_steps(str(cells[victim])) == [CHECKPOINT_EVERY]
+        pause.release(victim)
         poll(ended, 600, lambda: f"the cells to end: {seen}", 2)
-        retried = [c for c, s in seen[-1].items() if s == "failed"]
-        if retried:
-            _scaling("submit", str(study_file))
-            poll(ended, 600, lambda: f"the retried cells to end: {seen}", 2)
     finally:
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], check=False)
 
@@ -143,13 +151,14 @@ def test_a_node_going_down_under_an_array(
     children = [r for r in study_runs(study) if r.data.tags.get("scaling.role") != "study"]
     assert sorted(r.data.tags["cell_id"] for r in children) == sorted(cells)  # one run each
     logs = "".join(p.read_text() for p in (study.folder / "submitit").rglob("*_log.out"))
-    assert f"{victim}: resumed at step" in logs
+    assert f"{victim}: resumed at step {CHECKPOINT_EVERY}" in logs
     for row in rows:
         received = step_counts(mlflow_server, row.run_id)
         assert sorted(received) == list(range(1, STEPS + 1))
         assert set(received.values()) == {1}
     print(
-        f"[node-failure] node {node} down at step {steps_before} of {victim}; "
+        f"[node-failure] node {node} down at step {HOLD_AT} of {victim} (held); resumed at "
+        f"step {CHECKPOINT_EVERY}; "
         f"{'retried by scaling submit: ' + str(retried) if retried else 'requeued by Slurm'}; "
         f"points expected {2 * STEPS}, received "
         f"{sum(sum(step_counts(mlflow_server, r.run_id).values()) for r in rows)}; "

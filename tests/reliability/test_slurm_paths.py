@@ -1,7 +1,11 @@
 """The Slurm paths a cluster user hits first, on the CI cluster, through the `scaling` CLI:
 `scaling run` end to end, `scaling cancel` of a running array, a time limit that expires
 mid-cell (submitit's USR2 before the limit, checkpoint, requeue), and USR2 preemption of a
-2-task cell. (tests/scaling/test_slurm_e2e.py covers `submit` and a 1-task preemption.)"""
+2-task cell. (tests/scaling/test_slurm_e2e.py covers `submit` and a 1-task preemption.)
+
+The cancel, the time limit and the preemption each come while the cells hold at a known step
+(the test-only pause point, jobs/pause.py), so they land mid-cell on any machine, and a requeued
+cell resumes at exactly the step it held at (its stop saved that step)."""
 
 from __future__ import annotations
 
@@ -11,16 +15,20 @@ import subprocess
 import pytest
 
 from scaling.submission import study_status
-from tests.reliability.helpers import SCALING, cli_env, step_counts
+from tests.reliability.helpers import SCALING, cli_env, step_counts, wait_held
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
-def _scaling(*args: str, timeout: float = 300) -> str:
+def _scaling(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> str:
     out = subprocess.run(
-        [SCALING, *args], env=cli_env(), capture_output=True, text=True, timeout=timeout
+        [SCALING, *args],
+        env=cli_env(**(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out.stdout
@@ -75,11 +83,15 @@ def test_scaling_run_with_the_slurm_executor(tmp_path, data_dir, mlflow_server, 
     print(f"[slurm-run] 2 cells via `scaling run` on Slurm: points {total} of {2 * steps}")
 
 
-def test_scaling_cancel_of_a_running_array(tmp_path, data_dir, mlflow_server, slurm_cluster):
-    study = write_and_load(_spec(tmp_path, data_dir, mlflow_server, 5000), tmp_path / "s.yaml")
-    _scaling("submit", str(tmp_path / "s.yaml"))
-    cells = [study.folder / "cells" / r.cell_id for r in study_status(study)]
-    poll(lambda: all(checkpoint_steps(str(c)) for c in cells), 300, "both cells training", 0.5)
+def test_scaling_cancel_of_a_running_array(
+    tmp_path, data_dir, mlflow_server, slurm_cluster, hold_at
+):
+    study = write_and_load(_spec(tmp_path, data_dir, mlflow_server, 40), tmp_path / "s.yaml")
+    pause = hold_at(20)  # both cells held past their first checkpoint when the cancel comes
+    _scaling("submit", str(tmp_path / "s.yaml"), env=pause.env())
+    names = [r.cell_id for r in study_status(study)]
+    wait_held(pause, names, timeout_s=300)
+    assert all(checkpoint_steps(str(study.folder / "cells" / n)) == [20] for n in names)
     job_ids = [r.job_id for r in study_status(study)]
 
     out = _scaling("cancel", str(tmp_path / "s.yaml"))
@@ -108,24 +120,27 @@ def test_scaling_cancel_of_a_running_array(tmp_path, data_dir, mlflow_server, sl
 
 
 def test_time_limit_expiring_mid_cell_requeues_and_resumes(
-    tmp_path, data_dir, mlflow_server, slurm_cluster
+    tmp_path, data_dir, mlflow_server, slurm_cluster, hold_at
 ):
     # a 2-minute limit: submitit asks Slurm for USR2 90 s before it, so the signal comes about
-    # 30 s into each attempt; the cell needs longer than that, and so one or more requeues.
-    # (1,200 steps once trained in under 30 s and finished without a requeue; in a slow CI run
-    # these 4,000 took 4 attempts, past submitit's default of 3 time-outs: slurm.max_timeouts.)
-    steps = 4000
+    # 30 s into each attempt. The first attempt holds at step 30 (never released) until the
+    # USR2 ends the hold: it saves step 30 and is requeued; the next attempt resumes there and
+    # never reaches the hold again. (A slow later attempt may time out too: slurm.max_timeouts.)
+    steps, hold = 60, 30
     spec = _spec(
         tmp_path,
         data_dir,
         mlflow_server,
         steps,
         variants=["linear"],
-        train={"checkpoint_interval": 100},
+        train={"checkpoint_interval": 20},
         slurm={"time_limit_min": 2, "array_parallelism": 1, "cpus_per_task": 1},
     )
     study = write_and_load(spec, tmp_path / "s.yaml")
-    _scaling("submit", str(tmp_path / "s.yaml"))
+    pause = hold_at(hold)
+    _scaling("submit", str(tmp_path / "s.yaml"), env=pause.env())
+    (name,) = [r.cell_id for r in study_status(study)]
+    wait_held(pause, [name], timeout_s=300)
     rows = poll(
         lambda: _ended(study),
         900,
@@ -136,13 +151,17 @@ def test_time_limit_expiring_mid_cell_requeues_and_resumes(
     assert [r.state for r in rows] == ["completed"], logs[-3000:]
     resumed = [int(s) for s in re.findall(r"resumed at step (\d+)", logs)]
     assert resumed and all(0 < s < steps for s in resumed), logs[-3000:]
+    # the held attempt saved step `hold` when the USR2 ended its hold, and the next resumed there
+    assert hold in resumed and not pause.released(name), logs[-3000:]
     assert len(_children(study)) == 1
     total = _assert_each_step_once(mlflow_server, rows, steps)
     print(f"[slurm-timeout] requeued {len(resumed)} time(s), resumed at {resumed}; points {total}")
 
 
-def test_usr2_preemption_of_a_two_task_cell(tmp_path, data_dir, mlflow_server, slurm_cluster):
-    steps = 300
+def test_usr2_preemption_of_a_two_task_cell(
+    tmp_path, data_dir, mlflow_server, slurm_cluster, hold_at
+):
+    steps, hold = 50, 25  # held past the checkpoint of step 20 when the USR2 comes
     spec = _spec(
         tmp_path,
         data_dir,
@@ -154,9 +173,10 @@ def test_usr2_preemption_of_a_two_task_cell(tmp_path, data_dir, mlflow_server, s
         parallel={"60K": {"data_parallel": 2}},
     )
     study = write_and_load(spec, tmp_path / "s.yaml")
-    _scaling("submit", str(tmp_path / "s.yaml"))
-    (cell,) = [study.folder / "cells" / r.cell_id for r in study_status(study)]
-    poll(lambda: checkpoint_steps(str(cell)), 300, "a first checkpoint", 0.2)
+    pause = hold_at(hold)
+    _scaling("submit", str(tmp_path / "s.yaml"), env=pause.env())
+    (row,) = study_status(study)
+    wait_held(pause, [row.cell_id], timeout_s=300)
     (row,) = study_status(study)
     # what a preemption sends to every task of the job (submitit's job._interrupt() does this)
     subprocess.run(["scancel", "--signal=USR2", row.job_id], check=True, timeout=30)
@@ -170,6 +190,7 @@ def test_usr2_preemption_of_a_two_task_cell(tmp_path, data_dir, mlflow_server, s
     assert [r.state for r in rows] == ["completed"], logs[-3000:]
     resumed = [int(s) for s in re.findall(r"resumed at step (\d+)", logs)]
     assert len(resumed) == 1 and 0 < resumed[0] < steps, logs[-3000:]
+    assert resumed == [hold] and not pause.released(row.cell_id), logs[-3000:]  # its stop saved it
     (run,) = _children(study)
     assert run.data.tags["world_size"] == "2"
     total = _assert_each_step_once(mlflow_server, rows, steps)
