@@ -14,12 +14,12 @@ __all__ += ["noise_from_source", "power_table"]
 
 _WHERE = {
     "run_analysis": "analysis.api",
-    "load_csv": "analysis.table",
-    "load_study": "analysis.mlflow_io",
-    "lr_frontier": "analysis.frontier",
-    "LRFrontier": "analysis.frontier",
-    "noise_from_source": "analysis.power",  # `scaling plan --noise`
-    "power_table": "analysis.power",
+    "load_csv": "analysis.tables.runs",
+    "load_study": "analysis.tables.mlflow_io",
+    "lr_frontier": "analysis.stats.frontier",
+    "LRFrontier": "analysis.stats.frontier",
+    "noise_from_source": "analysis.stats.power",  # `scaling plan --noise`
+    "power_table": "analysis.stats.power",
 }
 
 

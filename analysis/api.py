@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.core import analyse, check_inputs
+from analysis.stats.core import analyse, check_inputs
 
 
 def run_analysis(
@@ -28,7 +28,7 @@ def run_analysis(
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
-    ``table`` has the columns of ``analysis.table.COLUMNS`` (``load_csv`` / ``load_study`` make
+    ``table`` has the columns of ``analysis.tables.runs.COLUMNS`` (``load_csv`` / ``load_study`` make
     one). ``lr_search``: the study's LR-search summary (``rounds``, ``num_added_cells``,
     ``open_arms``, ``stopped_arms``), shown in the report. With ``parent_run_id`` everything
     written is also logged to that MLflow run under ``analysis/``. ``curves`` (run_id -> {key:
@@ -41,8 +41,8 @@ def run_analysis(
     result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct)
     if lr_search is not None:
         result.verdict["lr_search"] = lr_search
-    from analysis.plots import all_plots
-    from analysis.report import write_report
+    from analysis.report.document import write_report
+    from analysis.report.plots import all_plots
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -50,13 +50,13 @@ def run_analysis(
         json.dumps(json_safe(result.verdict), indent=2, allow_nan=False)
     )
     if callable(curves):
-        from analysis.plot_training import chosen_runs
+        from analysis.report.training_curves import chosen_runs
 
         curves = curves(list(chosen_runs(result)["run_id"]))
     figures = all_plots(result, out, curves)
     write_report(result.verdict, figures, out, "csv" if curves is None else "mlflow")
     if parent_run_id is not None:
-        from analysis.mlflow_io import log_to_parent
+        from analysis.tables.mlflow_io import log_to_parent
 
         log_to_parent(tracking_uri, parent_run_id, out)
     return result.verdict

@@ -111,7 +111,7 @@ def _analyze(
     if margin is None and study is not None:
         margin = spec_margin(study)
     if runs_csv is not None:
-        from analysis.table import load_csv
+        from analysis.tables.runs import load_csv
 
         table = load_csv(runs_csv)
         out = out or Path("results") / runs_csv.stem / "analysis"
@@ -126,7 +126,7 @@ def _analyze(
             raise typer.BadParameter(
                 "without STUDY give --tracking-uri, --experiment, --study-name"
             )
-        from analysis.mlflow_io import load_curves, load_study
+        from analysis.tables.mlflow_io import load_curves, load_study
 
         table, parent = load_study(uri, exp, name)
         curves = lambda ids, uri=uri: load_curves(uri, ids)  # noqa: E731 (drawn runs only)
@@ -146,7 +146,7 @@ def _analyze(
         curves=curves,
         margin_pct=0.5 if margin is None else margin,
     )
-    from analysis.terminal import verdict_lines
+    from analysis.report.terminal import verdict_lines
 
     for line in verdict_lines(verdict):
         typer.echo(line)

@@ -312,7 +312,7 @@ def analyze_study(
     `search`: the LR search's final state; the report names the arms it left at an edge.
     """
     from analysis.api import run_analysis
-    from analysis.mlflow_io import load_curves, load_study
+    from analysis.tables.mlflow_io import load_curves, load_study
 
     uri = study.mlflow.tracking_uri
     table, parent_id = load_study(uri, study.mlflow.experiment, study.name)

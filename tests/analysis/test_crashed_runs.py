@@ -19,10 +19,10 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from analysis.core import analyse
-from analysis.frontier import BRACKETED, lr_frontier
-from analysis.mlflow_io import load_study
-from analysis.scenarios import EXPECTED, lr_opt, scenario
+from analysis.stats.core import analyse
+from analysis.stats.frontier import BRACKETED, lr_frontier
+from analysis.synthetic.scenarios import EXPECTED, lr_opt, scenario
+from analysis.tables.mlflow_io import load_study
 from foundation import contract as C
 from tests.analysis.test_scenarios import check_reason
 

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis import levels as LV
-from analysis import noise as NZ
-from analysis.cells import build_groups, selected_lrs, usable_cells
-from analysis.compare import Budget, Comparison
-from analysis.core import analyse
-from analysis.frontier import lr_frontier
-from analysis.robust import PAIRED, GainTest
-from analysis.scenarios import NOISES, Noise, noisy_study
-from analysis.verdict import decide
+from analysis.stats import levels as LV
+from analysis.stats import noise as NZ
+from analysis.stats.cells import build_groups, selected_lrs, usable_cells
+from analysis.stats.compare import Budget, Comparison
+from analysis.stats.core import analyse
+from analysis.stats.frontier import lr_frontier
+from analysis.stats.robust import PAIRED, GainTest
+from analysis.stats.verdict import decide
+from analysis.synthetic.scenarios import NOISES, Noise, noisy_study
 
 SIZES = ["1M", "3M", "10M", "30M"]
 

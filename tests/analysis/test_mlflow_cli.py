@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from analysis.cli import analyze
-from analysis.mlflow_io import load_curves, load_study
-from analysis.synthetic import Effect, make_study
+from analysis.synthetic.studies import Effect, make_study
+from analysis.tables.mlflow_io import load_curves, load_study
 
 STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}
 SIZES = (2e6, 5e6, 1e7, 2e7)
@@ -133,8 +133,8 @@ def test_load_curves_reads_every_logged_step_of_train_and_val_loss(study):
 def test_the_training_curve_plot_draws_every_logged_step_smoothed(study):
     """Issue 12: per run, the training loss at every log interval (not 2 points), its EMA,
     and the validation points; histories read only for the runs drawn."""
-    from analysis.core import analyse
-    from analysis.plot_training import chosen_runs, curve_series, ema
+    from analysis.report.training_curves import chosen_runs, curve_series, ema
+    from analysis.stats.core import analyse
 
     table, _ = load_study(study["uri"], f"exp_{study['name']}", study["name"])
     an = analyse(table, num_resamples=0)

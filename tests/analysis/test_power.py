@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis import power as P
-from analysis.synthetic import Effect, make_study
+from analysis.stats import power as P
+from analysis.synthetic.studies import Effect, make_study
 
 REPS = 20_000
 
@@ -96,8 +96,15 @@ def test_the_planner_predicts_the_verdicts_own_detection_rate():
     """At three true gains, 100 synthetic studies each (3 seeds, LRs re-chosen per draw): the
     share whose verdict rejects "no gain" at the top size agrees with the planner's power at
     the true paired sd within 10 points (binomial sd at most 5 points over 100 studies)."""
-    from analysis.core import analyse
-    from analysis.scenarios import RUN_SD, SIZES, Noise, chinchilla, noisy_study, true_gain_pct
+    from analysis.stats.core import analyse
+    from analysis.synthetic.scenarios import (
+        RUN_SD,
+        SIZES,
+        Noise,
+        chinchilla,
+        noisy_study,
+        true_gain_pct,
+    )
 
     top_n = SIZES[-1]
     sd_pct = 100.0 * np.sqrt(2.0) * RUN_SD / chinchilla(top_n, 20.0 * top_n)  # shared cancels
@@ -117,7 +124,7 @@ def test_the_planner_predicts_the_verdicts_own_detection_rate():
 def test_a_measured_noise_is_planned_on_its_upper_bound():
     """From a finished study the planner's sd is the upper 80% bound of the paired sd: over
     100 studies it lies above the true paired sd in about 80% of them (binomial: 68-90)."""
-    from analysis.scenarios import RUN_SD, SIZES, Noise, chinchilla, noisy_study
+    from analysis.synthetic.scenarios import RUN_SD, SIZES, Noise, chinchilla, noisy_study
 
     top_n = SIZES[-1]
     true_sd = 100.0 * np.sqrt(2.0) * RUN_SD / chinchilla(top_n, 20.0 * top_n)

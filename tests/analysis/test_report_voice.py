@@ -14,14 +14,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from analysis import fmt, plots
 from analysis.api import run_analysis
 from analysis.cli import analyze
-from analysis.core import analyse
-from analysis.scenarios import at_compute_multiplier, chinchilla, ladder
-from analysis.synthetic import Effect, Law, make_study
-from analysis.table import load_csv, normalise
-from analysis.terminal import verdict_lines
+from analysis.report import fmt, plots
+from analysis.report.terminal import verdict_lines
+from analysis.stats.core import analyse
+from analysis.synthetic.scenarios import at_compute_multiplier, chinchilla, ladder
+from analysis.synthetic.studies import Effect, Law, make_study
+from analysis.tables.runs import load_csv, normalise
 
 DEMO = Path(__file__).parent / "demo_runs.csv"
 STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}

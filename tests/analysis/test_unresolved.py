@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from analysis import power as P
-from analysis.core import analyse
-from analysis.headline import headline
-from analysis.scenarios import Noise, noisy_study, true_gain_pct
+from analysis.report.headline import headline
+from analysis.stats import power as P
+from analysis.stats.core import analyse
+from analysis.synthetic.scenarios import Noise, noisy_study, true_gain_pct
 
 NUM_STUDIES = 40
 NOISY = Noise(shared_sd=0.006, run_sd=0.008)  # paired sd ~0.33% of the loss at 100M

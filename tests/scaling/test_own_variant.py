@@ -27,7 +27,7 @@ def test_a_variant_from_the_users_module_runs_through_plan_train_analyze(
     tmp_path, data_dir, mlflow_server, monkeypatch
 ):
     from analysis.api import run_analysis
-    from analysis.mlflow_io import load_study
+    from analysis.tables.mlflow_io import load_study
 
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the user's module, importable in every job
     spec = small_spec(

@@ -1,9 +1,9 @@
 """The verdict rule, written once: here (code), in every report (``RULE``) and in the README.
 
 k0 and gamma intervals are percentile intervals over the parametric-bootstrap draws of
-``analysis.noise`` (seed noise as two fitted components, small-sample t inflation); a gain's
-interval is the wider of that and the paired seeds' t interval (``analysis.robust``), and every
-claim needs a rejection in the variant's weighted Holm family (``analysis.levels``). An
+``analysis.stats.noise`` (seed noise as two fitted components, small-sample t inflation); a gain's
+interval is the wider of that and the paired seeds' t interval (``analysis.stats.robust``), and every
+claim needs a rejection in the variant's weighted Holm family (``analysis.stats.levels``). An
 interval is given only when it can mean something: at least three seeds (three *paired* seeds
 for a per-size gain) and a fit on at least half of the draws; otherwise it is ``None`` and the
 report says "not available", never a made-up interval.
@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 
-from analysis import levels as LV
-from analysis import power as P
-from analysis.compare import Comparison
-from analysis.laws import LawFit
-from analysis.levels import ALPHA
+from analysis.stats import levels as LV
+from analysis.stats import power as P
+from analysis.stats.compare import Comparison
+from analysis.stats.laws import LawFit
+from analysis.stats.levels import ALPHA
 
 MIN_SIZES = 4  # a trend (gamma) from fewer sizes per arm is not judged
 MIN_SEEDS = 3  # fewer seeds cannot estimate a spread worth an interval
@@ -157,7 +157,7 @@ def decide(
     guards: list[str],
     margin_pct: float = DEFAULT_MARGIN_PCT,
 ) -> dict:
-    """Apply RULE. ``tests`` one ``analysis.robust.GainTest`` per ``comparison.curve`` point;
+    """Apply RULE. ``tests`` one ``analysis.stats.robust.GainTest`` per ``comparison.curve`` point;
     ``gamma, k0 [B+1]`` from the k(C) fit; ``level`` the variant's level from Holm across
     variants (None = the step-down stopped before it); ``guards`` failed guards (sentences)."""
     out: dict = {"level": level, "margin_pct": margin_pct, "top_gain_pct": None}

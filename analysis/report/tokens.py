@@ -1,6 +1,6 @@
 """The report's token-axis section and its figure: gain vs tokens per size.
 
-Kept apart from ``analysis.report`` and ``analysis.plots`` so that the token axis is one block
+Kept apart from ``analysis.report.document`` and ``analysis.report.plots`` so that the token axis is one block
 added to each: the section appears only when verdict.json has a ``tokens`` part (some arm has
 two or more budgets at some size).
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import fmt as formatting
+from analysis.report import fmt as formatting
 
 
 def gain_vs_tokens(verdict: dict, out_dir: Path) -> str | None:
@@ -19,7 +19,7 @@ def gain_vs_tokens(verdict: dict, out_dir: Path) -> str | None:
     along_d = verdict.get("tokens")
     if not along_d or not along_d["variants"]:
         return None
-    from analysis.plots import _grid, _plt, _save, log_axis
+    from analysis.report.plots import _grid, _plt, _save, log_axis
 
     plt = _plt()
     fig, axes = _grid(plt, len(along_d["variants"]), width=5.2, height=3.8)

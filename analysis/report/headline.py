@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from analysis import fmt
+from analysis.report import fmt
 
 _CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
 

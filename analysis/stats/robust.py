@@ -1,7 +1,7 @@
 """The gain test at one (size, tokens): the wider of two intervals, each right under a different
 failure of the other.
 
-- **pooled**: the parametric bootstrap of ``analysis.noise`` (two noise components pooled over
+- **pooled**: the parametric bootstrap of ``analysis.stats.noise`` (two noise components pooled over
   sizes as ``c * N^slope``, the LR re-chosen in every draw). Many df, and it carries the noise
   of choosing the LR; but it is only as right as the noise model.
 - **paired seeds**: Student's t on this size's per-seed paired gains at the data's chosen LRs
@@ -22,9 +22,9 @@ import dataclasses
 import numpy as np
 from scipy import stats
 
-from analysis import verdict as V
-from analysis.cells import Groups
-from analysis.compare import Budget
+from analysis.stats import verdict as V
+from analysis.stats.cells import Groups
+from analysis.stats.compare import Budget
 
 POOLED, PAIRED = "pooled bootstrap", "paired-seed t"
 

@@ -12,7 +12,7 @@ stay paired (the move is a shift of the baseline's loss, the same for every seed
 The compute axis itself comes from the run table's ``flops`` (the project's accounting, or a
 bring-your-own variant's declared FLOPs, ``models.variants.QueryVariant.flops``). A table
 without ``flops`` is analysed with C = 6 N D; a variant that declared no FLOPs counts its
-weights only, and its verdict is held back (``analysis.held``: inconclusive, with
+weights only, and its verdict is held back (``analysis.stats.held``: inconclusive, with
 what it would be were its weights all its FLOPs).
 """
 
@@ -23,8 +23,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.cells import Groups
-from analysis.compare import Comparison
+from analysis.stats.cells import Groups
+from analysis.stats.compare import Comparison
 
 TOLERANCE = 0.01  # FLOPs per token may differ by 1% (norm gains, rounding) before it matters
 WEIGHTS_ONLY = "weights_only"  # `flops_counted` of a variant that declared no FLOPs

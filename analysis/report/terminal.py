@@ -1,13 +1,13 @@
 """The verdict as the terminal prints it: one function for `scaling run` and `scaling analyze`.
 
-Words and numbers rounded like the report's tables (``analysis.fmt``); a number that does not
+Words and numbers rounded like the report's tables (``analysis.report.fmt``); a number that does not
 exist is left out with a word saying why, never printed as ``None``.
 """
 
 from __future__ import annotations
 
-from analysis import fmt
-from analysis.headline import top_gain
+from analysis.report import fmt
+from analysis.report.headline import top_gain
 
 
 def _numbers(v: dict, intervals: bool) -> str:

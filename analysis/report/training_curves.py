@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.core import Analysis
-from analysis.plots import _color, _grid, _plt, _save
+from analysis.report.plots import _color, _grid, _plt, _save
+from analysis.stats.core import Analysis
 
 
 def ema(values: np.ndarray, points: float = 25.0) -> np.ndarray:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from analysis.table import normalise
+from analysis.tables.runs import normalise
 
 SIZES = tuple(float(x) for x in np.geomspace(1.2e6, 1e8, 5))
 SHARED_SD, RUN_SD = 0.006, 0.004

@@ -24,8 +24,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis import fmt
-from analysis.table import is_usable
+from analysis.report import fmt
+from analysis.tables.runs import is_usable
 
 STATES = ("interior", "bracketed_by_divergence", "edge_low", "edge_high", "no_usable_lr")
 BRACKETED = ("interior", "bracketed_by_divergence")
@@ -95,7 +95,7 @@ def _judge(lrs, usable, diverged, best, step, brackets=None) -> tuple[str, list[
 def lr_frontier(table: pd.DataFrame, *, step_factor: float | None = None) -> list[LRFrontier]:
     """One ``LRFrontier`` per (variant, size, tokens) with a recorded LR.
 
-    ``table`` is a run table (``analysis.table.normalise``), all states included: the diverged
+    ``table`` is a run table (``analysis.tables.runs.normalise``), all states included: the diverged
     and failed runs are what the rules need. The best LR is chosen on ``select_val_loss`` when
     every usable run has one, else on ``final_val_loss``; ``step_factor`` (default: the grid's
     own median geometric step, 2 for a single LR) sets ``next_lrs``. A single LR tried is at

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.table import normalise
+from analysis.tables.runs import normalise
 from foundation import contract as C
 from foundation.studypaths import missing_store, missing_store_message
 

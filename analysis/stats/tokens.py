@@ -16,7 +16,7 @@ so the fitted noise is the noise of that budget's gain. Draws of different slice
 independent; the true noise of a difference between budgets is smaller (the trunk cancels), so
 the trend's interval is conservative.
 
-The N verdict (``analysis.core``) reads ``n_axis_rows``: at each size, the largest budget its
+The N verdict (``analysis.stats.core``) reads ``n_axis_rows``: at each size, the largest budget its
 baseline measured, and only that. Smaller budgets never change it.
 """
 
@@ -27,13 +27,13 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis import fit
-from analysis import verdict as verdicts
-from analysis import verdict_d as VD
-from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
-from analysis.compare import Budget, baseline_map, compare
-from analysis.frontier import LRFrontier, lr_frontier, unbracketed_summary
-from analysis.laws import LawFit, fit_across_resamples
+from analysis.stats import fit
+from analysis.stats import verdict as verdicts
+from analysis.stats import verdict_d as VD
+from analysis.stats.cells import Groups, build_groups, selected_lrs, usable_cells
+from analysis.stats.compare import Budget, baseline_map, compare
+from analysis.stats.frontier import LRFrontier, lr_frontier, unbracketed_summary
+from analysis.stats.laws import LawFit, fit_across_resamples
 
 # Token counts of one size within 2% of each other are one budget: whole-step rounding (one
 # step of >= 50) or an N-based budget computed from an arm's own N (nonlinear adds 2d per
@@ -182,7 +182,7 @@ def lr_guards(points: list[Point], slices: list[Slice]) -> list[str]:
 
 def fit_nd(slices: list[Slice], num_resamples: int) -> list[LawFit]:
     """``L(N, D) = E + A/N^alpha + B/D^beta`` per arm with >= 2 budgets at some size: Approach 3
-    (``analysis.fit``: Huber in log space, the full initialisation grid) on every (size, tokens)
+    (``analysis.stats.fit``: Huber in log space, the full initialisation grid) on every (size, tokens)
     of the arm at its best LR, each bootstrap draw refitted from the full-data optimum."""
     columns: dict[str, list[tuple[str, float, float, np.ndarray]]] = {}
     for sl in slices:

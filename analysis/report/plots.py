@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import fmt as formatting
-from analysis import verdict
-from analysis.core import Analysis
+from analysis.report import fmt as formatting
+from analysis.stats import verdict
+from analysis.stats.core import Analysis
 
 EXTRAPOLATED = "#8250df"  # one colour marks every extrapolation, in every figure
 
@@ -360,7 +360,7 @@ def all_plots(an: Analysis, out_dir: Path, curves: dict | None = None) -> dict[s
     if an.verdict["variants"]:
         out["gain_vs_n"] = gain_vs_n(an, out_dir)
         out["k_vs_c"] = k_vs_c(an, out_dir)
-    from analysis.report_tokens import gain_vs_tokens
+    from analysis.report.tokens import gain_vs_tokens
 
     along_d = gain_vs_tokens(an.verdict, out_dir)  # only with >= 2 token budgets at some size
     if along_d:
@@ -368,7 +368,7 @@ def all_plots(an: Analysis, out_dir: Path, curves: dict | None = None) -> dict[s
     lr = lr_sweeps(an, out_dir)
     if lr:
         out["lr_sweeps"] = lr
-    from analysis.plot_training import training_curves
+    from analysis.report.training_curves import training_curves
 
     tc = training_curves(an, curves or {}, out_dir)
     if tc:

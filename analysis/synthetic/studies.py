@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.table import normalise, size_label
+from analysis.tables.runs import normalise, size_label
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """Checks of the noise model against the data: sentences that name a misfit, for verdict.json's
 ``noise_diagnostics`` and the report.
 
-The pooled bootstrap (``analysis.noise``) assumes (1) each component's variance follows
+The pooled bootstrap (``analysis.stats.noise``) assumes (1) each component's variance follows
 ``c * N^slope`` across sizes and (2) one arm's LR cells at a seed share nothing beyond what every
-run of that (size, seed) shares. The verdict does not rest on either (``analysis.robust`` takes
+run of that (size, seed) shares. The verdict does not rest on either (``analysis.stats.robust`` takes
 the paired seeds' t interval where it is wider), but a user should know when the data say they
 fail, because then the pooled figures (k0, gamma, the power table's pooled parts) are less sure
 than printed. Each check is a chi-square or F test at 1% (Bonferroni over sizes).
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from analysis import noise as NZ
-from analysis.cells import Groups
+from analysis.stats import noise as NZ
+from analysis.stats.cells import Groups
 
 LEVEL = 0.01
 

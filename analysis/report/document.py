@@ -1,8 +1,8 @@
 """The report: what was found first (a sentence per variant), then the numbers behind it.
 
-One list of blocks (``analysis.render``) becomes ``report.md`` and a self-contained
+One list of blocks (``analysis.report.render``) becomes ``report.md`` and a self-contained
 ``report.html``. Numbers are rounded to what their interval supports and carry their unit
-(``analysis.fmt``); extrapolations are marked as such wherever they appear.
+(``analysis.report.fmt``); extrapolations are marked as such wherever they appear.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from analysis import fmt
-from analysis import verdict as verdicts
-from analysis.headline import headline
-from analysis.render import to_html, to_markdown
-from analysis.report_tokens import token_blocks
+from analysis.report import fmt
+from analysis.report.headline import headline
+from analysis.report.render import to_html, to_markdown
+from analysis.report.tokens import token_blocks
+from analysis.stats import verdict as verdicts
 
 METHOD = (
     "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "
@@ -217,7 +217,7 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
             "Detectable gain: the smallest true gain the verdict's top-size test (a paired t-test "
             "on this many paired seeds, two-sided 4%) detects with 80% power (exact, noncentral "
             "t, on the upper 80% bound of the paired sd; "
-            "`analysis.power`, the same figures `scaling plan --noise` prints). Seeds needed: "
+            "`analysis.stats.power`, the same figures `scaling plan --noise` prints). Seeds needed: "
             "the fewest paired seeds with that power at the gain named in the header. Seed sd "
             "(% of loss): the sd of one arm's final loss over its seeds, in % of its mean loss; "
             "the paired-difference sd (what the test sees) is in % of the baseline's loss.",

@@ -2,9 +2,9 @@
 target gain needs. Called by the report's seed-noise table, by `scaling plan --noise` and by the
 verdict's "undetected" reason: all three describe the verdict's own top-size test.
 
-That test (``analysis.robust``) rejects "no gain" when both the pooled bootstrap interval and
+That test (``analysis.stats.robust``) rejects "no gain" when both the pooled bootstrap interval and
 Student's t on the top size's paired seeds exclude 0, at the level the family-wise procedure
-starts the top size at (``analysis.levels.TOP_ALPHA``, 4%). With few seeds the paired t
+starts the top size at (``analysis.stats.levels.TOP_ALPHA``, 4%). With few seeds the paired t
 interval is the wider one, so the verdict's power is that of a paired t-test on ``n`` seeds,
 two-sided at 4%, of the paired difference ``baseline - variant`` with sd ``sigma`` (% of the
 baseline's loss). Its t statistic follows a noncentral t with ``n - 1`` df and noncentrality
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from analysis.levels import TOP_ALPHA as ALPHA  # the verdict's top-size level
+from analysis.stats.levels import TOP_ALPHA as ALPHA  # the verdict's top-size level
 
 POWER = 0.8
 UPPER = 0.8  # the noise is planned on at its upper 80% confidence bound
@@ -151,8 +151,8 @@ def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str,
     be split from the shared one, and ``sqrt(2)`` times the whole seed sd is used (an upper
     bound: pairing can only remove noise).
     """
-    from analysis.cells import build_groups, selected_lrs, usable_cells
-    from analysis.frontier import lr_frontier
+    from analysis.stats.cells import build_groups, selected_lrs, usable_cells
+    from analysis.stats.frontier import lr_frontier
 
     frontiers = lr_frontier(table)
     groups = build_groups(
@@ -231,10 +231,10 @@ def noise_from_source(
     if kind == "number":
         return {"all": float(source)}  # type: ignore[arg-type]
     if kind == "csv":
-        from analysis.table import load_csv
+        from analysis.tables.runs import load_csv
 
         return noise_from_table(load_csv(source), baseline)
-    from analysis.mlflow_io import load_study
+    from analysis.tables.mlflow_io import load_study
 
     if kind == "spec":
         from analysis.cli import study_source

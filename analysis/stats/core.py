@@ -7,21 +7,21 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis import intervals as I
-from analysis import levels as LV
-from analysis import matched as M
-from analysis import summary as S
-from analysis import tokens as T
-from analysis import verdict as V
-from analysis.cells import Groups, build_groups, selected_lrs, usable_cells
-from analysis.compare import Comparison, baseline_map, compare
-from analysis.diagnose import noise_diagnostics
-from analysis.frontier import frontier_frame, lr_frontier, selection_column
-from analysis.held import decide_held, lr_guards
-from analysis.laws import LawFit, fit_arms, fit_k
-from analysis.noise import NoiseModel
-from analysis.robust import GainTest
-from analysis.table import is_usable
+from analysis.stats import intervals as I
+from analysis.stats import levels as LV
+from analysis.stats import matched as M
+from analysis.stats import summary as S
+from analysis.stats import tokens as T
+from analysis.stats import verdict as V
+from analysis.stats.cells import Groups, build_groups, selected_lrs, usable_cells
+from analysis.stats.compare import Comparison, baseline_map, compare
+from analysis.stats.diagnose import noise_diagnostics
+from analysis.stats.frontier import frontier_frame, lr_frontier, selection_column
+from analysis.stats.held import decide_held, lr_guards
+from analysis.stats.laws import LawFit, fit_arms, fit_k
+from analysis.stats.noise import NoiseModel
+from analysis.stats.robust import GainTest
+from analysis.tables.runs import is_usable
 
 
 @dataclasses.dataclass
@@ -102,8 +102,8 @@ def analyse(
     """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
 
     The N verdict reads, per size, only the largest budget its baseline measured
-    (``analysis.tokens.n_axis_rows``); with several budgets per size the token axis is judged
-    too (``analysis.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
+    (``analysis.stats.tokens.n_axis_rows``); with several budgets per size the token axis is judged
+    too (``analysis.stats.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
     check_inputs(table, baseline, num_resamples, margin_pct)
     baselines = parse_baselines(baseline)
     every_budget = T.snap_budgets(table.reset_index(drop=True))
@@ -222,7 +222,7 @@ def analyse(
 
 
 def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
-    """The variant's weighted-Bonferroni p of "no gain at any size" (``analysis.levels``)."""
+    """The variant's weighted-Bonferroni p of "no gain at any size" (``analysis.stats.levels``)."""
     family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= V.MIN_SEEDS]
     if not family or family[-1] != len(comparison.curve) - 1:
         return 1.0

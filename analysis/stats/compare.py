@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from analysis.cells import Groups
+from analysis.stats.cells import Groups
 
 
 @dataclasses.dataclass
