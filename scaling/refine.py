@@ -138,8 +138,8 @@ def scan_table(
 ) -> pd.DataFrame:
     """The analysis run table of the study's cells, in the state vocabulary of `status`.
 
-    Built from the same MLflow runs `analysis.tables.mlflow_io.load_study` reads, but through the
-    study's cells: a crashed cell never logged its `tokens`, and the search must still count it
+    Built from the same MLflow runs `analysis.tables.mlflow_io.load_study_runs` reads, but through
+    the study's cells: a crashed cell never logged its `tokens`, and the search must still count it
     (as failed) instead of refusing the whole table.
     """
     import pandas as pd

@@ -217,10 +217,11 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
             "Detectable gain: the smallest true gain the verdict's top-size test (a paired t-test "
             "on this many paired seeds, two-sided 4%) detects with 80% power (exact, noncentral "
             "t, on the upper 80% bound of the paired sd; "
-            "`analysis.stats.power`, the same figures `scaling plan --noise` prints). Seeds needed: "
-            "the fewest paired seeds with that power at the gain named in the header. Seed sd "
-            "(% of loss): the sd of one arm's final loss over its seeds, in % of its mean loss; "
-            "the paired-difference sd (what the test sees) is in % of the baseline's loss.",
+            "`analysis.stats.power`, the same figures `scaling plan --noise` prints). Seeds "
+            "needed: the fewest paired seeds with that power at the gain named in the header. "
+            "Seed sd (% of loss): the sd of one arm's final loss over its seeds, in % of its "
+            "mean loss; the paired-difference sd (what the test sees) is in % of the baseline's "
+            "loss.",
         )
     )
     model = verdict["noise_model"]

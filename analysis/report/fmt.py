@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import re
 
+from analysis.tables.runs import NA, count_label
+
 MINUS = "\u2212"
 _SUPER = str.maketrans(
     "-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
 )
-NA = "not available"
 
 
 def _finite(x) -> bool:
@@ -69,13 +70,10 @@ def level_pct(level: float) -> str:
 
 
 def count(n) -> str:
-    """Parameter / token counts: ``8e5 -> "800K"``, ``1.2e6 -> "1.2M"``, ``7e9 -> "7B"``."""
-    if not _finite(n):
-        return NA
-    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g}{suffix}"
-    return f"{n:.3g}"
+    """Parameter / token counts: ``8e5 -> "800K"``, ``1.2e6 -> "1.2M"``, ``7e9 -> "7B"``.
+
+    ``analysis.tables.runs.count_label``: the LR frontier's words (in ``stats``) use it too."""
+    return count_label(n)
 
 
 def power10(x: float, sig: int = 2) -> str:

@@ -7,68 +7,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.report import figures
 from analysis.report import fmt as formatting
+from analysis.report.tokens import gain_vs_tokens
+from analysis.report.training_curves import training_curves
 from analysis.stats import verdict
 from analysis.stats.core import Analysis
 
 EXTRAPOLATED = "#8250df"  # one colour marks every extrapolation, in every figure
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, out_dir: Path, name: str, tight: bool = True) -> str:
-    if tight:
-        fig.tight_layout()
-    for ext in ("png", "svg"):
-        fig.savefig(out_dir / f"{name}.{ext}", dpi=110)
-    _plt().close(fig)
-    return f"{name}.png"
-
-
-def log_axis(ax, axis: str = "x", kind: str = "count") -> None:
-    """Log scale with plain tick labels: 50K, 100K, 1.2M (counts), 10¹² (FLOPs), 0.003 (LRs);
-    ticks at 1, 2, 5 per decade over a short range, 1 per decade over a long one."""
-    from matplotlib import ticker
-
-    getattr(ax, f"set_{axis}scale")("log")
-    lo, hi = getattr(ax, f"get_{axis}lim")()
-    decades = np.log10(hi / lo) if lo > 0 else 10
-    subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
-    formatter = {
-        "count": formatting.si_tick,
-        "flops": formatting.flops_tick,
-        "plain": formatting.plain_tick,
-    }.get(kind)
-    formatter = formatter or (lambda x, _p=None: f"{x:.3g}×")  # kind "times"
-    target = getattr(ax, f"{axis}axis")
-    if decades < 1:  # under a decade, 1-2-5 may leave one tick: evenly spaced ones instead
-        target.set_major_locator(ticker.MaxNLocator(6))
-    else:
-        target.set_major_locator(ticker.LogLocator(base=10, subs=subs))
-    target.set_major_formatter(ticker.FuncFormatter(formatter))
-    target.set_minor_formatter(ticker.NullFormatter())
-
-
-def _grid(plt, num: int, width: float = 3.6, height: float = 3.0):
-    """``num`` panels, at most 3 a row: a figure that stays readable at a page's width."""
-    cols = min(3, max(1, num))
-    rows = -(-num // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
-    for ax in axes.flat[num:]:
-        ax.set_visible(False)
-    return fig, list(axes.flat[:num])
-
-
-def _color(an: Analysis, variant: str) -> str:
-    """One colour per arm across every figure."""
-    return f"C{sorted(an.groups.info['variant'].unique()).index(variant)}"
 
 
 def _with(an: Analysis, text: str) -> str:
@@ -85,11 +31,11 @@ def _band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def loss_vs_n(an: Analysis, out_dir: Path) -> str:
-    plt = _plt()
+    plt = figures.pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     info = an.groups.info
     for fit in (f for f in an.fits if f.law == "L(N)"):
-        color = _color(an, fit.variant)
+        color = figures.color(an, fit.variant)
         pts = fit.points
         n = info["num_nonembedding_params"].to_numpy()[pts]
         ax.scatter(n, an.groups.loss[0, pts], color=color, label=fit.variant, zorder=3)
@@ -105,12 +51,12 @@ def loss_vs_n(an: Analysis, out_dir: Path) -> str:
         band = _band(curves[1:])
         if band is not None:
             ax.fill_between(grid, *band, color=color, alpha=0.2, lw=0)
-    log_axis(ax, "x", "count")
+    figures.log_axis(ax, "x", "count")
     ax.set(xlabel="non-embedding parameters N", ylabel="final validation loss")
     ax.set_title("L(N) = E + A·N^−α per arm" + _with(an, ", 95% band"), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out_dir, "loss_vs_n")
+    return figures.save(fig, out_dir, "loss_vs_n")
 
 
 def _k_model(an: Analysis, variant: str, c_ref: float) -> verdict.EffectiveCompute | None:
@@ -158,7 +104,7 @@ def _say_far(ax, an: Analysis) -> None:
 
 
 def gain_vs_n(an: Analysis, out_dir: Path) -> str:
-    plt = _plt()
+    plt = figures.pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     info = an.groups.info
     base = info[info["on_curve"] & info["variant"].isin(an.verdict["baselines"])]
@@ -166,7 +112,7 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
     slope, icpt = np.polyfit(np.log(base["num_nonembedding_params"]), np.log(base["flops"]), 1)
     n_max = float(base["num_nonembedding_params"].max())
     for var in an.verdict["variants"]:
-        color = _color(an, var["variant"])
+        color = figures.color(an, var["variant"])
         sizes = var["gain_pct_by_size"].values()
         n = np.array([s["n_params"] for s in sizes])
         pct = np.array([s["gain_pct"]["value"] for s in sizes], dtype=float)
@@ -226,18 +172,18 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
                 color=EXTRAPOLATED,
             )
     ax.axhline(0, color="k", lw=0.8)
-    log_axis(ax, "x", "count")
+    figures.log_axis(ax, "x", "count")
     _mark_extrapolation(ax, n_max * 1.05)
     _say_far(ax, an)
     ax.set(xlabel="non-embedding parameters N", ylabel="gain over the baseline (% of loss)")
     ax.set_title("Paired gain per size; the fitted model and its extrapolation", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower left")
-    return _save(fig, out_dir, "gain_vs_n")
+    return figures.save(fig, out_dir, "gain_vs_n")
 
 
 def k_vs_c(an: Analysis, out_dir: Path) -> str:
-    plt = _plt()
+    plt = figures.pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     info = an.groups.info
     lo, c_max = info["flops"].min(), info["flops"].max()
@@ -250,7 +196,7 @@ def k_vs_c(an: Analysis, out_dir: Path) -> str:
     top = min(max([c_max, *named.values()]) * 2, c_max * verdict.FAR_EXTRAPOLATION)
     grid = np.geomspace(lo / 2, top, 80)
     for var in an.verdict["variants"]:
-        color = _color(an, var["variant"])
+        color = figures.color(an, var["variant"])
         model = _k_model(an, var["variant"], var["c_ref"])
         if model is None:
             continue
@@ -263,8 +209,8 @@ def k_vs_c(an: Analysis, out_dir: Path) -> str:
             ax.fill_between(grid, *band, color=color, alpha=0.2, lw=0)
     ax.axvspan(lo, c_max, color="0.9", label="measured compute", lw=0, zorder=0)
     ax.axhline(1, color="k", lw=0.8)
-    log_axis(ax, "x", "flops")
-    log_axis(ax, "y", "times")
+    figures.log_axis(ax, "x", "flops")
+    figures.log_axis(ax, "y", "times")
     for name, c in named.items():
         ax.axvline(c, color=EXTRAPOLATED, lw=0.8, ls=":")
         ax.text(
@@ -282,7 +228,7 @@ def k_vs_c(an: Analysis, out_dir: Path) -> str:
     ax.set_title("k(C) = k0·(C/c_ref)^γ" + _with(an, " with its 95% band"), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
-    return _save(fig, out_dir, "k_vs_c")
+    return figures.save(fig, out_dir, "k_vs_c")
 
 
 def lr_sweeps(an: Analysis, out_dir: Path) -> str | None:
@@ -292,16 +238,16 @@ def lr_sweeps(an: Analysis, out_dir: Path) -> str | None:
     runs = runs[runs["lr"].notna()]
     if runs.empty or runs.groupby(["variant", "size"])["lr"].nunique().max() < 2:
         return None
-    plt = _plt()
+    plt = figures.pyplot()
     sizes = list(dict.fromkeys(an.groups.info.sort_values("num_nonembedding_params")["size"]))
-    fig, axes = _grid(plt, len(sizes))
+    fig, axes = figures.grid(plt, len(sizes))
     state = {(r["variant"], r["size"]): r for r in an.verdict["lr_selection"]}
     for ax, size in zip(axes, sizes, strict=True):
         for variant in sorted(runs["variant"].unique()):
             sel = an.usable[(an.usable["size"] == size) & (an.usable["variant"] == variant)]
             sel = sel[sel["lr"].notna()]
             row = state.get((variant, size))
-            color = _color(an, variant)
+            color = figures.color(an, variant)
             if not sel.empty:
                 mean = sel.groupby("lr")["final_val_loss"].mean()
                 ax.plot(mean.index, mean.to_numpy(), "o-", color=color, label=variant, ms=4)
@@ -338,7 +284,7 @@ def lr_sweeps(an: Analysis, out_dir: Path) -> str | None:
                     transform=ax.get_xaxis_transform(),
                     clip_on=False,
                 )
-        log_axis(ax, "x", "plain")
+        figures.log_axis(ax, "x", "plain")
         ax.set_title(size, fontsize=10)
         ax.set_xlabel("learning rate")
         ax.grid(alpha=0.3)
@@ -351,7 +297,7 @@ def lr_sweeps(an: Analysis, out_dir: Path) -> str | None:
     labels += ["best usable LR", "unusable LR (a seed diverged/failed)"]
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return _save(fig, out_dir, "lr_sweeps", tight=False)
+    return figures.save(fig, out_dir, "lr_sweeps", tight=False)
 
 
 def all_plots(an: Analysis, out_dir: Path, curves: dict | None = None) -> dict[str, str]:
@@ -360,16 +306,12 @@ def all_plots(an: Analysis, out_dir: Path, curves: dict | None = None) -> dict[s
     if an.verdict["variants"]:
         out["gain_vs_n"] = gain_vs_n(an, out_dir)
         out["k_vs_c"] = k_vs_c(an, out_dir)
-    from analysis.report.tokens import gain_vs_tokens
-
     along_d = gain_vs_tokens(an.verdict, out_dir)  # only with >= 2 token budgets at some size
     if along_d:
         out["gain_vs_tokens"] = along_d
     lr = lr_sweeps(an, out_dir)
     if lr:
         out["lr_sweeps"] = lr
-    from analysis.report.training_curves import training_curves
-
     tc = training_curves(an, curves or {}, out_dir)
     if tc:
         out["training_curves"] = tc

@@ -1,8 +1,8 @@
 """The report's token-axis section and its figure: gain vs tokens per size.
 
-Kept apart from ``analysis.report.document`` and ``analysis.report.plots`` so that the token axis is one block
-added to each: the section appears only when verdict.json has a ``tokens`` part (some arm has
-two or more budgets at some size).
+Kept apart from ``analysis.report.document`` and ``analysis.report.plots`` so that the token axis is
+one block added to each: the section appears only when verdict.json has a ``tokens`` part (some arm
+has two or more budgets at some size).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.report import figures
 from analysis.report import fmt as formatting
 
 
@@ -19,10 +20,8 @@ def gain_vs_tokens(verdict: dict, out_dir: Path) -> str | None:
     along_d = verdict.get("tokens")
     if not along_d or not along_d["variants"]:
         return None
-    from analysis.report.plots import _grid, _plt, _save, log_axis
-
-    plt = _plt()
-    fig, axes = _grid(plt, len(along_d["variants"]), width=5.2, height=3.8)
+    plt = figures.pyplot()
+    fig, axes = figures.grid(plt, len(along_d["variants"]), width=5.2, height=3.8)
     for ax, var in zip(axes, along_d["variants"], strict=True):
         sizes: dict[str, list[dict]] = {}
         for row in var["gain_by_budget"]:
@@ -36,12 +35,12 @@ def gain_vs_tokens(verdict: dict, out_dir: Path) -> str | None:
             )
         ax.axhline(0, color="k", lw=0.8)
         if any(len(r) for r in sizes.values()):
-            log_axis(ax, "x", "count")
+            figures.log_axis(ax, "x", "count")
         ax.set(xlabel="training tokens D", ylabel="gain (baseline − variant loss)")
         ax.set_title(f"{var['variant']}: {var['verdict']} along D", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, title="size", title_fontsize=7)
-    return _save(fig, out_dir, "gain_vs_tokens")
+    return figures.save(fig, out_dir, "gain_vs_tokens")
 
 
 def _badge(outcome: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.report.plots import _color, _grid, _plt, _save
+from analysis.report import figures
 from analysis.stats.core import Analysis
 
 
@@ -75,12 +75,12 @@ def training_curves(an: Analysis, curves: dict, out_dir: Path) -> str | None:
     series = curve_series(an, curves)
     if not series:
         return None
-    plt = _plt()
-    fig, axes = _grid(plt, len(series))
+    plt = figures.pyplot()
+    fig, axes = figures.grid(plt, len(series))
     for ax, (size, entries) in zip(axes, series.items(), strict=True):
         tails = []  # what is drawn after the first 10% of steps: sets the y range
         for e in entries:
-            color = _color(an, e["variant"])
+            color = figures.color(an, e["variant"])
             for kind in ("train", "val"):
                 if f"{kind}_steps" in e:
                     steps, values = e[f"{kind}_steps"], e[f"{kind}_loss"]
@@ -102,11 +102,11 @@ def training_curves(an: Analysis, curves: dict, out_dir: Path) -> str | None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("loss")
     variants = sorted({e["variant"] for entries in series.values() for e in entries})
-    handles = [plt.Line2D([], [], color=_color(an, v), label=v) for v in variants]
+    handles = [plt.Line2D([], [], color=figures.color(an, v), label=v) for v in variants]
     handles += [
         plt.Line2D([], [], color="0.3", lw=1.2, label="train loss, EMA"),
         plt.Line2D([], [], color="0.3", marker="o", ls="", label="validation"),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return _save(fig, out_dir, "training_curves", tight=False)
+    return figures.save(fig, out_dir, "training_curves", tight=False)

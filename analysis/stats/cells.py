@@ -3,8 +3,9 @@
 A *cell* is one (variant, size, tokens, lr); a *group* is one (variant, size, tokens) whose
 cells differ only in LR. Only usable cells enter (``analysis.stats.frontier``: every seed of that LR
 completed). Losses sit in ``draws [B+1, cells, seeds]`` (row 0 = the data, rows 1.. drawn by
-``analysis.stats.noise``); each group keeps its best usable LR *per draw*, so the LR choice's own noise
-is part of every interval. Comparisons average only the seeds both arms have (``paired_loss``).
+``analysis.stats.noise``); each group keeps its best usable LR *per draw*, so the LR choice's own
+noise is part of every interval. Comparisons average only the seeds both arms have
+(``paired_loss``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.stats import noise as NZ
+from analysis.stats import noise
 from analysis.stats.frontier import LRFrontier, selection_column
 from analysis.tables.runs import is_usable
 
@@ -33,7 +34,7 @@ class Groups:
     draws: np.ndarray  # [B+1, cells, seeds]
     chosen: np.ndarray  # [B+1, groups] cell index of the best LR per draw
     seed_sets: np.ndarray  # [groups, seeds] bool: seeds the group has
-    noise: NZ.NoiseModel | None  # None = too few seeds for any interval
+    noise: noise.NoiseModel | None  # None = too few seeds for any interval
     cells: pd.DataFrame | None = None  # per cell (rows of draws' axis 1): variant, size, lr_key
 
     def paired_loss(self, g: int, seeds: np.ndarray) -> np.ndarray:
@@ -95,12 +96,12 @@ def build_groups(
     size_n = cell_frame.groupby("size")["num_nonembedding_params"].min()
     sizes = list(size_n.sort_values().index)
     cell_size = cell_frame["size"].map({s: i for i, s in enumerate(sizes)}).to_numpy()
-    model = NZ.estimate(y, cell_size, np.log(size_n[sizes].to_numpy(float)), sizes)
+    model = noise.estimate(y, cell_size, np.log(size_n[sizes].to_numpy(float)), sizes)
     draws = y[None]
     if model is not None and num_draws > 0 and len(seeds) >= 2:
         centre = np.nanmean(y, axis=1)
         rng = np.random.default_rng(seed)
-        simulated = NZ.simulate(centre, present, cell_size, model, num_draws, rng)
+        simulated = noise.simulate(centre, present, cell_size, model, num_draws, rng)
         draws = np.concatenate([draws, simulated])
     means = np.nanmean(draws, axis=2)  # [B+1, cells]; every seed of a usable cell is there
 

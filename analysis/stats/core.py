@@ -7,18 +7,17 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.stats import intervals as I
-from analysis.stats import levels as LV
-from analysis.stats import matched as M
-from analysis.stats import summary as S
-from analysis.stats import tokens as T
-from analysis.stats import verdict as V
+from analysis.stats import intervals, summary
+from analysis.stats import matched as matching
+from analysis.stats import tokens as token_axis
+from analysis.stats import verdict as rules
 from analysis.stats.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.stats.compare import Comparison, baseline_map, compare
 from analysis.stats.diagnose import noise_diagnostics
 from analysis.stats.frontier import frontier_frame, lr_frontier, selection_column
 from analysis.stats.held import decide_held, lr_guards
 from analysis.stats.laws import LawFit, fit_arms, fit_k
+from analysis.stats.levels import global_p, size_weights
 from analysis.stats.noise import NoiseModel
 from analysis.stats.robust import GainTest
 from analysis.tables.runs import is_usable
@@ -32,7 +31,7 @@ class Analysis:
     usable: pd.DataFrame
     excluded: pd.DataFrame
     comparisons: dict[str, Comparison] = dataclasses.field(default_factory=dict)
-    tokens: T.TokenAnalysis | None = None  # the token axis, when some arm has >= 2 budgets
+    tokens: token_axis.TokenAnalysis | None = None  # the token axis, when some arm has >= 2 budgets
 
 
 def parse_baselines(baseline: str) -> list[str]:
@@ -79,14 +78,14 @@ def _excluded(table: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
 
 def _guards(comparison: Comparison, k_ok: bool, has_ci: bool, num_seeds: int) -> list[str]:
     guards = []
-    if len(comparison.curve) < V.MIN_SIZES:
-        guards.append(f"{len(comparison.curve)} sizes per arm; a trend needs >= {V.MIN_SIZES}")
+    if len(comparison.curve) < rules.MIN_SIZES:
+        guards.append(f"{len(comparison.curve)} sizes per arm; a trend needs >= {rules.MIN_SIZES}")
     if not has_ci:
-        guards.append(f"no CIs with {num_seeds} seed(s); >= {V.MIN_SEEDS} needed")
-    elif comparison.top is not None and comparison.top.num_paired < V.MIN_SEEDS:
+        guards.append(f"no CIs with {num_seeds} seed(s); >= {rules.MIN_SEEDS} needed")
+    elif comparison.top is not None and comparison.top.num_paired < rules.MIN_SEEDS:
         top = comparison.top
-        guards.append(f"{top.num_paired} paired seed(s) at {top.size}; >= {V.MIN_SEEDS} needed")
-    if not k_ok and len(comparison.curve) >= V.MIN_SIZES:
+        guards.append(f"{top.num_paired} paired seed(s) at {top.size}; >= {rules.MIN_SEEDS} needed")
+    if not k_ok and len(comparison.curve) >= rules.MIN_SIZES:
         guards.append("k(C) could not be fitted")
     return guards
 
@@ -97,7 +96,7 @@ def analyse(
     num_resamples: int = 1000,
     seed: int = 0,
     detect_gain_pct: float = 0.5,
-    margin_pct: float = V.DEFAULT_MARGIN_PCT,
+    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
 ) -> Analysis:
     """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
 
@@ -106,26 +105,30 @@ def analyse(
     too (``analysis.stats.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
     check_inputs(table, baseline, num_resamples, margin_pct)
     baselines = parse_baselines(baseline)
-    every_budget = T.snap_budgets(table.reset_index(drop=True))
-    table = T.n_axis_rows(every_budget, baselines)  # the N verdict: each size's largest budget
+    every_budget = token_axis.snap_budgets(table.reset_index(drop=True))
+    table = token_axis.n_axis_rows(
+        every_budget, baselines
+    )  # the N verdict: each size's largest budget
     frontiers = lr_frontier(table)
     usable = usable_cells(table, frontiers)
     excluded = _excluded(table, usable)
     if not usable["variant"].isin(baselines).any():
         raise ValueError(f"no usable runs of the baseline {baseline!r}; see the excluded runs")
     # below the seeds an interval needs, no draws at all: no interval, band or p-value anywhere
-    num_draws = num_resamples if I.enough_seeds(int(usable["seed"].nunique())) else 0
+    num_draws = num_resamples if intervals.enough_seeds(int(usable["seed"].nunique())) else 0
     groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers))
-    has_ci = groups.noise is not None and len(groups.seeds) >= V.MIN_SEEDS and num_resamples > 0
+    has_ci = groups.noise is not None and len(groups.seeds) >= rules.MIN_SEEDS and num_resamples > 0
     info = groups.info
     base_of = baseline_map(groups, baselines)
     fits = fit_arms(groups)
     arm_lc = {f.variant: f.full() for f in fits if f.law == "L(C)"}
     frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
     comparisons, judged, matched = {}, {}, {}
-    weights_only = M.weights_only_arms(table)
+    weights_only = matching.weights_only_arms(table)
     for variant in sorted(set(info["variant"]) - set(baselines)):
-        comp, matched[variant] = M.at_matched_compute(compare(groups, base_of, variant), groups)
+        comp, matched[variant] = matching.at_matched_compute(
+            compare(groups, base_of, variant), groups
+        )
         comparisons[variant] = comp
         k_fit, c_ref, c_max = None, float("nan"), float("nan")
         if comp.curve:
@@ -139,24 +142,24 @@ def analyse(
 
     tests = {v: [GainTest.of(b, groups) for b in c.curve] for v, (c, *_r) in judged.items()}
     p_values = {v: _global_p(judged[v][0], tests[v]) if has_ci else 1.0 for v in judged}
-    levels = V.holm_levels(p_values) if p_values else {}
+    levels = rules.holm_levels(p_values) if p_values else {}
     variants = []
     for variant, (comp, k_fit, c_ref, c_max) in judged.items():
         k_ok = k_fit is not None and not np.isnan(k_fit.params[0]).any()
         guards = _guards(comp, k_ok, has_ci, len(groups.seeds))
         lr_guard = lr_guards(comp, info, frontier)
-        flops_guard = M.undeclared_guard(variant, weights_only)
+        flops_guard = matching.undeclared_guard(variant, weights_only)
         row = {"variant": variant, "baseline": baseline, "c_ref": c_ref}
         row.update(k0=None, k0_ci95=None, gamma=None, gamma_ci95=None, extrapolated_gain_pct={})
         gamma = k0 = None
         if k_ok:
-            model = V.EffectiveCompute(k_fit, c_ref)
+            model = rules.EffectiveCompute(k_fit, c_ref)
             k0, gamma = model.k(c_ref), model.gamma
-            row.update(k0=V.stat(k0, has_ci)["value"], k0_ci95=V.stat(k0, has_ci)["ci95"])
-            row.update(gamma=V.stat(gamma, has_ci)["value"])
-            row.update(gamma_ci95=V.stat(gamma, has_ci)["ci95"])
-            row["extrapolated_gain_pct"] = S.extrapolations(model, c_max, has_ci)
-        decision = decide_held(  # V.decide, with the conditional verdict of held guards
+            row.update(k0=rules.stat(k0, has_ci)["value"], k0_ci95=rules.stat(k0, has_ci)["ci95"])
+            row.update(gamma=rules.stat(gamma, has_ci)["value"])
+            row.update(gamma_ci95=rules.stat(gamma, has_ci)["ci95"])
+            row["extrapolated_gain_pct"] = summary.extrapolations(model, c_max, has_ci)
+        decision = decide_held(  # rules.decide, with the conditional verdict of held guards
             comp,
             tests[variant],
             gamma if has_ci else None,
@@ -171,9 +174,9 @@ def analyse(
         row.update((k, decision.pop(k)) for k in ("conditional_verdict", "conditional_assumes"))
         row["decision"] = {**decision, "variant_p": p_values[variant] if has_ci else None}
         row["gain_pct_by_size"] = {
-            r["size"]: r for r in S.gains_table(comp, groups, has_ci) if r["on_curve"]
+            r["size"]: r for r in summary.gains_table(comp, groups, has_ci) if r["on_curve"]
         }
-        row["gain_pct_by_budget"] = S.gains_table(comp, groups, has_ci)
+        row["gain_pct_by_budget"] = summary.gains_table(comp, groups, has_ci)
         row["measured_compute"] = [float(info["flops"].min()), float(info["flops"].max())]
         variants.append(row)
 
@@ -190,43 +193,43 @@ def analyse(
         "num_resamples": int(num_resamples if has_ci else 0),
         "multiple_comparisons": _multiple(len(variants)),
         "measured_compute": [float(info["flops"].min()), float(info["flops"].max())],
-        "named_scales": S.named_scales(),
+        "named_scales": summary.named_scales(),
         "flops_per_param_token_at_named_scales": {
-            name: x["flops_per_param_token"] for name, x in S.named_scales().items()
+            name: x["flops_per_param_token"] for name, x in summary.named_scales().items()
         },
         "excluded_runs": _records(excluded, ["run_id", "variant", "size", "seed", "lr", "reason"]),
         "variants": variants,
-        "fits": S.fit_summary(fits, has_ci),
-        "seed_noise": S.seed_noise(groups, base_of, detect_gain_pct),
+        "fits": summary.fit_summary(fits, has_ci),
+        "seed_noise": summary.seed_noise(groups, base_of, detect_gain_pct),
         "noise_model": _noise(groups.noise),
         "noise_diagnostics": noise_diagnostics(groups),
         "margin_pct": float(margin_pct),
         "lr_selection": _records(frontier_frame(frontiers), list(frontier_frame([]).columns)),
         "lr_chosen_on": selection_column(table),
         "flops_estimated": bool(table["flops_estimated"].any()),
-        "compute_axis": M.compute_axis(table, matched, weights_only),
-        "rule": V.RULE,
+        "compute_axis": matching.compute_axis(table, matched, weights_only),
+        "rule": rules.RULE,
     }
-    verdict["intervals"] = I.availability(len(groups.seeds), num_draws)
-    along_d = T.analyse_tokens(every_budget, baselines, num_draws, seed)
+    verdict["intervals"] = intervals.availability(len(groups.seeds), num_draws)
+    along_d = token_axis.analyse_tokens(every_budget, baselines, num_draws, seed)
     if along_d is not None:
         verdict["num_runs"] = int(len(every_budget))
         used = usable_cells(every_budget, lr_frontier(every_budget))
         columns = ["run_id", "variant", "size", "seed", "lr", "reason"]
         verdict["excluded_runs"] = _records(_excluded(every_budget, used), columns)
         verdict["tokens"] = along_d.verdict
-        verdict["fits"] += S.fit_summary(along_d.fits, has_ci)
+        verdict["fits"] += summary.fit_summary(along_d.fits, has_ci)
     if not verdict["intervals"]["available"]:
-        verdict = I.strip(verdict)
+        verdict = intervals.strip(verdict)
     return Analysis(verdict, groups, fits, usable, excluded, comparisons, along_d)
 
 
 def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
     """The variant's weighted-Bonferroni p of "no gain at any size" (``analysis.stats.levels``)."""
-    family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= V.MIN_SEEDS]
+    family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= rules.MIN_SEEDS]
     if not family or family[-1] != len(comparison.curve) - 1:
         return 1.0
-    return LV.global_p([tests[i].p() for i in family], LV.size_weights(len(family)))
+    return global_p([tests[i].p() for i in family], size_weights(len(family)))
 
 
 def _multiple(num_variants: int) -> str:

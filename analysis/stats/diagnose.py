@@ -3,10 +3,10 @@
 
 The pooled bootstrap (``analysis.stats.noise``) assumes (1) each component's variance follows
 ``c * N^slope`` across sizes and (2) one arm's LR cells at a seed share nothing beyond what every
-run of that (size, seed) shares. The verdict does not rest on either (``analysis.stats.robust`` takes
-the paired seeds' t interval where it is wider), but a user should know when the data say they
-fail, because then the pooled figures (k0, gamma, the power table's pooled parts) are less sure
-than printed. Each check is a chi-square or F test at 1% (Bonferroni over sizes).
+run of that (size, seed) shares. The verdict does not rest on either (``analysis.stats.robust``
+takes the paired seeds' t interval where it is wider), but a user should know when the data say they
+fail, because then the pooled figures (k0, gamma, the power table's pooled parts) are less sure than
+printed. Each check is a chi-square or F test at 1% (Bonferroni over sizes).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from analysis.stats import noise as NZ
+from analysis.stats import noise
 from analysis.stats.cells import Groups
 
 LEVEL = 0.01
@@ -42,7 +42,7 @@ def size_misfits(groups: Groups) -> list[str]:
     ms, df = np.full(k, np.nan), np.zeros(k)
     for i, block, _ in _blocks(groups):
         if block.shape[0] >= 2 and block.shape[1] >= 2:
-            ms[i], df[i], _, _ = NZ._anova(block)
+            ms[i], df[i], _, _ = noise._anova(block)
     n_of = groups.info.groupby("size")["num_nonembedding_params"].min()
     log_n = np.log(n_of[model.sizes].to_numpy(float))
     found = []
@@ -51,7 +51,7 @@ def size_misfits(groups: Groups) -> list[str]:
         others[i] = 0.0
         if (others > 0).sum() < 2:
             continue
-        fitted, _ = NZ._pool(ms, others, log_n)
+        fitted, _ = noise._pool(ms, others, log_n)
         ratio = ms[i] / fitted[i]
         p = 2 * min(stats.chi2.cdf(df[i] * ratio, df[i]), stats.chi2.sf(df[i] * ratio, df[i]))
         found.append((model.sizes[i], ratio, p))

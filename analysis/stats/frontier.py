@@ -24,8 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.report import fmt
-from analysis.tables.runs import is_usable
+from analysis.tables.runs import count_label, is_usable
 
 STATES = ("interior", "bracketed_by_divergence", "edge_low", "edge_high", "no_usable_lr")
 BRACKETED = ("interior", "bracketed_by_divergence")
@@ -207,7 +206,7 @@ def _cell_names(budgets: dict[str, list[float]]) -> tuple[str, ...]:
     """``("2M", "10M")``, or with several budgets at a size ``("2M (625K, 1.25M tokens)",)``."""
     if all(len(t) == 1 for t in budgets.values()):
         return tuple(budgets)
-    return tuple(f"{s} ({', '.join(fmt.count(x) for x in t)} tokens)" for s, t in budgets.items())
+    return tuple(f"{s} ({', '.join(count_label(x) for x in t)} tokens)" for s, t in budgets.items())
 
 
 def unbracketed_summary(frontiers: list[LRFrontier]) -> str | None:

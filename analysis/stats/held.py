@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.stats import verdict as V
+from analysis.stats import verdict as rules
 from analysis.stats.compare import Comparison
 from analysis.stats.frontier import LRFrontier, unbracketed_summary
 from analysis.stats.robust import GainTest
@@ -38,13 +38,13 @@ def conditional(
     k0: np.ndarray | None,
     level: float | None,
     other_guards: list[str],
-    margin_pct: float = V.DEFAULT_MARGIN_PCT,
+    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
 ) -> dict | None:
     """The decision with the LR guard lifted (``verdict`` and ``reason``), or None when another
     guard would still leave it inconclusive (then the condition changes nothing)."""
     if other_guards:
         return None
-    decision = V.decide(comparison, tests, gamma, k0, level, [], margin_pct)
+    decision = rules.decide(comparison, tests, gamma, k0, level, [], margin_pct)
     if decision["verdict"] == "inconclusive":
         return None
     return {"verdict": decision["verdict"], "reason": decision["reason"]}
@@ -74,13 +74,13 @@ def decide_held(
     guards: list[str],
     lr_guard: list[str],
     flops_guard: list[str],
-    margin_pct: float = V.DEFAULT_MARGIN_PCT,
+    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
 ) -> dict:
     """``analysis.stats.verdict.decide`` on every guard, plus ``conditional_verdict`` and
     ``conditional_assumes`` (None unless a held guard alone kept it from a claim); the
     conditional verdict and its clauses close the reason."""
     held = lr_guard + flops_guard
-    decision = V.decide(comparison, tests, gamma, k0, level, guards + held, margin_pct)
+    decision = rules.decide(comparison, tests, gamma, k0, level, guards + held, margin_pct)
     cond = conditional(comparison, tests, gamma, k0, level, guards, margin_pct) if held else None
     assumed = assumption(lr_guard, flops_guard)
     decision["reason"] = with_conditional(decision["reason"], cond, assumed)

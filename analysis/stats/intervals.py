@@ -9,21 +9,21 @@ so ``verdict.json``, the report, the plots and the terminal agree. The report sa
 
 from __future__ import annotations
 
-from analysis.stats import verdict as V
+from analysis.stats import verdict as rules
 
 INTERVAL_KEYS = ("ci", "ci95", "k0_ci95", "gamma_ci95", "paired_ci", "pooled_ci")
 P_KEYS = ("top_gain_p", "variant_p", "p")
 
 
 def enough_seeds(num_seeds: int) -> bool:
-    return num_seeds >= V.MIN_SEEDS
+    return num_seeds >= rules.MIN_SEEDS
 
 
 def availability(num_seeds: int, num_resamples: int) -> dict:
     """verdict.json's ``intervals``: ``available`` and, when not, ``why`` in one sentence."""
     if not enough_seeds(num_seeds):
         why = (
-            f"this study has {num_seeds} seed(s); an interval needs at least {V.MIN_SEEDS}, so "
+            f"this study has {num_seeds} seed(s); an interval needs at least {rules.MIN_SEEDS}, so "
             "no interval, band or p-value is shown"
         )
         return {"available": False, "why": why}

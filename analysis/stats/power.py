@@ -31,7 +31,13 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from analysis.stats.cells import build_groups, selected_lrs, usable_cells
+from analysis.stats.frontier import lr_frontier
 from analysis.stats.levels import TOP_ALPHA as ALPHA  # the verdict's top-size level
+from analysis.tables.mlflow_io import load_study_runs
+from analysis.tables.runs import load_csv
+from analysis.tables.spec import study_source
+from foundation.contract import parse_size
 
 POWER = 0.8
 UPPER = 0.8  # the noise is planned on at its upper 80% confidence bound
@@ -151,9 +157,6 @@ def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str,
     be split from the shared one, and ``sqrt(2)`` times the whole seed sd is used (an upper
     bound: pairing can only remove noise).
     """
-    from analysis.stats.cells import build_groups, selected_lrs, usable_cells
-    from analysis.stats.frontier import lr_frontier
-
     frontiers = lr_frontier(table)
     groups = build_groups(
         usable_cells(table, frontiers), 0, chosen_lr=selected_lrs(table, frontiers)
@@ -231,21 +234,15 @@ def noise_from_source(
     if kind == "number":
         return {"all": float(source)}  # type: ignore[arg-type]
     if kind == "csv":
-        from analysis.tables.runs import load_csv
-
         return noise_from_table(load_csv(source), baseline)
-    from analysis.tables.mlflow_io import load_study
-
     if kind == "spec":
-        from analysis.cli import study_source
-
-        table, _ = load_study(*study_source(Path(source))[:3])
+        table, _ = load_study_runs(*study_source(Path(source))[:3])
     elif mlflow is None:
         raise ValueError(
             f"--noise {source}: a study name needs an MLflow store; give {SOURCE_FORMS}"
         )
     else:
-        table, _ = load_study(mlflow[0], mlflow[1], str(source))
+        table, _ = load_study_runs(mlflow[0], mlflow[1], str(source))
     return noise_from_table(table, baseline)
 
 
@@ -253,8 +250,6 @@ def sd_for_sizes(sd_by_size: dict[str, float], sizes: list[str]) -> dict[str, tu
     """``{size: (sd, source size)}`` for the sizes of a planned study: the source's own size
     when it has it, ``"all"`` for a number, else the source size nearest in log N (seed noise
     shrinks with size, so this is a guess: the plan prints which size each sd came from)."""
-    from foundation.contract import parse_size
-
     if "all" in sd_by_size:
         return {s: (sd_by_size["all"], "all") for s in sizes}
     known = {k: math.log(parse_size(k)) for k in sd_by_size}

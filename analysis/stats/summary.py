@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.stats import power as P
-from analysis.stats import verdict as V
+from analysis.stats import verdict as rules
 from analysis.stats.cells import Groups
 from analysis.stats.compare import Comparison
 from analysis.stats.laws import LawFit
+from analysis.stats.power import paired_sd_pct, power_table, sd_upper
 from analysis.stats.robust import GainTest
 from foundation.shapes import NAMED_SHAPES
 
@@ -35,7 +35,7 @@ def named_scales() -> dict[str, dict]:
     return out
 
 
-def extrapolations(model: V.EffectiveCompute, c_max: float, has_ci: bool) -> dict:
+def extrapolations(model: rules.EffectiveCompute, c_max: float, has_ci: bool) -> dict:
     """Gain at each named scale (D = 20 N), with how far its compute lies beyond ``c_max``."""
     out = {}
     for name, scale in named_scales().items():
@@ -47,10 +47,10 @@ def extrapolations(model: V.EffectiveCompute, c_max: float, has_ci: bool) -> dic
             "tokens": scale["tokens"],
             "flops": compute,
             "times_largest_measured_compute": factor,
-            "far_extrapolation": bool(factor > V.FAR_EXTRAPOLATION),
-            "gain_pct": V.stat(100.0 * (base - var) / base, has_ci),
-            "gain_loss": V.stat(base - var, has_ci),
-            "k": V.stat(model.k(compute), has_ci),
+            "far_extrapolation": bool(factor > rules.FAR_EXTRAPOLATION),
+            "gain_pct": rules.stat(100.0 * (base - var) / base, has_ci),
+            "gain_loss": rules.stat(base - var, has_ci),
+            "k": rules.stat(model.k(compute), has_ci),
         }
     return out
 
@@ -60,7 +60,7 @@ def gains_table(comparison: Comparison, groups: Groups, has_ci: bool) -> list[di
     info = groups.info
     rows = []
     for b in comparison.budgets:
-        ok = has_ci and b.num_paired >= V.MIN_SEEDS
+        ok = has_ci and b.num_paired >= rules.MIN_SEEDS
         rows.append(
             {
                 "size": b.size,
@@ -69,7 +69,7 @@ def gains_table(comparison: Comparison, groups: Groups, has_ci: bool) -> list[di
                 "n_params": float(info.at[b.base, "num_nonembedding_params"]),
                 "variant_n_params": float(info.at[b.var, "num_nonembedding_params"]),
                 "on_curve": any(b is c for c in comparison.curve),
-                "gain_loss": V.stat(b.gain_loss, ok),
+                "gain_loss": rules.stat(b.gain_loss, ok),
                 "gain_pct": _robust_pct(b, groups, ok),
                 "num_paired_seeds": b.num_paired,
             }
@@ -80,9 +80,9 @@ def gains_table(comparison: Comparison, groups: Groups, has_ci: bool) -> list[di
 def _robust_pct(budget, groups: Groups, ok: bool) -> dict:
     """The gain in % with its 95% interval: the union of the pooled bootstrap and the paired
     seeds' t interval (``analysis.stats.robust``), and which of them decided."""
-    out = V.stat(budget.gain_pct, False)
+    out = rules.stat(budget.gain_pct, False)
     if ok:
-        out["ci95"], out["decided_by"] = GainTest.of(budget, groups).interval(V.ALPHA)
+        out["ci95"], out["decided_by"] = GainTest.of(budget, groups).interval(rules.ALPHA)
     return out
 
 
@@ -110,9 +110,9 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
             if base is not None and g != base and info.at[g, "variant"] != info.at[base, "variant"]:
                 base_loss = groups.seed_loss[base]
                 paired = int((np.isfinite(base_loss) & np.isfinite(losses)).sum())
-                sd_pct = P.paired_sd_pct(base_loss, losses)
+                sd_pct = paired_sd_pct(base_loss, losses)
                 if sd_pct is not None:  # planned on its upper bound, as `scaling plan` does
-                    sd_pct = P.sd_upper(sd_pct, paired - 1)
+                    sd_pct = sd_upper(sd_pct, paired - 1)
                 row.update(
                     paired_diff_sd=_sd(base_loss - losses),
                     paired_diff_sd_pct=sd_pct,
@@ -122,7 +122,7 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
                     seeds_needed=None,
                 )
                 if sd_pct is not None:  # the planner's own function (`scaling plan --noise`)
-                    (power,) = P.power_table({size: sd_pct}, paired, detect_gain_pct)
+                    (power,) = power_table({size: sd_pct}, paired, detect_gain_pct)
                     row.update(mde_pct=power["mde_pct"], seeds_needed=power["seeds_needed"])
             rows.append(row)
     return rows
@@ -136,13 +136,13 @@ def _sd(x: np.ndarray) -> float | None:
 def fit_summary(fits: list[LawFit], has_ci: bool) -> list[dict]:
     out = []
     for fit in fits:
-        params = V.natural_params(fit)
+        params = rules.natural_params(fit)
         out.append(
             {
                 "law": fit.law,
                 "variant": fit.variant,
                 "num_points": int(len(fit.points)),
-                "params": {k: V.stat(v, has_ci) for k, v in params.items()},
+                "params": {k: rules.stat(v, has_ci) for k, v in params.items()},
                 "resamples_fitted": int(np.isfinite(fit.params[1:, 0]).sum()),
                 # fits that reached the iteration cap: not converged, left out of the CIs
                 "resamples_failed": fit.counts.failed if fit.counts else 0,

@@ -27,9 +27,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.stats import fit
+from analysis.stats import fit, verdict_d
 from analysis.stats import verdict as verdicts
-from analysis.stats import verdict_d as VD
 from analysis.stats.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.stats.compare import Budget, baseline_map, compare
 from analysis.stats.frontier import LRFrontier, lr_frontier, unbracketed_summary
@@ -182,8 +181,8 @@ def lr_guards(points: list[Point], slices: list[Slice]) -> list[str]:
 
 def fit_nd(slices: list[Slice], num_resamples: int) -> list[LawFit]:
     """``L(N, D) = E + A/N^alpha + B/D^beta`` per arm with >= 2 budgets at some size: Approach 3
-    (``analysis.stats.fit``: Huber in log space, the full initialisation grid) on every (size, tokens)
-    of the arm at its best LR, each bootstrap draw refitted from the full-data optimum."""
+    (``analysis.stats.fit``: Huber in log space, the full initialisation grid) on every (size,
+    tokens) of the arm at its best LR, each bootstrap draw refitted from the full-data optimum."""
     columns: dict[str, list[tuple[str, float, float, np.ndarray]]] = {}
     for sl in slices:
         info = sl.groups.info
@@ -254,7 +253,7 @@ def analyse_tokens(
     judged = {}
     for variant in variants:
         points = matched_points(slices, baselines, variant)
-        judged[variant] = (points, VD.top_point(points))
+        judged[variant] = (points, verdict_d.top_point(points))
     p_values = {
         v: verdicts.p_two_sided(top.budget.gain_loss[1:]) if top is not None and top.has_ci else 1.0
         for v, (_, top) in judged.items()
@@ -262,8 +261,8 @@ def analyse_tokens(
     levels = verdicts.holm_levels(p_values) if p_values else {}
     rows = []
     for variant, (points, top) in judged.items():
-        guards = VD.guards(points, top) + lr_guards(VD.axis_points(points), slices)
-        decision = VD.decide(points, top, slope(points), levels.get(variant), guards)
+        guards = verdict_d.guards(points, top) + lr_guards(verdict_d.axis_points(points), slices)
+        decision = verdict_d.decide(points, top, slope(points), levels.get(variant), guards)
         rows.append(
             {
                 "variant": variant,
@@ -284,6 +283,6 @@ def analyse_tokens(
         "num_slices": len(slices),
         "num_used": int(sum(sl.num_used for sl in slices)),
         "variants": rows,
-        "rule": VD.RULE_D,
+        "rule": verdict_d.RULE_D,
     }
     return TokenAnalysis(verdict, fits, slices)

@@ -2,11 +2,11 @@
 
 k0 and gamma intervals are percentile intervals over the parametric-bootstrap draws of
 ``analysis.stats.noise`` (seed noise as two fitted components, small-sample t inflation); a gain's
-interval is the wider of that and the paired seeds' t interval (``analysis.stats.robust``), and every
-claim needs a rejection in the variant's weighted Holm family (``analysis.stats.levels``). An
-interval is given only when it can mean something: at least three seeds (three *paired* seeds
-for a per-size gain) and a fit on at least half of the draws; otherwise it is ``None`` and the
-report says "not available", never a made-up interval.
+interval is the wider of that and the paired seeds' t interval (``analysis.stats.robust``), and
+every claim needs a rejection in the variant's weighted Holm family (``analysis.stats.levels``). An
+interval is given only when it can mean something: at least three seeds (three *paired* seeds for a
+per-size gain) and a fit on at least half of the draws; otherwise it is ``None`` and the report says
+"not available", never a made-up interval.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import math
 
 import numpy as np
 
-from analysis.stats import levels as LV
-from analysis.stats import power as P
 from analysis.stats.compare import Comparison
 from analysis.stats.laws import LawFit
-from analysis.stats.levels import ALPHA
+from analysis.stats.levels import ALPHA, size_weights, weighted_holm
+from analysis.stats.power import mde, seeds_to_resolve
 
 MIN_SIZES = 4  # a trend (gamma) from fewer sizes per arm is not judged
 MIN_SEEDS = 3  # fewer seeds cannot estimate a spread worth an interval
@@ -166,12 +165,12 @@ def decide(
     top_i = len(comparison.curve) - 1
     if top_i not in family:
         family = []
-    weights = LV.size_weights(len(family))
+    weights = size_weights(len(family))
     p = [tests[i].p() for i in family]
     if level is None:
         rejected, tested = [False] * len(family), [w * ALPHA for w in weights]
     else:
-        rejected, tested = LV.weighted_holm(p, weights, level)
+        rejected, tested = weighted_holm(p, weights, level)
     for j, i in enumerate(family):
         b = comparison.curve[i]
         interval, source = tests[i].interval(tested[j])
@@ -261,4 +260,4 @@ def resolution(test, alpha: float, margin_pct: float) -> tuple[float, int | None
     se, df = test.half_width_se()
     n = df + 1 if np.isfinite(df) else test.df + 1
     sd = se * math.sqrt(n)  # per-seed sd of the paired gain
-    return P.mde(sd, int(n), alpha), P.seeds_to_resolve(sd, margin_pct, alpha)
+    return mde(sd, int(n), alpha), seeds_to_resolve(sd, margin_pct, alpha)

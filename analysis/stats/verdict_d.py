@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.stats import verdict as V
+from analysis.stats import verdict as rules
 
 MIN_BUDGETS = 3  # a trend along D from fewer matched budgets at every size is not judged
 
@@ -61,32 +61,32 @@ def guards(points: list, top) -> list[str]:
             f"{most} budget(s) both arms measured at any one size; a trend along D needs "
             f">= {MIN_BUDGETS}"
         )
-    if top is not None and top.budget.num_paired < V.MIN_SEEDS:
+    if top is not None and top.budget.num_paired < rules.MIN_SEEDS:
         out.append(
             f"{top.budget.num_paired} paired seed(s) at {top.budget.size} "
-            f"@{top.budget.tokens:.3g} tokens; >= {V.MIN_SEEDS} needed"
+            f"@{top.budget.tokens:.3g} tokens; >= {rules.MIN_SEEDS} needed"
         )
     return out
 
 
 def _gain_clause(p, interval: list[float]) -> str:
     b = p.budget
-    return V.clause(f"gain@{b.size}/{b.tokens:.3g}", float(b.gain_loss[0]), interval)
+    return rules.clause(f"gain@{b.size}/{b.tokens:.3g}", float(b.gain_loss[0]), interval)
 
 
 def decide(points: list, top, slope: np.ndarray, level: float | None, guards: list[str]) -> dict:
     """Apply RULE_D. ``slope [B+1]`` (``analysis.stats.tokens.slope``); ``level`` the Holm level
     (None = the step-down stopped before this variant); ``guards`` failed guards (sentences)."""
     out: dict = {"level": level, "top_gain": None, "slope": None}
-    alpha = level or V.ALPHA
+    alpha = level or rules.ALPHA
     if top is not None and top.has_ci:
-        interval = V.ci(top.budget.gain_loss[1:], alpha)
+        interval = rules.ci(top.budget.gain_loss[1:], alpha)
         if interval is not None:
             b = top.budget
             out["top_gain"] = {"size": b.size, "tokens": b.tokens, "ci": interval}
             out["top_gain"].update(value=float(b.gain_loss[0]), pct=float(b.gain_pct[0]))
     if slope.shape[0] > 1 and np.isfinite(slope[0]):
-        interval = V.ci(slope[1:], alpha)
+        interval = rules.ci(slope[1:], alpha)
         if interval is not None:
             out["slope"] = {"value": float(slope[0]), "ci": interval}
     if not guards and out["top_gain"] is None:
@@ -97,15 +97,15 @@ def decide(points: list, top, slope: np.ndarray, level: float | None, guards: li
         return {**out, "verdict": "inconclusive", "reason": "; ".join(guards)}
     t, s = out["top_gain"], out["slope"]
     t_clause = _gain_clause(top, t["ci"])
-    s_clause = V.clause("slope", s["value"], s["ci"], " per doubling")
-    t_sign = 0 if level is None else V.sign(t["ci"])
+    s_clause = rules.clause("slope", s["value"], s["ci"], " per doubling")
+    t_sign = 0 if level is None else rules.sign(t["ci"])
     holm = "" if level is not None else " (Holm step-down stopped before this variant)"
-    if t_sign > 0 and V.sign(s["ci"]) > 0:
+    if t_sign > 0 and rules.sign(s["ci"]) > 0:
         return {**out, "verdict": "grows", "reason": f"{t_clause}; {s_clause}"}
-    if V.sign(s["ci"]) < 0 and level is not None:
+    if rules.sign(s["ci"]) < 0 and level is not None:
         for p in axis_points(points):
-            interval = V.ci(p.budget.gain_loss[1:], level) if p.has_ci else None
-            if V.sign(interval) > 0:
+            interval = rules.ci(p.budget.gain_loss[1:], level) if p.has_ci else None
+            if rules.sign(interval) > 0:
                 reason = f"{s_clause}; {_gain_clause(p, interval)}"
                 return {**out, "verdict": "fades", "reason": reason}
     if t_sign > 0:

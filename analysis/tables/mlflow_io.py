@@ -8,35 +8,38 @@ users pay for it.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.tables.runs import normalise
-from foundation import contract as C
+from foundation import contract
 from foundation.studypaths import missing_store, missing_store_message
 
-_client = C.make_client
+_client = contract.make_client
 
 
 def _status(run) -> str:
     """The run's state by the contract's one mapping (`run_status_state`: FAILED -> failed,
     KILLED -> cancelled, RUNNING/SCHEDULED -> running); a FINISHED run's is its outcome tag."""
-    mapped = C.run_status_state(run.info.status)
+    mapped = contract.run_status_state(run.info.status)
     if mapped is not None:
         return mapped
-    outcome = run.data.tags.get(C.TAG_OUTCOME, "")
-    if outcome in (C.DIVERGED, C.FAILED, C.CANCELLED):
+    outcome = run.data.tags.get(contract.TAG_OUTCOME, "")
+    if outcome in (contract.DIVERGED, contract.FAILED, contract.CANCELLED):
         return outcome
-    if outcome in (C.RUNNING, C.PENDING, C.QUEUED):
+    if outcome in (contract.RUNNING, contract.PENDING, contract.QUEUED):
         # A FINISHED run whose outcome tag still says running never reported its end.
-        return C.FAILED
-    if C.FINAL_VAL_LOSS not in run.data.metrics:
-        return C.FAILED
-    return C.COMPLETED
+        return contract.FAILED
+    if contract.FINAL_VAL_LOSS not in run.data.metrics:
+        return contract.FAILED
+    return contract.COMPLETED
 
 
-def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataFrame, str | None]:
+def load_study_runs(
+    tracking_uri: str, experiment: str, study: str
+) -> tuple[pd.DataFrame, str | None]:
     """(run table, parent run id or None) for every cell of ``study`` in ``experiment``.
 
     Runs tagged ``scaling.cell_kind = stable`` (a WSD run's warmup and stable phase) are left
@@ -46,21 +49,23 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     if store is not None:  # opening it would create an empty store (and hide the real one)
         raise ValueError(missing_store_message(store))
     client = _client(tracking_uri)
-    exp_id = C.experiment_id(client, experiment)
+    exp_id = contract.experiment_id(client, experiment)
     if exp_id is None:
         raise ValueError(
             f"experiment {experiment!r} not found at {tracking_uri}; check the study's "
             "mlflow.experiment and mlflow.tracking_uri"
         )
     quoted = study.replace("'", "\\'")
-    runs = C.search_runs(client, exp_id, f"tags.{C.TAG_STUDY} = '{quoted}'")
-    parents = [r for r in runs if r.data.tags.get(C.TAG_ROLE) == C.ROLE_STUDY]
-    cells = [r for r in runs if r.data.tags.get(C.TAG_ROLE) != C.ROLE_STUDY]
+    runs = contract.search_runs(client, exp_id, f"tags.{contract.TAG_STUDY} = '{quoted}'")
+    parents = [r for r in runs if r.data.tags.get(contract.TAG_ROLE) == contract.ROLE_STUDY]
+    cells = [r for r in runs if r.data.tags.get(contract.TAG_ROLE) != contract.ROLE_STUDY]
     # a WSD stable run is the trunk its branches fork from, not a measurement
-    stable = [r for r in cells if r.data.tags.get(C.TAG_CELL_KIND) == C.KIND_STABLE]
-    cells = [r for r in cells if r.data.tags.get(C.TAG_CELL_KIND) != C.KIND_STABLE]
+    stable = [r for r in cells if r.data.tags.get(contract.TAG_CELL_KIND) == contract.KIND_STABLE]
+    cells = [r for r in cells if r.data.tags.get(contract.TAG_CELL_KIND) != contract.KIND_STABLE]
     if not parents:  # the parent may carry only the role tag and the study name as run name
-        role = C.search_runs(client, exp_id, f"tags.`{C.TAG_ROLE}` = '{C.ROLE_STUDY}'")
+        role = contract.search_runs(
+            client, exp_id, f"tags.`{contract.TAG_ROLE}` = '{contract.ROLE_STUDY}'"
+        )
         parents = [r for r in role if r.info.run_name == study]
     if not cells and stable:
         raise ValueError(
@@ -75,16 +80,16 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
     rows, unstarted = [], []
     for run in cells:
         tags, metrics = run.data.tags, run.data.metrics
-        missing = [k for k in (C.TAG_VARIANT, C.TAG_SEED) if k not in tags]
-        num_nonembedding = C.summary_metric(metrics, C.NUM_NONEMBEDDING_PARAMS)
-        num_total = C.summary_metric(metrics, C.NUM_PARAMS_TOTAL)
-        sized = num_nonembedding is not None and C.TOKENS in metrics
-        ended = C.run_status_state(run.info.status) in (C.FAILED, C.CANCELLED)
+        missing = [k for k in (contract.TAG_VARIANT, contract.TAG_SEED) if k not in tags]
+        num_nonembedding = contract.summary_metric(metrics, contract.NUM_NONEMBEDDING_PARAMS)
+        num_total = contract.summary_metric(metrics, contract.NUM_PARAMS_TOTAL)
+        sized = num_nonembedding is not None and contract.TOKENS in metrics
+        ended = contract.run_status_state(run.info.status) in (contract.FAILED, contract.CANCELLED)
         if not missing and not sized and ended:
             unstarted.append(run)  # ended before it logged its size: sized from its arm below
             continue
-        missing += [] if num_nonembedding is not None else [C.NUM_NONEMBEDDING_PARAMS]
-        missing += [] if C.TOKENS in metrics else [C.TOKENS]
+        missing += [] if num_nonembedding is not None else [contract.NUM_NONEMBEDDING_PARAMS]
+        missing += [] if contract.TOKENS in metrics else [contract.TOKENS]
         if missing:
             raise ValueError(
                 f"run {run.info.run_id} of study {study!r} lacks {', '.join(missing)}; "
@@ -92,17 +97,17 @@ def load_study(tracking_uri: str, experiment: str, study: str) -> tuple[pd.DataF
             )
         rows.append(
             {
-                "variant": tags[C.TAG_VARIANT],
-                "size": tags.get(C.TAG_SIZE),
+                "variant": tags[contract.TAG_VARIANT],
+                "size": tags.get(contract.TAG_SIZE),
                 "num_nonembedding_params": num_nonembedding,
                 "num_params_total": math.nan if num_total is None else num_total,
-                "tokens": metrics[C.TOKENS],
-                "flops": metrics.get(C.FLOPS, math.nan),
-                "flops_counted": tags.get(C.TAG_FLOPS_COUNTED, ""),
-                "seed": tags[C.TAG_SEED],
-                "lr": tags.get(C.TAG_LR, math.nan),
-                "final_val_loss": metrics.get(C.FINAL_VAL_LOSS, math.nan),
-                "select_val_loss": metrics.get(C.FINAL_SELECT_LOSS, math.nan),
+                "tokens": metrics[contract.TOKENS],
+                "flops": metrics.get(contract.FLOPS, math.nan),
+                "flops_counted": tags.get(contract.TAG_FLOPS_COUNTED, ""),
+                "seed": tags[contract.TAG_SEED],
+                "lr": tags.get(contract.TAG_LR, math.nan),
+                "final_val_loss": metrics.get(contract.FINAL_VAL_LOSS, math.nan),
+                "select_val_loss": metrics.get(contract.FINAL_SELECT_LOSS, math.nan),
                 "status": _status(run),
                 "run_id": run.info.run_id,
             }
@@ -126,28 +131,28 @@ def _unstarted_rows(runs: list, rows: list[dict]) -> list[dict]:
     out = []
     for run in runs:
         tags = run.data.tags
-        sibling = sized.get((tags[C.TAG_VARIANT], tags.get(C.TAG_SIZE)))
+        sibling = sized.get((tags[contract.TAG_VARIANT], tags.get(contract.TAG_SIZE)))
         if sibling is None:
             continue
-        budget = tags.get(C.TAG_BRANCH_TOKENS)
+        budget = tags.get(contract.TAG_BRANCH_TOKENS)
         out.append(
             {
                 **{k: sibling[k] for k in ("variant", "size", "num_nonembedding_params")},
                 "num_params_total": sibling["num_params_total"],
                 "tokens": float(budget) if budget else sibling["tokens"],
                 "flops": math.nan,  # estimated from N and D
-                "seed": tags[C.TAG_SEED],
-                "lr": tags.get(C.TAG_LR, math.nan),
+                "seed": tags[contract.TAG_SEED],
+                "lr": tags.get(contract.TAG_LR, math.nan),
                 "final_val_loss": math.nan,
                 "select_val_loss": math.nan,
-                "status": C.FAILED,
+                "status": contract.FAILED,
                 "run_id": run.info.run_id,
             }
         )
     return out
 
 
-CURVE_KEYS = (C.TRAIN_LOSS, C.VAL_LOSS)  # per-step metrics of the MLflow contract
+CURVE_KEYS = (contract.TRAIN_LOSS, contract.VAL_LOSS)  # per-step metrics of the MLflow contract
 
 
 def load_curves(
@@ -160,8 +165,6 @@ def load_curves(
     few hundred runs costs seconds, not one round trip after another. Runs or keys with no
     history are left out.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     client = _client(tracking_uri)
 
     def one(run_id: str) -> tuple[str, dict]:
@@ -178,6 +181,7 @@ def load_curves(
 
 def log_to_parent(tracking_uri: str | None, parent_run_id: str, out_dir: Path) -> None:
     """Attach the report, plots and verdict to the study's parent run under ``analysis/``."""
+    # mlflow is imported only when something is logged: a CSV analysis never pays for it
     import mlflow
 
     client = _client(tracking_uri or mlflow.get_tracking_uri())

@@ -9,6 +9,7 @@ the rename (``n_params``, ``n_nonembedding_params``, ``n_params_total``) are sti
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,7 @@ _NUMERIC = [
 # Sizes of one ladder differ by >= 1.5x; arms of one size by <= 1.125x (wider_mlp +12.5%,
 # nonlinear +2d per layer). A cut at 1.3x separates the two.
 SAME_SIZE_RATIO = 1.3
+NA = "not available"  # a count or number that is missing or not finite
 
 
 def size_label(n_params: float) -> str:
@@ -57,6 +59,17 @@ def size_label(n_params: float) -> str:
         if n_params >= scale:
             return f"{n_params / scale:.3g}{unit}"
     return f"{n_params:.3g}"
+
+
+def count_label(n) -> str:
+    """Parameter / token counts: ``8e5 -> "800K"``, ``1.2e6 -> "1.2M"``, ``7e9 -> "7B"``; NA
+    for anything but a finite int or float."""
+    if not (isinstance(n, int | float) and math.isfinite(n)):
+        return NA
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g}{suffix}"
+    return f"{n:.3g}"
 
 
 def derive_sizes(variant: pd.Series, n_params: pd.Series, source: str) -> pd.Series:

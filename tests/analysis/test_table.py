@@ -159,7 +159,8 @@ def test_lr_selection_uses_best_mean_and_flags_the_edge():
 
 def test_analysis_imports_no_torch_megatron_or_the_packages_above_it():
     code = (
-        "import sys, analysis, analysis.api, analysis.cli, analysis.tables.mlflow_io, analysis.report.plots; "
+        "import sys, analysis, analysis.api, analysis.cli, analysis.tables.mlflow_io, "
+        "analysis.report.plots; "
         "analysis.lr_frontier, analysis.run_analysis; "
         "bad = [m for m in sys.modules if m.split('.')[0] in "
         "('torch', 'megatron', 'scaling', 'jobs', 'models', 'data_prep')]; "

@@ -208,7 +208,7 @@ def test_load_study_leaves_out_stable_runs(mlflow_server):
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    from analysis.tables.mlflow_io import load_study
+    from analysis.tables.mlflow_io import load_study_runs
     from foundation import contract
 
     client = MlflowClient(tracking_uri=mlflow_server)
@@ -226,7 +226,7 @@ def test_load_study_leaves_out_stable_runs(mlflow_server):
         metrics["final_val_loss"] = 3.0 + i
         client.log_batch(run.info.run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()])
         client.set_terminated(run.info.run_id)
-    table, _ = load_study(mlflow_server, f"exp_{name}", name)
+    table, _ = load_study_runs(mlflow_server, f"exp_{name}", name)
     assert len(table) == 2 and sorted(table["tokens"]) == [1e6, 2e6]
     assert isinstance(table, pd.DataFrame)
 
