@@ -14,13 +14,15 @@ from analysis.stats import verdict as rules
 from analysis.stats.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.stats.compare import Comparison, baseline_map, compare
 from analysis.stats.diagnose import noise_diagnostics
-from analysis.stats.frontier import frontier_frame, lr_frontier, selection_column
+from analysis.stats.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
 from analysis.stats.held import decide_held, lr_guards
 from analysis.stats.laws import LawFit, fit_arms, fit_k
 from analysis.stats.levels import global_p, size_weights
 from analysis.stats.noise import NoiseModel
 from analysis.stats.robust import GainTest
 from analysis.tables.runs import is_usable
+
+EXCLUDED_COLUMNS = ["run_id", "variant", "size", "seed", "lr", "reason"]
 
 
 @dataclasses.dataclass
@@ -90,6 +92,33 @@ def _guards(comparison: Comparison, k_ok: bool, has_ci: bool, num_seeds: int) ->
     return guards
 
 
+@dataclasses.dataclass
+class _Measured:
+    """What every step after the LR choice reads: the N-axis table (each size's largest
+    budget), the one with every budget, the chosen runs and their bootstrap groups."""
+
+    table: pd.DataFrame
+    every_budget: pd.DataFrame
+    baselines: list[str]
+    frontiers: list[LRFrontier]
+    usable: pd.DataFrame
+    excluded: pd.DataFrame
+    groups: Groups
+    num_draws: int
+    has_ci: bool
+    base_of: dict
+
+
+@dataclasses.dataclass
+class _Judged:
+    """One variant against its baseline: the matched-compute comparison and its k(C) fit."""
+
+    comparison: Comparison
+    k_fit: LawFit | None
+    c_ref: float
+    c_max: float
+
+
 def analyse(
     table: pd.DataFrame,
     baseline: str = "linear",
@@ -101,14 +130,32 @@ def analyse(
     """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
 
     The N verdict reads, per size, only the largest budget its baseline measured
-    (``analysis.stats.tokens.n_axis_rows``); with several budgets per size the token axis is judged
-    too (``analysis.stats.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
+    (``analysis.stats.tokens.n_axis_rows``); with several budgets per size the token axis is
+    judged too (``analysis.stats.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
     check_inputs(table, baseline, num_resamples, margin_pct)
+    data = _measure(table, baseline, num_resamples, seed)
+    fits = fit_arms(data.groups)
+    judged, matched = _compare_variants(data, fits)
+    weights_only = matching.weights_only_arms(data.table)
+    variants = _judge(data, judged, baseline, margin_pct, weights_only)
+    verdict = _verdict(data, variants, fits, baseline, num_resamples, detect_gain_pct, margin_pct)
+    verdict["compute_axis"] = matching.compute_axis(data.table, matched, weights_only)
+    verdict["rule"] = rules.RULE
+    verdict["intervals"] = intervals.availability(len(data.groups.seeds), data.num_draws)
+    along_d = token_axis.analyse_tokens(data.every_budget, data.baselines, data.num_draws, seed)
+    if along_d is not None:
+        _add_token_axis(verdict, data, along_d)
+    if not verdict["intervals"]["available"]:
+        verdict = intervals.strip(verdict)
+    comparisons = {v: j.comparison for v, j in judged.items()}
+    return Analysis(verdict, data.groups, fits, data.usable, data.excluded, comparisons, along_d)
+
+
+def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) -> _Measured:
+    """The N-axis table, each cell's usable LRs, the excluded runs and the bootstrap groups."""
     baselines = parse_baselines(baseline)
     every_budget = token_axis.snap_budgets(table.reset_index(drop=True))
-    table = token_axis.n_axis_rows(
-        every_budget, baselines
-    )  # the N verdict: each size's largest budget
+    table = token_axis.n_axis_rows(every_budget, baselines)  # each size's largest budget
     frontiers = lr_frontier(table)
     usable = usable_cells(table, frontiers)
     excluded = _excluded(table, usable)
@@ -118,18 +165,25 @@ def analyse(
     num_draws = num_resamples if intervals.enough_seeds(int(usable["seed"].nunique())) else 0
     groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers))
     has_ci = groups.noise is not None and len(groups.seeds) >= rules.MIN_SEEDS and num_resamples > 0
-    info = groups.info
     base_of = baseline_map(groups, baselines)
-    fits = fit_arms(groups)
+    return _Measured(
+        table, every_budget, baselines, frontiers, usable, excluded, groups, num_draws, has_ci,
+        base_of,
+    )  # fmt: skip
+
+
+def _compare_variants(
+    data: _Measured, fits: list[LawFit]
+) -> tuple[dict[str, _Judged], dict[str, list[dict]]]:
+    """Each variant against its baseline at matched compute, and its k(C) fit (appended to
+    ``fits``); also what each matched-compute comparison reports for verdict.json."""
+    groups = data.groups
     arm_lc = {f.variant: f.full() for f in fits if f.law == "L(C)"}
-    frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
-    comparisons, judged, matched = {}, {}, {}
-    weights_only = matching.weights_only_arms(table)
-    for variant in sorted(set(info["variant"]) - set(baselines)):
+    judged, matched = {}, {}
+    for variant in sorted(set(groups.info["variant"]) - set(data.baselines)):
         comp, matched[variant] = matching.at_matched_compute(
-            compare(groups, base_of, variant), groups
+            compare(groups, data.base_of, variant), groups
         )
-        comparisons[variant] = comp
         k_fit, c_ref, c_max = None, float("nan"), float("nan")
         if comp.curve:
             compute, is_variant, loss, idx = comp.k_points(groups)
@@ -138,90 +192,116 @@ def analyse(
             starts = [arm_lc.get(comp.curve[-1].base_arm), arm_lc.get(variant)]
             k_fit = fit_k(compute, is_variant, loss, variant, idx, starts)
             fits.append(k_fit)
-        judged[variant] = (comp, k_fit, c_ref, c_max)
+        judged[variant] = _Judged(comp, k_fit, c_ref, c_max)
+    return judged, matched
 
-    tests = {v: [GainTest.of(b, groups) for b in c.curve] for v, (c, *_r) in judged.items()}
-    p_values = {v: _global_p(judged[v][0], tests[v]) if has_ci else 1.0 for v in judged}
+
+def _judge(
+    data: _Measured,
+    judged: dict[str, _Judged],
+    baseline: str,
+    margin_pct: float,
+    weights_only: list[str],
+) -> list[dict]:
+    """verdict.json's row per variant: its gain tests, held to the Holm level over variants."""
+    groups, has_ci = data.groups, data.has_ci
+    tests = {v: [GainTest.of(b, groups) for b in j.comparison.curve] for v, j in judged.items()}
+    p_values = {v: _global_p(j.comparison, tests[v]) if has_ci else 1.0 for v, j in judged.items()}
     levels = rules.holm_levels(p_values) if p_values else {}
-    variants = []
-    for variant, (comp, k_fit, c_ref, c_max) in judged.items():
-        k_ok = k_fit is not None and not np.isnan(k_fit.params[0]).any()
-        guards = _guards(comp, k_ok, has_ci, len(groups.seeds))
-        lr_guard = lr_guards(comp, info, frontier)
-        flops_guard = matching.undeclared_guard(variant, weights_only)
-        row = {"variant": variant, "baseline": baseline, "c_ref": c_ref}
-        row.update(k0=None, k0_ci95=None, gamma=None, gamma_ci95=None, extrapolated_gain_pct={})
-        gamma = k0 = None
-        if k_ok:
-            model = rules.EffectiveCompute(k_fit, c_ref)
-            k0, gamma = model.k(c_ref), model.gamma
-            row.update(k0=rules.stat(k0, has_ci)["value"], k0_ci95=rules.stat(k0, has_ci)["ci95"])
-            row.update(gamma=rules.stat(gamma, has_ci)["value"])
-            row.update(gamma_ci95=rules.stat(gamma, has_ci)["ci95"])
-            row["extrapolated_gain_pct"] = summary.extrapolations(model, c_max, has_ci)
+    frontier = {(f.variant, f.size, f.tokens): f for f in data.frontiers}
+    rows = []
+    for variant, one in judged.items():
+        k_part, k0, gamma, k_ok = _k_row(one, has_ci)
+        row = {"variant": variant, "baseline": baseline, "c_ref": one.c_ref, **k_part}
         decision = decide_held(  # rules.decide, with the conditional verdict of held guards
-            comp,
+            one.comparison,
             tests[variant],
             gamma if has_ci else None,
             k0,
             levels.get(variant),
-            guards,
-            lr_guard,
-            flops_guard,
+            _guards(one.comparison, k_ok, has_ci, len(groups.seeds)),
+            lr_guards(one.comparison, groups.info, frontier),
+            matching.undeclared_guard(variant, weights_only),
             margin_pct,
         )
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
         row.update((k, decision.pop(k)) for k in ("conditional_verdict", "conditional_assumes"))
         row["decision"] = {**decision, "variant_p": p_values[variant] if has_ci else None}
-        row["gain_pct_by_size"] = {
-            r["size"]: r for r in summary.gains_table(comp, groups, has_ci) if r["on_curve"]
-        }
-        row["gain_pct_by_budget"] = summary.gains_table(comp, groups, has_ci)
+        gains = summary.gains_table(one.comparison, groups, has_ci)
+        row["gain_pct_by_size"] = {r["size"]: r for r in gains if r["on_curve"]}
+        row["gain_pct_by_budget"] = summary.gains_table(one.comparison, groups, has_ci)
+        info = groups.info
         row["measured_compute"] = [float(info["flops"].min()), float(info["flops"].max())]
-        variants.append(row)
+        rows.append(row)
+    return rows
 
-    verdict = {
+
+def _k_row(one: _Judged, has_ci: bool) -> tuple[dict, float | None, float | None, bool]:
+    """k0, gamma (with CIs) and the named scales' gains from the variant's k(C) fit; then k0,
+    gamma and whether the fit exists (None, None, False without one)."""
+    k_ok = one.k_fit is not None and not np.isnan(one.k_fit.params[0]).any()
+    row = dict(k0=None, k0_ci95=None, gamma=None, gamma_ci95=None, extrapolated_gain_pct={})
+    if not k_ok:
+        return row, None, None, False
+    model = rules.EffectiveCompute(one.k_fit, one.c_ref)
+    k0, gamma = model.k(one.c_ref), model.gamma
+    row.update(k0=rules.stat(k0, has_ci)["value"], k0_ci95=rules.stat(k0, has_ci)["ci95"])
+    row.update(gamma=rules.stat(gamma, has_ci)["value"])
+    row.update(gamma_ci95=rules.stat(gamma, has_ci)["ci95"])
+    row["extrapolated_gain_pct"] = summary.extrapolations(model, one.c_max, has_ci)
+    return row, k0, gamma, True
+
+
+def _verdict(
+    data: _Measured,
+    variants: list[dict],
+    fits: list[LawFit],
+    baseline: str,
+    num_resamples: int,
+    detect_gain_pct: float,
+    margin_pct: float,
+) -> dict:
+    """verdict.json of the N axis: the study's counts, each variant's row, fits and noise."""
+    info, groups, table = data.groups.info, data.groups, data.table
+    return {
         "baseline": baseline,
-        "baselines": baselines,
+        "baselines": data.baselines,
         "baseline_by_size": {
             f"{s}@{t:.3g}": str(info.at[g, "variant"])
-            for (s, t), g in sorted(base_of.items(), key=lambda kv: kv[0][1])
+            for (s, t), g in sorted(data.base_of.items(), key=lambda kv: kv[0][1])
         },
         "num_runs": int(len(table)),
-        "num_used": int(len(usable)),
+        "num_used": int(len(data.usable)),
         "num_seeds": int(len(groups.seeds)),
-        "num_resamples": int(num_resamples if has_ci else 0),
+        "num_resamples": int(num_resamples if data.has_ci else 0),
         "multiple_comparisons": _multiple(len(variants)),
         "measured_compute": [float(info["flops"].min()), float(info["flops"].max())],
         "named_scales": summary.named_scales(),
         "flops_per_param_token_at_named_scales": {
             name: x["flops_per_param_token"] for name, x in summary.named_scales().items()
         },
-        "excluded_runs": _records(excluded, ["run_id", "variant", "size", "seed", "lr", "reason"]),
+        "excluded_runs": _records(data.excluded, EXCLUDED_COLUMNS),
         "variants": variants,
-        "fits": summary.fit_summary(fits, has_ci),
-        "seed_noise": summary.seed_noise(groups, base_of, detect_gain_pct),
+        "fits": summary.fit_summary(fits, data.has_ci),
+        "seed_noise": summary.seed_noise(groups, data.base_of, detect_gain_pct),
         "noise_model": _noise(groups.noise),
         "noise_diagnostics": noise_diagnostics(groups),
         "margin_pct": float(margin_pct),
-        "lr_selection": _records(frontier_frame(frontiers), list(frontier_frame([]).columns)),
+        "lr_selection": _records(frontier_frame(data.frontiers), list(frontier_frame([]).columns)),
         "lr_chosen_on": selection_column(table),
         "flops_estimated": bool(table["flops_estimated"].any()),
-        "compute_axis": matching.compute_axis(table, matched, weights_only),
-        "rule": rules.RULE,
     }
-    verdict["intervals"] = intervals.availability(len(groups.seeds), num_draws)
-    along_d = token_axis.analyse_tokens(every_budget, baselines, num_draws, seed)
-    if along_d is not None:
-        verdict["num_runs"] = int(len(every_budget))
-        used = usable_cells(every_budget, lr_frontier(every_budget))
-        columns = ["run_id", "variant", "size", "seed", "lr", "reason"]
-        verdict["excluded_runs"] = _records(_excluded(every_budget, used), columns)
-        verdict["tokens"] = along_d.verdict
-        verdict["fits"] += summary.fit_summary(along_d.fits, has_ci)
-    if not verdict["intervals"]["available"]:
-        verdict = intervals.strip(verdict)
-    return Analysis(verdict, groups, fits, usable, excluded, comparisons, along_d)
+
+
+def _add_token_axis(verdict: dict, data: _Measured, along_d: token_axis.TokenAnalysis) -> None:
+    """With several budgets per size: every budget's runs counted and excluded, and the token
+    axis's verdict and fits."""
+    every_budget = data.every_budget
+    verdict["num_runs"] = int(len(every_budget))
+    used = usable_cells(every_budget, lr_frontier(every_budget))
+    verdict["excluded_runs"] = _records(_excluded(every_budget, used), EXCLUDED_COLUMNS)
+    verdict["tokens"] = along_d.verdict
+    verdict["fits"] += summary.fit_summary(along_d.fits, data.has_ci)
 
 
 def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
