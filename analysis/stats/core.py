@@ -213,7 +213,7 @@ def _judge(
     for variant, one in judged.items():
         k_part, k0, gamma, k_ok = _k_row(one, has_ci)
         row = {"variant": variant, "baseline": baseline, "c_ref": one.c_ref, **k_part}
-        decision = decide_held(  # rules.decide, with the conditional verdict of held guards
+        decision = decide_held(  # rules.apply_rule, with the conditional verdict of held guards
             one.comparison,
             tests[variant],
             gamma if has_ci else None,

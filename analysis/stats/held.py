@@ -44,7 +44,7 @@ def conditional(
     guard would still leave it inconclusive (then the condition changes nothing)."""
     if other_guards:
         return None
-    decision = rules.decide(comparison, tests, gamma, k0, level, [], margin_pct)
+    decision = rules.apply_rule(comparison, tests, gamma, k0, level, [], margin_pct)
     if decision["verdict"] == "inconclusive":
         return None
     return {"verdict": decision["verdict"], "reason": decision["reason"]}
@@ -76,11 +76,11 @@ def decide_held(
     flops_guard: list[str],
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
 ) -> dict:
-    """``analysis.stats.verdict.decide`` on every guard, plus ``conditional_verdict`` and
+    """``analysis.stats.verdict.apply_rule`` on every guard, plus ``conditional_verdict`` and
     ``conditional_assumes`` (None unless a held guard alone kept it from a claim); the
     conditional verdict and its clauses close the reason."""
     held = lr_guard + flops_guard
-    decision = rules.decide(comparison, tests, gamma, k0, level, guards + held, margin_pct)
+    decision = rules.apply_rule(comparison, tests, gamma, k0, level, guards + held, margin_pct)
     cond = conditional(comparison, tests, gamma, k0, level, guards, margin_pct) if held else None
     assumed = assumption(lr_guard, flops_guard)
     decision["reason"] = with_conditional(decision["reason"], cond, assumed)

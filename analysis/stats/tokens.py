@@ -164,7 +164,7 @@ def slope(points: list[Point]) -> np.ndarray:
     return yc @ xc / float(xc @ xc)
 
 
-def lr_guards(points: list[Point], slices: list[Slice]) -> list[str]:
+def token_lr_guards(points: list[Point], slices: list[Slice]) -> list[str]:
     """One sentence naming every compared (arm, size, tokens) whose best LR is not bracketed."""
     frontier = {k: f for sl in slices for k, f in sl.frontier.items()}
     cells = []
@@ -261,8 +261,10 @@ def analyse_tokens(
     levels = verdicts.holm_levels(p_values) if p_values else {}
     rows = []
     for variant, (points, top) in judged.items():
-        guards = verdict_d.guards(points, top) + lr_guards(verdict_d.axis_points(points), slices)
-        decision = verdict_d.decide(points, top, slope(points), levels.get(variant), guards)
+        guards = verdict_d.guards(points, top) + token_lr_guards(
+            verdict_d.axis_points(points), slices
+        )
+        decision = verdict_d.apply_rule_d(points, top, slope(points), levels.get(variant), guards)
         rows.append(
             {
                 "variant": variant,

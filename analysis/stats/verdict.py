@@ -147,7 +147,7 @@ def sign(interval: list[float] | None, ref: float = 0.0) -> int:
     return 1 if interval[0] > ref else -1 if interval[1] < ref else 0
 
 
-def decide(
+def apply_rule(
     comparison: Comparison,
     tests: list,
     gamma: np.ndarray | None,

@@ -50,7 +50,7 @@ def top_point(points: list):
 
 
 def guards(points: list, top) -> list[str]:
-    """Rule 1's sentences, except the LR guard (``analysis.stats.tokens.lr_guards``)."""
+    """Rule 1's sentences, except the LR guard (``analysis.stats.tokens.token_lr_guards``)."""
     counts: dict[str, int] = {}
     for p in points:
         counts[p.budget.size] = counts.get(p.budget.size, 0) + 1
@@ -74,7 +74,9 @@ def _gain_clause(p, interval: list[float]) -> str:
     return rules.clause(f"gain@{b.size}/{b.tokens:.3g}", float(b.gain_loss[0]), interval)
 
 
-def decide(points: list, top, slope: np.ndarray, level: float | None, guards: list[str]) -> dict:
+def apply_rule_d(
+    points: list, top, slope: np.ndarray, level: float | None, guards: list[str]
+) -> dict:
     """Apply RULE_D. ``slope [B+1]`` (``analysis.stats.tokens.slope``); ``level`` the Holm level
     (None = the step-down stopped before this variant); ``guards`` failed guards (sentences)."""
     out: dict = {"level": level, "top_gain": None, "slope": None}

@@ -156,7 +156,7 @@ def _diverge_above_optimum(rows: list[dict], rng: np.random.Generator) -> list[d
 
 
 def scenario(name: str, rng_seed: int) -> pd.DataFrame:
-    """One of the issue's imperfect studies (see ``EXPECTED``), with its own noise draw."""
+    """One of the imperfect studies (see ``EXPECTED``), with its own noise draw."""
     base = {"linear": chinchilla}
     if name == "smaller_variant":  # = baseline at 0.67x parameters: worse everywhere
         rows = ladder({**base, "nonlinear": lambda n, d: chinchilla(0.67 * n, d)}, rng_seed)

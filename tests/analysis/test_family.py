@@ -14,7 +14,7 @@ from analysis.stats.compare import Budget, Comparison
 from analysis.stats.core import analyse
 from analysis.stats.frontier import lr_frontier
 from analysis.stats.robust import PAIRED, GainTest
-from analysis.stats.verdict import decide
+from analysis.stats.verdict import apply_rule
 from analysis.synthetic.scenarios import NOISES, Noise, noisy_study
 
 SIZES = ["1M", "3M", "10M", "30M"]
@@ -55,12 +55,12 @@ def test_fades_needs_a_size_significant_in_the_family_not_a_chance_one():
     after nothing else is rejected: 0.25%), so no claim is made."""
     comp, tests, gamma, k0 = _family([0.5, 0.0, 0.0, 0.0], 0.21, (-0.2, 0.03))
     assert 0.01 < tests[0].p() < 0.05  # significant alone
-    out = decide(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
+    out = apply_rule(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
     assert out["verdict"] in ("none", "undetected"), out["reason"]  # no claim
     assert not any(s["rejected"] for s in out["sizes"])
     # the same size clearly significant: fades, naming it
     comp, tests, gamma, k0 = _family([1.5, 0.0, 0.0, 0.0], 0.21, (-0.2, 0.03))
-    out = decide(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
+    out = apply_rule(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
     assert out["verdict"] == "fades" and "gain@1M" in out["reason"]
     assert out["sizes"][0]["rejected"] and out["sizes"][0]["p"] <= out["sizes"][0]["level"]
 
@@ -70,7 +70,7 @@ def test_grows_needs_the_top_size_rejected_at_its_family_level():
     comp, tests, gamma, k0 = _family([0.0, 0.0, 0.0, 0.421], 0.21, (0.2, 0.03))
     p_top = tests[-1].p()
     assert levels.TOP_ALPHA < p_top < levels.ALPHA
-    out = decide(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
+    out = apply_rule(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
     assert out["verdict"] == "undetected" and not out["top_gain_pct"]["rejected"]
     assert out["top_gain_pct"]["level"] == pytest.approx(levels.TOP_ALPHA)
 
