@@ -1,4 +1,6 @@
-"""The analysis itself, with no I/O: run table in, verdict dict out.
+"""The analysis itself: run table in, verdict dict out, with no I/O (one exception:
+``power.noise_from_source`` reads a finished study through ``analysis.tables`` for
+``scaling plan --noise``).
 
 ``core`` runs the whole analysis (``analyse``); it lives here rather than at the package top
 because it is pure statistics (no files, no MLflow) and the report's figures read the
