@@ -1,5 +1,12 @@
 """Scaling-law fits per variant and a verdict on whether a gain persists with scale.
 
+- ``analysis.tables``: run tables in (CSV, a study's MLflow runs, the spec's few keys) and out.
+- ``analysis.stats``: the analysis itself: fits, noise, LR frontier, gain tests, verdict, power.
+- ``analysis.report``: what a person reads: numbers, headline, report, figures, terminal lines.
+- ``analysis.synthetic``: studies whose truth is known, for tests and the benchmark.
+- ``analysis.api`` (``run_analysis``: table in, files out) and ``analysis.cli`` (``scaling
+  analyze``) sit on top. Arrows point one way: tables <- stats <- report <- api/cli.
+
 Reads a run table (MLflow or CSV); imports no torch or model code. Names are loaded on first
 use so that importing the CLI stays cheap. ``lr_frontier`` is the LR contract scaling's
 refinement builds on (docs/interfaces.md).
@@ -7,25 +14,24 @@ refinement builds on (docs/interfaces.md).
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-__all__ = ["run_analysis", "load_csv", "load_study", "lr_frontier", "LRFrontier"]
+__all__ = ["run_analysis", "load_csv", "load_study_runs", "lr_frontier", "LRFrontier"]
 __all__ += ["noise_from_source", "power_table"]
 
 _WHERE = {
     "run_analysis": "analysis.api",
-    "load_csv": "analysis.table",
-    "load_study": "analysis.mlflow_io",
-    "lr_frontier": "analysis.frontier",
-    "LRFrontier": "analysis.frontier",
-    "noise_from_source": "analysis.power",  # `scaling plan --noise`
-    "power_table": "analysis.power",
+    "load_csv": "analysis.tables.runs",
+    "load_study_runs": "analysis.tables.mlflow_io",
+    "lr_frontier": "analysis.stats.frontier",
+    "LRFrontier": "analysis.stats.frontier",
+    "noise_from_source": "analysis.stats.power",  # `scaling plan --noise`
+    "power_table": "analysis.stats.power",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
-        import importlib
-
         return getattr(importlib.import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")

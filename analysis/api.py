@@ -10,7 +10,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.core import analyse, check_inputs
+from analysis.report.document import write_report
+from analysis.report.plots import all_plots
+from analysis.report.training_curves import chosen_runs
+from analysis.stats.core import analyse, check_inputs
+from analysis.tables.mlflow_io import log_to_parent
 
 
 def run_analysis(
@@ -28,36 +32,29 @@ def run_analysis(
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
-    ``table`` has the columns of ``analysis.table.COLUMNS`` (``load_csv`` / ``load_study`` make
-    one). ``lr_search``: the study's LR-search summary (``rounds``, ``num_added_cells``,
-    ``open_arms``, ``stopped_arms``), shown in the report. With ``parent_run_id`` everything
-    written is also logged to that MLflow run under ``analysis/``. ``curves`` (run_id -> {key:
-    (steps, values)}) adds the training-curve plot; a function of run ids instead (``lambda ids:
-    load_curves(uri, ids)``) is called once the LRs are chosen, with the runs the plot draws
-    only (at each arm's chosen LR). ``margin_pct``: the equivalence margin of the verdict
-    (``none`` vs ``undetected``; the study's ``verdict.margin_pct``).
+    ``table`` has the columns of ``analysis.tables.runs.COLUMNS`` (``load_csv`` /
+    ``load_study_runs`` make one). ``lr_search``: the study's LR-search summary (``rounds``,
+    ``num_added_cells``, ``open_arms``, ``stopped_arms``), shown in the report. With
+    ``parent_run_id`` everything written is also logged to that MLflow run under ``analysis/``.
+    ``curves`` (run_id -> {key: (steps, values)}) adds the training-curve plot; a function of run
+    ids instead (``lambda ids: load_curves(uri, ids)``) is called once the LRs are chosen, with the
+    runs the plot draws only (at each arm's chosen LR). ``margin_pct``: the equivalence margin of
+    the verdict (``none`` vs ``undetected``; the study's ``verdict.margin_pct``).
     """
     check_inputs(table, baseline, num_resamples, margin_pct)
     result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct)
     if lr_search is not None:
         result.verdict["lr_search"] = lr_search
-    from analysis.plots import all_plots
-    from analysis.report import write_report
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdict.json").write_text(
         json.dumps(json_safe(result.verdict), indent=2, allow_nan=False)
     )
     if callable(curves):
-        from analysis.plot_training import chosen_runs
-
         curves = curves(list(chosen_runs(result)["run_id"]))
     figures = all_plots(result, out, curves)
     write_report(result.verdict, figures, out, "csv" if curves is None else "mlflow")
     if parent_run_id is not None:
-        from analysis.mlflow_io import log_to_parent
-
         log_to_parent(tracking_uri, parent_run_id, out)
     return result.verdict
 

@@ -10,54 +10,8 @@ from pathlib import Path
 
 import typer
 
-from foundation import contract as C
-from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
-
-
-def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
-    """(tracking_uri, experiment, study name, analysis folder) from a study spec.
-
-    Reads only its ``name``, ``mlflow`` and ``output_dir`` keys (`foundation.config.load_file`):
-    analysis imports nothing from the packages above it. The folder is `scaling run`'s: relative
-    paths resolve against the spec's folder, as `scaling.loader` resolves them
-    (`foundation.studypaths`).
-    """
-    from foundation.config import load_file
-
-    spec = load_file(spec_path)  # ConfigError (a ValueError) naming the file
-    name = spec.get("name")
-    mlflow = spec.get("mlflow")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{spec_path}: `name` (the study name) is missing; add `name: my_study`")
-    if not isinstance(mlflow, dict):
-        raise ValueError(
-            f"{spec_path}: the `mlflow` section is missing; add `mlflow: {{experiment: ..., "
-            "tracking_uri: ...}}`"
-        )
-    missing = [k for k in ("experiment", "tracking_uri") if not isinstance(mlflow.get(k), str)]
-    if missing:
-        raise ValueError(
-            f"{spec_path}: mlflow.{missing[0]} is missing; set it to the study's MLflow "
-            f"{'experiment name' if missing[0] == 'experiment' else 'server URI'}"
-        )
-    base = Path(spec_path).absolute().parent
-    output_dir = resolve_path(spec.get("output_dir") or DEFAULT_OUTPUT_DIR.format(name=name), base)
-    folder = C.analysis_folder(name, str(output_dir))
-    uri = resolve_tracking_uri(mlflow["tracking_uri"], base)
-    return uri, mlflow["experiment"], name, folder
-
-
-def spec_margin(spec_path: Path) -> float | None:
-    """The spec's ``verdict.margin_pct`` (None when it sets none); read like ``study_source``."""
-    from foundation.config import load_file
-
-    section = load_file(spec_path).get("verdict") or {}
-    margin = section.get("margin_pct") if isinstance(section, dict) else None
-    if margin is not None and not (isinstance(margin, int | float) and margin > 0):
-        raise ValueError(
-            f"{spec_path}: verdict.margin_pct {margin!r}; give a positive % of the loss, e.g. 0.5"
-        )
-    return None if margin is None else float(margin)
+from analysis.tables.spec import spec_margin, study_source
+from foundation import contract
 
 
 def analyze(
@@ -107,12 +61,17 @@ def _analyze(
     study, runs_csv, out, baseline, tracking_uri, experiment, study_name,
     resamples, seed, detect_gain, log_to_parent, margin=None,
 ) -> None:  # fmt: skip
+    # the analysis (pandas, scipy, mlflow) loads only when `scaling analyze` runs: `scaling
+    # --help` and the other commands import this module and stay fast
+    from analysis.api import run_analysis
+    from analysis.report.terminal import verdict_lines
+    from analysis.tables.mlflow_io import load_curves, load_study_runs
+    from analysis.tables.runs import load_csv
+
     parent, curves = None, None
     if margin is None and study is not None:
         margin = spec_margin(study)
     if runs_csv is not None:
-        from analysis.table import load_csv
-
         table = load_csv(runs_csv)
         out = out or Path("results") / runs_csv.stem / "analysis"
     else:
@@ -126,14 +85,10 @@ def _analyze(
             raise typer.BadParameter(
                 "without STUDY give --tracking-uri, --experiment, --study-name"
             )
-        from analysis.mlflow_io import load_curves, load_study
-
-        table, parent = load_study(uri, exp, name)
+        table, parent = load_study_runs(uri, exp, name)
         curves = lambda ids, uri=uri: load_curves(uri, ids)  # noqa: E731 (drawn runs only)
         tracking_uri = uri
-        out = out or folder or C.analysis_folder(name)
-    from analysis.api import run_analysis
-
+        out = out or folder or contract.analysis_folder(name)
     verdict = run_analysis(
         table,
         out,
@@ -146,8 +101,6 @@ def _analyze(
         curves=curves,
         margin_pct=0.5 if margin is None else margin,
     )
-    from analysis.terminal import verdict_lines
-
     for line in verdict_lines(verdict):
         typer.echo(line)
     typer.echo(f"report: {out / 'report.html'}")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.core import analyse
-from analysis.synthetic import Effect, make_study
+from analysis.stats.core import analyse
+from analysis.synthetic.studies import Effect, make_study
 
 BUDGET_S = 30.0
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "chinchilla_fig4_points.csv"
@@ -49,7 +49,7 @@ def bench_study(num_resamples: int) -> float:
 
 
 def bench_demo(num_resamples: int) -> float:
-    from analysis.table import load_csv
+    from analysis.tables.runs import load_csv
 
     table = load_csv(DEMO)
     t0 = time.perf_counter()
@@ -70,7 +70,7 @@ def bench_demo(num_resamples: int) -> float:
 def bench_chinchilla() -> float:
     import pandas as pd
 
-    from analysis import fit
+    from analysis.stats import fit
 
     table = pd.read_csv(FIXTURE).sort_values("loss").iloc[:-5]
     n = table["Model Size"].to_numpy()

@@ -177,7 +177,7 @@ def _fail(message: str) -> None:
 
 def _check_noise_args(noise: str, target_gain: float | None) -> None:
     """A bad --noise or --target-gain is refused before the study is read."""
-    from analysis.power import noise_source_kind
+    from analysis.stats.power import noise_source_kind
 
     try:
         noise_source_kind(noise)
@@ -190,7 +190,7 @@ def _check_noise_args(noise: str, target_gain: float | None) -> None:
 def _print_power(spec, noise: str, target_gain: float | None, baseline: str) -> None:
     from mlflow.exceptions import MlflowException
 
-    from analysis.power import noise_from_source
+    from analysis.stats.power import noise_from_source
     from scaling.plan import power_plan
 
     try:
@@ -403,7 +403,7 @@ def run(
         )
     _status_table(outcome.study or spec)  # the cells the LR search added too
     if outcome.verdict is not None:
-        from analysis.terminal import verdict_lines
+        from analysis.report.terminal import verdict_lines
 
         for line in verdict_lines(outcome.verdict):
             typer.echo(line)

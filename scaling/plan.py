@@ -7,7 +7,7 @@ parallelism.
 
 With `--noise`, `power_plan` adds what the study's seeds can detect: per size the minimum
 detectable paired gain (80% power, the verdict's top-size test) and the seeds a target gain
-needs, from `analysis.power.power_table`, the function the report's seed-noise table uses too.
+needs, from `analysis.stats.power.power_table`, the function the report's seed-noise table uses too.
 """
 
 from __future__ import annotations
@@ -244,10 +244,10 @@ def _pct(value: float | None) -> str:
 def power_plan(
     study: ResolvedStudy | Study, sd_by_size: dict[str, float], target_gain: float | None = None
 ) -> tuple[list[str], list[list[str]], str]:
-    """(header, rows, note): per size of the study, the seed sd (``analysis.power``'s
+    """(header, rows, note): per size of the study, the seed sd (``analysis.stats.power``'s
     paired-difference sd in % of loss, from ``noise_from_source``), the minimum detectable
     paired gain with the study's seeds and, with ``target_gain`` (%), the seeds it needs."""
-    from analysis.power import MAX_SEEDS, power_table, sd_for_sizes
+    from analysis.stats.power import MAX_SEEDS, power_table, sd_for_sizes
     from foundation.contract import size_key
 
     study = resolve(study)
@@ -271,7 +271,7 @@ def power_plan(
     note = (
         "detectable gain: the smallest true paired gain (baseline loss - variant loss, % of "
         "the baseline's loss) the verdict's top-size test (a paired t-test on the study's seeds, "
-        "two-sided 4%) detects with 80% power (exact noncentral t, analysis.power)"
+        "two-sided 4%) detects with 80% power (exact noncentral t, analysis.stats.power)"
     )
     return header, out, note
 

@@ -34,7 +34,7 @@ from foundation.atomic import write_text
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.frontier import LRFrontier
+    from analysis.stats.frontier import LRFrontier
     from scaling.mlflow_state import CellRun
     from scaling.resolved import ResolvedStudy
     from scaling.state import StatusRow
@@ -138,13 +138,13 @@ def scan_table(
 ) -> pd.DataFrame:
     """The analysis run table of the study's cells, in the state vocabulary of `status`.
 
-    Built from the same MLflow runs `analysis.mlflow_io.load_study` reads, but through the
-    study's cells: a crashed cell never logged its `tokens`, and the search must still count it
+    Built from the same MLflow runs `analysis.tables.mlflow_io.load_study_runs` reads, but through
+    the study's cells: a crashed cell never logged its `tokens`, and the search must still count it
     (as failed) instead of refusing the whole table.
     """
     import pandas as pd
 
-    from analysis.table import normalise
+    from analysis.tables.runs import normalise
     from models.accounting import num_nonembedding_params
 
     cells = {c.cell_id: c for c in study.cells}
@@ -169,7 +169,7 @@ def scan_table(
 
 
 def _arm(f: LRFrontier) -> str:
-    from analysis.frontier import fmt_lr
+    from analysis.stats.frontier import fmt_lr
 
     best = "no usable LR" if f.best_lr is None else f"best {fmt_lr(f.best_lr)}"
     return f"{f.variant} {f.size} @{f.tokens:.3g} tokens: {f.state}, {best}"
@@ -182,7 +182,7 @@ def decide(spec: Study, table: pd.DataFrame, state: SearchState, known: set[str]
     `table` holds the study's runs (`scan_table`); `known` the cell ids that exist, so an LR
     that rounds to a tried cell id (3 significant digits) counts as tried and is not re-added.
     """
-    from analysis.frontier import fmt_lr, lr_frontier
+    from analysis.stats.frontier import fmt_lr, lr_frontier
     from scaling.grid import cell_id
 
     search = spec.lr.search
@@ -279,7 +279,7 @@ def advance(
 
 def status_lines(study: ResolvedStudy, rows: list[StatusRow]) -> list[str]:
     """`scaling status`: the round, each arm's current best LR, and which arms are still open."""
-    from analysis.frontier import fmt_lr, lr_frontier
+    from analysis.stats.frontier import fmt_lr, lr_frontier
     from scaling.mlflow_state import cell_runs
 
     spec = study.spec

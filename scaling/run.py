@@ -312,10 +312,10 @@ def analyze_study(
     `search`: the LR search's final state; the report names the arms it left at an edge.
     """
     from analysis.api import run_analysis
-    from analysis.mlflow_io import load_curves, load_study
+    from analysis.tables.mlflow_io import load_curves, load_study_runs
 
     uri = study.mlflow.tracking_uri
-    table, parent_id = load_study(uri, study.mlflow.experiment, study.name)
+    table, parent_id = load_study_runs(uri, study.mlflow.experiment, study.name)
     out = Path(out_dir) if out_dir else C.analysis_folder(study.name, study.spec.output_dir)
     verdict = run_analysis(
         table,

@@ -205,7 +205,7 @@ class CostSpec:
 
 @dataclass
 class VerdictSpec:
-    """How the analysis words its verdict (`analysis.verdict.RULE`).
+    """How the analysis words its verdict (`analysis.stats.verdict.RULE`).
 
     `margin_pct`: the gain (% of the baseline's loss) below which a difference does not matter:
     `none` needs the whole top-size interval within +-margin, else an interval containing 0 is

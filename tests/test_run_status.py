@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
-from analysis import mlflow_io
+from analysis.tables import mlflow_io
 from foundation import contract as C
 from scaling.mlflow_state import CellRun
 from scaling.state import cell_state

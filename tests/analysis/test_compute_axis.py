@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from analysis.api import run_analysis
 from analysis.cli import analyze
-from analysis.core import analyse
-from analysis.scenarios import at_compute_multiplier, chinchilla, ladder
-from analysis.table import normalise
-from analysis.terminal import verdict_lines
+from analysis.report.terminal import verdict_lines
+from analysis.stats.core import analyse
+from analysis.synthetic.scenarios import at_compute_multiplier, chinchilla, ladder
+from analysis.tables.runs import normalise
 
 EXTRA = 1.03  # FLOPs per token of the variant over the baseline's
 CLAIMS = ("persists", "grows", "fades", "hurts", "helps")  # per-FLOP or gain claims

@@ -16,8 +16,8 @@ import time
 import pytest
 from scipy import stats
 
-from analysis.core import analyse
-from analysis.scenarios import compute_law_study
+from analysis.stats.core import analyse
+from analysis.synthetic.scenarios import compute_law_study
 
 K0, GAMMA = 1.3, 0.0
 NUM_STUDIES = 200
@@ -53,7 +53,7 @@ def test_noise_components_are_recovered_and_inflated_by_t_over_z():
     import numpy as np
     from scipy import stats
 
-    from analysis import noise
+    from analysis.stats import noise
 
     rng = np.random.default_rng(0)
     sizes, cells, seeds = 5, 3, 40

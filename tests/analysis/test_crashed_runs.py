@@ -19,11 +19,11 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from analysis.core import analyse
-from analysis.frontier import BRACKETED, lr_frontier
-from analysis.mlflow_io import load_study
-from analysis.scenarios import EXPECTED, lr_opt, scenario
-from foundation import contract as C
+from analysis.stats.core import analyse
+from analysis.stats.frontier import BRACKETED, lr_frontier
+from analysis.synthetic.scenarios import EXPECTED, lr_opt, scenario
+from analysis.tables.mlflow_io import load_study_runs
+from foundation import contract
 from tests.analysis.test_scenarios import check_reason
 
 pytestmark = pytest.mark.slow
@@ -43,26 +43,26 @@ def _crashed(row: dict) -> bool:
 
 def _write(client: MlflowClient, exp_id: str, study: str, row: dict, crashed: bool) -> str:
     tags = {
-        C.TAG_STUDY: study,
-        C.TAG_VARIANT: row["variant"],
-        C.TAG_SIZE: row["size"],
-        C.TAG_SEED: str(row["seed"]),
-        C.TAG_LR: f"{row['lr']:.6g}",
+        contract.TAG_STUDY: study,
+        contract.TAG_VARIANT: row["variant"],
+        contract.TAG_SIZE: row["size"],
+        contract.TAG_SEED: str(row["seed"]),
+        contract.TAG_LR: f"{row['lr']:.6g}",
     }
     if crashed:  # created at submit, never started: tags only
         run = client.create_run(exp_id, tags=tags)
         status = "KILLED" if row["seed"] % 2 else "FAILED"
         client.set_terminated(run.info.run_id, status)
         return run.info.run_id
-    outcome = C.DIVERGED if row["status"] == "diverged" else C.COMPLETED
-    run = client.create_run(exp_id, tags=tags | {C.TAG_OUTCOME: outcome})
+    outcome = contract.DIVERGED if row["status"] == "diverged" else contract.COMPLETED
+    run = client.create_run(exp_id, tags=tags | {contract.TAG_OUTCOME: outcome})
     summary = {
-        C.NUM_NONEMBEDDING_PARAMS: row["num_nonembedding_params"],
-        C.TOKENS: row["tokens"],
-        C.FLOPS: row["flops"],
+        contract.NUM_NONEMBEDDING_PARAMS: row["num_nonembedding_params"],
+        contract.TOKENS: row["tokens"],
+        contract.FLOPS: row["flops"],
     }
     if not math.isnan(row["final_val_loss"]):
-        summary[C.FINAL_VAL_LOSS] = row["final_val_loss"]
+        summary[contract.FINAL_VAL_LOSS] = row["final_val_loss"]
     client.log_batch(run.info.run_id, metrics=[Metric(k, v, 0, 0) for k, v in summary.items()])
     client.set_terminated(run.info.run_id, "FINISHED")
     return run.info.run_id
@@ -87,25 +87,29 @@ def test_crashed_runs_count_as_failed_lrs_and_change_nothing_else(mlflow_server,
     # a crashed run of a size no run measured: nothing to size it by, so it is left out
     orphan = client.create_run(
         exp_id,
-        tags={C.TAG_STUDY: name, C.TAG_VARIANT: "nonlinear", C.TAG_SIZE: "999M"}
-        | {C.TAG_SEED: "0", C.TAG_LR: "0.001"},
+        tags={
+            contract.TAG_STUDY: name,
+            contract.TAG_VARIANT: "nonlinear",
+            contract.TAG_SIZE: "999M",
+        }
+        | {contract.TAG_SEED: "0", contract.TAG_LR: "0.001"},
     )
     client.set_terminated(orphan.info.run_id, "FAILED")
 
-    loaded, _ = load_study(mlflow_server, f"exp_{name}", name)
+    loaded, _ = load_study_runs(mlflow_server, f"exp_{name}", name)
     assert orphan.info.run_id not in set(loaded["run_id"])
     assert sorted(loaded["run_id"]) == sorted(ids)
 
     # the same study with those cells failed, written directly
     expected = truth.copy()
-    expected.loc[crashed, "status"] = C.FAILED
+    expected.loc[crashed, "status"] = contract.FAILED
     expected.loc[crashed, "final_val_loss"] = np.nan
     got, want = _ordered(loaded), _ordered(expected)
     for col in ["size", "status", "num_nonembedding_params", "tokens", "seed", "lr"]:
         assert got[col].tolist() == want[col].tolist(), col
     assert np.allclose(got["final_val_loss"], want["final_val_loss"], equal_nan=True)
     assert np.allclose(got["flops"], want["flops"])  # a crashed row's: estimated as 6 N D
-    assert (got["status"] == C.FAILED).sum() == sum(crashed) == 5 * 4 + 1
+    assert (got["status"] == contract.FAILED).sum() == sum(crashed) == 5 * 4 + 1
 
     # the analysis of each is one and the same, and right for the truth
     a_got = analyse(got, num_resamples=300, seed=rng_seed)

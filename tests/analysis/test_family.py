@@ -8,15 +8,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis import levels as LV
-from analysis import noise as NZ
-from analysis.cells import build_groups, selected_lrs, usable_cells
-from analysis.compare import Budget, Comparison
-from analysis.core import analyse
-from analysis.frontier import lr_frontier
-from analysis.robust import PAIRED, GainTest
-from analysis.scenarios import NOISES, Noise, noisy_study
-from analysis.verdict import decide
+from analysis.stats import levels, noise
+from analysis.stats.cells import build_groups, selected_lrs, usable_cells
+from analysis.stats.compare import Budget, Comparison
+from analysis.stats.core import analyse
+from analysis.stats.frontier import lr_frontier
+from analysis.stats.robust import PAIRED, GainTest
+from analysis.stats.verdict import apply_rule
+from analysis.synthetic.scenarios import NOISES, Noise, noisy_study
 
 SIZES = ["1M", "3M", "10M", "30M"]
 
@@ -37,17 +36,17 @@ def _family(gains: list[float], se: float, gamma: tuple[float, float], rng_seed:
 
 
 def test_weighted_holm_gives_the_top_size_80_percent_and_passes_weight_on():
-    weights = LV.size_weights(5)
+    weights = levels.size_weights(5)
     assert weights[-1] == pytest.approx(0.8) and sum(weights) == pytest.approx(1.0)
     # a small size at p 0.03 is significant unadjusted, not in the family (level 0.0025)
-    rejected, tested = LV.weighted_holm([0.03, 0.5, 0.5, 0.5, 0.5], weights, 0.05)
+    rejected, tested = levels.weighted_holm([0.03, 0.5, 0.5, 0.5, 0.5], weights, 0.05)
     assert rejected == [False] * 5 and tested[0] == pytest.approx(0.0025)
     assert tested[-1] == pytest.approx(0.04)
     # the top rejected first passes its weight on: the others are then tested at 0.0125
-    rejected, tested = LV.weighted_holm([0.011, 0.5, 0.5, 0.5, 0.001], weights, 0.05)
+    rejected, tested = levels.weighted_holm([0.011, 0.5, 0.5, 0.5, 0.001], weights, 0.05)
     assert rejected == [True, False, False, False, True]
     assert tested[0] == pytest.approx(0.0125) and tested[-1] == pytest.approx(0.04)
-    assert LV.global_p([0.011, 0.5, 0.5, 0.5, 0.001], weights) == pytest.approx(0.00125)
+    assert levels.global_p([0.011, 0.5, 0.5, 0.5, 0.001], weights) == pytest.approx(0.00125)
 
 
 def test_fades_needs_a_size_significant_in_the_family_not_a_chance_one():
@@ -56,12 +55,12 @@ def test_fades_needs_a_size_significant_in_the_family_not_a_chance_one():
     after nothing else is rejected: 0.25%), so no claim is made."""
     comp, tests, gamma, k0 = _family([0.5, 0.0, 0.0, 0.0], 0.21, (-0.2, 0.03))
     assert 0.01 < tests[0].p() < 0.05  # significant alone
-    out = decide(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
+    out = apply_rule(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
     assert out["verdict"] in ("none", "undetected"), out["reason"]  # no claim
     assert not any(s["rejected"] for s in out["sizes"])
     # the same size clearly significant: fades, naming it
     comp, tests, gamma, k0 = _family([1.5, 0.0, 0.0, 0.0], 0.21, (-0.2, 0.03))
-    out = decide(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
+    out = apply_rule(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
     assert out["verdict"] == "fades" and "gain@1M" in out["reason"]
     assert out["sizes"][0]["rejected"] and out["sizes"][0]["p"] <= out["sizes"][0]["level"]
 
@@ -70,21 +69,21 @@ def test_grows_needs_the_top_size_rejected_at_its_family_level():
     """The top gain at p between 4% and 5% with gamma > 0: unadjusted that was `grows`."""
     comp, tests, gamma, k0 = _family([0.0, 0.0, 0.0, 0.421], 0.21, (0.2, 0.03))
     p_top = tests[-1].p()
-    assert LV.TOP_ALPHA < p_top < LV.ALPHA
-    out = decide(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
+    assert levels.TOP_ALPHA < p_top < levels.ALPHA
+    out = apply_rule(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
     assert out["verdict"] == "undetected" and not out["top_gain_pct"]["rejected"]
-    assert out["top_gain_pct"]["level"] == pytest.approx(LV.TOP_ALPHA)
+    assert out["top_gain_pct"]["level"] == pytest.approx(levels.TOP_ALPHA)
 
 
 def test_bootstrap_draws_carry_the_small_sample_inflation():
     """Each component's draws have sd = t/z inflation x its fitted sd (3 seeds: 2 df for the
     shared part gives a factor 2.2); without it the intervals are too short."""
-    model = NZ.NoiseModel(["a", "b"], np.array([0.004, 0.004]), np.array([0.006, 0.006]),
-                          4.0, 2.0, NZ._inflate(4.0), NZ._inflate(2.0))  # fmt: skip
+    model = noise.NoiseModel(["a", "b"], np.array([0.004, 0.004]), np.array([0.006, 0.006]),
+                          4.0, 2.0, noise._inflate(4.0), noise._inflate(2.0))  # fmt: skip
     assert model.inflate_seed == pytest.approx(stats.t.ppf(0.975, 2) / stats.norm.ppf(0.975))
     rng = np.random.default_rng(0)
     present = np.ones((2, 3), dtype=bool)
-    draws = NZ.simulate(np.zeros(2), present, np.array([0, 1]), model, 20_000, rng)
+    draws = noise.simulate(np.zeros(2), present, np.array([0, 1]), model, 20_000, rng)
     shared = draws.mean(axis=1)  # [B, seeds]: the run parts average out of two cells... and
     diff = draws[:, 0] - draws[:, 1]  # different sizes: independent; sd of one cell's draws
     sd_cell = draws[:, 0].std()

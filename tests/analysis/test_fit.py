@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import fit
+from analysis.stats import fit
 
 
 def test_analytic_gradient_matches_finite_differences():
@@ -77,7 +77,7 @@ def test_chinchilla_fixture_full_grid_matches_epoch(shared_dir):
 
 def test_study_with_two_budgets_per_size_fits_chinchilla_law():
     """L(N, D) is fitted per arm once a size has >= 2 token budgets, and recovers the law."""
-    from analysis.core import analyse
+    from analysis.stats.core import analyse
 
     rng = np.random.default_rng(0)
     rows = []
@@ -96,7 +96,7 @@ def test_study_with_two_budgets_per_size_fits_chinchilla_law():
                         "final_val_loss": loss,
                     }
                 )
-    from analysis.table import normalise
+    from analysis.tables.runs import normalise
 
     table = normalise(pd.DataFrame(rows), "test")
     fits = analyse(table, num_resamples=20).verdict["fits"]

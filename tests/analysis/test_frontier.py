@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import analysis
-from analysis.table import normalise
+from analysis.tables.runs import normalise
 
 LRS = (1e-3, 2e-3, 4e-3, 8e-3)
 
@@ -82,7 +82,7 @@ def test_a_missing_seed_makes_the_lr_unusable():
 def test_the_selection_loss_chooses_when_every_run_has_one():
     f = _one(_table(bowl(4e-3), select=True))
     assert f.best_lr == 1e-3 and f.state == "edge_low"
-    from analysis.core import analyse
+    from analysis.stats.core import analyse
 
     assert (
         analyse(_table(bowl(4e-3), select=True), num_resamples=0).verdict["lr_chosen_on"]

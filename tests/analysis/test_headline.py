@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from analysis import fmt
-from analysis.headline import OUTCOME_WORDS, headline, sentence
+from analysis.report import fmt
+from analysis.report.headline import OUTCOME_WORDS, headline, sentence
 
 MEASURED = re.compile(
     r"^At (?P<size>\S+), (?P<variant>\w+) (?P<verb>is|measured) "
@@ -118,8 +118,8 @@ def test_headline_states_what_the_numbers_say(name):
 
 
 def test_headline_from_a_real_analysis_of_a_worse_variant():
-    from analysis.core import analyse
-    from analysis.scenarios import scenario
+    from analysis.stats.core import analyse
+    from analysis.synthetic.scenarios import scenario
 
     verdict = analyse(scenario("smaller_variant", 11), num_resamples=100).verdict
     (text,) = headline(verdict)

@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from analysis.cli import analyze
-from analysis.mlflow_io import load_curves, load_study
-from analysis.synthetic import Effect, make_study
+from analysis.synthetic.studies import Effect, make_study
+from analysis.tables.mlflow_io import load_curves, load_study_runs
 
 STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}
 SIZES = (2e6, 5e6, 1e7, 2e7)
@@ -104,7 +104,7 @@ def study(mlflow_server, tmp_path_factory):
 
 
 def test_load_study_reads_the_contract(study):
-    table, parent = load_study(study["uri"], f"exp_{study['name']}", study["name"])
+    table, parent = load_study_runs(study["uri"], f"exp_{study['name']}", study["name"])
     assert parent == study["parent"]
     assert len(table) == len(study["cells"]) + 2
     status = dict(zip(table["run_id"], table["status"], strict=True))
@@ -133,10 +133,10 @@ def test_load_curves_reads_every_logged_step_of_train_and_val_loss(study):
 def test_the_training_curve_plot_draws_every_logged_step_smoothed(study):
     """Issue 12: per run, the training loss at every log interval (not 2 points), its EMA,
     and the validation points; histories read only for the runs drawn."""
-    from analysis.core import analyse
-    from analysis.plot_training import chosen_runs, curve_series, ema
+    from analysis.report.training_curves import chosen_runs, curve_series, ema
+    from analysis.stats.core import analyse
 
-    table, _ = load_study(study["uri"], f"exp_{study['name']}", study["name"])
+    table, _ = load_study_runs(study["uri"], f"exp_{study['name']}", study["name"])
     an = analyse(table, num_resamples=0)
     drawn = list(chosen_runs(an)["run_id"])
     assert set(drawn) <= set(study["cells"]) and study["failed"] not in drawn
@@ -169,9 +169,9 @@ def test_noise_from_a_finished_study_in_mlflow(study):
 
 def test_missing_study_names_what_to_check(study):
     with pytest.raises(ValueError, match="no runs tagged study='nope'"):
-        load_study(study["uri"], f"exp_{study['name']}", "nope")
+        load_study_runs(study["uri"], f"exp_{study['name']}", "nope")
     with pytest.raises(ValueError, match="experiment 'no_such_exp' not found"):
-        load_study(study["uri"], "no_such_exp", study["name"])
+        load_study_runs(study["uri"], "no_such_exp", study["name"])
 
 
 def test_cli_study_writes_report_and_logs_it_to_the_parent(study, tmp_path):
@@ -235,7 +235,7 @@ def test_cli_runs_csv(tmp_path):
 
 
 def test_the_spec_sets_the_margin_and_a_bad_one_is_named(tmp_path):
-    from analysis.cli import spec_margin
+    from analysis.tables.spec import spec_margin
 
     spec = tmp_path / "study.yaml"
     spec.write_text(yaml.safe_dump({"name": "s", "verdict": {"margin_pct": 0.25}}))

@@ -1,7 +1,7 @@
 """Identical arms under the model's own noise and the three kinds it does not assume: the
 chance of any claim stays at or below 5%, and the top gain's 95% interval covers 0.
 
-200 studies per noise (5 sizes 1.2M-100M, 3 seeds, LRs 0.5x/1x/2x; ``analysis.scenarios``'
+200 studies per noise (5 sizes 1.2M-100M, 3 seeds, LRs 0.5x/1x/2x; ``analysis.synthetic.scenarios``'
 ``NOISES``: the misspecification is a parameter of one generator). Thresholds, from the
 binomial: a method whose true false-claim rate is 5% exceeds 18/200 with probability 1%
 (``binom.ppf(0.99, 200, 0.05)``), so "at most 18" is the test of "at most 5%" that a right method
@@ -17,8 +17,8 @@ from collections import Counter
 import pytest
 from scipy import stats
 
-from analysis.core import analyse
-from analysis.scenarios import NOISES, noisy_study
+from analysis.stats.core import analyse
+from analysis.synthetic.scenarios import NOISES, noisy_study
 
 NUM_STUDIES = 200
 NUM_DRAWS = 200

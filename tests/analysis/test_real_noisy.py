@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import batchfit, laws
-from analysis import fit as fitting
-from analysis.core import analyse
-from analysis.table import load_csv
+from analysis.stats import batchfit, laws
+from analysis.stats import fit as fitting
+from analysis.stats.core import analyse
+from analysis.tables.runs import load_csv
 
 DEMO = Path(__file__).with_name("demo_runs.csv")  # from `scaling run studies/demo.yaml`
 NUM_RESAMPLES = 1000

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.core import analyse
-from analysis.synthetic import Effect, Law, make_study
+from analysis.stats.core import analyse
+from analysis.synthetic.studies import Effect, Law, make_study
 
 LAW = Law()
 REGIMES = {
@@ -56,7 +56,7 @@ def test_bootstrap_keeps_the_arms_paired():
     import numpy as np
     import pandas as pd
 
-    from analysis.table import normalise
+    from analysis.tables.runs import normalise
 
     rng = np.random.default_rng(0)
     rows = []

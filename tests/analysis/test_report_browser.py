@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from analysis.api import run_analysis
-from analysis.headline import headline
-from analysis.scenarios import scenario
+from analysis.report.headline import headline
+from analysis.synthetic.scenarios import scenario
 
 # Run once the page has loaded: count the images that decoded, and mark the body with it.
 PROBE = """<script>

@@ -14,14 +14,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from analysis import fmt, plots
 from analysis.api import run_analysis
 from analysis.cli import analyze
-from analysis.core import analyse
-from analysis.scenarios import at_compute_multiplier, chinchilla, ladder
-from analysis.synthetic import Effect, Law, make_study
-from analysis.table import load_csv, normalise
-from analysis.terminal import verdict_lines
+from analysis.report import figures, fmt
+from analysis.report.terminal import verdict_lines
+from analysis.stats.core import analyse
+from analysis.synthetic.scenarios import at_compute_multiplier, chinchilla, ladder
+from analysis.synthetic.studies import Effect, Law, make_study
+from analysis.tables.runs import load_csv, normalise
 
 DEMO = Path(__file__).parent / "demo_runs.csv"
 STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}
@@ -118,13 +118,13 @@ def test_named_scales_far_beyond_the_data_are_listed_not_drawn(tmp_path, monkeyp
     """The demo (800K-3M parameters): 1B and 7B lie >10,000x beyond its compute. The report
     lists them in words; the plots' axes stop within 100x of the data."""
     limits = {}
-    save = plots._save
+    save = figures.save
 
     def spy(fig, out_dir, name, tight=True):
         limits[name] = fig.axes[0].get_xlim()
         return save(fig, out_dir, name, tight)
 
-    monkeypatch.setattr(plots, "_save", spy)
+    monkeypatch.setattr(figures, "save", spy)
     table = load_csv(DEMO)
     verdict = run_analysis(table, tmp_path, num_resamples=100)
     used = table[table["status"] == "completed"]

@@ -1,5 +1,5 @@
 """The verdict rule is written once: the README lists the same outcomes, in the same order, as
-``analysis.verdict.RULE`` (which every report prints)."""
+``analysis.stats.verdict.RULE`` (which every report prints)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.compare import Budget, Comparison
-from analysis.robust import GainTest
-from analysis.verdict import GAMMA_PIN, RULE, decide
+from analysis.stats.compare import Budget, Comparison
+from analysis.stats.robust import GainTest
+from analysis.stats.verdict import GAMMA_PIN, RULE, apply_rule
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -47,7 +47,7 @@ def test_significant_top_gain_without_a_multiplier_helps_and_says_both(k_centre,
     gain = np.concatenate([[2.0], rng.normal(2.0, 0.5, 400)])  # CI about [1, 3] > 0
     gamma = np.concatenate([[0.0], rng.normal(0.0, 0.02, 400)])  # pinned: within +-0.0969
     k0 = np.concatenate([[k_centre], rng.normal(k_centre, 0.05, 400)])
-    out = decide(_comparison(gain), [_test(gain, 0.1)], gamma, k0, 0.05, [])
+    out = apply_rule(_comparison(gain), [_test(gain, 0.1)], gamma, k0, 0.05, [])
     assert out["verdict"] == "helps"
     reason = out["reason"]
     assert reason.startswith("gain@800K 2%")
@@ -60,11 +60,11 @@ def test_significant_top_gain_without_a_multiplier_helps_and_says_both(k_centre,
     # the same gain with k0 above 1 but gamma reaching past +-log10(1.25): not pinned
     wide = np.concatenate([[0.0], rng.normal(0.0, 0.08, 400)])
     k_up = np.concatenate([[1.5], rng.normal(1.5, 0.05, 400)])
-    out = decide(_comparison(gain), [_test(gain, 0.1)], wide, k_up, 0.05, [])
+    out = apply_rule(_comparison(gain), [_test(gain, 0.1)], wide, k_up, 0.05, [])
     g_lo, g_hi = out["gamma"]["ci"]
     assert out["verdict"] == "helps" and (g_lo < -GAMMA_PIN or g_hi > GAMMA_PIN)
     assert "trend not pinned" in out["reason"]
     tight = np.concatenate([[0.0], rng.normal(0.0, 0.02, 400)])
-    out = decide(_comparison(gain), [_test(gain, 0.1)], tight, k_up, 0.05, [])
+    out = apply_rule(_comparison(gain), [_test(gain, 0.1)], tight, k_up, 0.05, [])
     assert out["verdict"] == "persists"
     assert -GAMMA_PIN <= out["gamma"]["ci"][0] and out["gamma"]["ci"][1] <= GAMMA_PIN

@@ -8,8 +8,8 @@ import re
 import pandas as pd
 import pytest
 
-from analysis.core import analyse
-from analysis.scenarios import EXPECTED, lr_opt, scenario
+from analysis.stats.core import analyse
+from analysis.synthetic.scenarios import EXPECTED, lr_opt, scenario
 
 GENERATOR_SEEDS = (11, 12, 13)
 CLAUSE = re.compile(
@@ -170,7 +170,7 @@ def test_extrapolation_is_stated_with_its_distance_and_the_standard_shape_accoun
 
 def test_report_states_far_extrapolation_beside_the_number(tmp_path):
     from analysis.api import run_analysis
-    from analysis.fmt import MINUS
+    from analysis.report.fmt import MINUS
 
     verdict = run_analysis(scenario("lucky_survivor", 61), tmp_path, num_resamples=50)
     text = (tmp_path / "report.md").read_text()

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import analysis
-from analysis.core import analyse
-from analysis.table import load_csv, normalise
+from analysis.stats.core import analyse
+from analysis.tables.runs import load_csv, normalise
 
 LRS = (0.5e-3, 1e-3, 2e-3, 4e-3, 8e-3)
 SELECT_BEST, VAL_BEST = 1e-3, 4e-3  # the two window sets disagree on the best LR
@@ -117,9 +117,9 @@ def test_curves_are_read_only_for_the_runs_at_the_select_chosen_lr(tmp_path):
 
 def test_the_report_prints_the_seed_sd_in_percent_beside_the_detectable_gain(tmp_path):
     """Issue 12: per size and arm, the seed-to-seed sd as % of the loss, next to the MDE."""
-    from analysis import fmt
-    from analysis import power as power_analysis
     from analysis.api import run_analysis
+    from analysis.report import fmt
+    from analysis.stats import power as power_analysis
 
     table = disagreeing_table()
     verdict = run_analysis(table, tmp_path, num_resamples=0)

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.core import analyse
-from analysis.synthetic import Effect, make_study
-from analysis.table import load_csv
+from analysis.stats.core import analyse
+from analysis.synthetic.studies import Effect, make_study
+from analysis.tables.runs import load_csv
 
 STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}
 SIZES = (2e6, 5e6, 1e7, 2e7)
@@ -159,7 +159,8 @@ def test_lr_selection_uses_best_mean_and_flags_the_edge():
 
 def test_analysis_imports_no_torch_megatron_or_the_packages_above_it():
     code = (
-        "import sys, analysis, analysis.api, analysis.cli, analysis.mlflow_io, analysis.plots; "
+        "import sys, analysis, analysis.api, analysis.cli, analysis.tables.mlflow_io, "
+        "analysis.report.plots; "
         "analysis.lr_frontier, analysis.run_analysis; "
         "bad = [m for m in sys.modules if m.split('.')[0] in "
         "('torch', 'megatron', 'scaling', 'jobs', 'models', 'data_prep')]; "

@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import fmt
-from analysis import tokens as token_axis
-from analysis.core import analyse
-from analysis.synthetic import ArmLaw, make_nd_study, true_gain
-from analysis.verdict_d import RULE_D
+from analysis.report import fmt
+from analysis.stats import tokens as token_axis
+from analysis.stats.core import analyse
+from analysis.stats.verdict_d import RULE_D
+from analysis.synthetic.studies import ArmLaw, make_nd_study, true_gain
 
 BASE = ArmLaw()
 # B 3% lower: a data-efficiency gain. Along D = 20 N (alpha = beta) the variant is the baseline
@@ -188,7 +188,7 @@ def test_readme_states_the_rule_along_d():
 
 def test_report_has_the_token_section_only_with_several_budgets(tmp_path):
     from analysis.api import run_analysis
-    from analysis.report_tokens import gain_vs_tokens, token_blocks
+    from analysis.report.tokens import gain_vs_tokens, token_blocks
 
     arms = {"linear": BASE, "nonlinear": FADES_ALONG_D}
     table = make_nd_study(arms, sizes=(2e6, 1e7, 1e8), lr_grid=None)
@@ -208,7 +208,7 @@ def test_load_study_leaves_out_stable_runs(mlflow_server):
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    from analysis.mlflow_io import load_study
+    from analysis.tables.mlflow_io import load_study_runs
     from foundation import contract
 
     client = MlflowClient(tracking_uri=mlflow_server)
@@ -226,7 +226,7 @@ def test_load_study_leaves_out_stable_runs(mlflow_server):
         metrics["final_val_loss"] = 3.0 + i
         client.log_batch(run.info.run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()])
         client.set_terminated(run.info.run_id)
-    table, _ = load_study(mlflow_server, f"exp_{name}", name)
+    table, _ = load_study_runs(mlflow_server, f"exp_{name}", name)
     assert len(table) == 2 and sorted(table["tokens"]) == [1e6, 2e6]
     assert isinstance(table, pd.DataFrame)
 

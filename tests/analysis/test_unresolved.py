@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from analysis import power as P
-from analysis.core import analyse
-from analysis.headline import headline
-from analysis.scenarios import Noise, noisy_study, true_gain_pct
+from analysis.report.headline import headline
+from analysis.stats.core import analyse
+from analysis.stats.power import mde, seeds_to_resolve
+from analysis.synthetic.scenarios import Noise, noisy_study, true_gain_pct
 
 NUM_STUDIES = 40
 NOISY = Noise(shared_sd=0.006, run_sd=0.008)  # paired sd ~0.33% of the loss at 100M
@@ -84,8 +84,8 @@ def test_a_demo_sized_study_reads_not_resolved_with_what_it_can_detect():
 
     sd = sd / stats.t.ppf(1 - top["level"] / 2, 5) * 6**0.5  # ... back to the per-seed sd
     if top["decided_by"] == "paired-seed t":
-        assert d["detectable_gain_pct"] == pytest.approx(P.mde(sd, 6, top["level"]), rel=1e-6)
-        assert d["seeds_to_resolve_margin"] == P.seeds_to_resolve(sd, 0.5, top["level"])
+        assert d["detectable_gain_pct"] == pytest.approx(mde(sd, 6, top["level"]), rel=1e-6)
+        assert d["seeds_to_resolve_margin"] == seeds_to_resolve(sd, 0.5, top["level"])
     assert d["detectable_gain_pct"] > 0.5 and d["seeds_to_resolve_margin"] > 6
     r = re.search(r"detects a gain of (\S+)% \(80% power\); about (\d+) paired seeds would "
                   r"resolve \+-0\.5%", v["reason"])  # fmt: skip

@@ -27,7 +27,7 @@ def test_a_variant_from_the_users_module_runs_through_plan_train_analyze(
     tmp_path, data_dir, mlflow_server, monkeypatch
 ):
     from analysis.api import run_analysis
-    from analysis.mlflow_io import load_study
+    from analysis.tables.mlflow_io import load_study_runs
 
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the user's module, importable in every job
     spec = small_spec(
@@ -54,7 +54,7 @@ def test_a_variant_from_the_users_module_runs_through_plan_train_analyze(
     assert [r.state for r in status] == ["completed"] * 4, status
     assert all(math.isfinite(r.val_loss) for r in status)
 
-    table, parent = load_study(study.mlflow.tracking_uri, study.mlflow.experiment, study.name)
+    table, parent = load_study_runs(study.mlflow.tracking_uri, study.mlflow.experiment, study.name)
     assert set(table["variant"]) == {"linear", "gated"}
     verdict = run_analysis(table, tmp_path / "analysis", baseline="linear", num_resamples=20)
     assert [v["variant"] for v in verdict["variants"]] == ["gated"]

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from analysis import power as P
-from analysis.synthetic import Effect, make_study
+from analysis.stats import power as P
+from analysis.synthetic.studies import Effect, make_study
 from scaling.cli import app
 from tests.scaling.conftest import small_spec
 

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.frontier import lr_frontier
-from analysis.table import normalise
+from analysis.stats.frontier import lr_frontier
+from analysis.tables.runs import normalise
 from foundation.config import ConfigError
 from scaling.grid import cell_id
 from scaling.loader import study_from_dict

@@ -14,8 +14,8 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from analysis.frontier import lr_frontier
-from analysis.mlflow_io import load_study as load_table
+from analysis.stats.frontier import lr_frontier
+from analysis.tables.mlflow_io import load_study_runs as load_table
 from foundation import contract as C
 from scaling.loader import load_study
 from scaling.refine import STATE_FILE, advance, read_state, status_lines

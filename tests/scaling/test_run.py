@@ -64,7 +64,7 @@ def test_scaling_run_end_to_end(tmp_path):
     assert entry["verdict"] in outcomes  # never `none`: 6 tiny seeds cannot show +-0.5%
     assert entry["reason"] and len(entry["gain_pct_by_size"]) == 4
     # the terminal prints the same verdict lines as `scaling analyze`: rounded, no None
-    from analysis.terminal import verdict_lines
+    from analysis.report.terminal import verdict_lines
 
     for line in verdict_lines(verdict):
         assert line in out, (line, out[-3000:])

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analysis.cli import study_source
+from analysis.tables.spec import study_source
 from scaling.executors import slurm_parameters
 from scaling.loader import load_study
 from tests.scaling.conftest import one_size_spec

@@ -1,0 +1,48 @@
+"""The verdict as the terminal prints it: one function for `scaling run` and `scaling analyze`.
+
+Words and numbers rounded like the report's tables (``analysis.report.fmt``); a number that does not
+exist is left out with a word saying why, never printed as ``None``.
+"""
+
+from __future__ import annotations
+
+from analysis.report import fmt
+from analysis.report.headline import top_gain
+
+
+def _numbers(v: dict, intervals: bool) -> str:
+    parts = []
+    top = top_gain(v)
+    if top is not None:
+        size, value, ci, conf = top
+        ci = ci if intervals else None
+        text = fmt.with_ci(value, ci, "%", conf, words=True) if ci else fmt.num(value, sig=2) + "%"
+        parts.append(f"gain at {size} {text}")
+    if v.get("k0") is None and v.get("gamma") is None:
+        parts.append("k(C) not fitted")
+    else:
+        k_ci, g_ci = (v.get(k) if intervals else None for k in ("k0_ci95", "gamma_ci95"))
+        for name, value, ci, unit in (("k0", v.get("k0"), k_ci, "\u00d7"),
+                                      ("\u03b3", v.get("gamma"), g_ci, "")):  # fmt: skip
+            if value is not None:
+                text = fmt.with_ci(value, ci, unit, words=True) if ci else fmt.num(value) + unit
+                parts.append(f"{name} {text}")
+    return "; ".join(parts)
+
+
+def verdict_lines(verdict: dict) -> list[str]:
+    """The lines both commands print after an analysis, in order."""
+    base = verdict["baseline"]
+    intervals = (verdict.get("intervals") or {}).get("available", True)
+    lines = []
+    for v in verdict["variants"]:
+        lines.append(f"{v['variant']} vs {base}: {v['verdict']}: {fmt.words(v['reason'])}")
+        lines.append(f"  {_numbers(v, intervals)}")
+    for v in (verdict.get("tokens") or {}).get("variants", []):  # the token axis
+        lines.append(f"{v['variant']} vs {base} along D: {v['verdict']}: {fmt.words(v['reason'])}")
+    compute = verdict.get("compute_axis")
+    if compute and compute.get("note"):
+        lines.append(f"compute: {compute['note']}")
+    if len(verdict["variants"]) > 1:
+        lines.append(f"multiple comparisons: {verdict['multiple_comparisons']}")
+    return lines

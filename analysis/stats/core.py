@@ -1,0 +1,347 @@
+"""The analysis itself: run table in, verdict dict (and what the plots need) out. No I/O."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats import intervals, summary
+from analysis.stats import matched as matching
+from analysis.stats import tokens as token_axis
+from analysis.stats import verdict as rules
+from analysis.stats.cells import Groups, build_groups, selected_lrs, usable_cells
+from analysis.stats.compare import Comparison, baseline_map, compare
+from analysis.stats.diagnose import noise_diagnostics
+from analysis.stats.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
+from analysis.stats.held import decide_held, lr_guards
+from analysis.stats.laws import LawFit, fit_arms, fit_k
+from analysis.stats.levels import global_p, size_weights
+from analysis.stats.noise import NoiseModel
+from analysis.stats.robust import GainTest
+from analysis.tables.runs import is_usable
+
+EXCLUDED_COLUMNS = ["run_id", "variant", "size", "seed", "lr", "reason"]
+
+
+@dataclasses.dataclass
+class Analysis:
+    verdict: dict
+    groups: Groups
+    fits: list[LawFit]
+    usable: pd.DataFrame
+    excluded: pd.DataFrame
+    comparisons: dict[str, Comparison] = dataclasses.field(default_factory=dict)
+    tokens: token_axis.TokenAnalysis | None = None  # the token axis, when some arm has >= 2 budgets
+
+
+def parse_baselines(baseline: str) -> list[str]:
+    """``"linear"`` or ``"linear,linear_qknorm"`` (per size, the strongest of them)."""
+    names = [b.strip() for b in baseline.split(",") if b.strip()]
+    if not names:
+        raise ValueError("--baseline is empty; name the arm the others are judged by")
+    return names
+
+
+def check_inputs(
+    table: pd.DataFrame, baseline: str, num_resamples: int, margin_pct: float = 0.5
+) -> None:
+    """User errors, raised before anything is computed or written."""
+    if not (np.isfinite(margin_pct) and margin_pct > 0):
+        raise ValueError(
+            f"verdict margin {margin_pct} must be a positive % of the loss (e.g. 0.5); set "
+            "verdict.margin_pct in the study spec or --margin"
+        )
+    if num_resamples < 0:
+        raise ValueError(f"--resamples must be >= 0, got {num_resamples}")
+    if table.empty:
+        raise ValueError("the run table is empty; nothing to analyse")
+    variants = sorted(table["variant"].unique())
+    for name in parse_baselines(baseline):
+        if name not in variants:
+            raise ValueError(
+                f"--baseline {name!r} is not a variant of this study; "
+                f"variants are {', '.join(variants)}"
+            )
+
+
+def _excluded(table: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    """Every run not used, with why: its own state, or its LR losing a seed at that size."""
+    out = table[~table["run_id"].isin(set(kept["run_id"]))].copy()
+    own = ~is_usable(out)
+    reason = np.where(
+        out["status"] != "completed", out["status"], "non-finite or non-positive final_val_loss"
+    )
+    lost = "its LR (or cell) lost a seed at this size: not usable, never chosen on survivors"
+    out["reason"] = np.where(own, reason, lost)
+    return out.reset_index(drop=True)
+
+
+def _guards(comparison: Comparison, k_ok: bool, has_ci: bool, num_seeds: int) -> list[str]:
+    guards = []
+    if len(comparison.curve) < rules.MIN_SIZES:
+        guards.append(f"{len(comparison.curve)} sizes per arm; a trend needs >= {rules.MIN_SIZES}")
+    if not has_ci:
+        guards.append(f"no CIs with {num_seeds} seed(s); >= {rules.MIN_SEEDS} needed")
+    elif comparison.top is not None and comparison.top.num_paired < rules.MIN_SEEDS:
+        top = comparison.top
+        guards.append(f"{top.num_paired} paired seed(s) at {top.size}; >= {rules.MIN_SEEDS} needed")
+    if not k_ok and len(comparison.curve) >= rules.MIN_SIZES:
+        guards.append("k(C) could not be fitted")
+    return guards
+
+
+@dataclasses.dataclass
+class _Measured:
+    """What every step after the LR choice reads: the N-axis table (each size's largest
+    budget), the one with every budget, the chosen runs and their bootstrap groups."""
+
+    table: pd.DataFrame
+    every_budget: pd.DataFrame
+    baselines: list[str]
+    frontiers: list[LRFrontier]
+    usable: pd.DataFrame
+    excluded: pd.DataFrame
+    groups: Groups
+    num_draws: int
+    has_ci: bool
+    base_of: dict
+
+
+@dataclasses.dataclass
+class _Judged:
+    """One variant against its baseline: the matched-compute comparison and its k(C) fit."""
+
+    comparison: Comparison
+    k_fit: LawFit | None
+    c_ref: float
+    c_max: float
+
+
+def analyse(
+    table: pd.DataFrame,
+    baseline: str = "linear",
+    num_resamples: int = 1000,
+    seed: int = 0,
+    detect_gain_pct: float = 0.5,
+    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
+) -> Analysis:
+    """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
+
+    The N verdict reads, per size, only the largest budget its baseline measured
+    (``analysis.stats.tokens.n_axis_rows``); with several budgets per size the token axis is
+    judged too (``analysis.stats.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
+    check_inputs(table, baseline, num_resamples, margin_pct)
+    data = _measure(table, baseline, num_resamples, seed)
+    fits = fit_arms(data.groups)
+    judged, matched = _compare_variants(data, fits)
+    weights_only = matching.weights_only_arms(data.table)
+    variants = _judge(data, judged, baseline, margin_pct, weights_only)
+    verdict = _verdict(data, variants, fits, baseline, num_resamples, detect_gain_pct, margin_pct)
+    verdict["compute_axis"] = matching.compute_axis(data.table, matched, weights_only)
+    verdict["rule"] = rules.RULE
+    verdict["intervals"] = intervals.availability(len(data.groups.seeds), data.num_draws)
+    along_d = token_axis.analyse_tokens(data.every_budget, data.baselines, data.num_draws, seed)
+    if along_d is not None:
+        _add_token_axis(verdict, data, along_d)
+    if not verdict["intervals"]["available"]:
+        verdict = intervals.strip(verdict)
+    comparisons = {v: j.comparison for v, j in judged.items()}
+    return Analysis(verdict, data.groups, fits, data.usable, data.excluded, comparisons, along_d)
+
+
+def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) -> _Measured:
+    """The N-axis table, each cell's usable LRs, the excluded runs and the bootstrap groups."""
+    baselines = parse_baselines(baseline)
+    every_budget = token_axis.snap_budgets(table.reset_index(drop=True))
+    table = token_axis.n_axis_rows(every_budget, baselines)  # each size's largest budget
+    frontiers = lr_frontier(table)
+    usable = usable_cells(table, frontiers)
+    excluded = _excluded(table, usable)
+    if not usable["variant"].isin(baselines).any():
+        raise ValueError(f"no usable runs of the baseline {baseline!r}; see the excluded runs")
+    # below the seeds an interval needs, no draws at all: no interval, band or p-value anywhere
+    num_draws = num_resamples if intervals.enough_seeds(int(usable["seed"].nunique())) else 0
+    groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers))
+    has_ci = groups.noise is not None and len(groups.seeds) >= rules.MIN_SEEDS and num_resamples > 0
+    base_of = baseline_map(groups, baselines)
+    return _Measured(
+        table, every_budget, baselines, frontiers, usable, excluded, groups, num_draws, has_ci,
+        base_of,
+    )  # fmt: skip
+
+
+def _compare_variants(
+    data: _Measured, fits: list[LawFit]
+) -> tuple[dict[str, _Judged], dict[str, list[dict]]]:
+    """Each variant against its baseline at matched compute, and its k(C) fit (appended to
+    ``fits``); also what each matched-compute comparison reports for verdict.json."""
+    groups = data.groups
+    arm_lc = {f.variant: f.full() for f in fits if f.law == "L(C)"}
+    judged, matched = {}, {}
+    for variant in sorted(set(groups.info["variant"]) - set(data.baselines)):
+        comp, matched[variant] = matching.at_matched_compute(
+            compare(groups, data.base_of, variant), groups
+        )
+        k_fit, c_ref, c_max = None, float("nan"), float("nan")
+        if comp.curve:
+            compute, is_variant, loss, idx = comp.k_points(groups)
+            c_ref = float(np.exp(np.log(compute[~is_variant]).mean()))
+            c_max = float(compute.max())
+            starts = [arm_lc.get(comp.curve[-1].base_arm), arm_lc.get(variant)]
+            k_fit = fit_k(compute, is_variant, loss, variant, idx, starts)
+            fits.append(k_fit)
+        judged[variant] = _Judged(comp, k_fit, c_ref, c_max)
+    return judged, matched
+
+
+def _judge(
+    data: _Measured,
+    judged: dict[str, _Judged],
+    baseline: str,
+    margin_pct: float,
+    weights_only: list[str],
+) -> list[dict]:
+    """verdict.json's row per variant: its gain tests, held to the Holm level over variants."""
+    groups, has_ci = data.groups, data.has_ci
+    tests = {v: [GainTest.of(b, groups) for b in j.comparison.curve] for v, j in judged.items()}
+    p_values = {v: _global_p(j.comparison, tests[v]) if has_ci else 1.0 for v, j in judged.items()}
+    levels = rules.holm_levels(p_values) if p_values else {}
+    frontier = {(f.variant, f.size, f.tokens): f for f in data.frontiers}
+    rows = []
+    for variant, one in judged.items():
+        k_part, k0, gamma, k_ok = _k_row(one, has_ci)
+        row = {"variant": variant, "baseline": baseline, "c_ref": one.c_ref, **k_part}
+        decision = decide_held(  # rules.apply_rule, with the conditional verdict of held guards
+            one.comparison,
+            tests[variant],
+            gamma if has_ci else None,
+            k0,
+            levels.get(variant),
+            _guards(one.comparison, k_ok, has_ci, len(groups.seeds)),
+            lr_guards(one.comparison, groups.info, frontier),
+            matching.undeclared_guard(variant, weights_only),
+            margin_pct,
+        )
+        row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
+        row.update((k, decision.pop(k)) for k in ("conditional_verdict", "conditional_assumes"))
+        row["decision"] = {**decision, "variant_p": p_values[variant] if has_ci else None}
+        gains = summary.gains_table(one.comparison, groups, has_ci)
+        row["gain_pct_by_size"] = {r["size"]: r for r in gains if r["on_curve"]}
+        row["gain_pct_by_budget"] = summary.gains_table(one.comparison, groups, has_ci)
+        info = groups.info
+        row["measured_compute"] = [float(info["flops"].min()), float(info["flops"].max())]
+        rows.append(row)
+    return rows
+
+
+def _k_row(one: _Judged, has_ci: bool) -> tuple[dict, float | None, float | None, bool]:
+    """k0, gamma (with CIs) and the named scales' gains from the variant's k(C) fit; then k0,
+    gamma and whether the fit exists (None, None, False without one)."""
+    k_ok = one.k_fit is not None and not np.isnan(one.k_fit.params[0]).any()
+    row = dict(k0=None, k0_ci95=None, gamma=None, gamma_ci95=None, extrapolated_gain_pct={})
+    if not k_ok:
+        return row, None, None, False
+    model = rules.EffectiveCompute(one.k_fit, one.c_ref)
+    k0, gamma = model.k(one.c_ref), model.gamma
+    row.update(k0=rules.stat(k0, has_ci)["value"], k0_ci95=rules.stat(k0, has_ci)["ci95"])
+    row.update(gamma=rules.stat(gamma, has_ci)["value"])
+    row.update(gamma_ci95=rules.stat(gamma, has_ci)["ci95"])
+    row["extrapolated_gain_pct"] = summary.extrapolations(model, one.c_max, has_ci)
+    return row, k0, gamma, True
+
+
+def _verdict(
+    data: _Measured,
+    variants: list[dict],
+    fits: list[LawFit],
+    baseline: str,
+    num_resamples: int,
+    detect_gain_pct: float,
+    margin_pct: float,
+) -> dict:
+    """verdict.json of the N axis: the study's counts, each variant's row, fits and noise."""
+    info, groups, table = data.groups.info, data.groups, data.table
+    return {
+        "baseline": baseline,
+        "baselines": data.baselines,
+        "baseline_by_size": {
+            f"{s}@{t:.3g}": str(info.at[g, "variant"])
+            for (s, t), g in sorted(data.base_of.items(), key=lambda kv: kv[0][1])
+        },
+        "num_runs": int(len(table)),
+        "num_used": int(len(data.usable)),
+        "num_seeds": int(len(groups.seeds)),
+        "num_resamples": int(num_resamples if data.has_ci else 0),
+        "multiple_comparisons": _multiple(len(variants)),
+        "measured_compute": [float(info["flops"].min()), float(info["flops"].max())],
+        "named_scales": summary.named_scales(),
+        "flops_per_param_token_at_named_scales": {
+            name: x["flops_per_param_token"] for name, x in summary.named_scales().items()
+        },
+        "excluded_runs": _records(data.excluded, EXCLUDED_COLUMNS),
+        "variants": variants,
+        "fits": summary.fit_summary(fits, data.has_ci),
+        "seed_noise": summary.seed_noise(groups, data.base_of, detect_gain_pct),
+        "noise_model": _noise(groups.noise),
+        "noise_diagnostics": noise_diagnostics(groups),
+        "margin_pct": float(margin_pct),
+        "lr_selection": _records(frontier_frame(data.frontiers), list(frontier_frame([]).columns)),
+        "lr_chosen_on": selection_column(table),
+        "flops_estimated": bool(table["flops_estimated"].any()),
+    }
+
+
+def _add_token_axis(verdict: dict, data: _Measured, along_d: token_axis.TokenAnalysis) -> None:
+    """With several budgets per size: every budget's runs counted and excluded, and the token
+    axis's verdict and fits."""
+    every_budget = data.every_budget
+    verdict["num_runs"] = int(len(every_budget))
+    used = usable_cells(every_budget, lr_frontier(every_budget))
+    verdict["excluded_runs"] = _records(_excluded(every_budget, used), EXCLUDED_COLUMNS)
+    verdict["tokens"] = along_d.verdict
+    verdict["fits"] += summary.fit_summary(along_d.fits, data.has_ci)
+
+
+def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
+    """The variant's weighted-Bonferroni p of "no gain at any size" (``analysis.stats.levels``)."""
+    family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= rules.MIN_SEEDS]
+    if not family or family[-1] != len(comparison.curve) - 1:
+        return 1.0
+    return global_p([tests[i].p() for i in family], size_weights(len(family)))
+
+
+def _multiple(num_variants: int) -> str:
+    within = (
+        "per variant, its per-size gain tests are one weighted Holm family (top size 80% of "
+        "the level); every claim needs a rejection in it"
+    )
+    if num_variants <= 1:
+        return f"family-wise 5%: {within}"
+    return (
+        f"family-wise 5%: Holm step-down over {num_variants} variants' weighted-Bonferroni "
+        f"p-values sets each variant's level; {within}"
+    )
+
+
+def _noise(model: NoiseModel | None) -> dict | None:
+    return None if model is None else model.as_dict()
+
+
+def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
+    """JSON-safe rows (NaN -> None, numpy scalars -> Python)."""
+    rows = []
+    for rec in frame[columns].to_dict("records") if len(frame) else []:
+        clean = {}
+        for k, v in rec.items():
+            if isinstance(v, float | np.floating):
+                clean[k] = None if not np.isfinite(v) else float(v)
+            elif isinstance(v, np.integer | np.bool_):
+                clean[k] = v.item()
+            elif isinstance(v, list):
+                clean[k] = [float(x) for x in v]
+            else:
+                clean[k] = v
+        rows.append(clean)
+    return rows

@@ -1,0 +1,188 @@
+"""Read a study's runs from MLflow and write the analysis back to the study's parent run.
+
+Follows the MLflow run contract (`foundation.contract`): cells are runs tagged
+``study=<name>``; the parent run carries ``scaling.role=study``. Imported lazily: only MLflow
+users pay for it.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.tables.runs import normalise
+from foundation import contract
+from foundation.studypaths import missing_store, missing_store_message
+
+_client = contract.make_client
+
+
+def _status(run) -> str:
+    """The run's state by the contract's one mapping (`run_status_state`: FAILED -> failed,
+    KILLED -> cancelled, RUNNING/SCHEDULED -> running); a FINISHED run's is its outcome tag."""
+    mapped = contract.run_status_state(run.info.status)
+    if mapped is not None:
+        return mapped
+    outcome = run.data.tags.get(contract.TAG_OUTCOME, "")
+    if outcome in (contract.DIVERGED, contract.FAILED, contract.CANCELLED):
+        return outcome
+    if outcome in (contract.RUNNING, contract.PENDING, contract.QUEUED):
+        # A FINISHED run whose outcome tag still says running never reported its end.
+        return contract.FAILED
+    if contract.FINAL_VAL_LOSS not in run.data.metrics:
+        return contract.FAILED
+    return contract.COMPLETED
+
+
+def load_study_runs(
+    tracking_uri: str, experiment: str, study: str
+) -> tuple[pd.DataFrame, str | None]:
+    """(run table, parent run id or None) for every cell of ``study`` in ``experiment``.
+
+    Runs tagged ``scaling.cell_kind = stable`` (a WSD run's warmup and stable phase) are left
+    out: their branches, one per budget, are the measurements.
+    """
+    store = missing_store(tracking_uri)
+    if store is not None:  # opening it would create an empty store (and hide the real one)
+        raise ValueError(missing_store_message(store))
+    client = _client(tracking_uri)
+    exp_id = contract.experiment_id(client, experiment)
+    if exp_id is None:
+        raise ValueError(
+            f"experiment {experiment!r} not found at {tracking_uri}; check the study's "
+            "mlflow.experiment and mlflow.tracking_uri"
+        )
+    quoted = study.replace("'", "\\'")
+    runs = contract.search_runs(client, exp_id, f"tags.{contract.TAG_STUDY} = '{quoted}'")
+    parents = [r for r in runs if r.data.tags.get(contract.TAG_ROLE) == contract.ROLE_STUDY]
+    cells = [r for r in runs if r.data.tags.get(contract.TAG_ROLE) != contract.ROLE_STUDY]
+    # a WSD stable run is the trunk its branches fork from, not a measurement
+    stable = [r for r in cells if r.data.tags.get(contract.TAG_CELL_KIND) == contract.KIND_STABLE]
+    cells = [r for r in cells if r.data.tags.get(contract.TAG_CELL_KIND) != contract.KIND_STABLE]
+    if not parents:  # the parent may carry only the role tag and the study name as run name
+        role = contract.search_runs(
+            client, exp_id, f"tags.`{contract.TAG_ROLE}` = '{contract.ROLE_STUDY}'"
+        )
+        parents = [r for r in role if r.info.run_name == study]
+    if not cells and stable:
+        raise ValueError(
+            f"study {study!r} has {len(stable)} stable (WSD trunk) run(s) and no branch yet; "
+            "the analysis reads branches: run `scaling status` and wait for them"
+        )
+    if not cells:
+        raise ValueError(
+            f"no runs tagged study={study!r} in experiment {experiment!r} at {tracking_uri}; "
+            "check the study name (its `name` key) or run `scaling status`"
+        )
+    rows, unstarted = [], []
+    for run in cells:
+        tags, metrics = run.data.tags, run.data.metrics
+        missing = [k for k in (contract.TAG_VARIANT, contract.TAG_SEED) if k not in tags]
+        num_nonembedding = contract.summary_metric(metrics, contract.NUM_NONEMBEDDING_PARAMS)
+        num_total = contract.summary_metric(metrics, contract.NUM_PARAMS_TOTAL)
+        sized = num_nonembedding is not None and contract.TOKENS in metrics
+        ended = contract.run_status_state(run.info.status) in (contract.FAILED, contract.CANCELLED)
+        if not missing and not sized and ended:
+            unstarted.append(run)  # ended before it logged its size: sized from its arm below
+            continue
+        missing += [] if num_nonembedding is not None else [contract.NUM_NONEMBEDDING_PARAMS]
+        missing += [] if contract.TOKENS in metrics else [contract.TOKENS]
+        if missing:
+            raise ValueError(
+                f"run {run.info.run_id} of study {study!r} lacks {', '.join(missing)}; "
+                "every cell must log the tags and metrics of docs/interfaces.md"
+            )
+        rows.append(
+            {
+                "variant": tags[contract.TAG_VARIANT],
+                "size": tags.get(contract.TAG_SIZE),
+                "num_nonembedding_params": num_nonembedding,
+                "num_params_total": math.nan if num_total is None else num_total,
+                "tokens": metrics[contract.TOKENS],
+                "flops": metrics.get(contract.FLOPS, math.nan),
+                "flops_counted": tags.get(contract.TAG_FLOPS_COUNTED, ""),
+                "seed": tags[contract.TAG_SEED],
+                "lr": tags.get(contract.TAG_LR, math.nan),
+                "final_val_loss": metrics.get(contract.FINAL_VAL_LOSS, math.nan),
+                "select_val_loss": metrics.get(contract.FINAL_SELECT_LOSS, math.nan),
+                "status": _status(run),
+                "run_id": run.info.run_id,
+            }
+        )
+    rows += _unstarted_rows(unstarted, rows)
+    # a re-submitted study may have left a second parent; the first created is the study's
+    parent_id = min(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
+    return normalise(pd.DataFrame(rows), f"study {study!r} in MLflow"), parent_id
+
+
+def _unstarted_rows(runs: list, rows: list[dict]) -> list[dict]:
+    """Failed rows for failed or cancelled runs that never logged their size (a job that
+    crashed, a branch whose parent failed, a cell `submit` gave up on): the parameter counts
+    are those of a run of the same variant and size, the tokens its branch budget's or that
+    run's, so the failed LR still counts in its arm's LR frontier. A run with no such sibling
+    tells the analysis nothing and is left out.
+
+    The run table calls such a row failed even when its run was KILLED (cancelled): it holds
+    no measurement of its own, only the LR that was tried, and its size is borrowed."""
+    sized = {(r["variant"], r["size"]): r for r in rows}
+    out = []
+    for run in runs:
+        tags = run.data.tags
+        sibling = sized.get((tags[contract.TAG_VARIANT], tags.get(contract.TAG_SIZE)))
+        if sibling is None:
+            continue
+        budget = tags.get(contract.TAG_BRANCH_TOKENS)
+        out.append(
+            {
+                **{k: sibling[k] for k in ("variant", "size", "num_nonembedding_params")},
+                "num_params_total": sibling["num_params_total"],
+                "tokens": float(budget) if budget else sibling["tokens"],
+                "flops": math.nan,  # estimated from N and D
+                "seed": tags[contract.TAG_SEED],
+                "lr": tags.get(contract.TAG_LR, math.nan),
+                "final_val_loss": math.nan,
+                "select_val_loss": math.nan,
+                "status": contract.FAILED,
+                "run_id": run.info.run_id,
+            }
+        )
+    return out
+
+
+CURVE_KEYS = (contract.TRAIN_LOSS, contract.VAL_LOSS)  # per-step metrics of the MLflow contract
+
+
+def load_curves(
+    tracking_uri: str, run_ids: list[str], keys: tuple[str, ...] = CURVE_KEYS, workers: int = 8
+) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
+    """``run_id -> {key: (steps, values)}`` of per-step metrics, for the training-curve plots.
+
+    ``get_metric_history`` pages through a run's whole history itself (one request per page of
+    the server's page size); runs are fetched ``workers`` at a time in threads, so a study of a
+    few hundred runs costs seconds, not one round trip after another. Runs or keys with no
+    history are left out.
+    """
+    client = _client(tracking_uri)
+
+    def one(run_id: str) -> tuple[str, dict]:
+        out = {}
+        for key in keys:
+            history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+            if history:
+                out[key] = ([m.step for m in history], [m.value for m in history])
+        return run_id, out
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(run_ids)))) as pool:
+        return {rid: got for rid, got in pool.map(one, run_ids) if got}
+
+
+def log_to_parent(tracking_uri: str | None, parent_run_id: str, out_dir: Path) -> None:
+    """Attach the report, plots and verdict to the study's parent run under ``analysis/``."""
+    # mlflow is imported only when something is logged: a CSV analysis never pays for it
+    import mlflow
+
+    client = _client(tracking_uri or mlflow.get_tracking_uri())
+    client.log_artifacts(parent_run_id, str(out_dir), artifact_path="analysis")

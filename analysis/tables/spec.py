@@ -1,0 +1,56 @@
+"""The few keys of a study spec the analysis reads: where its runs are (``mlflow``), its name,
+its output folder and its verdict margin.
+
+Read with ``foundation.config.load_file`` alone: analysis imports nothing from the packages
+above it (the spec's full expansion is ``scaling``'s).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from foundation import contract
+from foundation.config import load_file
+from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
+
+
+def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
+    """(tracking_uri, experiment, study name, analysis folder) from a study spec.
+
+    Reads only its ``name``, ``mlflow`` and ``output_dir`` keys (`foundation.config.load_file`):
+    analysis imports nothing from the packages above it. The folder is `scaling run`'s: relative
+    paths resolve against the spec's folder, as `scaling.loader` resolves them
+    (`foundation.studypaths`).
+    """
+    spec = load_file(spec_path)  # ConfigError (a ValueError) naming the file
+    name = spec.get("name")
+    mlflow = spec.get("mlflow")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{spec_path}: `name` (the study name) is missing; add `name: my_study`")
+    if not isinstance(mlflow, dict):
+        raise ValueError(
+            f"{spec_path}: the `mlflow` section is missing; add `mlflow: {{experiment: ..., "
+            "tracking_uri: ...}}`"
+        )
+    missing = [k for k in ("experiment", "tracking_uri") if not isinstance(mlflow.get(k), str)]
+    if missing:
+        raise ValueError(
+            f"{spec_path}: mlflow.{missing[0]} is missing; set it to the study's MLflow "
+            f"{'experiment name' if missing[0] == 'experiment' else 'server URI'}"
+        )
+    base = Path(spec_path).absolute().parent
+    output_dir = resolve_path(spec.get("output_dir") or DEFAULT_OUTPUT_DIR.format(name=name), base)
+    folder = contract.analysis_folder(name, str(output_dir))
+    uri = resolve_tracking_uri(mlflow["tracking_uri"], base)
+    return uri, mlflow["experiment"], name, folder
+
+
+def spec_margin(spec_path: Path) -> float | None:
+    """The spec's ``verdict.margin_pct`` (None when it sets none); read like ``study_source``."""
+    section = load_file(spec_path).get("verdict") or {}
+    margin = section.get("margin_pct") if isinstance(section, dict) else None
+    if margin is not None and not (isinstance(margin, int | float) and margin > 0):
+        raise ValueError(
+            f"{spec_path}: verdict.margin_pct {margin!r}; give a positive % of the loss, e.g. 0.5"
+        )
+    return None if margin is None else float(margin)
