@@ -98,12 +98,14 @@ def analyse(
     seed: int = 0,
     detect_gain_pct: float = 0.5,
     margin_pct: float = V.DEFAULT_MARGIN_PCT,
+    alpha: float = LV.ALPHA,
 ) -> Analysis:
     """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
 
     The N verdict reads, per size, only the largest budget its baseline measured
     (``analysis.tokens.n_axis_rows``); with several budgets per size the token axis is judged
-    too (``analysis.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
+    too (``analysis.tokens.analyse_tokens``, verdict.json's ``tokens``). ``alpha``: the N
+    verdict's family-wise level (5%; a sequential look's nominal level: analysis.sequential)."""
     check_inputs(table, baseline, num_resamples, margin_pct)
     baselines = parse_baselines(baseline)
     every_budget = T.snap_budgets(table.reset_index(drop=True))
@@ -139,7 +141,7 @@ def analyse(
 
     tests = {v: [GainTest.of(b, groups) for b in c.curve] for v, (c, *_r) in judged.items()}
     p_values = {v: _global_p(judged[v][0], tests[v]) if has_ci else 1.0 for v in judged}
-    levels = V.holm_levels(p_values) if p_values else {}
+    levels = V.holm_levels(p_values, alpha) if p_values else {}
     variants = []
     for variant, (comp, k_fit, c_ref, c_max) in judged.items():
         k_ok = k_fit is not None and not np.isnan(k_fit.params[0]).any()
@@ -166,6 +168,7 @@ def analyse(
             lr_guard,
             flops_guard,
             margin_pct,
+            alpha,
         )
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
         row.update((k, decision.pop(k)) for k in ("conditional_verdict", "conditional_assumes"))
