@@ -33,6 +33,9 @@ class Analysis:
     excluded: pd.DataFrame
     comparisons: dict[str, Comparison] = dataclasses.field(default_factory=dict)
     tokens: T.TokenAnalysis | None = None  # the token axis, when some arm has >= 2 budgets
+    # per variant: its p and decide_held's arguments but the level, to judge again at another
+    # family-wise level without refitting (analysis.sequential.judge_at)
+    decide_inputs: dict[str, tuple] = dataclasses.field(default_factory=dict)
 
 
 def parse_baselines(baseline: str) -> list[str]:
@@ -142,7 +145,7 @@ def analyse(
     tests = {v: [GainTest.of(b, groups) for b in c.curve] for v, (c, *_r) in judged.items()}
     p_values = {v: _global_p(judged[v][0], tests[v]) if has_ci else 1.0 for v in judged}
     levels = V.holm_levels(p_values, alpha) if p_values else {}
-    variants = []
+    variants, decide_inputs = [], {}
     for variant, (comp, k_fit, c_ref, c_max) in judged.items():
         k_ok = k_fit is not None and not np.isnan(k_fit.params[0]).any()
         guards = _guards(comp, k_ok, has_ci, len(groups.seeds))
@@ -158,6 +161,8 @@ def analyse(
             row.update(gamma=V.stat(gamma, has_ci)["value"])
             row.update(gamma_ci95=V.stat(gamma, has_ci)["ci95"])
             row["extrapolated_gain_pct"] = S.extrapolations(model, c_max, has_ci)
+        held = (comp, tests[variant], gamma if has_ci else None, k0)
+        decide_inputs[variant] = (p_values[variant], held, (guards, lr_guard, flops_guard))
         decision = decide_held(  # V.decide, with the conditional verdict of held guards
             comp,
             tests[variant],
@@ -221,7 +226,7 @@ def analyse(
         verdict["fits"] += S.fit_summary(along_d.fits, has_ci)
     if not verdict["intervals"]["available"]:
         verdict = I.strip(verdict)
-    return Analysis(verdict, groups, fits, usable, excluded, comparisons, along_d)
+    return Analysis(verdict, groups, fits, usable, excluded, comparisons, along_d, decide_inputs)
 
 
 def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
