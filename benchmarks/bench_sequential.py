@@ -148,12 +148,14 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     default = Design()
     designs = [default]
-    for maximum in range(default.max, 400):  # the smallest 5-look design with 80% power
-        step = max(1, math.ceil((maximum - default.start) / 4))
-        design = Design(default.start, maximum, step, default.margin_pct)
-        if simulate_sequential(design, design.margin_pct, sd, 20_000, rng)[0].mean() >= 0.8:
-            designs.append(design)
-            break
+    for num_looks in (5, 10):  # the smallest design with that many looks and 80% power
+        for maximum in range(default.max, 1000):
+            step = max(1, math.ceil((maximum - default.start) / (num_looks - 1)))
+            design = Design(default.start, maximum, step, default.margin_pct)
+            sim = simulate_sequential(design, design.margin_pct, sd, 20_000, rng)
+            if sim[0].mean() >= 0.8:
+                designs.append(design)
+                break
     header = (
         "design (start/max/step) | power at margin | E[top seeds] | E[GPU-h] gain=margin | "
         "E[GPU-h] gain=0 | false claims | fixed n (equal power) | fixed GPU-h | "
