@@ -290,7 +290,8 @@ def decide_look(
     verdicts = {v: d["verdict"] for v, d in decisions.items()}
     word = next(iter(verdicts.values())) if len(verdicts) == 1 else _joined(verdicts)
     at = f"look {look} (t = {frac:.2f}, {n_top} paired seeds at the top, level {alpha_k:.3g})"
-    args = (look, frac, n_top, bound.z, alpha_k, word, verdicts)
+    z = bound.z if level is None else float(stats.norm.isf(level / 2))
+    args = (look, frac, n_top, z, alpha_k, word, verdicts)
     defects = {v: d for v, d in decisions.items() if d["verdict"] == "inconclusive"}
     if defects and n_top >= V.MIN_SEEDS:
         why = "; ".join(f"{v}: {d['reason']}" for v, d in defects.items())

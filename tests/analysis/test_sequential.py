@@ -45,7 +45,7 @@ DESIGN = Design(start=3, max=7, step=2)
 RUN_SD = 0.0065  # paired sd 0.28% of the loss at 100M: a fixed 7-seed study has ~95% power
 NUM_DRAWS = 100
 NULL_STUDIES = 300
-POWER_STUDIES = 150
+POWER_STUDIES = 100
 MAX_CLAIMS = int(stats.binom.ppf(0.99, NULL_STUDIES, 0.05))  # 24
 MARGIN = 0.5  # % of the loss, the verdict's default margin
 
@@ -200,10 +200,13 @@ def null_run() -> tuple[Counter, Counter, Counter, float]:
         sequential[seq.final.verdict] += 1
         naive[nav.final.verdict] += 1
         looks[len(seq.looks)] += 1
+        if (i + 1) % 25 == 0:  # progress, for a slow machine
+            print(f"\n{i + 1} null studies: sequential {dict(sequential)}, naive {dict(naive)}")
     return sequential, naive, looks, time.perf_counter() - t0
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_identical_arms_claim_at_most_alpha_over_all_looks_and_naive_retesting_more():
     sequential, naive, looks, seconds = null_run()
     seq_claims = sum(sequential[c] for c in CLAIMS)
@@ -218,13 +221,14 @@ def test_identical_arms_claim_at_most_alpha_over_all_looks_and_naive_retesting_m
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_a_gain_at_the_margin_is_resolved_with_fewer_seed_runs_than_the_fixed_design():
     """Fixed designs on the same studies (every size at n seeds, one analysis at 5%): the
     fixed design of equal power needs more seeds than the largest n whose fixed power is
     below the sequential's, so it costs at least (that n + 1) x cells seed-runs."""
     k0 = k0_at_margin()
     resolved, words, runs, flops = 0, Counter(), [], []
-    fixed = {n: Counter() for n in (4, 5, DESIGN.max)}
+    fixed = {n: Counter() for n in (5, DESIGN.max)}
     fixed_flops = {}
     t0 = time.perf_counter()
     for i in range(POWER_STUDIES):
@@ -234,6 +238,8 @@ def test_a_gain_at_the_margin_is_resolved_with_fewer_seed_runs_than_the_fixed_de
         resolved += seq.final.verdict in ("persists", "grows")
         runs.append(seq.num_runs)
         flops.append(seq.flops)
+        if (i + 1) % 25 == 0:
+            print(f"\n{i + 1} margin studies: sequential {dict(words)}, fixed {fixed}")
         for n, counter in fixed.items():
             table = reveal(full, {s: n for s in map(str, full["size"].unique())})
             result = analyse(table, num_resamples=NUM_DRAWS, seed=data_seed(table))
