@@ -257,3 +257,19 @@ def test_a_gain_at_the_margin_is_resolved_with_fewer_seed_runs_than_the_fixed_de
     assert power >= 0.8
     assert below, f"a fixed design with {min(fixed)} seeds already matches the power {power}"
     assert np.mean(runs) < (max(below) + 1) * cells
+
+
+def test_an_unpinned_trend_buys_seeds_where_they_narrow_gamma_per_flop():
+    """``helps``: gamma's interval decides; the smallest size has the most leverage on the slope
+    and costs ~1/7000 of the top's FLOPs per seed, so it gets seeds beside the top."""
+    from analysis.sequential import allocate
+
+    full = study(k0_at_margin(), 4)
+    table = reveal(full, {s: 3 for s in map(str, full["size"].unique())})
+    result = analyse_look(table, DESIGN, num_resamples=NUM_DRAWS)
+    add, rows = allocate(result, table, DESIGN, {"nonlinear": "helps"})
+    assert add["100M"] == 2 and add.get("1.2M") == 2, rows
+    assert rows[0]["why"] == "top size"
+    assert all(r["width_cut_per_flop"] >= rows[0]["width_cut_per_flop"] for r in rows[1:])
+    top_only, _ = allocate(result, table, DESIGN, {"nonlinear": "undetected"})
+    assert top_only == {"100M": 2}
