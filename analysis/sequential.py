@@ -281,7 +281,9 @@ def decide_look(
     computed (it is judged again at the look's level). The pooled bootstrap cannot reject below
     ``1 / (num_resamples + 1)``: at early looks (level ~3e-4 at t = 0.3) it is conservative
     unless ``num_resamples`` is in the thousands. A pure function of the table: the bootstrap's
-    seed comes from the data (``data_seed``)."""
+    seed comes from the data (``data_seed``). ``none`` stops a look only when the draws resolve
+    the interval at its level (``draws * level / 2 >= 1``; 1,000 draws: from look 2 of the
+    default design)."""
     n_top, frac, bound = look_level(table, design, look, baseline)
     alpha_k = bound.level if level is None else level
     if analysis is None:
@@ -300,15 +302,31 @@ def decide_look(
             "undo a divergence or add a size: fix the design, then look again"
         )
         return Look(*args, True, reason, {})
-    if all(w in DECIDED for w in verdicts.values()):
+    draws = int(analysis.verdict["num_resamples"])
+    thin = [v for v, d in decisions.items() if d["verdict"] == "none" and not _resolved(d, draws)]
+    if all(w in DECIDED for w in verdicts.values()) and not thin:
         return Look(*args, True, f"{at}: decided: {word}", {})
     if look == design.num_looks or n_top >= design.max:
         return Look(*args, True, f"{at}: {word} at the design's maximum of {design.max} seeds", {})
-    open_words = {v: w for v, w in verdicts.items() if w not in DECIDED}
+    open_words = {v: w for v, w in verdicts.items() if w not in DECIDED or v in thin}
     add, allocation = allocate(analysis, table, design, open_words)
     sizes = ", ".join(f"+{k} at {s}" for s, k in add.items())
     reason = f"{at}: {word}, not decided; {sizes} (the deciding interval's width per FLOP)"
+    if thin:
+        reason += (
+            f"; equivalence not resolved with {draws} draws: the pooled interval at this level "
+            "is the draws' range (needs >= 2 / level draws)"
+        )
     return Look(*args, False, reason, add, tuple(allocation))
+
+
+def _resolved(decision: dict, draws: int) -> bool:
+    """Whether the pooled percentile interval at the top size's level is a quantile of the
+    draws, not their range: at least one draw beyond each end (``draws * level / 2 >= 1``).
+    Below that the interval is too narrow for its level, which only matters for ``none`` (a
+    claim's p-value is floored at ``1 / (draws + 1)`` instead, which is conservative)."""
+    top = decision.get("top_gain_pct") or {}
+    return draws * float(top.get("level") or 0.0) / 2 >= 1.0
 
 
 def _joined(verdicts: dict[str, str]) -> str:

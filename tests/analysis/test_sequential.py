@@ -2,7 +2,7 @@
 independent Monte Carlo, and the whole procedure (looks until it stops) on synthetic studies.
 
 The simulations run a 3-look copy of the default design's shape (start 3, max 7, step 2:
-looks at 3, 5 and 7 paired seeds at the top) on 4 sizes 1.2M-100M with 100 bootstrap draws, so
+looks at 3, 5 and 7 paired seeds at the top) on 4 sizes 1.2M-100M with 130 bootstrap draws, so
 that the file fits CI on 2 cores; the method is the same for the 5-look default (3, 10, 2),
 whose boundaries are checked here too. Every study is drawn once with ``max`` seeds per size
 (``analysis.scenarios.compute_law_study``, per-run sd ``RUN_SD``); each look reads the seeds
@@ -43,7 +43,7 @@ from analysis.sequential import (
 SIZES = tuple(float(x) for x in np.geomspace(1.2e6, 1e8, 4))
 DESIGN = Design(start=3, max=7, step=2)
 RUN_SD = 0.0065  # paired sd 0.28% of the loss at 100M: a fixed 7-seed study has ~95% power
-NUM_DRAWS = 100
+NUM_DRAWS = 130  # look 2's top-size level 0.0155 x 130 / 2 >= 1: its interval is resolved
 NULL_STUDIES = 300
 POWER_STUDIES = 100
 MAX_CLAIMS = int(stats.binom.ppf(0.99, NULL_STUDIES, 0.05))  # 24
@@ -273,3 +273,13 @@ def test_an_unpinned_trend_buys_seeds_where_they_narrow_gamma_per_flop():
     assert all(r["width_cut_per_flop"] >= rows[0]["width_cut_per_flop"] for r in rows[1:])
     top_only, _ = allocate(result, table, DESIGN, {"nonlinear": "undetected"})
     assert top_only == {"100M": 2}
+
+
+def test_equivalence_does_not_stop_a_look_whose_draws_cannot_resolve_its_level():
+    """At look 1 (top-size level 0.0022) 130 draws give the draws' range, not a 99.8%
+    interval: a ``none`` there is not a decision, and the look asks for seeds."""
+    table = compute_law_study(1.0, 0.0, 5, num_seeds=3, sizes=SIZES, run_sd=0.0002)
+    look = decide_look(table, DESIGN, 1, num_resamples=NUM_DRAWS)
+    assert look.verdict == "none" and not look.stop, look.reason
+    assert "equivalence not resolved with 130 draws" in look.reason
+    assert look.add_seeds == {"100M": 2}
