@@ -165,12 +165,31 @@ def _check_keys(p: Problems, where: str, table: dict, sizes: list[str], allow_an
         p.add(f"{where}.{key}: not one of study.sizes ({', '.join(sizes)}){extra}; fix the key")
 
 
+def _check_seed_rounds(study: Study, p: Problems) -> None:
+    """`seeds: {start, max, step}` (analysis.stats.sequential.Design holds the same rules)."""
+    rounds, search = study.seed_rounds, study.lr.search
+    if rounds is None:
+        return
+    if rounds.start < 3:
+        p.add(f"study.seeds.start: {rounds.start} must be >= 3 (a look needs 3 paired seeds)")
+    if rounds.start > rounds.max:
+        p.add(f"study.seeds.start: {rounds.start} is above study.seeds.max ({rounds.max})")
+    if rounds.step < 1:
+        p.add(f"study.seeds.step: {rounds.step} must be >= 1 (seeds added per round)")
+    if search is not None and search.scan_seeds is not None and rounds.max < search.scan_seeds:
+        p.add(
+            f"study.seeds.max: {rounds.max} is below study.lr.search.scan_seeds "
+            f"({search.scan_seeds}), the seeds the LR search scans with"
+        )
+
+
 def _check_grid(study: Study, p: Problems) -> None:
     _check_list(p, "sizes", study.sizes, "e.g. [2M, 6M, 25M]")
     _check_list(
         p, "variants", study.variants, f"e.g. [linear, nonlinear]; known: {', '.join(ARMS)}"
     )
     _check_list(p, "seeds", study.seeds, "e.g. [0, 1, 2]")
+    _check_seed_rounds(study, p)
     for i, variant in enumerate(study.variants):
         try:
             resolve_arm(variant)

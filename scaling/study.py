@@ -204,6 +204,18 @@ class CostSpec:
 
 
 @dataclass
+class SeedRounds:
+    """`seeds: {start: 3, max: 10, step: 2}`: seeds added in rounds where they resolve the
+    verdict, judged by a group-sequential design that keeps the false-claim rate at 5%
+    (`analysis.stats.sequential`, docs/statistics.md). The first round runs seeds 0..start-1; later
+    rounds are not run by the orchestration yet."""
+
+    start: int = 3
+    max: int = 10
+    step: int = 2
+
+
+@dataclass
 class VerdictSpec:
     """How the analysis words its verdict (`analysis.stats.verdict.RULE`).
 
@@ -226,7 +238,7 @@ class Study:
     data: DataSpec
     sizes: list[str]
     variants: list[str]
-    seeds: list[int]
+    seeds: list[int] | SeedRounds  # rounds: `seeds` becomes the first round's, see seed_rounds
     output_dir: str | None = None  # default runs/<name>: submitit logs and one dir per cell
     # folders (relative to the study file) holding the user's own modules, e.g. a variant's;
     # added to the import path of every command and job
@@ -251,6 +263,11 @@ class Study:
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     cost: CostSpec = field(default_factory=CostSpec)
     verdict: VerdictSpec = field(default_factory=VerdictSpec)
+    seed_rounds: SeedRounds | None = None  # from `seeds: {start, max, step}`
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seeds, SeedRounds):  # the first round's seeds; the design is kept
+            self.seed_rounds, self.seeds = self.seeds, list(range(max(self.seeds.start, 0)))
 
     # --- derived --------------------------------------------------------------------------
     @property

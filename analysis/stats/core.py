@@ -34,6 +34,9 @@ class Analysis:
     excluded: pd.DataFrame
     comparisons: dict[str, Comparison] = dataclasses.field(default_factory=dict)
     tokens: token_axis.TokenAnalysis | None = None  # the token axis, when some arm has >= 2 budgets
+    # per variant: its p and decide_held's arguments but the level, to judge again at another
+    # family-wise level without refitting (analysis.stats.sequential.judge_at)
+    decide_inputs: dict[str, tuple] = dataclasses.field(default_factory=dict)
 
 
 def parse_baselines(baseline: str) -> list[str]:
@@ -126,18 +129,21 @@ def analyse(
     seed: int = 0,
     detect_gain_pct: float = 0.5,
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
+    alpha: float = rules.ALPHA,
 ) -> Analysis:
     """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
 
     The N verdict reads, per size, only the largest budget its baseline measured
     (``analysis.stats.tokens.n_axis_rows``); with several budgets per size the token axis is
-    judged too (``analysis.stats.tokens.analyse_tokens``, verdict.json's ``tokens``)."""
+    judged too (``analysis.stats.tokens.analyse_tokens``, verdict.json's ``tokens``). ``alpha``:
+    the N verdict's family-wise level (5%; a sequential look's nominal level:
+    ``analysis.stats.sequential``)."""
     check_inputs(table, baseline, num_resamples, margin_pct)
     data = _measure(table, baseline, num_resamples, seed)
     fits = fit_arms(data.groups)
     judged, matched = _compare_variants(data, fits)
     weights_only = matching.weights_only_arms(data.table)
-    variants = _judge(data, judged, baseline, margin_pct, weights_only)
+    variants, decide_inputs = _judge(data, judged, baseline, margin_pct, weights_only, alpha)
     verdict = _verdict(data, variants, fits, baseline, num_resamples, detect_gain_pct, margin_pct)
     verdict["compute_axis"] = matching.compute_axis(data.table, matched, weights_only)
     verdict["rule"] = rules.RULE
@@ -148,7 +154,9 @@ def analyse(
     if not verdict["intervals"]["available"]:
         verdict = intervals.strip(verdict)
     comparisons = {v: j.comparison for v, j in judged.items()}
-    return Analysis(verdict, data.groups, fits, data.usable, data.excluded, comparisons, along_d)
+    return Analysis(
+        verdict, data.groups, fits, data.usable, data.excluded, comparisons, along_d, decide_inputs
+    )
 
 
 def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) -> _Measured:
@@ -202,28 +210,28 @@ def _judge(
     baseline: str,
     margin_pct: float,
     weights_only: list[str],
-) -> list[dict]:
-    """verdict.json's row per variant: its gain tests, held to the Holm level over variants."""
+    alpha: float,
+) -> tuple[list[dict], dict[str, tuple]]:
+    """verdict.json's row per variant: its gain tests, held to the Holm level over variants;
+    and per variant what ``decide_held`` was given but the level (``Analysis.decide_inputs``)."""
     groups, has_ci = data.groups, data.has_ci
     tests = {v: [GainTest.of(b, groups) for b in j.comparison.curve] for v, j in judged.items()}
     p_values = {v: _global_p(j.comparison, tests[v]) if has_ci else 1.0 for v, j in judged.items()}
-    levels = rules.holm_levels(p_values) if p_values else {}
+    levels = rules.holm_levels(p_values, alpha) if p_values else {}
     frontier = {(f.variant, f.size, f.tokens): f for f in data.frontiers}
-    rows = []
+    rows, decide_inputs = [], {}
     for variant, one in judged.items():
         k_part, k0, gamma, k_ok = _k_row(one, has_ci)
         row = {"variant": variant, "baseline": baseline, "c_ref": one.c_ref, **k_part}
-        decision = decide_held(  # rules.apply_rule, with the conditional verdict of held guards
-            one.comparison,
-            tests[variant],
-            gamma if has_ci else None,
-            k0,
-            levels.get(variant),
+        held = (one.comparison, tests[variant], gamma if has_ci else None, k0)
+        guards = (
             _guards(one.comparison, k_ok, has_ci, len(groups.seeds)),
             lr_guards(one.comparison, groups.info, frontier),
             matching.undeclared_guard(variant, weights_only),
-            margin_pct,
         )
+        decide_inputs[variant] = (p_values[variant], held, guards)
+        # rules.apply_rule, with the conditional verdict of held guards
+        decision = decide_held(*held, levels.get(variant), *guards, margin_pct, alpha)
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
         row.update((k, decision.pop(k)) for k in ("conditional_verdict", "conditional_assumes"))
         row["decision"] = {**decision, "variant_p": p_values[variant] if has_ci else None}
@@ -233,7 +241,7 @@ def _judge(
         info = groups.info
         row["measured_compute"] = [float(info["flops"].min()), float(info["flops"].max())]
         rows.append(row)
-    return rows
+    return rows, decide_inputs
 
 
 def _k_row(one: _Judged, has_ci: bool) -> tuple[dict, float | None, float | None, bool]:

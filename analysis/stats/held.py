@@ -39,12 +39,13 @@ def conditional(
     level: float | None,
     other_guards: list[str],
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
+    alpha: float = rules.ALPHA,
 ) -> dict | None:
     """The decision with the LR guard lifted (``verdict`` and ``reason``), or None when another
     guard would still leave it inconclusive (then the condition changes nothing)."""
     if other_guards:
         return None
-    decision = rules.apply_rule(comparison, tests, gamma, k0, level, [], margin_pct)
+    decision = rules.apply_rule(comparison, tests, gamma, k0, level, [], margin_pct, alpha)
     if decision["verdict"] == "inconclusive":
         return None
     return {"verdict": decision["verdict"], "reason": decision["reason"]}
@@ -75,13 +76,18 @@ def decide_held(
     lr_guard: list[str],
     flops_guard: list[str],
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
+    alpha: float = rules.ALPHA,
 ) -> dict:
     """``analysis.stats.verdict.apply_rule`` on every guard, plus ``conditional_verdict`` and
     ``conditional_assumes`` (None unless a held guard alone kept it from a claim); the
     conditional verdict and its clauses close the reason."""
     held = lr_guard + flops_guard
-    decision = rules.apply_rule(comparison, tests, gamma, k0, level, guards + held, margin_pct)
-    cond = conditional(comparison, tests, gamma, k0, level, guards, margin_pct) if held else None
+    decision = rules.apply_rule(
+        comparison, tests, gamma, k0, level, guards + held, margin_pct, alpha
+    )
+    cond = None
+    if held:
+        cond = conditional(comparison, tests, gamma, k0, level, guards, margin_pct, alpha)
     assumed = assumption(lr_guard, flops_guard)
     decision["reason"] = with_conditional(decision["reason"], cond, assumed)
     decision["conditional_verdict"] = cond and cond["verdict"]

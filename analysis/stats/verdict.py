@@ -155,10 +155,12 @@ def apply_rule(
     level: float | None,
     guards: list[str],
     margin_pct: float = DEFAULT_MARGIN_PCT,
+    alpha: float = ALPHA,
 ) -> dict:
     """Apply RULE. ``tests`` one ``analysis.stats.robust.GainTest`` per ``comparison.curve`` point;
     ``gamma, k0 [B+1]`` from the k(C) fit; ``level`` the variant's level from Holm across
-    variants (None = the step-down stopped before it); ``guards`` failed guards (sentences)."""
+    variants (None = the step-down stopped before it); ``guards`` failed guards (sentences);
+    ``alpha`` the study's family-wise level (a sequential look's nominal level)."""
     out: dict = {"level": level, "margin_pct": margin_pct, "top_gain_pct": None}
     out.update(gamma=None, k0=None, sizes=[])
     family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= MIN_SEEDS]
@@ -168,7 +170,7 @@ def apply_rule(
     weights = size_weights(len(family))
     p = [tests[i].p() for i in family]
     if level is None:
-        rejected, tested = [False] * len(family), [w * ALPHA for w in weights]
+        rejected, tested = [False] * len(family), [w * alpha for w in weights]
     else:
         rejected, tested = weighted_holm(p, weights, level)
     for j, i in enumerate(family):
@@ -177,7 +179,7 @@ def apply_rule(
         out["sizes"].append({"size": b.size, "tokens": b.tokens, "p": p[j], "weight": weights[j]})
         out["sizes"][-1].update(level=tested[j], rejected=rejected[j], ci=interval)
         out["sizes"][-1].update(value=_num(tests[i].value), decided_by=source)
-    top_level = tested[-1] if family else ALPHA
+    top_level = tested[-1] if family else alpha
     if family and out["sizes"][-1]["ci"] is not None:
         out["top_gain_pct"] = dict(out["sizes"][-1])
         out["top_gain_pct"].update(paired_ci=tests[top_i].t_interval(top_level))
@@ -194,7 +196,7 @@ def apply_rule(
     if guards:
         return {**out, "verdict": "inconclusive", "reason": "; ".join(guards)}
     result = _rule(out, level, tests[top_i])
-    if level is not None and level < ALPHA:
+    if level is not None and level < alpha:
         result["reason"] += f" (variant level {100 * level:.3g}%: Holm across variants)"
     return result
 

@@ -203,10 +203,11 @@ def compute_law_study(
     rng_seed: int,
     num_seeds: int = 3,
     sizes: tuple[float, ...] = SIZES,
+    run_sd: float = RUN_SD,
 ) -> pd.DataFrame:
     """The coverage setup (FACTS): ``L_b(C) = 2 + 79 C^-0.1`` at D = 20 N, the variant at
     ``k(C) C`` with ``k = k0 (C / c_ref)^gamma`` (c_ref = geometric mean of the baseline's C,
-    as the analysis defines it), one LR per cell, shared sd 0.006 and per-run sd 0.004."""
+    as the analysis defines it), one LR per cell, shared sd 0.006 and per-run sd ``run_sd``."""
     compute = np.array([120.0 * n * n for n in sizes])
     c_ref = float(np.exp(np.log(compute).mean()))
     rng = np.random.default_rng(rng_seed)
@@ -214,7 +215,7 @@ def compute_law_study(
     for n, c in zip(sizes, compute, strict=True):
         shared = rng.normal(0.0, SHARED_SD, size=num_seeds)
         for arm, k in (("linear", 1.0), ("nonlinear", k0 * (c / c_ref) ** gamma)):
-            own = rng.normal(0.0, RUN_SD, size=num_seeds)
+            own = rng.normal(0.0, run_sd, size=num_seeds)
             clean = 2.0 + 79.0 * (k * c) ** -0.1
             for s in range(num_seeds):
                 rows.append(

@@ -1,0 +1,177 @@
+"""Benchmark: the sequential seed design (``analysis.stats.sequential``) against the fixed one, for
+the shipped ladder study (studies/ladder.yaml) at the demo's measured seed noise.
+
+    .venv/bin/python benchmarks/bench_sequential.py [--studies 200000] [--noise SOURCE]
+
+Costs come from the study's own plan (``scaling.plan.plan_study``): one more seed at a size
+costs the GPU-hours of that size's seed-0 cells (every arm x LR there; later seeds follow at
+the winner and its neighbours, the same number of runs). The noise is the paired-difference
+sd in % of the loss per size from ``analysis.stats.power.noise_from_source`` (default: the 6-seed
+demo of docs/noise.md, ``benchmarks/noise/demo6.jsonl``, at each arm's winning LR, planned on
+its upper 80% bound as ``scaling plan`` does), carried to the ladder's sizes by
+``sd_for_sizes`` (nearest size in log N).
+
+What is simulated: the verdict's binding test, Student's t on the top size's paired seeds
+(``analysis.stats.power``; tests/analysis/test_power.py checks it predicts the verdict's own
+detection rate), one variant against the baseline. Sequential: at look k the top size is
+tested at 80% (its weighted-Holm share) of the look's nominal level from
+``spending_boundaries``; a look stops on a claim (interval excludes 0), on equivalence
+(interval within +-margin) or at ``max``; while the top gain's interval holds 0 only the top
+size gets seeds (``analysis.stats.sequential.allocate``), the other sizes keep ``start``. Fixed:
+every size at ``n`` seeds, one test at 80% of 5%. "Equal power": the fixed design is the
+smallest ``n`` whose power at the margin (``analysis.stats.power.power_of``, exact for this test)
+reaches the sequential design's simulated power. The full pipeline (``decide_look`` on
+synthetic studies) is exercised by tests/analysis/test_sequential.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.stats.levels import TOP_WEIGHT
+from analysis.stats.power import noise_from_source, noise_from_table, power_of, sd_for_sizes
+from analysis.stats.sequential import Design
+from analysis.tables.runs import normalise
+
+ROOT = Path(__file__).resolve().parents[1]
+LADDER = ROOT / "studies" / "ladder.yaml"
+DEMO6 = ROOT / "benchmarks" / "noise" / "demo6.jsonl"
+
+
+def demo_table(path: Path = DEMO6) -> pd.DataFrame:
+    """The 6-seed demo's runs at each arm's winning LR (the LR all six seeds ran at)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    frame = pd.DataFrame(rows)
+    layers, width = zip(*[map(int, s.split(",")[:2]) for s in frame["shape"]], strict=True)
+    frame["num_nonembedding_params"] = 12 * np.array(layers) * np.array(width) ** 2
+    frame["tokens"] = frame["steps"] * frame["batch_tokens"]
+    frame["final_val_loss"] = frame["loss"]
+    seeds = frame.groupby(["shape", "variant", "lr"])["seed"].transform("nunique")
+    return normalise(frame[seeds == seeds.max()], str(path))
+
+
+def seed_cost(study_path: Path = LADDER) -> tuple[list[str], dict[str, float]]:
+    """(sizes, GPU-hours of one more seed at each size) from the study's plan."""
+    from scaling.loader import load_study
+    from scaling.plan import plan_study
+
+    study = load_study(study_path, check_environment=False)
+    cost: dict[str, float] = defaultdict(float)
+    for row in plan_study(study).rows:
+        if row.seed == study.spec.seeds[0]:
+            cost[row.size] += row.gpu_hours
+    return list(study.spec.sizes), dict(cost)
+
+
+def simulate_sequential(design: Design, gain: float, sd: float, num: int, rng) -> tuple:
+    """(claimed +, claimed -, seeds at the top when it stopped), one entry per study."""
+    diffs = rng.normal(gain, sd, size=(num, design.max))  # [studies, seeds] paired gains, %
+    total, squares = np.cumsum(diffs, axis=1), np.cumsum(diffs**2, axis=1)
+    running = np.ones(num, dtype=bool)
+    plus, minus = np.zeros(num, bool), np.zeros(num, bool)
+    n_used = np.full(num, design.max)
+    for n, bound in zip(design.planned_seeds(), design.boundaries(), strict=True):
+        mean = total[:, n - 1] / n
+        var = (squares[:, n - 1] - n * mean**2) / (n - 1)
+        half = stats.t.isf(TOP_WEIGHT * bound.level / 2, n - 1) * np.sqrt(var / n)
+        up, down = mean - half > 0, mean + half < 0
+        same = np.abs(mean) + half <= design.margin_pct
+        stop = running & (up | down | same | (n == design.max))
+        plus |= stop & up
+        minus |= stop & down
+        n_used[stop] = n
+        running &= ~stop
+    return plus, minus, n_used
+
+
+def fixed_false_claims(n: int, sd: float, num: int, rng) -> float:
+    """Simulated share of identical-arm studies whose fixed top-size test (n seeds, 80% of
+    5%) rejects."""
+    diffs = rng.normal(0.0, sd, size=(num, n))
+    t = diffs.mean(axis=1) / (diffs.std(axis=1, ddof=1) / math.sqrt(n))
+    return float((np.abs(t) > stats.t.isf(TOP_WEIGHT * 0.05 / 2, n - 1)).mean())
+
+
+def compare(design: Design, sd: float, sizes, cost, num: int, rng) -> dict:
+    top = sizes[-1]
+    others = sum(cost[s] for s in sizes[:-1])
+    plus, minus, n_top = simulate_sequential(design, design.margin_pct, sd, num, rng)
+    power = float(plus.mean())
+    null_plus, null_minus, null_n = simulate_sequential(design, 0.0, sd, num, rng)
+    seq_cost = design.start * others + n_top.mean() * cost[top]
+    seq_cost_null = design.start * others + null_n.mean() * cost[top]
+    n_fixed = next(n for n in range(2, 100_000) if power_of(design.margin_pct, sd, n) >= power)
+    fixed_cost = n_fixed * (others + cost[top])
+    return {
+        "design": design,
+        "power": power,
+        "seq_top_seeds": float(n_top.mean()),
+        "seq_gpu_hours": seq_cost,
+        "seq_gpu_hours_null": seq_cost_null,
+        "seq_false_claims": float((null_plus | null_minus).mean()),
+        "n_fixed": n_fixed,
+        "fixed_power": power_of(design.margin_pct, sd, n_fixed),
+        "fixed_gpu_hours": fixed_cost,
+        "fixed_false_claims": fixed_false_claims(n_fixed, sd, min(num, 50_000), rng),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=200_000)
+    parser.add_argument("--noise", default=None, help="a noise source (default: the demo)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    sizes, cost = seed_cost()
+    if args.noise is None:
+        by_size = noise_from_table(demo_table())
+        source = f"{DEMO6.relative_to(ROOT)} (upper 80% bound, as scaling plan)"
+    else:
+        by_size, source = noise_from_source(args.noise), args.noise
+    sd = sd_for_sizes(by_size, sizes)[sizes[-1]][0]
+    print(
+        f"ladder sizes {sizes}; GPU-hours per extra seed: "
+        + ", ".join(f"{s} {cost[s]:.1f}" for s in sizes)
+    )
+    print(
+        f"noise: {source}: {json.dumps({k: round(v, 3) for k, v in by_size.items()})}; "
+        f"top size {sizes[-1]} planned at paired sd {sd:.3f}%"
+    )
+    rng = np.random.default_rng(args.seed)
+    default = Design()
+    designs = [default]
+    for num_looks in (5, 10):  # the smallest design with that many looks and 80% power
+        for maximum in range(default.max, 1000):
+            step = max(1, math.ceil((maximum - default.start) / (num_looks - 1)))
+            design = Design(default.start, maximum, step, default.margin_pct)
+            sim = simulate_sequential(design, design.margin_pct, sd, 20_000, rng)
+            if sim[0].mean() >= 0.8:
+                designs.append(design)
+                break
+    header = (
+        "design (start/max/step) | power at margin | E[top seeds] | E[GPU-h] gain=margin | "
+        "E[GPU-h] gain=0 | false claims | fixed n (equal power) | fixed GPU-h | "
+        "fixed false claims | cost ratio"
+    )
+    print(header)
+    for design in designs:
+        r = compare(design, sd, sizes, cost, args.studies, rng)
+        ratio = r["seq_gpu_hours"] / r["fixed_gpu_hours"]
+        print(
+            f"{design.start}/{design.max}/{design.step} | {r['power']:.3f} | "
+            f"{r['seq_top_seeds']:.2f} | {r['seq_gpu_hours']:.0f} | {r['seq_gpu_hours_null']:.0f}"
+            f" | {r['seq_false_claims']:.4f} | {r['n_fixed']} ({r['fixed_power']:.3f}) | "
+            f"{r['fixed_gpu_hours']:.0f} | {r['fixed_false_claims']:.4f} | {ratio:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
