@@ -52,6 +52,7 @@ def prepare_data(
     """Tokenise a corpus into megatron train/valid splits with a manifest (reused if unchanged)."""
     import json
 
+    # lazy: the `scaling` CLI imports this module to register the command; keep --help fast
     from data_prep.config import DataPrepConfig
     from foundation.config import from_dict, load_file, to_dict
 
@@ -64,7 +65,7 @@ def prepare_data(
             typer.echo(json.dumps(to_dict(resolved), indent=2))
             return
 
-        from data_prep.preparation import prepare
+        from data_prep.preparation import prepare  # lazy: datasets and tokenizers
 
         manifest = prepare(resolved, force=force, progress=True)
     except ValueError as err:  # bad input: the message names the field and the fix

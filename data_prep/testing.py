@@ -41,7 +41,7 @@ def tiny_dataset(tmp_dir: str | Path) -> Path:
     """Prepare (once per path) a small stdlib dataset under `tmp_dir`; return its directory."""
     out = (Path(tmp_dir) / "tiny_stdlib").resolve()
     if out not in _prepared:
-        from data_prep.preparation import prepare
+        from data_prep.preparation import prepare  # lazy: datasets and tokenizers
 
         prepare(tiny_config(out))
         _prepared[out] = out

@@ -20,7 +20,7 @@ def train(
     import yaml
 
     from foundation.config import ConfigError, to_dict
-    from jobs.config import load_run_config
+    from jobs.config import load_run_config  # lazy: the CLI registers commands cheaply
 
     try:
         config = load_run_config(run_config)
@@ -30,7 +30,7 @@ def train(
     if dry_run:
         typer.echo(yaml.safe_dump(to_dict(config), sort_keys=False))
         return
-    from jobs.trainer import train as run_training
+    from jobs.trainer import train as run_training  # lazy: torch and megatron-core
     from models.runtime import launched_world_size
 
     try:

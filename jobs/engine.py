@@ -40,9 +40,9 @@ def build_engine(config: Any, model: torch.nn.Module, bf16: bool) -> Engine:
     """The engine `config.engine` names, wrapping `model` (bf16 params and fp32 gradient
     accumulation when `bf16`)."""
     if config.engine == "deepspeed":
-        from jobs.engine_deepspeed import DeepSpeedEngine
+        from jobs.engine_deepspeed import DeepSpeedEngine  # lazy: only the chosen engine loads
 
         return DeepSpeedEngine(config, model, bf16)
-    from jobs.engine_megatron import MegatronEngine
+    from jobs.engine_megatron import MegatronEngine  # lazy, as above
 
     return MegatronEngine(config, model, bf16)

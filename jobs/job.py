@@ -45,6 +45,7 @@ class TrainingJob(submitit.helpers.Checkpointable):
         self.__init__(state["config"], state["preempt_wait_s"])
 
     def __call__(self):
+        # lazy: the submitting process pickles the job without importing torch
         from jobs.trainer import train
 
         if os.environ.get("SUBMITIT_EXECUTOR") not in ("slurm", "local"):

@@ -29,6 +29,7 @@ from jobs.collectives import any_rank
 from jobs.config import RunConfig
 from jobs.device import TAG_MFU_PEAK, TAG_MFU_PEAK_SOURCE, mfu_peak
 from jobs.engine import build_engine
+from jobs.fork import load_parent_checkpoint, parent_run_id
 from jobs.optim import lr_at
 from jobs.pause import pause_point
 from jobs.record import LossHistory, RunResult
@@ -143,8 +144,6 @@ class _Trainer:
         payload = ckpt.load_newest(self.ckpt_root, layout=self._layout())
         resumed = payload is not None
         if payload is None and self.config.init_from is not None:
-            from jobs.fork import load_parent_checkpoint
-
             payload = load_parent_checkpoint(self.config, self._layout())
             init = self.config.init_from
             rank0_print(f"{self.config.name}: forked from {init.output_dir} at step {init.step}")
@@ -196,8 +195,6 @@ class _Trainer:
             f"device ({self.peak_source})"
         )
         if config.init_from is not None:
-            from jobs.fork import parent_run_id
-
             lineage = {C.TAG_BRANCH_STEP: str(config.init_from.step)}
             parent = parent_run_id(config)
             if parent:

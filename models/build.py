@@ -95,8 +95,9 @@ def build_gpt(
     from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
 
+    # lazy, like megatron above: importing `models` stays cheap until a model is built
     from models.init import initialize_weights
-    from models.spec import block_spec
+    from models.spec import block_spec  # lazy: megatron-core's modules
 
     if seed is not None:
         runtime.set_seed(seed)

@@ -144,8 +144,9 @@ def import_nanogpt(checkpoint: dict | str | Path) -> ImportedModel:
     ``checkpoint`` is the reference's saved dict (``model``: state dict, keys possibly prefixed
     ``_orig_mod.`` by torch.compile; ``model_args``: its config) or a path to it.
     """
+    # lazy: megatron-core loads only when a reference checkpoint is imported
     from models import runtime
-    from models.build import build_gpt
+    from models.build import build_gpt  # lazy, as above
 
     checkpoint = _load_checkpoint(checkpoint)
     config = nanogpt_config(checkpoint["model_args"])
