@@ -25,7 +25,7 @@ import yaml
 from foundation.quiet import silence_known_warnings
 from scaling.loader import load_study
 from scaling.plan import plan_study
-from scaling.submission import prepare_data
+from scaling.submission import prepare_study_data
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = REPO / "studies" / "demo.yaml"
@@ -47,7 +47,7 @@ def main() -> None:
         path.write_text(yaml.safe_dump(spec))
         os.chdir(args.study.resolve().parent.parent)  # the spec's relative data path
         study = load_study(path, check_environment=False)
-        prepare_data(study)
+        prepare_study_data(study)
         assumed = plan_study(study)
         start = time.perf_counter()
         proc = subprocess.run(

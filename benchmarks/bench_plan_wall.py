@@ -44,14 +44,14 @@ def main() -> None:
     args = parser.parse_args()
     from scaling.loader import load_study
     from scaling.plan import plan_study
-    from scaling.submission import prepare_data
+    from scaling.submission import prepare_study_data
     from scaling.wall import rounds_seconds, wall_estimate
 
     with tempfile.TemporaryDirectory(prefix="bench-plan-wall-") as tmp:
         workdir = Path(tmp)
         os.chdir(workdir)  # the study's relative paths (its folder, its store) as `run` sees them
         path = _spec(workdir, args.full)
-        prepare_data(load_study(path, check_environment=False))
+        prepare_study_data(load_study(path, check_environment=False))
         study = load_study(path)
         estimate = wall_estimate(study, plan_study(study))
         start = time.monotonic()

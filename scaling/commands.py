@@ -1,7 +1,7 @@
 """Study commands: `scaling plan | submit | status | cancel STUDY` (and `run`, defined apart).
 
 Each command parses, loads the study (every check runs before anything is written or
-submitted), calls one function of `scaling.plan` / `scaling.submission`, and prints a table.
+submitted), calls one function of `scaling.plan` / `scaling.driver`, and prints a table.
 Heavy imports happen inside the commands so `scaling --help` stays fast.
 """
 
@@ -68,7 +68,7 @@ def _say_if_no_store(spec) -> None:
 
 @contextlib.contextmanager
 def _interrupt_is_one_line(spec) -> Iterator[None]:
-    """Ctrl-C: the cells were cancelled or left pending (`scaling.submission`); say what is
+    """Ctrl-C: the cells were cancelled or left pending (`scaling.driver`); say what is
     left in one line and exit 130 (128 + SIGINT, as a shell reports it), with no traceback."""
     try:
         yield
@@ -134,18 +134,20 @@ def plan(
         _check_noise_args(noise, target_gain)
     elif target_gain is not None:
         _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
-    from scaling.wall import device_name, format_wall, wall_estimate
+    from scaling.executors import executor_for
+    from scaling.wall import format_wall, wall_estimate
 
     spec = _load(study, check_environment=False)
     _say_if_no_store(spec)
     the_plan = plan_study(spec)
-    header, rows, totals = format_plan(the_plan, device_name(spec))
+    device = executor_for(spec).device_name
+    header, rows, totals = format_plan(the_plan, device)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
     typer.echo(format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s))
     cost = search_cost(spec, the_plan)
     if cost is not None:
-        typer.echo(format_search_cost(cost, the_plan, spec, device_name(spec)))
+        typer.echo(format_search_cost(cost, the_plan, spec, device))
     saving = branch_saving(spec, the_plan)
     if saving is not None:
         typer.echo(format_branch_saving(saving))
@@ -231,7 +233,7 @@ def submit(
     code changed since (`scaling status`: stale) stop it until `--rerun-stale` or
     `--accept-stale` (docs/variants.md).
     """
-    from scaling.submission import submit_rounds
+    from scaling.driver import submit_rounds
 
     spec = _load(study)
     _settle_stale(spec, rerun_stale, accept_stale)
@@ -299,38 +301,44 @@ def status(
         from scaling.state import study_status
 
         study_status(spec, refresh=True)  # rewrites the cache the watch then polls through
-    from scaling.refine import advance
-    from scaling.submission import end_given_up_runs, submit_rounds
+    from scaling.driver import StudyRun
 
-    while True:
-        rows = _watch(spec, interval, show_all)
-        following = advance(spec, rows, say=typer.echo)  # LR search: the round ended
-        if following is None:
-            break
-        spec = following
-        submit_rounds(spec, on_progress=typer.echo, end_parent=False)
-    end_given_up_runs(spec, rows)
-    _end_parent_if_over(spec, rows)
+    # LR search: each round that ends is judged and the next one submitted
+    driver = StudyRun(spec, say=typer.echo, view=_watch_view(show_all), poll_s=interval)
+    rows = driver.drive(submit_first=False)
+    driver.finish(rows)
     _exit_for(rows)
 
 
-def _watch(spec, interval: float, show_all: bool = False):
-    """Poll until no cell is queued or running; the last poll's rows."""
-    from scaling.submission import wait_study
-
-    if sys.stdout.isatty():  # a terminal: the counts and ETA redrawn in place, then the table
+def _watch_view(show_all: bool):
+    """How `status --watch` shows a round: on a terminal the counts and ETA redrawn in place,
+    then the table; piped, the table at every poll."""
+    if sys.stdout.isatty():
         from scaling.live import LiveProgress
-        from scaling.plan import plan_study
-        from scaling.run import Progress
 
-        flops = {r.cell_id: r.flops for r in plan_study(spec).rows}
-        with LiveProgress(Progress(flops, set()), len(spec.cells)) as display:
-            rows = wait_study(spec, callback=display, poll_s=interval)
-        _status_table(spec, rows, show_all)
-        return rows
-    return wait_study(
-        spec, callback=lambda rows: _status_table(spec, rows, show_all), poll_s=interval
+        @contextlib.contextmanager
+        def live(progress, study):
+            rows = []
+            with LiveProgress(progress, len(study.cells)) as display:
+
+                def show(polled):
+                    rows[:] = polled
+                    display(polled)
+
+                yield show
+            _status_table(study, rows, show_all)
+
+        return live
+    return lambda _progress, study: contextlib.nullcontext(
+        lambda rows: _status_table(study, rows, show_all)
     )
+
+
+def _live_bar(progress, study):
+    """`scaling run`'s view on a terminal: the live bar over the study's cells."""
+    from scaling.live import LiveProgress
+
+    return LiveProgress(progress, len(study.cells))
 
 
 def _exit_for(rows) -> None:
@@ -347,19 +355,9 @@ def _exit_for(rows) -> None:
         raise typer.Exit(code)
 
 
-def _end_parent_if_over(spec, rows) -> None:
-    """After a Slurm `submit`, the parent run is RUNNING until someone sees every cell end."""
-    from foundation import contract as C
-    from scaling.mlflow_state import end_parent_run, parent_status
-    from scaling.refine import search_over
-
-    if rows and all(r.state in C.ENDED_STATES for r in rows) and search_over(spec):
-        end_parent_run(spec, parent_status([r.state for r in rows]))
-
-
 def cancel(study: StudyArg) -> None:
     """Cancel the study's running and pending jobs (their MLflow runs become KILLED)."""
-    from scaling.submission import cancel_study
+    from scaling.driver import cancel_study
 
     spec = _load(study)
     cancelled = cancel_study(spec)
@@ -398,7 +396,7 @@ def run(
             out_dir=out,
             baseline=baseline,
             say=typer.echo,
-            live=sys.stdout.isatty(),
+            view=_live_bar if sys.stdout.isatty() else None,
             retry_failed=retry_failed,
         )
     _status_table(outcome.study or spec)  # the cells the LR search added too

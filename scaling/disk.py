@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from models.accounting import checkpoint_bytes
+from scaling.executors import executor_for
 from scaling.resolved import ResolvedStudy
 
 __all__ = ["cell_checkpoint_bytes", "num_checkpoints_kept"]
@@ -13,8 +14,7 @@ def cell_checkpoint_bytes(study: ResolvedStudy, run) -> int:
     or auto on a Slurm study that asks for GPUs), else fp32."""
     precision = run.precision
     if precision == "auto":
-        gpus = study.spec.executor == "slurm" and study.spec.slurm.gpus_per_node > 0
-        precision = "bf16" if gpus else "fp32"
+        precision = executor_for(study).planned_precision
     zero_stage = run.deepspeed.zero_stage if run.engine == "deepspeed" else 0
     return checkpoint_bytes(run.model, run.parallel, run.engine, zero_stage, precision == "bf16")
 

@@ -1,15 +1,15 @@
 """The live progress display of `scaling run` and `scaling status --watch` on a terminal.
 
 A person at a terminal gets one bar that fills as cells end, with the counts and the ETA beside
-it, redrawn in place. Piped or in CI the plain lines of `scaling.run` stay (one per change), so
-logs remain readable and greppable: callers choose with `sys.stdout.isatty()`.
+it, redrawn in place. Piped or in CI the plain lines of `scaling.progress.Reporter` stay (one
+per change), so logs remain readable and greppable: callers choose with `sys.stdout.isatty()`.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
 
-from scaling.run import Progress
+from scaling.progress import Progress
 from scaling.state import StatusRow
 
 __all__ = ["LiveProgress"]

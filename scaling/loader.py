@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -23,7 +21,6 @@ from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_trac
 from scaling.checks import section_key_problems
 from scaling.credentials import check_login, take_credentials
 from scaling.resolved import ResolvedStudy, resolve
-from scaling.resources import check_resources
 from scaling.study import Study
 
 __all__ = [
@@ -32,9 +29,7 @@ __all__ = [
     "add_python_path",
     "vocab_size",
     "check_mlflow",
-    "check_slurm",
     "check_study_environment",
-    "slurm_available",
 ]
 
 PROBE_TIMEOUT_S = 10.0
@@ -130,10 +125,10 @@ def check_study_environment(study: ResolvedStudy) -> None:
     Apart from `load_study` so that `scaling plan` can turn the error into a warning: costs are
     worth planning on a laptop before the cluster exists.
     """
+    from scaling.executors import executor_for  # FIXME: cycle broken in the rooms step
+
     check_mlflow(study.mlflow.tracking_uri)
-    if study.executor == "slurm":
-        check_slurm(study.spec.slurm.partition)
-    check_resources(study)  # GPUs where the study asks for them (scaling.resources)
+    executor_for(study).check_environment()  # the cluster and the devices it runs on
 
 
 def vocab_size(study: Study) -> int:
@@ -219,42 +214,3 @@ def check_mlflow(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
                 f"study.mlflow.tracking_uri: cannot create the SQLite store {uri[len(_SQLITE) :]} "
                 f"({existing} is not a writable directory); fix the URI or the permissions"
             )
-
-
-def slurm_available(timeout_s: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
-    """(True, "") if a Slurm controller answers `sinfo`, else (False, why)."""
-    if shutil.which("sinfo") is None:
-        return False, "sinfo is not on PATH (Slurm client not installed)"
-    conf = os.environ.get("SLURM_CONF")
-    if conf and not Path(conf).is_file():
-        return False, f"SLURM_CONF={conf} does not exist"
-    try:
-        proc = subprocess.run(
-            ["sinfo", "-h", "-o", "%P"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=os.environ,
-        )
-    except subprocess.TimeoutExpired:
-        return False, f"sinfo did not answer within {timeout_s:.0f} s"
-    if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        return False, f"sinfo failed: {lines[-1] if lines else f'exit {proc.returncode}'}"
-    return True, proc.stdout
-
-
-def check_slurm(partition: str | None = None) -> None:
-    """Raise ConfigError unless a Slurm controller answers (and has `partition`, if given)."""
-    ok, answer = slurm_available()
-    if not ok:
-        raise ConfigError(
-            f"study.executor: 'slurm', but no Slurm controller is reachable ({answer}); set "
-            "executor: local, or export SLURM_CONF for a running cluster"
-        )
-    partitions = {p.strip().rstrip("*") for p in answer.split()}
-    if partition is not None and partition not in partitions:
-        raise ConfigError(
-            f"study.slurm.partition: {partition!r} is not a partition of this cluster "
-            f"({', '.join(sorted(partitions))}); pick one of them"
-        )

@@ -25,7 +25,7 @@ from foundation.atomic import write_text
 from foundation.config import ConfigError
 from foundation.provenance import git_commit
 from jobs.config import RunConfig
-from scaling.executors import local_gpus, slurm_parameters
+from scaling.executors import executor_for
 from scaling.pilot_job import OK, OOM, PilotJob
 from scaling.resolved import ResolvedStudy
 from scaling.state import submitit_folder
@@ -154,22 +154,9 @@ def _prepare_command(prep) -> str:
 
 def _submit(study: ResolvedStudy, probe: Probe, folder: Path, python: str | None) -> Any:
     """Submit one probe, with the devices the study's own cells would get."""
-    import submitit
-
     world = probe.config.parallel.world_size
     job = PilotJob(probe.config, probe.warmup_steps, probe.steps, probe.memory_limit_bytes)
-    if study.spec.executor == "slurm":
-        executor = submitit.SlurmExecutor(folder=folder / "slurm", max_num_timeout=0)
-        params = slurm_parameters(study.spec, world)
-        params.pop("array_parallelism", None)
-        params["job_name"] = f"pilot-{study.name}"
-        executor.update_parameters(**params)
-    else:
-        executor = submitit.LocalExecutor(folder=folder / "local", python=python)
-        executor.update_parameters(
-            tasks_per_node=world, timeout_min=study.spec.local.timeout_min, **local_gpus(world)
-        )
-    return executor.submit(job)
+    return executor_for(study).probe_executor(folder, world, python).submit(job)
 
 
 def _collect(job: Any, timeout_s: float) -> dict[str, Any]:
@@ -220,25 +207,24 @@ def run_pilot(
     shutil.rmtree(study.folder / "pilot", ignore_errors=True)  # an interrupted pilot's leftovers
     started = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
-    if study.spec.executor == "slurm":  # all at once: each job has its own nodes
+    executor = executor_for(study)
+    timeout_s = executor.probe_timeout_s
+    if executor.parallel_probes:  # all at once: each job has its own nodes
         jobs = {p.key: _submit(study, p, folder, None) for p in todo}
         for probe in todo:
-            say(f"pilot {probe.config.name}: Slurm job {jobs[probe.key].job_id}")
-        # queue wait included: the whole time limit, then some, for the last of them
-        timeout_s = 60.0 * study.spec.slurm.time_limit_min + 600.0
+            say(f"pilot {probe.config.name}: {executor.label} job {jobs[probe.key].job_id}")
         for probe in todo:
             results[probe.key] = _measurement(probe, _collect(jobs[probe.key], timeout_s), say)
     else:  # one at a time: probes sharing this machine would time each other
-        timeout_s = 60.0 * study.spec.local.timeout_min
-        with warm_python(folder / "local") as python:
+        with warm_python(folder / executor.name) as python:
             for probe in todo:
                 job = _submit(study, probe, folder, python)
                 results[probe.key] = _measurement(probe, _collect(job, timeout_s), say)
     pilot = {
         "version": VERSION,
         "study": study.name,
-        "executor": study.spec.executor,
-        "partition": study.spec.slurm.partition if study.spec.executor == "slurm" else None,
+        "executor": executor.name,
+        "partition": executor.partition,
         "warmup_steps": warmup,
         "steps": steps,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from scaling.disk import cell_checkpoint_bytes, num_checkpoints_kept
 from scaling.pilot import PILOT_FILE, load_pilot, probe_key
-from scaling.resolved import ResolvedStudy, resolve
-from scaling.study import Study
+from scaling.resolved import ResolvedStudy
 
 __all__ = [
     "PlanRow",
@@ -102,11 +101,10 @@ class Plan:
         return max((r.hours for r in self.rows), default=0.0)
 
 
-def plan_study(study: ResolvedStudy | Study) -> Plan:
+def plan_study(study: ResolvedStudy) -> Plan:
     """Cost every cell of the (resolved) study; writes and submits nothing."""
     from models.accounting import num_nonembedding_params, num_params
 
-    study = resolve(study)
     flops_per_gpu_s = study.spec.cost.flops_per_gpu_s
     pilot = load_pilot(study.folder)
     measured = _measured_tokens_per_s(pilot)
@@ -189,7 +187,7 @@ def _duration(hours: float) -> str:
 
 def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[str]], str]:
     """(header, rows, totals line) as strings, for a rich table or plain text; costs are in
-    `device`-hours ("GPU", or "CPU": one process each, `scaling.wall.device_name`)."""
+    `device`-hours ("GPU", or "CPU": one process each, `Executor.device_name`)."""
     header = ["cell", "size", "N", "N total", "tokens", "steps", "FLOPs", f"{device}s", "time"]
     header += ["cost", "ckpt", "ckpts kept"]
     rows = [
@@ -242,7 +240,7 @@ def _pct(value: float | None) -> str:
 
 
 def power_plan(
-    study: ResolvedStudy | Study, sd_by_size: dict[str, float], target_gain: float | None = None
+    study: ResolvedStudy, sd_by_size: dict[str, float], target_gain: float | None = None
 ) -> tuple[list[str], list[list[str]], str]:
     """(header, rows, note): per size of the study, the seed sd (``analysis.power``'s
     paired-difference sd in % of loss, from ``noise_from_source``), the minimum detectable
@@ -250,7 +248,6 @@ def power_plan(
     from analysis.power import MAX_SEEDS, power_table, sd_for_sizes
     from foundation.contract import size_key
 
-    study = resolve(study)
     sizes = sorted(study.spec.sizes, key=size_key)
     num_seeds = len(study.spec.seeds)
     matched = sd_for_sizes(sd_by_size, sizes)
@@ -288,12 +285,11 @@ class BranchSaving:
     independent_gpu_hours: float
 
 
-def branch_saving(study: ResolvedStudy | Study, plan: Plan | None = None) -> BranchSaving | None:
+def branch_saving(study: ResolvedStudy, plan: Plan | None = None) -> BranchSaving | None:
     """What WSD branches save (None for a study without them): each branch replaced by a full
     run to its budget, each stable run dropped. GPU-hours scale with FLOPs per cell."""
     from foundation import contract as C
 
-    study = resolve(study)
     plan = plan or plan_study(study)
     kinds = {c.cell_id: c.kind for c in study.cells}
     if C.KIND_BRANCH not in kinds.values():
@@ -344,7 +340,7 @@ class SearchCost:
         return self.num_scan_cells + self.num_follower_cells
 
 
-def search_cost(study: ResolvedStudy | Study, plan: Plan | None = None) -> SearchCost | None:
+def search_cost(study: ResolvedStudy, plan: Plan | None = None) -> SearchCost | None:
     """Worst-case extra cells and GPU-hours of the LR search; None without `lr.search`.
 
     Each round adds at most one LR per arm (two when the arm's grid has a single LR, which is
@@ -352,7 +348,6 @@ def search_cost(study: ResolvedStudy | Study, plan: Plan | None = None) -> Searc
     `follow_neighbours` LRs either side. An arm's cells all cost the same (LR does not change
     FLOPs), so a starting-grid cell prices them.
     """
-    study = resolve(study)
     search = study.spec.lr.search
     if search is None:
         return None

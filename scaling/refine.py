@@ -238,10 +238,9 @@ def _describe(before: SearchState, after: SearchState) -> list[str]:
     return lines
 
 
-def search_over(study: ResolvedStudy | Study) -> bool:
+def search_over(study: ResolvedStudy) -> bool:
     """True when the study has no search, or its search has ended."""
-    spec = getattr(study, "spec", study)
-    return spec.lr.search is None or read_state(spec.folder).ended
+    return study.spec.lr.search is None or read_state(study.folder).ended
 
 
 def advance(

@@ -11,12 +11,23 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+from pathlib import Path
 
 from foundation.config import ConfigError, Problems
-from scaling.resolved import ResolvedStudy
+from scaling.study import Study
 
-__all__ = ["check_resources", "partition_gpus", "cuda_devices"]
+__all__ = [
+    "check_local_devices",
+    "check_slurm_gpus",
+    "check_slurm",
+    "slurm_available",
+    "partition_gpus",
+    "cuda_devices",
+]
+
+PROBE_TIMEOUT_S = 10.0
 
 _GRES_GPU = re.compile(r"gpu(?::[^:(,]+)?:(\d+)")
 
@@ -52,32 +63,28 @@ def partition_gpus(partition: str | None, timeout_s: float = 10.0) -> tuple[str,
     return name, max(counts, default=0)
 
 
-def check_resources(study: ResolvedStudy) -> None:
-    """Raise ConfigError listing every hardware problem of the study here and now."""
-    spec = study.spec
-    p = Problems()
-    if spec.executor == "local" and spec.precision == "bf16":
-        devices = cuda_devices()
-        if devices == 0:
+def check_local_devices(spec: Study, p: Problems) -> None:
+    """A study run on this machine: bf16 needs CUDA, and each size's ranks a device each."""
+    if spec.precision != "bf16":
+        return
+    devices = cuda_devices()
+    if devices == 0:
+        p.add(
+            "study.precision: 'bf16' needs a CUDA GPU and this machine has none "
+            "(torch.cuda.is_available() is False); use precision auto or fp32 here, or run "
+            "the study where the GPUs are (executor: slurm)"
+        )
+    for size in spec.sizes:
+        world = spec.parallel_for(size).world_size
+        if devices and world > devices:
             p.add(
-                "study.precision: 'bf16' needs a CUDA GPU and this machine has none "
-                "(torch.cuda.is_available() is False); use precision auto or fp32 here, or run "
-                "the study where the GPUs are (executor: slurm)"
+                f"study.parallel: size {size} needs {world} GPUs (TP x PP x DP) and this "
+                f"machine has {devices}; lower data_parallel or run it on Slurm"
             )
-        for size in spec.sizes:
-            world = spec.parallel_for(size).world_size
-            if devices and world > devices:
-                p.add(
-                    f"study.parallel: size {size} needs {world} GPUs (TP x PP x DP) and this "
-                    f"machine has {devices}; lower data_parallel or run it on Slurm"
-                )
-    if spec.executor == "slurm" and spec.slurm.gpus_per_node > 0:
-        _check_slurm_gpus(study, p)
-    p.raise_if_any()
 
 
-def _check_slurm_gpus(study: ResolvedStudy, p: Problems) -> None:
-    spec = study.spec
+def check_slurm_gpus(spec: Study, p: Problems) -> None:
+    """A study on Slurm GPUs: a TP group inside one node, a partition with that many GPUs."""
     per_node = spec.slurm.gpus_per_node
     for key, par in sorted(spec.parallel.items()):
         if per_node % par.tensor_parallel:
@@ -101,4 +108,43 @@ def _check_slurm_gpus(study: ResolvedStudy, p: Problems) -> None:
         p.add(
             f"study.slurm.gpus_per_node: {per_node}, but the nodes of partition {name!r} have "
             f"at most {available} GPUs; use {available} or fewer per node"
+        )
+
+
+def slurm_available(timeout_s: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
+    """(True, "") if a Slurm controller answers `sinfo`, else (False, why)."""
+    if shutil.which("sinfo") is None:
+        return False, "sinfo is not on PATH (Slurm client not installed)"
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():
+        return False, f"SLURM_CONF={conf} does not exist"
+    try:
+        proc = subprocess.run(
+            ["sinfo", "-h", "-o", "%P"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=os.environ,
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"sinfo did not answer within {timeout_s:.0f} s"
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        return False, f"sinfo failed: {lines[-1] if lines else f'exit {proc.returncode}'}"
+    return True, proc.stdout
+
+
+def check_slurm(partition: str | None = None) -> None:
+    """Raise ConfigError unless a Slurm controller answers (and has `partition`, if given)."""
+    ok, answer = slurm_available()
+    if not ok:
+        raise ConfigError(
+            f"study.executor: 'slurm', but no Slurm controller is reachable ({answer}); set "
+            "executor: local, or export SLURM_CONF for a running cluster"
+        )
+    partitions = {p.strip().rstrip("*") for p in answer.split()}
+    if partition is not None and partition not in partitions:
+        raise ConfigError(
+            f"study.slurm.partition: {partition!r} is not a partition of this cluster "
+            f"({', '.join(sorted(partitions))}); pick one of them"
         )

@@ -16,10 +16,9 @@ from foundation import contract as C
 from foundation.studypaths import missing_store
 from jobs.spool import last_logged_step
 from scaling.mlflow_state import CellRun, cell_runs
-from scaling.resolved import ResolvedStudy, resolve
+from scaling.resolved import ResolvedStudy
 from scaling.scheduler import live_jobs, read_records
 from scaling.stale import code_digests
-from scaling.study import Study
 
 __all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
 
@@ -75,18 +74,17 @@ def cell_state(run: CellRun | None, live: str | None) -> str:
     return C.FAILED if state == C.RUNNING else state
 
 
-def submitit_folder(study: ResolvedStudy | Study) -> Path:
+def submitit_folder(study: ResolvedStudy) -> Path:
     """Where submitit keeps the study's job logs and pickles."""
     return study.folder / "submitit"
 
 
-def study_status(study: ResolvedStudy | Study, refresh: bool = False) -> list[StatusRow]:
+def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]:
     """The grid's state, from MLflow (results) and the scheduler (live jobs); bounded in time.
 
     `refresh`: search every run of the study again instead of trusting the cache of finished
     runs (which then is rewritten): for a run deleted in MLflow (`scaling.run_cache`).
     """
-    study = resolve(study)
     # a SQLite store not made yet holds no runs; opening it would create it (read-only here)
     no_store = missing_store(study.mlflow.tracking_uri) is not None
     runs = {} if no_store else cell_runs(study, refresh=refresh)

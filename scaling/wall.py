@@ -5,10 +5,11 @@ rate (`cost.flops_per_gpu_s` per device), plus `cost.startup_s` of work that is 
 (process start, model and data set-up, checkpoints, tracking). Cells run `slots` at a time:
 `local.max_parallel` on the local executor, `slurm.array_parallelism` on Slurm (an upper
 bound: the cluster may run fewer). A free slot takes the longest waiting cell, as
-`scaling.executors.run_local` does, so a phase lasts what that greedy schedule says. A local
+`scaling.executors.LocalExecutor` does, so a phase lasts what that greedy schedule says. A local
 round also starts a warm server (`scaling.warmstart`: torch, megatron-core and mlflow imported,
 about 8 CPU s) and is seen to end at the next status poll (`scaling.run.POLL_S`, 5 s: 2.5 s on
-average): `LOCAL_ROUND_S` per round. A Slurm round's queue wait is the cluster's, not counted.
+average): the executor's `per_round_overhead_s`. A Slurm round's queue wait is the cluster's,
+not counted.
 
 With `lr.search` a study runs in phases, each waiting for the one before: the starting grid,
 then up to `max_rounds` refinement rounds (one LR per arm and scan seed each), then the
@@ -22,25 +23,19 @@ CPU processes; locally, GPUs when this machine shows an NVIDIA device to the stu
 from __future__ import annotations
 
 import heapq
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from scaling.executors import executor_for
 from scaling.plan import Plan, cell_seconds
 from scaling.resolved import ResolvedStudy
 
 __all__ = [
-    "LOCAL_ROUND_S",
     "WallEstimate",
     "wall_estimate",
     "rounds_seconds",
-    "device_name",
     "cell_seconds",
     "format_wall",
 ]
-
-_NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
-LOCAL_ROUND_S = 10.0  # the warm server's imports and half a status poll (module docstring)
 
 
 @dataclass(frozen=True)
@@ -50,17 +45,8 @@ class WallEstimate:
     seconds: float  # no LR-search refinement round (or no search)
     worst_seconds: float  # every refinement round runs
     slots: int
-    executor: str
+    slots_note: str  # `slots` in words: "2 cell(s) at a time (local.max_parallel)"
     device: str  # "GPU" or "CPU"
-
-
-def device_name(study: ResolvedStudy) -> str:
-    """ "GPU" if the study's jobs get GPUs, else "CPU" (see the module docstring)."""
-    if study.executor == "slurm":
-        return "GPU" if study.spec.slurm.gpus_per_node > 0 else "CPU"
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-        return "CPU"
-    return "GPU" if _NVIDIA_GPUS.is_dir() and any(_NVIDIA_GPUS.iterdir()) else "CPU"
 
 
 def _makespan(durations: list[float], slots: int) -> float:
@@ -73,15 +59,14 @@ def _makespan(durations: list[float], slots: int) -> float:
 
 def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     """The study's wall-clock on its executor (module docstring), from its plan's cells."""
-    spec = study.spec
-    slots = spec.local.max_parallel if study.executor == "local" else spec.slurm.array_parallelism
+    spec, executor = study.spec, executor_for(study)
+    slots, per_round = executor.slots, executor.per_round_overhead_s
     rate, startup = spec.cost.flops_per_gpu_s, spec.cost.startup_s
     seconds = {r.cell_id: cell_seconds(r, rate, startup) for r in plan.rows}
     search = spec.lr.search
-    per_round = LOCAL_ROUND_S if study.executor == "local" else 0.0
     if search is None:
         total = per_round + _makespan(list(seconds.values()), slots)
-        return WallEstimate(total, total, slots, study.executor, device_name(study))
+        return WallEstimate(total, total, slots, executor.slots_note, executor.device_name)
     grid = [seconds[c.cell_id] for c in study.cells if c.round == 0]
     # one grid point of an arm (a cell, or a WSD family) costs alike at every LR and seed
     points: dict[tuple[str, str], dict[tuple[int, float], float]] = {}
@@ -98,20 +83,19 @@ def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     base = per_round + _makespan(grid, slots)
     base += (per_round + _makespan(followers, slots)) if followers else 0.0
     worst = base + search.max_rounds * (per_round + _makespan(round_cells, slots))
-    return WallEstimate(base, worst, slots, study.executor, device_name(study))
+    return WallEstimate(base, worst, slots, executor.slots_note, executor.device_name)
 
 
 def rounds_seconds(study: ResolvedStudy, plan: Plan) -> float:
     """Wall seconds of the cells the study holds now, round after round (each round waits for
     the one before): for a finished LR search, the estimate of the rounds that actually ran."""
-    spec = study.spec
-    slots = spec.local.max_parallel if study.executor == "local" else spec.slurm.array_parallelism
+    spec, executor = study.spec, executor_for(study)
+    slots, per_round = executor.slots, executor.per_round_overhead_s
     rate, startup = spec.cost.flops_per_gpu_s, spec.cost.startup_s
     seconds = {r.cell_id: cell_seconds(r, rate, startup) for r in plan.rows}
     by_round: dict[int, list[float]] = {}
     for cell in study.cells:
         by_round.setdefault(cell.round, []).append(seconds[cell.cell_id])
-    per_round = LOCAL_ROUND_S if study.executor == "local" else 0.0
     return sum(per_round + _makespan(durations, slots) for durations in by_round.values())
 
 
@@ -122,12 +106,7 @@ def _clock(seconds: float) -> str:
 
 def format_wall(wall: WallEstimate, startup_s: float) -> str:
     """One line for `scaling plan`."""
-    where = (
-        f"{wall.slots} cell(s) at a time (local.max_parallel)"
-        if wall.executor == "local"
-        else f"at most {wall.slots} jobs at a time (slurm.array_parallelism)"
-    )
-    text = f"wall-clock on {wall.device}: about {_clock(wall.seconds)} with {where}"
+    text = f"wall-clock on {wall.device}: about {_clock(wall.seconds)} with {wall.slots_note}"
     if wall.worst_seconds > wall.seconds:
         text += f"; {_clock(wall.worst_seconds)} if every LR-search round runs"
     return f"{text} (each cell: its FLOPs at cost.flops_per_gpu_s + cost.startup_s {startup_s:g} s)"

@@ -13,8 +13,9 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
+from scaling.state import study_status
 from scaling.status_view import EXIT_CELLS_FAILED
-from scaling.submission import study_parent_run_id, study_status
+from scaling.submission import study_parent_run_id
 from tests.reliability.helpers import SCALING, cli_env
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load

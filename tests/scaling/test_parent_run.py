@@ -7,8 +7,9 @@ from mlflow.tracking import MlflowClient
 
 import scaling.executors
 from data_prep.manifest import load_manifest
+from scaling.driver import submit_study
 from scaling.run import run_study
-from scaling.submission import study_parent_run_id, submit_study
+from scaling.submission import study_parent_run_id
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import write_and_load
 
@@ -82,7 +83,7 @@ def test_parent_fails_when_the_study_raises(tmp_path, data_dir, mlflow_server, m
     def broken(*_args, **_kwargs):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(scaling.executors, "run_local", broken)
+    monkeypatch.setattr(scaling.executors.LocalExecutor, "submit", broken)
     with pytest.raises(OSError, match="disk gone"):
         run_study(study, analyze=False, say=lambda _msg: None)
     parent = study_parent_run_id(study)

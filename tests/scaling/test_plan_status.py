@@ -11,6 +11,7 @@ from scaling.grid import expand_cells
 from scaling.loader import study_from_dict, vocab_size
 from scaling.mlflow_state import CellRun
 from scaling.plan import plan_study
+from scaling.resolved import resolve
 from scaling.state import cell_state
 from tests.scaling.conftest import small_spec
 
@@ -49,7 +50,7 @@ def test_plan_costs_every_cell_from_the_accounting(tmp_path, data_dir):
     spec["variants"] = ["linear", "identity", "wider_mlp"]
     spec["cost"] = {"flops_per_gpu_s": 1e9}
     study = study_from_dict(spec)
-    plan = plan_study(study)
+    plan = plan_study(resolve(study))
     assert plan.num_runs == 2 * 3
     by_arm = {(r.size, r.variant): r for r in plan.rows}
     for row in plan.rows:

@@ -15,13 +15,14 @@ from jobs.config import TrackingConfig
 from jobs.spool import last_logged_step
 from jobs.tracking import Tracker
 from scaling.cli import app
+from scaling.executors import LOCAL_ROUND_S
 from scaling.live import LiveProgress
 from scaling.loader import load_study
 from scaling.plan import plan_study
-from scaling.run import Progress
+from scaling.progress import Progress
 from scaling.state import StatusRow
 from scaling.status_view import status_tables
-from scaling.wall import LOCAL_ROUND_S, cell_seconds, wall_estimate
+from scaling.wall import cell_seconds, wall_estimate
 from tests.scaling.conftest import small_spec
 
 

@@ -12,12 +12,12 @@ from typer.testing import CliRunner
 import scaling.executors
 from foundation import contract as C
 from scaling.cli import app
+from scaling.driver import submit_rounds, submit_study
 from scaling.refine import read_state
 from scaling.resolved import resolve
 from scaling.scheduler import read_records
 from scaling.state import study_status
 from scaling.status_view import EXIT_CELLS_FAILED
-from scaling.submission import submit_rounds, submit_study
 from tests.conftest import REPO
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load
