@@ -13,9 +13,9 @@ import argparse
 import time
 from pathlib import Path
 
-from scaling.loader import load_study
-from scaling.plan import plan_study
-from scaling.state import study_status
+from scaling.costs.plan import plan_study
+from scaling.rounds.environment import load_study
+from scaling.state.status import study_status
 
 DEFAULT = Path(__file__).resolve().parents[1] / "studies" / "ladder.yaml"
 

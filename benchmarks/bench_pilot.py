@@ -23,9 +23,9 @@ from pathlib import Path
 import yaml
 
 from foundation.quiet import silence_known_warnings
-from scaling.loader import load_study
-from scaling.plan import plan_study
-from scaling.submission import prepare_study_data
+from scaling.costs.plan import plan_study
+from scaling.rounds.environment import load_study
+from scaling.rounds.submission import prepare_study_data
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = REPO / "studies" / "demo.yaml"

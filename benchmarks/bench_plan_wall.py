@@ -42,10 +42,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="studies/demo.yaml, not the CI copy")
     args = parser.parse_args()
-    from scaling.loader import load_study
-    from scaling.plan import plan_study
-    from scaling.submission import prepare_study_data
-    from scaling.wall import rounds_seconds, wall_estimate
+    from scaling.costs.plan import plan_study
+    from scaling.costs.wall import rounds_seconds, wall_estimate
+    from scaling.rounds.environment import load_study
+    from scaling.rounds.submission import prepare_study_data
 
     with tempfile.TemporaryDirectory(prefix="bench-plan-wall-") as tmp:
         workdir = Path(tmp)

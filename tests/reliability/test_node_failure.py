@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling.state import study_status
+from scaling.state.status import study_status
 from tests.conftest import REPO, skip_unless_required
 from tests.distributed import free_port
 from tests.reliability.helpers import SCALING, cli_env, spooled_steps, step_counts

@@ -14,8 +14,8 @@ import yaml
 # imported here, not on first poll: importing torch takes seconds, long enough for a tiny run
 # to finish before the test reacts to its first checkpoint
 from jobs.checkpoint import list_checkpoints
-from scaling.loader import load_study
-from scaling.study import Study
+from scaling.rounds.environment import load_study
+from scaling.spec.study import Study
 
 
 def write_and_load(spec: dict, path: Path) -> Study:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from foundation.config import ConfigError
-from scaling.loader import load_study
+from scaling.rounds.environment import load_study
 from tests.distributed import free_port
 from tests.scaling.conftest import small_spec
 

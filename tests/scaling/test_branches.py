@@ -19,8 +19,8 @@ import yaml
 from foundation import contract as C
 from foundation.config import ConfigError
 from foundation.proc import kill_tree
-from scaling.loader import load_study
-from scaling.plan import branch_saving, plan_study
+from scaling.costs.plan import branch_saving, plan_study
+from scaling.rounds.environment import load_study
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, scaling_cli, study_runs
 
@@ -290,8 +290,8 @@ def test_killing_the_stable_run_between_branch_points_then_rerunning(tmp_path, d
 def test_a_failed_stable_run_fails_its_branches_with_the_reason(tmp_path, data_dir):
     """The stable cell crashes at start (a checkpoint of another parallel layout in its output
     dir); its branches are never started, end `failed`, and status says why."""
-    from scaling.driver import submit_study
-    from scaling.state import study_status
+    from scaling.rounds.driver import submit_study
+    from scaling.state.status import study_status
 
     tokens = {
         "tokens_per_param": None,
@@ -366,7 +366,7 @@ def _squeue_reasons(job_ids: list[str]) -> dict[str, str]:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_server, slurm_cluster):
-    from scaling.driver import submit_study, wait_study
+    from scaling.rounds.driver import submit_study, wait_study
 
     study = _load(_slurm_spec(tmp_path, data_dir, mlflow_server, 80), tmp_path)
     result = submit_study(study)
@@ -389,8 +389,8 @@ def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_ser
 def test_slurm_failed_stable_run_fails_its_branches(
     tmp_path, data_dir, mlflow_server, slurm_cluster
 ):
-    from scaling.driver import submit_study
-    from scaling.state import study_status
+    from scaling.rounds.driver import submit_study
+    from scaling.state.status import study_status
 
     study = _load(_slurm_spec(tmp_path, data_dir, mlflow_server, 16), tmp_path)
     stable = next(c for c in study.cells if c.kind == C.KIND_STABLE)

@@ -12,10 +12,10 @@ import yaml
 from data_prep.testing import tiny_config
 from foundation.config import to_dict
 from models.accounting import checkpoint_bytes
-from scaling.disk import num_checkpoints_kept
-from scaling.loader import load_study
-from scaling.pilot import PILOT_FILE, oom_fixes, probes
-from scaling.plan import plan_study
+from scaling.costs.disk import num_checkpoints_kept
+from scaling.costs.pilot import PILOT_FILE, oom_fixes, probes
+from scaling.costs.plan import plan_study
+from scaling.rounds.environment import load_study
 from tests.scaling.conftest import one_size_spec, small_spec
 from tests.scaling.helpers import study_runs
 

@@ -14,8 +14,8 @@ import heapq
 import random
 
 from foundation import contract as C
-from scaling.progress import CellTimeModel, Progress, SearchOutlook
-from scaling.state import StatusRow
+from scaling.rounds.progress import CellTimeModel, Progress, SearchOutlook
+from scaling.state.status import StatusRow
 
 SIZES = {"12K": 12e3, "25K": 25e3, "55K": 55e3, "100K": 100e3}
 RATES = {"12K": 1.7e10, "25K": 2.2e10, "55K": 3.0e10, "100K": 3.7e10}  # FLOP/s by size

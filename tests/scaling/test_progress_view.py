@@ -15,14 +15,14 @@ from jobs.config import TrackingConfig
 from jobs.spool import last_logged_step
 from jobs.tracking import Tracker
 from scaling.cli import app
-from scaling.executors import LOCAL_ROUND_S
-from scaling.live import LiveProgress
-from scaling.loader import load_study
-from scaling.plan import plan_study
-from scaling.progress import Progress
-from scaling.state import StatusRow
-from scaling.status_view import status_tables
-from scaling.wall import cell_seconds, wall_estimate
+from scaling.cli.live import LiveProgress
+from scaling.cli.status_view import status_tables
+from scaling.costs.plan import cell_seconds, plan_study
+from scaling.costs.wall import wall_estimate
+from scaling.rounds.environment import load_study
+from scaling.rounds.executors import LOCAL_ROUND_S
+from scaling.rounds.progress import Progress
+from scaling.state.status import StatusRow
 from tests.scaling.conftest import small_spec
 
 

@@ -17,13 +17,14 @@ from mlflow.tracking import MlflowClient
 from analysis.frontier import lr_frontier
 from analysis.mlflow_io import load_study as load_table
 from foundation import contract as C
-from scaling.driver import submit_rounds, submit_study
-from scaling.loader import load_study
-from scaling.refine import STATE_FILE, advance, read_state, status_lines
-from scaling.run import run_study
-from scaling.scheduler import read_records
-from scaling.state import study_status
-from scaling.submission import study_parent_run_id
+from scaling.rounds.driver import submit_rounds, submit_study
+from scaling.rounds.environment import load_study
+from scaling.rounds.refine import advance, status_lines
+from scaling.rounds.run import run_study
+from scaling.rounds.submission import study_parent_run_id
+from scaling.spec.search_state import STATE_FILE, read_state
+from scaling.state.scheduler import read_records
+from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, start_cli
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import poll, study_runs, write_and_load

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scaling.loader import load_study
-from scaling.plan import plan_study
+from scaling.costs.plan import plan_study
+from scaling.rounds.environment import load_study
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from analysis.cli import study_source
-from scaling.executors import slurm_parameters
-from scaling.loader import load_study
+from scaling.rounds.environment import load_study
+from scaling.rounds.executors import slurm_parameters
 from tests.scaling.conftest import one_size_spec
 
 REPO = Path(__file__).resolve().parents[2]
