@@ -24,7 +24,7 @@ import yaml
 
 from foundation.quiet import silence_known_warnings
 from scaling.costs.plan import plan_study
-from scaling.rounds.environment import load_study
+from scaling.rounds.environment import load_study_spec
 from scaling.rounds.submission import prepare_study_data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ def main() -> None:
         path = Path(tmp) / "study.yaml"
         path.write_text(yaml.safe_dump(spec))
         os.chdir(args.study.resolve().parent.parent)  # the spec's relative data path
-        study = load_study(path, check_environment=False)
+        study = load_study_spec(path, check_environment=False)
         prepare_study_data(study)
         assumed = plan_study(study)
         start = time.perf_counter()

@@ -87,10 +87,10 @@ def populate(study_path: Path, backend_uri: str) -> int:
     from foundation.config import flatten, to_dict
     from foundation.provenance import git_commit, host_name, versions
     from jobs.record import RunResult, dataset_input, write_result
-    from scaling.rounds.environment import load_study
+    from scaling.rounds.environment import load_study_spec
     from scaling.state.mlflow_state import ensure_parent_run
 
-    study = load_study(study_path, check_environment=False)
+    study = load_study_spec(study_path, check_environment=False)
     study.mlflow.tracking_uri = backend_uri  # direct SQL: 2,000 runs in minutes, not an hour
     client = MlflowClient(backend_uri)
     parent = ensure_parent_run(study, client)

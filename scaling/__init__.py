@@ -14,9 +14,9 @@ The rooms (arrows point one way: spec ← state ← rounds ← costs ← cli):
 The orchestration API (each name lives in the module named beside it; import it from there, so
 that importing `scaling` stays cheap):
 
-- `load_study(path) -> ResolvedStudy` (scaling.rounds.environment): read and validate a spec, its
-  cells (`scaling.spec.loader.read_study`) and the environment (dataset, MLflow, the executor's
-  cluster and devices); raises `ConfigError` naming the field and the fix.
+- `load_study_spec(path) -> ResolvedStudy` (scaling.rounds.environment): read and validate a
+  spec, its cells (`scaling.spec.loader.read_study`) and the environment (dataset, MLflow, the
+  executor's cluster and devices); raises `ConfigError` naming the field and the fix.
 - `plan_study(study) -> Plan` (scaling.costs.plan): one `PlanRow` per cell plus totals (runs,
   FLOPs, GPU-hours).
 - `expand_cells(study, vocab_size) -> list[Cell]` (scaling.spec.grid): the resolved `RunConfig`s.

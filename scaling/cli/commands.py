@@ -33,11 +33,11 @@ AcceptStaleOpt = Annotated[
 
 def _load(path: Path, check_environment: bool = True, announce: bool = True):
     from foundation.config import ConfigError
-    from scaling.rounds.environment import load_study  # lazy: `scaling --help` stays fast
+    from scaling.rounds.environment import load_study_spec  # lazy: `scaling --help` stays fast
 
     # Resolved once here; every command below hands this object on and never re-expands it.
     try:
-        spec = load_study(path, check_environment=check_environment)
+        spec = load_study_spec(path, check_environment=check_environment)
     except ConfigError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err

@@ -7,7 +7,7 @@ classic workflow: the UI's own switch (`workflowType`) wins over the experiment'
 
 from __future__ import annotations
 
-from foundation import contract as C
+from foundation import contract
 from foundation.studypaths import missing_store
 
 __all__ = ["UI_URL", "runs_table_url", "mlflow_ui_hint"]
@@ -29,7 +29,7 @@ def _experiment_id(tracking_uri: str, experiment: str) -> str | None:
     if missing_store(tracking_uri) is not None:  # opening it would create an empty store
         return None
     try:
-        return C.experiment_id(C.make_client(tracking_uri), experiment)
+        return contract.experiment_id(contract.make_client(tracking_uri), experiment)
     except Exception:  # noqa: BLE001 - a link is a courtesy: MLflow down must not fail the run
         return None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from foundation import contract as C
+from foundation import contract
 from scaling.state.status import StatusRow
 
 __all__ = [
@@ -38,20 +38,20 @@ def exit_code(rows: list[StatusRow]) -> int:
     A diverged cell is a result (the LR was too high), as for the parent run's FINISHED; a
     failed or cancelled one is not, and rerunning the command retries it.
     """
-    return 0 if all(r.state in C.DONE_STATES for r in rows) else EXIT_CELLS_FAILED
+    return 0 if all(r.state in contract.DONE_STATES for r in rows) else EXIT_CELLS_FAILED
 
 
 def tally(rows: list[StatusRow]) -> str:
     """``"1990 completed, 10 failed"``: the count of each state present, in `STATES` order."""
     counts = Counter(r.state for r in rows)
-    return ", ".join(f"{counts[s]} {s}" for s in C.STATES if counts[s])
+    return ", ".join(f"{counts[s]} {s}" for s in contract.STATES if counts[s])
 
 
 def _state_text(r: StatusRow) -> str:
     """The state, with why (a note) or how far (a running cell's step of its total)."""
     if r.note:
         return f"{r.state} ({r.note})"
-    if r.state == C.RUNNING and r.num_steps:
+    if r.state == contract.RUNNING and r.num_steps:
         return f"{r.state} (step {r.step or 0}/{r.num_steps})"
     return r.state
 
@@ -82,13 +82,15 @@ def status_tables(
     groups: dict[tuple[str, str], list[StatusRow]] = defaultdict(list)
     for r in rows:
         groups[(r.size, r.variant)].append(r)
-    present = [s for s in C.STATES if any(r.state == s for r in rows)]
+    present = [s for s in contract.STATES if any(r.state == s for r in rows)]
     summary = []
     for (size, variant), members in sorted(
-        groups.items(), key=lambda kv: (C.size_key(kv[0][0]), kv[0][1])
+        groups.items(), key=lambda kv: (contract.size_key(kv[0][0]), kv[0][1])
     ):
         counts = Counter(r.state for r in members)
-        losses = [r.val_loss for r in members if r.state == C.COMPLETED and r.val_loss is not None]
+        losses = [
+            r.val_loss for r in members if r.state == contract.COMPLETED and r.val_loss is not None
+        ]
         best = f"{min(losses):.4f}" if losses else ""
         by_state = [str(counts[s]) for s in present]
         summary.append([size, variant, str(len(members)), *by_state, best])
@@ -100,7 +102,7 @@ def status_tables(
             f"{tally(rows)} ({len(rows)} cells; --all lists each one)",
         )
     ]
-    attention = [r for r in rows if r.state not in (C.COMPLETED, C.PENDING)]
+    attention = [r for r in rows if r.state not in (contract.COMPLETED, contract.PENDING)]
     if attention:
         shown = attention[:ATTENTION_MAX]
         more = len(attention) - len(shown)

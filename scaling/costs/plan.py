@@ -288,13 +288,13 @@ class BranchSaving:
 def branch_saving(study: ResolvedStudy, plan: Plan | None = None) -> BranchSaving | None:
     """What WSD branches save (None for a study without them): each branch replaced by a full
     run to its budget, each stable run dropped. GPU-hours scale with FLOPs per cell."""
-    from foundation import contract as C
+    from foundation import contract
 
     plan = plan or plan_study(study)
     kinds = {c.cell_id: c.kind for c in study.cells}
-    if C.KIND_BRANCH not in kinds.values():
+    if contract.KIND_BRANCH not in kinds.values():
         return None
-    independent = [r for r in plan.rows if kinds[r.cell_id] != C.KIND_STABLE]
+    independent = [r for r in plan.rows if kinds[r.cell_id] != contract.KIND_STABLE]
 
     def full(row: PlanRow) -> float:  # a full run to the row's budget, FLOPs
         return row.flops * row.tokens / (row.tokens - _fork_tokens(study, row))

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from foundation import contract as C
+from foundation import contract
 from jobs import load_run_config
 from jobs.tracking import upload_spool
 from scaling.rounds.executors import Executor, executor_for
@@ -115,7 +115,7 @@ class StudyRun:
                 continue
             if callback is not None:
                 callback(rows)
-            active = [r.cell_id for r in rows if r.state in C.ACTIVE_STATES]
+            active = [r.cell_id for r in rows if r.state in contract.ACTIVE_STATES]
             if not active and (busy is None or not busy()):
                 return rows
             if deadline is not None and time.monotonic() > deadline:
@@ -158,7 +158,7 @@ class StudyRun:
         failed; one held by cancelled cells too); else nothing. Like `lr_search.json`, a pure
         function of MLflow's state: a crash between rounds decides the same again.
         """
-        if any(r.state in C.ACTIVE_STATES for r in rows):
+        if any(r.state in contract.ACTIVE_STATES for r in rows):
             return []  # the round has not ended
         following = advance(self.study, rows, self.say)
         if following is None and any(r.retryable for r in rows):
@@ -177,7 +177,7 @@ class StudyRun:
         """Where a round or the study ends: the runs of cells given up on end FAILED, and (with
         `end_parent`) the parent run ends once every cell has ended and the search is over."""
         self._end_given_up_runs(rows)
-        ended = rows and all(r.state in C.ENDED_STATES for r in rows)
+        ended = rows and all(r.state in contract.ENDED_STATES for r in rows)
         if end_parent and ended and search_over(self.study):
             self.end_parent(rows)
 
@@ -209,7 +209,7 @@ class StudyRun:
         done = [
             cells / r.cell_id
             for r in rows
-            if r.state == C.FAILED and (cells / r.cell_id / "result.json").is_file()
+            if r.state == contract.FAILED and (cells / r.cell_id / "result.json").is_file()
         ]
         if not done:
             return rows
@@ -269,7 +269,7 @@ class StudyRun:
 
     def _submit_and_wait(self, retry_failed: bool) -> Rows:
         """Submit the due cells and wait until none is queued or running, showing progress."""
-        before = {r.cell_id for r in self.status() if r.state in C.DONE_STATES}
+        before = {r.cell_id for r in self.status() if r.state in contract.DONE_STATES}
         progress = self._progress(before)
         self.say(
             f"study {self.study.name}: {len(self.study.cells)} cells, {len(before)} already done"

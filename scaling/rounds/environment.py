@@ -1,4 +1,4 @@
-"""`load_study`: a study read and resolved (`scaling.spec.loader`), then checked against where
+"""`load_study_spec`: a study read and resolved (`scaling.spec.loader`), then checked against where
 it will run: its MLflow store, and its executor's cluster and devices
 (`Executor.check_environment`).
 
@@ -14,10 +14,10 @@ from scaling.rounds.executors import executor_for
 from scaling.spec.loader import check_mlflow, read_study
 from scaling.spec.resolved import ResolvedStudy
 
-__all__ = ["load_study", "check_study_environment"]
+__all__ = ["load_study_spec", "check_study_environment"]
 
 
-def load_study(path: str | Path, check_environment: bool = True) -> ResolvedStudy:
+def load_study_spec(path: str | Path, check_environment: bool = True) -> ResolvedStudy:
     """Read `path`, validate the spec and every cell, and (by default) the environment.
 
     Relative paths in it resolve against the folder that holds `path` (`foundation.studypaths`),
@@ -36,7 +36,7 @@ def load_study(path: str | Path, check_environment: bool = True) -> ResolvedStud
 def check_study_environment(study: ResolvedStudy) -> None:
     """Raise ConfigError unless the study's MLflow store and (for Slurm) its cluster answer.
 
-    Apart from `load_study` so that `scaling plan` can turn the error into a warning: costs are
+    Apart from `load_study_spec` so that `scaling plan` can turn the error into a warning: costs are
     worth planning on a laptop before the cluster exists.
     """
     check_mlflow(study.mlflow.tracking_uri)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from foundation import contract as C
+from foundation import contract
 from foundation.config import Problems
 from scaling.rounds.local_jobs import LocalRound, local_gpus
 from scaling.rounds.slurm_jobs import slurm_parameters
@@ -44,9 +44,8 @@ __all__ = [
     "LOCAL_ROUND_S",
 ]
 
-LOCAL_ROUND_S = (
-    10.0  # a local round's warm server imports and half a status poll (scaling.costs.wall)
-)
+# a local round's warm-server imports and half a status poll (`scaling.costs.wall`)
+LOCAL_ROUND_S = 10.0
 _NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
 
 
@@ -89,8 +88,9 @@ class Executor(ABC):
         states: dict[str, str] | None = None,
         say: Callable[[str], None] = lambda _msg: None,
         stop: threading.Event | None = None,
-    ) -> dict[str, JobRecord]:
-        """Submit `cells` (an array); cell id → its job. `states`: cells not submitted now."""
+    ) -> dict[str, Any]:
+        """Submit `cells` (an array); cell id → its submitit job (its `JobRecord` is written
+        to `records` and the study folder). `states`: cells not submitted now."""
 
     def poll(self, records: dict[str, JobRecord]) -> dict[str, str]:
         """cell id → scheduler state (PENDING, RUNNING, ...) of this executor's live jobs."""
@@ -204,12 +204,12 @@ class SlurmExecutor(Executor):
         states: dict[str, str] | None = None,
         say: Callable[[str], None] = lambda _msg: None,
         stop: threading.Event | None = None,
-    ) -> dict[str, JobRecord]:
+    ) -> dict[str, Any]:
         """One job array per world size; then, per parent, its branches as an array that
         depends on the parent's own job (`afterok`, `--kill-on-invalid-dep=yes`: a failed
         parent ends its branches instead of leaving them pending forever)."""
         study = self.study
-        submitted: dict[str, JobRecord] = {}
+        submitted: dict[str, Any] = {}
         by_world: dict[int, list[Cell]] = {}
         dependent: dict[str, list[Cell]] = {}
         for cell in cells:
@@ -235,7 +235,7 @@ class SlurmExecutor(Executor):
         self,
         group: list[Cell],
         records: dict[str, JobRecord],
-        submitted: dict[str, JobRecord],
+        submitted: dict[str, Any],
         params: dict[str, Any],
     ) -> None:
         import submitit  # lazy: kept out of the CLI's start-up path
@@ -250,17 +250,17 @@ class SlurmExecutor(Executor):
             handles = [executor.submit(_job(cell)) for cell in group]
         for cell, job in zip(group, handles, strict=True):
             records[cell.cell_id] = new_record(records, cell.cell_id, self.name, job.job_id)
-            submitted[cell.cell_id] = records[cell.cell_id]
+            submitted[cell.cell_id] = job
         write_records(self.study.folder, records)
 
 
 def _parent_job(
-    parent: str, submitted: dict[str, JobRecord], records: dict[str, JobRecord], state: str | None
+    parent: str, submitted: dict[str, Any], records: dict[str, JobRecord], state: str | None
 ) -> str | None:
     """The Slurm job a branch waits for: its parent's, if submitted now or still live."""
     if parent in submitted:
         return submitted[parent].job_id
-    if state in C.ACTIVE_STATES and parent in records:
+    if state in contract.ACTIVE_STATES and parent in records:
         return records[parent].job_id
     return None  # ended earlier: the branch starts at once (and checks its checkpoint itself)
 
@@ -333,22 +333,12 @@ class LocalExecutor(Executor):
         states: dict[str, str] | None = None,
         say: Callable[[str], None] = lambda _msg: None,
         stop: threading.Event | None = None,
-    ) -> dict[str, JobRecord]:
-        """Run `cells`; cell id → the job of each cell that ran (see the class)."""
+    ) -> dict[str, Any]:
+        """Run `cells`; cell id → the submitit job of each cell that ran (see the class)."""
         with warm_python(self.log_folder) as python:
-            job = _job  # looked up now: tests replace it
-            return LocalRound(
-                self.study,
-                self.name,
-                self.log_folder,
-                job,
-                cells,
-                records,
-                say,
-                states,
-                python,
-                stop,
-            ).run()
+            job = _job  # looked up at each call: tests replace it
+            where = (self.study, self.name, self.log_folder, job)
+            return LocalRound(*where, cells, records, say, states, python, stop).run()
 
 
 EXECUTORS: dict[str, type[Executor]] = {cls.name: cls for cls in (LocalExecutor, SlurmExecutor)}

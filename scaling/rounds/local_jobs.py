@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from foundation import contract as C
+from foundation import contract
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.mlflow_state import cell_runs, fail_cell_run, kill_cell_run
@@ -57,10 +57,10 @@ class LocalRound:
         # longest first: the last cells of a round (which the next round waits for) are short
         self.queue = sorted(cells, key=_cost, reverse=True)
         self.running: dict[str, Any] = {}
-        self.finished: dict[str, JobRecord] = {}
+        self.finished: dict[str, Any] = {}  # cell id → its submitit job, ended
         self.ended = dict(states or {})  # cell id → state, for parents not running here
 
-    def run(self) -> dict[str, JobRecord]:
+    def run(self) -> dict[str, Any]:
         queued_id = f"{QUEUED}{os.getpid()}"
         for cell in self.queue:  # visible to `scaling status` from another shell as pending
             self.records[cell.cell_id] = new_record(
@@ -86,7 +86,7 @@ class LocalRound:
             self.records.pop(cell.cell_id, None)  # no job: status reads the FAILED run
             write_records(self.study.folder, self.records)
             fail_cell_run(self.study, cell, reason)
-            self.ended[cell.cell_id] = C.FAILED
+            self.ended[cell.cell_id] = contract.FAILED
             self.say(f"not started {cell.cell_id}: {reason}")
 
     def _start_ready(self) -> None:
@@ -119,7 +119,7 @@ class LocalRound:
         for cid, job in list(self.running.items()):
             if job.done():
                 del self.running[cid]
-                self.finished[cid] = self.records[cid]
+                self.finished[cid] = job
                 self.ended[cid] = _job_state(job)
                 self.say(f"ended {cid}: {job.state}")
 
@@ -189,14 +189,14 @@ def _job_state(job: Any) -> str:
     try:
         status = job.results()[0].status
     except Exception:  # noqa: BLE001 - any failure of the job is the cell's failure
-        return C.FAILED
-    return status if status in C.DONE_STATES else C.FAILED
+        return contract.FAILED
+    return status if status in contract.DONE_STATES else contract.FAILED
 
 
 def _next_ready(queue: list[Cell], running: dict[str, Any], ended: dict[str, str]) -> Cell | None:
     """The first queued cell whose parent (if any) has ended with a result."""
     for cell in queue:
-        if cell.depends_on is None or ended.get(cell.depends_on) in C.DONE_STATES:
+        if cell.depends_on is None or ended.get(cell.depends_on) in contract.DONE_STATES:
             if cell.depends_on is None or cell.depends_on not in running:
                 return cell
     return None
@@ -216,9 +216,9 @@ def _blocked(
         if parent is None or parent in waiting:
             continue
         state = ended.get(parent)
-        if state in C.ACTIVE_STATES or state is None:
+        if state in contract.ACTIVE_STATES or state is None:
             state = ended[parent] = _current_state(study, parent)
-        if state in (C.FAILED, C.CANCELLED, C.PENDING):
+        if state in (contract.FAILED, contract.CANCELLED, contract.PENDING):
             out.append((cell, f"parent {parent} {state}"))
     return out
 

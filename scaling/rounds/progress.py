@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from foundation import contract as C
+from foundation import contract
 from scaling.state.status import StatusRow
 
 __all__ = ["Progress", "Reporter", "SearchOutlook", "CellTimeModel", "clock", "HEARTBEAT_S"]
@@ -118,16 +118,18 @@ class Progress:
     @staticmethod
     def ended(rows: list[StatusRow]) -> set[str]:
         """Cells that will not run again in this submission (completed, diverged, failed...)."""
-        return {r.cell_id for r in rows if r.state in C.ENDED_STATES}
+        return {r.cell_id for r in rows if r.state in contract.ENDED_STATES}
 
     def observe(self, rows: list[StatusRow]) -> None:
         """Note which cells were first seen running, and how long each one seen ending took."""
         now = self.now()
         for row in rows:
             cid = row.cell_id
-            if row.state == C.RUNNING:
+            if row.state == contract.RUNNING:
                 self.started.setdefault(cid, now)
-            elif row.state in C.ENDED_STATES and cid not in self.took and cid in self.started:
+            elif (
+                row.state in contract.ENDED_STATES and cid not in self.took and cid in self.started
+            ):
                 self.took[cid] = now - self.started[cid]
 
     def model(self) -> CellTimeModel:
@@ -142,7 +144,7 @@ class Progress:
         model, now = self.model(), self.now()
         running, queued = [], []
         for row in rows:
-            if row.state in C.ENDED_STATES:
+            if row.state in contract.ENDED_STATES:
                 continue
             predicted = model.seconds(self.work_by_cell.get(row.cell_id, 0.0))
             if row.cell_id in self.started:
@@ -175,10 +177,11 @@ class Progress:
         states = Counter(r.state for r in rows)
         ended = self.ended(rows)
         elapsed = self.now() - self.start
-        failed = states[C.FAILED] + states[C.DIVERGED] + states[C.CANCELLED]
+        failed = states[contract.FAILED] + states[contract.DIVERGED] + states[contract.CANCELLED]
         return (
-            f"{len(ended)}/{len(rows)} done ({states[C.COMPLETED]} completed, {failed} failed, "
-            f"diverged or cancelled), {states[C.RUNNING]} running, {states[C.QUEUED]} queued; "
+            f"{len(ended)}/{len(rows)} done ({states[contract.COMPLETED]} completed, {failed} "
+            f"failed, diverged or cancelled), {states[contract.RUNNING]} running, "
+            f"{states[contract.QUEUED]} queued; "
             f"elapsed {clock(elapsed)}, ETA {self._eta(rows)}"
         )
 
@@ -186,8 +189,14 @@ class Progress:
         """The live bar's text: "2 completed, 2 running, 20 queued, 1 failed; ETA 0:04:10"
         (states with no cell left out, but for completed; the bar shows the rest)."""
         states = Counter(r.state for r in rows)
-        parts = [f"{states[C.COMPLETED]} completed"]
-        for state in (C.RUNNING, C.QUEUED, C.FAILED, C.DIVERGED, C.CANCELLED):
+        parts = [f"{states[contract.COMPLETED]} completed"]
+        for state in (
+            contract.RUNNING,
+            contract.QUEUED,
+            contract.FAILED,
+            contract.DIVERGED,
+            contract.CANCELLED,
+        ):
             if states[state]:
                 parts.append(f"{states[state]} {state}")
         eta = clock(self.eta_seconds(rows))

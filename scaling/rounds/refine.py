@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from foundation import contract as C
+from foundation import contract
 from scaling.spec.grid import cell_id
 from scaling.spec.loader import resolve
 from scaling.spec.resolved import ResolvedStudy
@@ -172,7 +172,7 @@ def advance(
     if search_over(study):
         return None
     rows = study_status(study) if rows is None else rows
-    judged = C.ENDED_STATES if allow_failed else C.DONE_STATES
+    judged = contract.ENDED_STATES if allow_failed else contract.DONE_STATES
     if any(r.state not in judged and not r.given_up for r in rows):
         return None
     before = read_state(study.folder)

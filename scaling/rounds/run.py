@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundation import contract as C
+from foundation import contract
 from foundation.quiet import verbose
 from scaling.rounds.driver import StudyRun, View
 from scaling.rounds.submission import fail_parent_run, prepare_study_data, study_parent_run_id
@@ -83,11 +83,17 @@ def interrupted_line(study: ResolvedStudy) -> str:
         states = Counter(r.state for r in study_status(study))
     except Exception:  # noqa: BLE001 - MLflow unreachable: still one line
         return "interrupted; run again to continue"
-    parts = [f"{states[C.COMPLETED]} completed"]
-    for state in (C.DIVERGED, C.FAILED, C.CANCELLED, C.RUNNING, C.QUEUED):
+    parts = [f"{states[contract.COMPLETED]} completed"]
+    for state in (
+        contract.DIVERGED,
+        contract.FAILED,
+        contract.CANCELLED,
+        contract.RUNNING,
+        contract.QUEUED,
+    ):
         if states[state]:
             parts.append(f"{states[state]} {state}")
-    parts.append(f"{states[C.PENDING]} not started")
+    parts.append(f"{states[contract.PENDING]} not started")
     return f"interrupted: {', '.join(parts)}; run again to continue"
 
 
@@ -108,7 +114,7 @@ def analyze_study(
 
     uri = study.mlflow.tracking_uri
     table, parent_id = load_study(uri, study.mlflow.experiment, study.name)
-    out = Path(out_dir) if out_dir else C.analysis_folder(study.name, study.spec.output_dir)
+    out = Path(out_dir) if out_dir else contract.analysis_folder(study.name, study.spec.output_dir)
     verdict = run_analysis(
         table,
         out,

@@ -19,7 +19,7 @@ from typing import Any
 
 from data_prep import prepare
 from data_prep.manifest import MANIFEST_NAME
-from foundation import contract as C
+from foundation import contract
 from scaling.rounds.executors import Executor
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
@@ -44,7 +44,7 @@ __all__ = [
     "fail_parent_run",
 ]
 
-RESUBMIT_STATES = (C.PENDING, C.FAILED, C.CANCELLED)
+RESUBMIT_STATES = (contract.PENDING, contract.FAILED, contract.CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Submitted:
     parent_run_id: str
     submitted: list[str]  # cell ids (re)submitted now
     skipped: dict[str, str]  # cell id → the state that made it skip (completed, running, ...)
-    jobs: dict[str, JobRecord]  # cell id → its job, of the cells submitted (local: that ran)
+    jobs: dict[str, Any]  # cell id → its submitit job, of the cells submitted (local: that ran)
 
 
 def study_parent_run_id(study: ResolvedStudy) -> str | None:
@@ -117,7 +117,7 @@ def submit_due(
         if settle_stale(study, stale, client, runs, say):  # refuses while cells are stale
             runs = cell_runs(study, client, refresh=True)
         parent = ensure_parent_run(study, client)  # before any child: each one points at it
-        exp_id = C.experiment_id(client, study.mlflow.experiment)
+        exp_id = contract.experiment_id(client, study.mlflow.experiment)
         records = read_records(study.folder)
         before = dict(records)  # what an interrupt restores for the cells it never started
         live = live_jobs(records, submitit_folder(study))
@@ -157,7 +157,7 @@ def _due_cells(
     for cell in study.cells:
         state = cell_state(runs.get(cell.cell_id), live.get(cell.cell_id))
         record = records.get(cell.cell_id)
-        if state == C.FAILED and record is not None:  # its job failed: count it
+        if state == contract.FAILED and record is not None:  # its job failed: count it
             if record.given_up(state, study.spec.retries) and not retry_failed:
                 skipped[cell.cell_id] = state
                 why = gave_up_note(record.failures + 1, study.spec.retries)

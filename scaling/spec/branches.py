@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundation import contract as C
+from foundation import contract
 from scaling.spec.ladder import nominal_params
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _member(base: dict[str, Any], cid: str, tags: dict[str, str]) -> dict[str, A
     data = copy.deepcopy(base)
     data["name"] = cid
     data["output_dir"] = str(Path(base["output_dir"]).with_name(cid))
-    data["tracking"]["tags"] = {**data["tracking"]["tags"], C.TAG_CELL_ID: cid, **tags}
+    data["tracking"]["tags"] = {**data["tracking"]["tags"], contract.TAG_CELL_ID: cid, **tags}
     return data
 
 
@@ -126,7 +126,7 @@ def expand_family(
     Without branches: the base itself, kind `run`. With them: the stable run and its branches.
     """
     if not study.tokens.branches:
-        return [(base, C.KIND_RUN, None)], []
+        return [(base, contract.KIND_RUN, None)], []
     train, schedule = base["train"], base["schedule"]
     warmup = int(schedule["warmup_steps"])
     members = family(study, size, train["global_batch_tokens"], warmup)
@@ -138,7 +138,7 @@ def expand_family(
     cid = base["name"]
 
     sid = stable_id(cid)
-    stable = _member(base, sid, {C.TAG_CELL_KIND: C.KIND_STABLE})
+    stable = _member(base, sid, {contract.TAG_CELL_KIND: contract.KIND_STABLE})
     stable["schedule"] = {**schedule, "kind": "constant"}
     stable["train"] = {
         **train,
@@ -146,13 +146,13 @@ def expand_family(
         "keep_steps": points,
         "dataset_steps": horizon,
     }
-    out: list[tuple[dict[str, Any], str, str | None]] = [(stable, C.KIND_STABLE, None)]
+    out: list[tuple[dict[str, Any], str, str | None]] = [(stable, contract.KIND_STABLE, None)]
     for b in members:
         tags = {
-            C.TAG_CELL_KIND: C.KIND_BRANCH,
-            C.TAG_PARENT_CELL: sid,
-            C.TAG_BRANCH_TOKENS: str(b.tokens),
-            C.TAG_BRANCH_STEP: str(b.branch_step),
+            contract.TAG_CELL_KIND: contract.KIND_BRANCH,
+            contract.TAG_PARENT_CELL: sid,
+            contract.TAG_BRANCH_TOKENS: str(b.tokens),
+            contract.TAG_BRANCH_STEP: str(b.branch_step),
         }
         branch = _member(base, branch_id(cid, b.tokens), tags)
         branch["schedule"] = {
@@ -163,5 +163,5 @@ def expand_family(
         }
         branch["train"] = {**train, "steps": b.steps, "dataset_steps": horizon}
         branch["init_from"] = {"output_dir": stable["output_dir"], "step": b.branch_step}
-        out.append((branch, C.KIND_BRANCH, sid))
+        out.append((branch, contract.KIND_BRANCH, sid))
     return out, []

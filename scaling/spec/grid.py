@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from foundation import contract as C
+from foundation import contract
 from foundation.config import ConfigError, from_dict, to_dict
 from scaling.spec.branches import budgets, expand_family
 from scaling.spec.ladder import (
@@ -70,7 +70,7 @@ class Cell:
     lr: float
     run: RunConfig
     round: int = 0  # LR-search round that added it; 0 = the starting grid
-    kind: str = C.KIND_RUN  # run | stable | branch (`scaling.spec.branches`)
+    kind: str = contract.KIND_RUN  # run | stable | branch (`scaling.spec.branches`)
     depends_on: str | None = None  # cell id that must complete first (a branch's stable run)
 
     @property
@@ -118,13 +118,13 @@ def cell_tags(
 ) -> dict[str, str]:
     """The MLflow tags that identify a cell (`foundation.contract`)."""
     return {
-        C.TAG_STUDY: study,
-        C.TAG_CELL_ID: cid,
-        C.TAG_VARIANT: variant,
-        C.TAG_SIZE: size,
-        C.TAG_SEED: str(seed),
-        C.TAG_LR: f"{lr:.6g}",
-        C.TAG_ENGINE: engine,
+        contract.TAG_STUDY: study,
+        contract.TAG_CELL_ID: cid,
+        contract.TAG_VARIANT: variant,
+        contract.TAG_SIZE: size,
+        contract.TAG_SEED: str(seed),
+        contract.TAG_LR: f"{lr:.6g}",
+        contract.TAG_ENGINE: engine,
     }
 
 
@@ -193,7 +193,7 @@ def _run_dict(
         **arm_overrides(variant, shape.hidden_size, par.tensor_parallel),
     }
     tags = cell_tags(study.name, cid, arm, size, seed, lr, study.engine)
-    tags[C.TAG_ROUND] = str(round_)
+    tags[contract.TAG_ROUND] = str(round_)
     return {
         "name": cid,
         "study": study.name,
@@ -239,7 +239,7 @@ def grid_points(study: Study) -> list[tuple[str, str, int, float, int]]:
     """
     return [
         (size, variant, seed, lr, 0)
-        for size in sorted(study.sizes, key=C.size_key)  # "2M" before "12M"
+        for size in sorted(study.sizes, key=contract.size_key)  # "2M" before "12M"
         for variant in study.variants
         for lr in learning_rates(study, variant, size)
         for seed in study.scan_seeds
@@ -263,7 +263,7 @@ def expand_cells(
     seen: dict[str, str] = {}
     problems: dict[str, str] = {}  # problem → where it showed first
     split_by_size = {size: _split_problems(study, size) for size in study.sizes}
-    for size in sorted(study.sizes, key=C.size_key):
+    for size in sorted(study.sizes, key=contract.size_key):
         for message in split_by_size[size]:
             problems.setdefault(message, f"size {size}")
     for size, variant, seed, lr, round_ in [*grid_points(study), *added]:

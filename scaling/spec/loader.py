@@ -41,7 +41,7 @@ _SQLITE = "sqlite:///"
 def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     """Build and validate a Study (spec checks only); relative paths resolve against `base`.
 
-    `base` is the study file's folder (`load_study`); a spec built in code without one resolves
+    `base` is the study file's folder (`load_study_spec`); a spec built in code without one resolves
     against the working directory. `python_path` is added to this process's import path (and
     its children's PYTHONPATH) before the variants are imported.
     """
@@ -107,7 +107,7 @@ def add_python_path(folders: list[Path] | list[str]) -> None:
 
 def read_study(path: str | Path) -> ResolvedStudy:
     """Read `path`, validate the spec and every cell, and resolve it once (no environment check:
-    `scaling.rounds.environment.load_study` adds that).
+    `scaling.rounds.environment.load_study_spec` adds that).
 
     Relative paths in it resolve against the folder that holds `path` (`foundation.studypaths`),
     whatever the working directory. Raises ConfigError (a ValueError) naming the file, each

@@ -1,6 +1,6 @@
 """A study resolved once: its checked spec, its vocabulary and its list of cells.
 
-`scaling.spec.loader.resolve` builds one (`load_study` reads a file into one); plan, submit,
+`scaling.spec.loader.resolve` builds one (`load_study_spec` reads a file into one); plan, submit,
 status, watch and run all take it and never expand the grid again (a status poll every few
 seconds reads `cells`, it does not rebuild them). Nothing past the loader takes a bare `Study`.
 """

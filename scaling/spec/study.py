@@ -3,9 +3,9 @@
 A study is sizes × variants (arms) × seeds × learning rates. This module holds the spec's
 dataclasses; `scaling.spec.checks` checks what needs nothing but the spec, `scaling.spec.grid`
 expands it into resolved run configs (which runs every model/run-config check), and
-`scaling.spec.loader` checks what lies outside the file (dataset on disk, MLflow server, Slurm).
-`load_study` does all three once and returns a `scaling.spec.resolved.ResolvedStudy`, so a spec that
-loads can be submitted.
+`scaling.rounds.environment` checks what lies outside the file (MLflow server, the executor's
+cluster and devices). `load_study_spec` does all three once and returns a
+`scaling.spec.resolved.ResolvedStudy`, so a spec that loads can be submitted.
 
 Relative paths in the spec (dataset, output dir, a SQLite store, `python_path`) are resolved
 against the folder of the study file when the spec is loaded (`foundation.studypaths`), never

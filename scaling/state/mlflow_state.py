@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundation import contract as C
+from foundation import contract
 from foundation.atomic import write_text
 from foundation.config import dump_file
 from scaling.spec.grid import Cell
@@ -38,17 +38,20 @@ __all__ = [
 
 
 def client_for(study: ResolvedStudy) -> MlflowClient:
-    return C.make_client(study.mlflow.tracking_uri)
+    return contract.make_client(study.mlflow.tracking_uri)
 
 
 def find_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) -> str | None:
     """The id of the study's parent run, or None if it was never submitted."""
     client = client or client_for(study)
-    exp_id = C.experiment_id(client, study.mlflow.experiment)
+    exp_id = contract.experiment_id(client, study.mlflow.experiment)
     if exp_id is None:
         return None
-    query = f"tags.`{C.TAG_ROLE}` = '{C.ROLE_STUDY}' and tags.{C.TAG_STUDY} = '{study.name}'"
-    runs = C.search_runs(client, exp_id, query)
+    query = (
+        f"tags.`{contract.TAG_ROLE}` = '{contract.ROLE_STUDY}' "
+        f"and tags.{contract.TAG_STUDY} = '{study.name}'"
+    )
+    runs = contract.search_runs(client, exp_id, query)
     if not runs:
         return None
     return min(runs, key=lambda r: r.info.start_time).info.run_id  # the first is the parent
@@ -65,11 +68,15 @@ def ensure_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) 
     if found is not None:
         client.update_run(found, status="RUNNING")
         return found
-    exp_id = C.ensure_experiment(client, study.mlflow.experiment, study.mlflow.tracking_uri)
+    exp_id = contract.ensure_experiment(client, study.mlflow.experiment, study.mlflow.tracking_uri)
     run = client.create_run(
         exp_id,
         run_name=study.name,
-        tags={C.TAG_ROLE: C.ROLE_STUDY, C.TAG_STUDY: study.name, "executor": study.executor},
+        tags={
+            contract.TAG_ROLE: contract.ROLE_STUDY,
+            contract.TAG_STUDY: study.name,
+            "executor": study.executor,
+        },
     )
     run_id = run.info.run_id
     client.log_batch(
@@ -92,7 +99,7 @@ def ensure_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) 
 
 def parent_status(states: list[str]) -> str:
     """The MLflow status a study ends with: FINISHED only if every cell has its result."""
-    return "FINISHED" if states and all(s in C.DONE_STATES for s in states) else "FAILED"
+    return "FINISHED" if states and all(s in contract.DONE_STATES for s in states) else "FAILED"
 
 
 def end_parent_run(study: ResolvedStudy, status: str, client: MlflowClient | None = None) -> None:
@@ -128,7 +135,7 @@ def cell_runs(
             return search_http(uri, exp_id, filter_string)
     else:
         mlflow_client = client or client_for(study)
-        exp_id = C.experiment_id(mlflow_client, study.mlflow.experiment)
+        exp_id = contract.experiment_id(mlflow_client, study.mlflow.experiment)
 
         def search(filter_string: str) -> list:
             return search_with_client(mlflow_client, exp_id, filter_string)
@@ -152,16 +159,20 @@ def ensure_cell_run(
         run = client.create_run(
             exp_id,
             run_name=cell.cell_id,
-            tags={C.TAG_PARENT: parent_run_id, **cell.tags, C.TAG_CONFIG_HASH: cell.config_hash},
+            tags={
+                contract.TAG_PARENT: parent_run_id,
+                **cell.tags,
+                contract.TAG_CONFIG_HASH: cell.config_hash,
+            },
         )
         run_id = run.info.run_id
     else:
         run_id = existing.run_id
-        client.set_tag(run_id, C.TAG_CONFIG_HASH, cell.config_hash)
+        client.set_tag(run_id, contract.TAG_CONFIG_HASH, cell.config_hash)
     client.update_run(run_id, status="SCHEDULED")
     out = Path(cell.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / C.RUN_ID_FILE, run_id)
+    write_text(out / contract.RUN_ID_FILE, run_id)
     dump_file(cell.run, out / "run_config.yaml")
     return run_id
 
@@ -171,18 +182,18 @@ def fail_cell_run(study: ResolvedStudy, cell: Cell, reason: str) -> None:
 
     For a branch whose parent failed: `status` then shows it failed, not pending forever.
     """
-    path = Path(cell.run.output_dir) / C.RUN_ID_FILE
+    path = Path(cell.run.output_dir) / contract.RUN_ID_FILE
     if not path.is_file():
         return
     client = client_for(study)
     run_id = path.read_text().strip()
-    client.set_tag(run_id, C.TAG_ERROR, reason)
+    client.set_tag(run_id, contract.TAG_ERROR, reason)
     client.set_terminated(run_id, "FAILED")
 
 
 def kill_cell_run(study: ResolvedStudy, cell: Cell) -> None:
     """End a cell's run KILLED (its job was cancelled), unless it finished meanwhile."""
-    path = Path(cell.run.output_dir) / C.RUN_ID_FILE
+    path = Path(cell.run.output_dir) / contract.RUN_ID_FILE
     if not path.is_file():
         return
     client = client_for(study)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foundation import contract as C
+from foundation import contract
 from foundation.atomic import write_text
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.run_search import FoundRun
@@ -91,7 +91,7 @@ def poll_runs(
     """
     path = study.folder / CACHE_NAME
     key = {"tracking_uri": study.mlflow.tracking_uri, "experiment_id": exp_id, "study": study.name}
-    of_study = f"tags.{C.TAG_STUDY} = '{study.name}'"
+    of_study = f"tags.{contract.TAG_STUDY} = '{study.name}'"
     cached = None if refresh else _load(path, key)
     if cached is None:
         runs = _entries(study, search(of_study))
@@ -114,22 +114,26 @@ def _entries(study: ResolvedStudy, found: list[FoundRun]) -> dict[str, Entry]:
     out = {}
     for run in found:
         tags = run.tags
-        cid = tags.get(C.TAG_CELL_ID)
-        if not cid or tags.get(C.TAG_ROLE) == C.ROLE_STUDY or tags.get(C.TAG_STUDY) != study.name:
+        cid = tags.get(contract.TAG_CELL_ID)
+        if (
+            not cid
+            or tags.get(contract.TAG_ROLE) == contract.ROLE_STUDY
+            or tags.get(contract.TAG_STUDY) != study.name
+        ):
             continue
         out[run.run_id] = Entry(
             cid,
             CellRun(
                 run_id=run.run_id,
                 status=run.status,
-                outcome=tags.get(C.TAG_OUTCOME),
-                final_val_loss=C.summary_metric(run.metrics, C.FINAL_VAL_LOSS),
-                last_val_loss=C.summary_metric(run.metrics, C.VAL_LOSS),
+                outcome=tags.get(contract.TAG_OUTCOME),
+                final_val_loss=contract.summary_metric(run.metrics, contract.FINAL_VAL_LOSS),
+                last_val_loss=contract.summary_metric(run.metrics, contract.VAL_LOSS),
                 start_time=run.start_time,
-                config_hash=tags.get(C.TAG_CONFIG_HASH),
-                select_loss=C.summary_metric(run.metrics, C.FINAL_SELECT_LOSS),
-                code_digest=tags.get(C.TAG_CODE_DIGEST),
-                code_accepted=tags.get(C.TAG_CODE_ACCEPTED),
+                config_hash=tags.get(contract.TAG_CONFIG_HASH),
+                select_loss=contract.summary_metric(run.metrics, contract.FINAL_SELECT_LOSS),
+                code_digest=tags.get(contract.TAG_CODE_DIGEST),
+                code_accepted=tags.get(contract.TAG_CODE_ACCEPTED),
             ),
         )
     return out
@@ -142,7 +146,7 @@ def _run_id_files(study: ResolvedStudy, skip: set[str]) -> set[str]:
         if cell.cell_id in skip:
             continue
         try:
-            run_id = (Path(cell.run.output_dir) / C.RUN_ID_FILE).read_text().strip()
+            run_id = (Path(cell.run.output_dir) / contract.RUN_ID_FILE).read_text().strip()
         except (FileNotFoundError, NotADirectoryError):
             continue
         if _RUN_ID.fullmatch(run_id):

@@ -80,7 +80,7 @@ def search_http(uri: str, exp_id: str, filter_string: str) -> list[FoundRun]:
 
 def search_with_client(client: Any, exp_id: str, filter_string: str) -> list[FoundRun]:
     """The same records through an MlflowClient (any store MLflow supports)."""
-    from foundation import contract as C
+    from foundation import contract
 
     return [
         FoundRun(
@@ -90,7 +90,7 @@ def search_with_client(client: Any, exp_id: str, filter_string: str) -> list[Fou
             dict(run.data.tags),
             dict(run.data.metrics),
         )
-        for run in C.search_runs(client, exp_id, filter_string)
+        for run in contract.search_runs(client, exp_id, filter_string)
     ]
 
 

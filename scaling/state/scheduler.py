@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from foundation import contract as C
+from foundation import contract
 from foundation.proc import kill_tree
 
 __all__ = [
@@ -63,7 +63,7 @@ class JobRecord:
 
     def given_up(self, state: str, retries: int) -> bool:
         """True if this job `state` is the cell's failure past `retries` resubmissions."""
-        return state == C.FAILED and self.failures >= retries
+        return state == contract.FAILED and self.failures >= retries
 
 
 def new_record(

@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
-from foundation import contract as C
+from foundation import contract
 from models.variants import code_digest
 from scaling.state.mlflow_state import cell_runs, client_for
 from scaling.state.run_cache import CellRun
@@ -94,7 +94,7 @@ def settle_stale(
     output_dir = {cell.cell_id: cell.run.output_dir for cell in study.cells}
     for cid in stale:
         if choice == ACCEPT:
-            client.set_tag(runs[cid].run_id, C.TAG_CODE_ACCEPTED, digests[variant[cid]])
+            client.set_tag(runs[cid].run_id, contract.TAG_CODE_ACCEPTED, digests[variant[cid]])
         else:
             client.delete_run(runs[cid].run_id)
             shutil.rmtree(output_dir[cid], ignore_errors=True)

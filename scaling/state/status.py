@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundation import contract as C
+from foundation import contract
 from foundation.studypaths import missing_store
 from jobs.spool import last_logged_step
 from scaling.spec.resolved import ResolvedStudy
@@ -56,7 +56,7 @@ class StatusRow:
     @property
     def retryable(self) -> bool:
         """A failed job that the next `submit` resubmits (not a branch without its parent)."""
-        return self.state == C.FAILED and self.job_id is not None and not self.given_up
+        return self.state == contract.FAILED and self.job_id is not None and not self.given_up
 
 
 STALE_NOTE = "model code changed since; --rerun-stale or --accept-stale"
@@ -64,15 +64,15 @@ STALE_NOTE = "model code changed since; --rerun-stale or --accept-stale"
 
 def cell_state(run: CellRun | None, live: str | None) -> str:
     """One of `foundation.contract.STATES` from MLflow's `run` and the scheduler's `live` state."""
-    if run is not None and C.run_status_state(run.status) is None:  # FINISHED
-        return C.DIVERGED if run.outcome == C.DIVERGED else C.COMPLETED
+    if run is not None and contract.run_status_state(run.status) is None:  # FINISHED
+        return contract.DIVERGED if run.outcome == contract.DIVERGED else contract.COMPLETED
     if live is not None:
-        return C.QUEUED if live in _WAITING else C.RUNNING
+        return contract.QUEUED if live in _WAITING else contract.RUNNING
     if run is None:
-        return C.PENDING
-    state = C.run_status_state(run.status)
+        return contract.PENDING
+    state = contract.run_status_state(run.status)
     # A run that says it is running but has no live job: it crashed, or its job died.
-    return C.FAILED if state == C.RUNNING else state
+    return contract.FAILED if state == contract.RUNNING else state
 
 
 def submitit_folder(study: ResolvedStudy) -> Path:
@@ -100,10 +100,10 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
         if run is not None:
             val = run.final_val_loss if run.final_val_loss is not None else run.last_val_loss
         state = cell_state(run, live.get(cell.cell_id))
-        if state in C.DONE_STATES and run.stale(digests[cell.run.model.query_variant]):
-            state = C.STALE  # its model code changed since (`scaling.state.stale`)
+        if state in contract.DONE_STATES and run.stale(digests[cell.run.model.query_variant]):
+            state = contract.STALE  # its model code changed since (`scaling.state.stale`)
         given_up = record is not None and record.given_up(state, study.spec.retries)
-        step = last_logged_step(cell.run.output_dir) if state == C.RUNNING else None
+        step = last_logged_step(cell.run.output_dir) if state == contract.RUNNING else None
         rows.append(
             StatusRow(
                 cell_id=cell.cell_id,
@@ -117,7 +117,7 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
                 run_id=run.run_id if run else None,
                 note=gave_up_note(record.failures + 1, study.spec.retries)
                 if given_up
-                else (STALE_NOTE if state == C.STALE else ""),
+                else (STALE_NOTE if state == contract.STALE else ""),
                 given_up=given_up,
                 step=step,
                 num_steps=cell.run.train.steps,
@@ -138,8 +138,8 @@ def _parent_notes(study: ResolvedStudy, rows: list[StatusRow]) -> list[StatusRow
     out = []
     for row in rows:
         parent = parents.get(row.cell_id)
-        bad = (C.FAILED, C.CANCELLED, C.DIVERGED)
-        if parent and row.state in (C.FAILED, C.PENDING) and state.get(parent) in bad:
+        bad = (contract.FAILED, contract.CANCELLED, contract.DIVERGED)
+        if parent and row.state in (contract.FAILED, contract.PENDING) and state.get(parent) in bad:
             row = dataclasses.replace(row, note=f"parent {parent} {state[parent]}")
         out.append(row)
     return out

@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 import scaling.rounds.executors
 from foundation import contract as C
 from scaling.rounds.driver import StudyRun
-from scaling.rounds.environment import load_study
+from scaling.rounds.environment import load_study_spec
 from scaling.rounds.executors import LocalExecutor, SlurmExecutor, executor_for
 from scaling.rounds.submission import study_parent_run_id
 from scaling.state.scheduler import read_records
@@ -47,7 +47,7 @@ def test_what_follows_a_round_is_decided_from_its_rows(tmp_path, data_dir, execu
     spec |= {"executor": executor, "retries": 1}
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    study = load_study(path, check_environment=False)
+    study = load_study_spec(path, check_environment=False)
     driver = StudyRun(study)
     assert isinstance(driver.executor, {"local": LocalExecutor, "slurm": SlurmExecutor}[executor])
     first, second = (c.cell_id for c in study.cells)

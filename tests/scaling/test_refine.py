@@ -227,7 +227,7 @@ def test_bad_search_settings_name_the_field(tmp_path, search, field):
 def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
     import yaml
 
-    from scaling.rounds.environment import load_study
+    from scaling.rounds.environment import load_study_spec
     from scaling.spec.search_state import AddedLR
 
     spec = small_spec(
@@ -243,14 +243,14 @@ def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
     )
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    study = load_study(path, check_environment=False)
+    study = load_study_spec(path, check_environment=False)
     assert [(c.seed, c.lr, c.round) for c in study.cells] == [(0, 1e-3, 0), (0, 2e-3, 0)]
     added = [
         AddedLR("linear", "30K", 3072.0, 4e-3, [0], 1, "edge_high at 0.002"),
         AddedLR("linear", "30K", 3072.0, 2e-3, [1], 2, "winner"),
     ]
     write_state(study.folder, SearchState(added, ended=True))
-    again = load_study(path, check_environment=False)
+    again = load_study_spec(path, check_environment=False)
     rounds = [(c.cell_id, c.round, c.tags["round"]) for c in again.cells if c.round]
     assert rounds == [("30K-linear-s0-lr0.004", 1, "1"), ("30K-linear-s1-lr0.002", 2, "2")]
     assert again.cells[0].tags["round"] == "0"
@@ -259,7 +259,7 @@ def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
     added.append(AddedLR("linear", "30K", 3072.0, 1.0004e-3, [0], 1, "edge_low"))
     write_state(study.folder, SearchState(added))
     with pytest.raises(ConfigError, match="duplicate cell 30K-linear-s0-lr0.001 .*lr_search.json"):
-        load_study(path, check_environment=False)
+        load_study_spec(path, check_environment=False)
 
 
 def test_the_report_names_the_arms_max_rounds_left_at_an_edge(tmp_path):

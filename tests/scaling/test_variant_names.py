@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from foundation.config import ConfigError
-from scaling.rounds.environment import load_study
+from scaling.rounds.environment import load_study_spec
 from scaling.spec.grid import learning_rates
 from scaling.spec.ladder import ARMS
 from tests.scaling.conftest import one_size_spec
@@ -38,7 +38,7 @@ def _study(tmp_path: Path, data_dir: Path, **overrides) -> Path:
 
 def _problems(path: Path) -> list[str]:
     with pytest.raises(ConfigError) as err:
-        load_study(path, check_environment=False)
+        load_study_spec(path, check_environment=False)
     return err.value.problems
 
 
@@ -96,7 +96,7 @@ def test_lr_grid_keys_accept_the_arm_name_as_the_docs_say(tmp_path, data_dir, im
         variants=variants,
         lr=example["lr"],
     )
-    study = load_study(path, check_environment=False)
+    study = load_study_spec(path, check_environment=False)
     lrs = {c.variant: set() for c in study.cells}
     for cell in study.cells:
         lrs[cell.variant].add(cell.lr)
