@@ -77,9 +77,8 @@ def main() -> None:
 
     from data_prep.testing import tiny_dataset
     from jobs.trainer import train
-    from scaling.loader import study_from_dict
-    from scaling.plan import branch_saving
-    from scaling.resolved import resolve
+    from scaling.costs.plan import branch_saving
+    from scaling.spec.loader import resolve, study_from_dict
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_orchestration.py [STUDY.yaml] [--mlflow URI]
 
-Times `load_study` (spec + every resolved run config, environment checks off), `plan_study`
+Times `load_study_spec` (spec + every resolved run config, environment checks off), `plan_study`
 and, with `--mlflow`, `study_status` of the same grid against that server (one search for all
 cells, plus `squeue` if any job was recorded). The training itself is the jobs' business.
 """
@@ -13,9 +13,9 @@ import argparse
 import time
 from pathlib import Path
 
-from scaling.loader import load_study
-from scaling.plan import plan_study
-from scaling.state import study_status
+from scaling.costs.plan import plan_study
+from scaling.rounds.environment import load_study_spec
+from scaling.state.status import study_status
 
 DEFAULT = Path(__file__).resolve().parents[1] / "studies" / "ladder.yaml"
 
@@ -35,10 +35,10 @@ def main() -> None:
     parser.add_argument("--mlflow", help="tracking URI for the status timing (a running server)")
     args = parser.parse_args()
 
-    load_s, study = _timed(lambda: load_study(args.study, check_environment=False))
+    load_s, study = _timed(lambda: load_study_spec(args.study, check_environment=False))
     plan_s, plan = _timed(lambda: plan_study(study))
     print(f"study {study.name}: {plan.num_runs} cells")
-    print(f"load_study (validate spec + {plan.num_runs} run configs): {load_s * 1e3:.0f} ms")
+    print(f"load_study_spec (validate spec + {plan.num_runs} run configs): {load_s * 1e3:.0f} ms")
     print(f"plan_study: {plan_s * 1e3:.0f} ms ({plan.gpu_hours:.4g} GPU-hours planned)")
     if args.mlflow:
         study.mlflow.tracking_uri = args.mlflow

@@ -23,9 +23,9 @@ from pathlib import Path
 import yaml
 
 from foundation.quiet import silence_known_warnings
-from scaling.loader import load_study
-from scaling.plan import plan_study
-from scaling.submission import prepare_data
+from scaling.costs.plan import plan_study
+from scaling.rounds.environment import load_study_spec
+from scaling.rounds.submission import prepare_study_data
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = REPO / "studies" / "demo.yaml"
@@ -46,8 +46,8 @@ def main() -> None:
         path = Path(tmp) / "study.yaml"
         path.write_text(yaml.safe_dump(spec))
         os.chdir(args.study.resolve().parent.parent)  # the spec's relative data path
-        study = load_study(path, check_environment=False)
-        prepare_data(study)
+        study = load_study_spec(path, check_environment=False)
+        prepare_study_data(study)
         assumed = plan_study(study)
         start = time.perf_counter()
         proc = subprocess.run(

@@ -42,17 +42,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="studies/demo.yaml, not the CI copy")
     args = parser.parse_args()
-    from scaling.loader import load_study
-    from scaling.plan import plan_study
-    from scaling.submission import prepare_data
-    from scaling.wall import rounds_seconds, wall_estimate
+    from scaling.costs.plan import plan_study
+    from scaling.costs.wall import rounds_seconds, wall_estimate
+    from scaling.rounds.environment import load_study_spec
+    from scaling.rounds.submission import prepare_study_data
 
     with tempfile.TemporaryDirectory(prefix="bench-plan-wall-") as tmp:
         workdir = Path(tmp)
         os.chdir(workdir)  # the study's relative paths (its folder, its store) as `run` sees them
         path = _spec(workdir, args.full)
-        prepare_data(load_study(path, check_environment=False))
-        study = load_study(path)
+        prepare_study_data(load_study_spec(path, check_environment=False))
+        study = load_study_spec(path)
         estimate = wall_estimate(study, plan_study(study))
         start = time.monotonic()
         proc = subprocess.run(
@@ -64,7 +64,7 @@ def main() -> None:
         measured = time.monotonic() - start
         if proc.returncode != 0:
             raise SystemExit(f"scaling run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        final = load_study(path)  # with the cells the LR search added
+        final = load_study_spec(path)  # with the cells the LR search added
         ran = rounds_seconds(final, plan_study(final))
         num_rounds = len({c.round for c in final.cells})
         # the same with no start-up: what the measurement leaves per cell beside the FLOPs

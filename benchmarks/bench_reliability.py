@@ -87,10 +87,10 @@ def populate(study_path: Path, backend_uri: str) -> int:
     from foundation.config import flatten, to_dict
     from foundation.provenance import git_commit, host_name, versions
     from jobs.record import RunResult, dataset_input, write_result
-    from scaling.loader import load_study
-    from scaling.mlflow_state import ensure_parent_run
+    from scaling.rounds.environment import load_study_spec
+    from scaling.state.mlflow_state import ensure_parent_run
 
-    study = load_study(study_path, check_environment=False)
+    study = load_study_spec(study_path, check_environment=False)
     study.mlflow.tracking_uri = backend_uri  # direct SQL: 2,000 runs in minutes, not an hour
     client = MlflowClient(backend_uri)
     parent = ensure_parent_run(study, client)
@@ -173,7 +173,7 @@ def cells_finishing(backend_uri: str, study_path: Path, num: int) -> tuple[Timin
 def query_costs(uri: str, study_path: Path) -> dict[str, float]:
     """Seconds of one `runs/search` (server + transfer) for the filters a status poll sends."""
     from foundation import contract as C
-    from scaling.run_search import experiment_id_http, search_http
+    from scaling.state.run_search import experiment_id_http, search_http
 
     name = yaml.safe_load(study_path.read_text())["name"]
     exp_id = experiment_id_http(uri, name)

@@ -3,7 +3,7 @@ the shipped ladder study (studies/ladder.yaml) at the demo's measured seed noise
 
     .venv/bin/python benchmarks/bench_sequential.py [--studies 200000] [--noise SOURCE]
 
-Costs come from the study's own plan (``scaling.plan.plan_study``): one more seed at a size
+Costs come from the study's own plan (``scaling.costs.plan.plan_study``): one more seed at a size
 costs the GPU-hours of that size's seed-0 cells (every arm x LR there; later seeds follow at
 the winner and its neighbours, the same number of runs). The noise is the paired-difference
 sd in % of the loss per size from ``analysis.stats.power.noise_from_source`` (default: the 6-seed
@@ -60,10 +60,10 @@ def demo_table(path: Path = DEMO6) -> pd.DataFrame:
 
 def seed_cost(study_path: Path = LADDER) -> tuple[list[str], dict[str, float]]:
     """(sizes, GPU-hours of one more seed at each size) from the study's plan."""
-    from scaling.loader import load_study
-    from scaling.plan import plan_study
+    from scaling.costs.plan import plan_study
+    from scaling.spec.loader import read_study
 
-    study = load_study(study_path, check_environment=False)
+    study = read_study(study_path)
     cost: dict[str, float] = defaultdict(float)
     for row in plan_study(study).rows:
         if row.seed == study.spec.seeds[0]:

@@ -1,17 +1,31 @@
 """Scaling studies of attention-query variants: study specs, orchestration and the `scaling` CLI.
 
+The rooms (arrows point one way: spec ← state ← rounds ← costs ← cli):
+
+- `scaling.spec`: the study spec and its expansion into cells; `ResolvedStudy`, the one study type
+  past the loader.
+- `scaling.state`: the MLflow-backed state: parent and child runs, each cell's state, the run
+  cache, the REST reader, stale code, the job records and what the scheduler says about them.
+- `scaling.rounds`: running rounds: the round driver `StudyRun`, the executors (one class each),
+  local warm start, the LR search's judging, the progress and ETA, `scaling run`'s course.
+- `scaling.costs`: what a study costs before it runs: plan, wall-clock, disk, pilot.
+- `scaling.cli`: the `scaling` command and its views (tables, live bar, MLflow link).
+
 The orchestration API (each name lives in the module named beside it; import it from there, so
 that importing `scaling` stays cheap):
 
-- `load_study(path) -> ResolvedStudy` (scaling.loader): read and validate a spec, its cells and
-  the environment (dataset, MLflow, Slurm); raises `ConfigError` naming the field and the fix.
-- `plan_study(study) -> Plan` (scaling.plan): one `PlanRow` per cell plus totals (runs, FLOPs,
-  GPU-hours).
-- `expand_cells(study, vocab_size) -> list[Cell]` (scaling.grid): the resolved `RunConfig`s.
-- `run_study(study, ...)` (scaling.run): what `scaling run` does, from data to the report.
-- `submit_study(study) -> Submitted` (scaling.submission): submit new and failed cells.
-- `study_status(study, refresh=False) -> list[StatusRow]` (scaling.state; finished runs cached in
-  the study folder: `scaling.run_cache`).
-- `wait_study(study, callback)`, `cancel_study(study)`, `study_parent_run_id(study)`
-  (scaling.submission).
+- `load_study_spec(path) -> ResolvedStudy` (scaling.rounds.environment): read and validate a
+  spec, its cells (`scaling.spec.loader.read_study`) and the environment (dataset, MLflow, the
+  executor's cluster and devices); raises `ConfigError` naming the field and the fix.
+- `plan_study(study) -> Plan` (scaling.costs.plan): one `PlanRow` per cell plus totals (runs,
+  FLOPs, GPU-hours).
+- `expand_cells(study, vocab_size) -> list[Cell]` (scaling.spec.grid): the resolved `RunConfig`s.
+- `StudyRun(study)` (scaling.rounds.driver): a study's rounds: `submit`, `wait`, `drive`,
+  `next_cells`, `finish`, `cancel`.
+- `run_study(study, ...)` (scaling.rounds.run): what `scaling run` does, from data to the report.
+- `submit_study(study) -> Submitted`, `submit_rounds`, `wait_study(study, callback)`,
+  `cancel_study(study)` (scaling.rounds.driver): thin calls on `StudyRun`.
+- `study_status(study, refresh=False) -> list[StatusRow]` (scaling.state.status; finished runs
+  cached in the study folder: `scaling.state.run_cache`).
+- `study_parent_run_id(study)` (scaling.rounds.submission).
 """

@@ -156,7 +156,7 @@ def mlflow_server(tmp_path_factory) -> str:
 @pytest.fixture
 def slurm_cluster() -> None:
     """Skip (with the reason) unless a Slurm controller answers `sinfo`."""
-    from scaling.loader import slurm_available
+    from scaling.spec.resources import slurm_available
 
     ok, why = slurm_available()
     if not ok:

@@ -7,8 +7,8 @@ from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
 from analysis.tables import mlflow_io
 from foundation import contract as C
-from scaling.mlflow_state import CellRun
-from scaling.state import cell_state
+from scaling.state.run_cache import CellRun
+from scaling.state.status import cell_state
 
 UNFINISHED = ("SCHEDULED", "RUNNING", "FAILED", "KILLED")
 

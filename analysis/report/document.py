@@ -276,7 +276,7 @@ def _lr_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
 
 
 def _search_blocks(search: dict | None) -> list[tuple]:
-    """The study's LR search (scaling.refine): rounds, and arms it left at an edge."""
+    """The study's LR search (scaling.rounds.refine): rounds, and arms it left at an edge."""
     if search is None:
         return []
     text = (

@@ -195,7 +195,7 @@ SOURCE_FORMS = (
     "a number (the seed sd as % of loss, e.g. 0.3), a run CSV (e.g. runs.csv), or a finished "
     "study (its spec, e.g. studies/demo.yaml, or its name in this study's MLflow experiment)"
 )
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a study name (scaling.checks' rule)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a study name (scaling.spec.checks' rule)
 
 
 def noise_source_kind(source: str | float | Path) -> str:

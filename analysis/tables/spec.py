@@ -19,7 +19,7 @@ def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
 
     Reads only its ``name``, ``mlflow`` and ``output_dir`` keys (`foundation.config.load_file`):
     analysis imports nothing from the packages above it. The folder is `scaling run`'s: relative
-    paths resolve against the spec's folder, as `scaling.loader` resolves them
+    paths resolve against the spec's folder, as `scaling.spec.loader` resolves them
     (`foundation.studypaths`).
     """
     spec = load_file(spec_path)  # ConfigError (a ValueError) naming the file

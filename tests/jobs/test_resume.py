@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from foundation.proc import children
 from jobs.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_dict
-from scaling.warmstart import warm_python
+from scaling.rounds.warmstart import warm_python
 
 STEPS = 40
 REPO = Path(__file__).resolve().parents[2]
@@ -115,8 +115,9 @@ def test_sigkill_then_rerun_ends_bitwise_equal(tmp_path, data_dir, reference, ml
 def test_usr2_preemption_saves_requeues_and_continues_the_run(
     tmp_path, data_dir, reference, mlflow_server, monkeypatch, start
 ):
-    """Also with the task forked by `scaling.warmstart` (as `scaling run` starts local cells):
-    the USR2 sent to the controller's task reaches the training process through the client."""
+    """Also with the task forked by `scaling.rounds.warmstart` (as `scaling run` starts local
+    cells): the USR2 sent to the controller's task reaches the training process through the
+    client."""
     import submitit
 
     from foundation.config import from_dict

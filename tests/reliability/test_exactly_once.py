@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from scaling.submission import study_status
+from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, spooled_steps, start_cli, step_counts, wait_held
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, write_and_load

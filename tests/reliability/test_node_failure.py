@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling.submission import study_status
+from scaling.state.status import study_status
 from tests.conftest import REPO, skip_unless_required
 from tests.distributed import free_port
 from tests.reliability.helpers import SCALING, cli_env, step_counts, wait_held

@@ -2,7 +2,7 @@
 
 `submit` returns once the array is queued and leaves the parent RUNNING; `scaling status
 --watch` polls until every cell has ended, then ends the parent FINISHED (every cell has a
-result) or FAILED (a cell failed), and exits 0 or 3 (`scaling.status_view.EXIT_CELLS_FAILED`).
+result) or FAILED (a cell failed), and exits 0 or 3 (`scaling.cli.status_view.EXIT_CELLS_FAILED`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from scaling.status_view import EXIT_CELLS_FAILED
-from scaling.submission import study_parent_run_id, study_status
+from scaling.cli.status_view import EXIT_CELLS_FAILED
+from scaling.rounds.submission import study_parent_run_id
+from scaling.state.status import study_status
 from tests.reliability.helpers import SCALING, cli_env
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from scaling.submission import study_status
+from scaling.state.status import study_status
 from tests.reliability.helpers import SCALING, cli_env, step_counts, wait_held
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load

@@ -14,13 +14,13 @@ import yaml
 # imported here, not on first poll: importing torch takes seconds, long enough for a tiny run
 # to finish before the test reacts to its first checkpoint
 from jobs.checkpoint import list_checkpoints
-from scaling.loader import load_study
-from scaling.study import Study
+from scaling.rounds.environment import load_study_spec
+from scaling.spec.study import Study
 
 
 def write_and_load(spec: dict, path: Path) -> Study:
     path.write_text(yaml.safe_dump(spec))
-    return load_study(path)
+    return load_study_spec(path)
 
 
 def study_runs(study: Study) -> list:

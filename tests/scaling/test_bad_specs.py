@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from foundation.config import ConfigError
-from scaling.loader import load_study
+from scaling.rounds.environment import load_study_spec
 from tests.distributed import free_port
 from tests.scaling.conftest import small_spec
 
@@ -159,7 +159,7 @@ def test_bad_spec_is_rejected_before_anything_is_written(tmp_path, data_dir, cas
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
     with pytest.raises(ConfigError) as err:
-        load_study(path)
+        load_study_spec(path)
     assert fragment in str(err.value), str(err.value)
     assert str(path) in str(err.value)  # the file is named too
     assert not out.exists()  # nothing written
@@ -173,7 +173,7 @@ def test_slurm_executor_without_slurm_is_rejected(tmp_path, data_dir, monkeypatc
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
     with pytest.raises(ConfigError, match=r"study.executor: 'slurm', but no Slurm controller"):
-        load_study(path)
+        load_study_spec(path)
 
 
 def test_enough_distinct_bad_specs():
@@ -184,7 +184,7 @@ def test_the_valid_spec_loads(tmp_path, data_dir):
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}")
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    study = load_study(path)
+    study = load_study_spec(path)
     assert study.name == "tiny-study" and study.folder == tmp_path / "study"
     assert not (tmp_path / "study").exists()
 
@@ -194,7 +194,7 @@ def test_select_windows_reach_every_cell(tmp_path, data_dir):
     spec["data"]["num_select_windows"] = 6
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    study = load_study(path)
+    study = load_study_spec(path)
     assert {c.run.data.num_select_windows for c in study.cells} == {6}
     assert {c.run.data.num_val_windows for c in study.cells} == {4}
 
@@ -208,7 +208,7 @@ def test_a_spec_with_four_mistakes_reports_all_four_at_once(tmp_path, data_dir):
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
     with pytest.raises(ConfigError) as err:
-        load_study(path)
+        load_study_spec(path)
     text = str(err.value)
     for fragment in (
         "study.seeds[1]",
@@ -231,11 +231,11 @@ def test_a_variant_that_cannot_be_imported_names_the_field_and_the_fix(tmp_path,
         r"'no_such_module' \(ModuleNotFoundError: No module named 'no_such_module'\); "
         r".*python_path",
     ):
-        load_study(path)
+        load_study_spec(path)
 
 
 def test_nested_typos_are_reported_with_the_top_level_ones(tmp_path, data_dir):
-    """One run of `load_study` names every unknown key, however deep: a top-level typo does not
+    """One run of `load_study_spec` names every unknown key, however deep: a top-level typo does not
     hide a typo inside `schedule`, `optimizer` or `train` until it is fixed."""
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}")
     spec["sizez"] = ["30K"]
@@ -246,7 +246,7 @@ def test_nested_typos_are_reported_with_the_top_level_ones(tmp_path, data_dir):
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
     with pytest.raises(ConfigError) as err:
-        load_study(path)
+        load_study_spec(path)
     text = str(err.value)
     for fragment in (
         "study: unknown field(s) sizez",

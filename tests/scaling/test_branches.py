@@ -19,8 +19,8 @@ import yaml
 from foundation import contract as C
 from foundation.config import ConfigError
 from foundation.proc import kill_tree
-from scaling.loader import load_study
-from scaling.plan import branch_saving, plan_study
+from scaling.costs.plan import branch_saving, plan_study
+from scaling.rounds.environment import load_study_spec
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, scaling_cli, study_runs
 
@@ -49,7 +49,7 @@ def _spec(tmp_path: Path, data_dir: Path, uri: str, **overrides) -> dict:
 def _load(spec: dict, tmp_path: Path, name: str = "study.yaml"):
     path = tmp_path / name
     path.write_text(yaml.safe_dump(spec))
-    return load_study(path, check_environment=False)
+    return load_study_spec(path, check_environment=False)
 
 
 def _problems(spec: dict, tmp_path: Path) -> str:
@@ -158,7 +158,7 @@ def test_plan_shows_the_saving_against_independent_runs(tmp_path, data_dir):
 
 
 def test_the_shipped_token_study_plans(tmp_path):
-    study = load_study(REPO / "studies" / "paper-124m-tokens.yaml", check_environment=False)
+    study = load_study_spec(REPO / "studies" / "paper-124m-tokens.yaml", check_environment=False)
     branches = [c for c in study.cells if c.kind == C.KIND_BRANCH]
     budgets = sorted({c.run.train.steps * c.run.tokens_per_step for c in branches})
     assert [round(b / 1e9, 1) for b in budgets] == [2.5, 7.0, 15.0, 29.0]
@@ -205,7 +205,7 @@ def test_scaling_run_trains_branches_after_their_stable_run_end_to_end(tmp_path,
     path.write_text(yaml.safe_dump(spec))
     proc = scaling_cli("run", str(path), cwd=tmp_path)
     assert "8/8 done (8 completed" in proc.stdout
-    study = load_study(path, check_environment=False)
+    study = load_study_spec(path, check_environment=False)
     _check_lineage(study)
     # every branch's first step came after its stable run's final evaluation
     from mlflow.tracking import MlflowClient
@@ -241,7 +241,7 @@ def test_killing_the_stable_run_between_branch_points_then_rerunning(tmp_path, d
     )
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    study = load_study(path, check_environment=False)
+    study = load_study_spec(path, check_environment=False)
     stable = next(c for c in study.cells if c.kind == C.KIND_STABLE)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     log = open(tmp_path / "first.log", "wb")  # noqa: SIM115 - closed below
@@ -290,8 +290,8 @@ def test_killing_the_stable_run_between_branch_points_then_rerunning(tmp_path, d
 def test_a_failed_stable_run_fails_its_branches_with_the_reason(tmp_path, data_dir):
     """The stable cell crashes at start (a checkpoint of another parallel layout in its output
     dir); its branches are never started, end `failed`, and status says why."""
-    from scaling.state import study_status
-    from scaling.submission import submit_study
+    from scaling.rounds.driver import submit_study
+    from scaling.state.status import study_status
 
     tokens = {
         "tokens_per_param": None,
@@ -366,7 +366,7 @@ def _squeue_reasons(job_ids: list[str]) -> dict[str, str]:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_server, slurm_cluster):
-    from scaling.submission import submit_study, wait_study
+    from scaling.rounds.driver import submit_study, wait_study
 
     study = _load(_slurm_spec(tmp_path, data_dir, mlflow_server, 80), tmp_path)
     result = submit_study(study)
@@ -389,8 +389,8 @@ def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_ser
 def test_slurm_failed_stable_run_fails_its_branches(
     tmp_path, data_dir, mlflow_server, slurm_cluster
 ):
-    from scaling.state import study_status
-    from scaling.submission import submit_study
+    from scaling.rounds.driver import submit_study
+    from scaling.state.status import study_status
 
     study = _load(_slurm_spec(tmp_path, data_dir, mlflow_server, 16), tmp_path)
     stable = next(c for c in study.cells if c.kind == C.KIND_STABLE)

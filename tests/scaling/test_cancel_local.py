@@ -7,7 +7,7 @@ import signal
 import time
 
 from foundation.proc import children
-from scaling.scheduler import ESCALATE_S, JobRecord, cancel_jobs, live_jobs
+from scaling.state.scheduler import ESCALATE_S, JobRecord, cancel_jobs, live_jobs
 from tests.scaling.helpers import dead, poll
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import get_type_hints
 
 from foundation.config import field_docs
-from scaling.study import Study
+from scaling.spec.study import Study
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "studies.md"
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from scaling.resources import partition_gpus
+from scaling.spec.resources import partition_gpus
 from tests.scaling.conftest import one_size_spec
 
 

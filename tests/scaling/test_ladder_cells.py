@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from scaling.grid import expand_cells
-from scaling.ladder import (
+from scaling.spec.grid import expand_cells
+from scaling.spec.ladder import (
     ARMS,
     ASPECT_TOLERANCE,
     Shape,
@@ -18,7 +18,7 @@ from scaling.ladder import (
     porian_lr,
     shape_for_size,
 )
-from scaling.loader import study_from_dict, vocab_size
+from scaling.spec.loader import study_from_dict, vocab_size
 from tests.scaling.conftest import small_spec
 
 LADDER = ["2M", "6M", "12M", "25M", "50M", "124M", "350M", "760M", "1.3B"]

@@ -11,8 +11,10 @@ from mlflow.tracking import MlflowClient
 
 from data_prep.testing import tiny_config
 from foundation.config import to_dict
-from scaling.scheduler import read_records
-from scaling.submission import cancel_study, study_parent_run_id, study_status, submit_study
+from scaling.rounds.driver import cancel_study, submit_study
+from scaling.rounds.submission import study_parent_run_id
+from scaling.state.scheduler import read_records
+from scaling.state.status import study_status
 from tests.scaling.conftest import one_size_spec, small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 

@@ -7,7 +7,7 @@ import os
 
 import submitit
 
-from scaling.executors import local_gpus
+from scaling.rounds.local_jobs import local_gpus
 
 
 def _visible() -> str:

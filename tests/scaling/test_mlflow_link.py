@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from foundation import contract as C
-from scaling.mlflow_link import UI_URL, mlflow_ui_hint, runs_table_url
+from scaling.cli.mlflow_link import UI_URL, mlflow_ui_hint, runs_table_url
 
 RUN_NAME = "link-probe-run"
 

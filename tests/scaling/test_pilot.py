@@ -12,10 +12,10 @@ import yaml
 from data_prep.testing import tiny_config
 from foundation.config import to_dict
 from models.accounting import checkpoint_bytes
-from scaling.disk import num_checkpoints_kept
-from scaling.loader import load_study
-from scaling.pilot import PILOT_FILE, oom_fixes, probes
-from scaling.plan import plan_study
+from scaling.costs.disk import num_checkpoints_kept
+from scaling.costs.pilot import PILOT_FILE, oom_fixes, probes
+from scaling.costs.plan import plan_study
+from scaling.rounds.environment import load_study_spec
 from tests.scaling.conftest import one_size_spec, small_spec
 from tests.scaling.helpers import study_runs
 
@@ -63,7 +63,7 @@ def test_pilot_measures_each_probe_and_the_plan_is_priced_from_it(
 ):
     spec = small_spec(data_dir, tmp_path / "study", mlflow_server)  # 60K on 2 DP ranks
     path = _write(spec, tmp_path / "study.yaml")
-    study = load_study(path)
+    study = load_study_spec(path)
     before = plan_study(study)
     assert not any(r.measured for r in before.rows)
 
@@ -99,7 +99,7 @@ def test_pilot_measures_each_probe_and_the_plan_is_priced_from_it(
 
     # a changed micro-batch is another probe: its cells fall back to the assumed price
     spec["batch"]["micro_batch_size"] = 2
-    changed = load_study(_write(spec, tmp_path / "changed.yaml"))
+    changed = load_study_spec(_write(spec, tmp_path / "changed.yaml"))
     assert not any(r.measured for r in plan_study(changed).rows)
 
 
@@ -139,7 +139,7 @@ def test_oom_fixes_only_offer_layouts_the_shape_divides(tmp_path, data_dir, mlfl
     spec = one_size_spec(data_dir, tmp_path / "study", mlflow_server, steps=4)
     spec["batch"]["micro_batch_size"] = 1
     spec["ladder"]["shapes"]["30K"] = {"num_layers": 3, "hidden_size": 48, "num_attention_heads": 3}
-    study = load_study(_write(spec, tmp_path / "s.yaml"), check_environment=False)
+    study = load_study_spec(_write(spec, tmp_path / "s.yaml"), check_environment=False)
     (probe,) = [p for p in probes(study, 1, 2) if p.variant == "linear"]
     assert oom_fixes(probe) == [
         "size 30K: no smaller layout divides its shape; use a larger device"

@@ -7,11 +7,11 @@ import yaml
 from typer.testing import CliRunner
 
 from scaling.cli import app
-from scaling.grid import expand_cells
-from scaling.loader import study_from_dict, vocab_size
-from scaling.mlflow_state import CellRun
-from scaling.plan import plan_study
-from scaling.state import cell_state
+from scaling.costs.plan import plan_study
+from scaling.spec.grid import expand_cells
+from scaling.spec.loader import resolve, study_from_dict, vocab_size
+from scaling.state.run_cache import CellRun
+from scaling.state.status import cell_state
 from tests.scaling.conftest import small_spec
 
 
@@ -49,7 +49,7 @@ def test_plan_costs_every_cell_from_the_accounting(tmp_path, data_dir):
     spec["variants"] = ["linear", "identity", "wider_mlp"]
     spec["cost"] = {"flops_per_gpu_s": 1e9}
     study = study_from_dict(spec)
-    plan = plan_study(study)
+    plan = plan_study(resolve(study))
     assert plan.num_runs == 2 * 3
     by_arm = {(r.size, r.variant): r for r in plan.rows}
     for row in plan.rows:
@@ -121,7 +121,7 @@ def test_cli_reports_a_bad_spec_without_a_traceback(tmp_path, data_dir):
 def test_slurm_job_parameters_follow_each_cell_parallelism(tmp_path, data_dir):
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from scaling.executors import slurm_parameters
+    from scaling.rounds.executors import slurm_parameters
 
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
     spec["slurm"] = {

@@ -15,13 +15,14 @@ from jobs.config import TrackingConfig
 from jobs.spool import last_logged_step
 from jobs.tracking import Tracker
 from scaling.cli import app
-from scaling.live import LiveProgress
-from scaling.loader import load_study
-from scaling.plan import plan_study
-from scaling.run import Progress
-from scaling.state import StatusRow
-from scaling.status_view import status_tables
-from scaling.wall import LOCAL_ROUND_S, cell_seconds, wall_estimate
+from scaling.cli.live import LiveProgress
+from scaling.cli.status_view import status_tables
+from scaling.costs.plan import cell_seconds, plan_study
+from scaling.costs.wall import wall_estimate
+from scaling.rounds.environment import load_study_spec
+from scaling.rounds.executors import LOCAL_ROUND_S
+from scaling.rounds.progress import Progress
+from scaling.state.status import StatusRow
 from tests.scaling.conftest import small_spec
 
 
@@ -71,7 +72,7 @@ def test_plan_gives_the_wall_clock_of_the_executor_on_the_studys_device(tmp_path
     spec["local"] = {"max_parallel": 2}
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    study = load_study(path, check_environment=False)
+    study = load_study_spec(path, check_environment=False)
     plan = plan_study(study)
     seconds = [cell_seconds(r, 1e8, 5.0) for r in plan.rows]
     for row, s in zip(plan.rows, seconds, strict=True):

@@ -1,4 +1,4 @@
-"""LR search round logic (`scaling.refine.decide`) on synthetic studies with a known optimum.
+"""LR search round logic (`scaling.rounds.refine.decide`) on synthetic studies with a known optimum.
 
 Each arm's loss is `(log lr - log lr*)^2 + noise`, with LRs above a threshold diverging, so
 where the search must end is known. The same `decide` that `scaling run` / `submit` call is
@@ -17,9 +17,10 @@ import pytest
 from analysis.stats.frontier import lr_frontier
 from analysis.tables.runs import normalise
 from foundation.config import ConfigError
-from scaling.grid import cell_id
-from scaling.loader import study_from_dict
-from scaling.refine import SearchState, decide, read_state, write_state
+from scaling.rounds.refine import decide_round
+from scaling.spec.grid import cell_id
+from scaling.spec.loader import study_from_dict
+from scaling.spec.search_state import SearchState, read_state, write_state
 
 from .conftest import small_spec
 
@@ -82,7 +83,7 @@ def _search(spec, world: Synthetic) -> tuple[SearchState, list[int]]:
     state, added_per_round = SearchState(), []
     while not state.ended:
         before = len(state.added)
-        state = decide(spec, world.table(), state, world.known())
+        state = decide_round(spec, world.table(), state, world.known())
         new = state.added[before:]
         added_per_round.append(sum(len(a.seeds) for a in new))
         for a in new:
@@ -155,8 +156,8 @@ def test_the_same_runs_give_the_same_round_and_rounded_lrs_count_as_tried(tmp_pa
     )
     world = Synthetic({"linear": 1.0})
     world.run("linear", 0, 1e-3)
-    one = decide(spec, world.table(), SearchState(), world.known())
-    two = decide(spec, world.table(), SearchState(), world.known())
+    one = decide_round(spec, world.table(), SearchState(), world.known())
+    two = decide_round(spec, world.table(), SearchState(), world.known())
     assert one == two  # a crash between rounds recomputes exactly this round
     # 1e-3 x / 1.0004 round to the id of 1e-3 (3 digits): already tried, so nothing to scan
     assert one.ended and one.open_arms and all(a.seeds == [1, 2] for a in one.added)
@@ -167,7 +168,7 @@ def test_state_file_round_trips_and_a_damaged_one_names_the_fix(tmp_path):
     world = Synthetic({"linear": 1e-2})
     for lr in (1e-4, 2e-4):
         world.run("linear", 0, lr)
-    state = decide(spec, world.table(), SearchState(), world.known())
+    state = decide_round(spec, world.table(), SearchState(), world.known())
     write_state(tmp_path, state)
     assert read_state(tmp_path) == state
     (tmp_path / "lr_search.json").write_text('{"added": 3}')
@@ -226,8 +227,8 @@ def test_bad_search_settings_name_the_field(tmp_path, search, field):
 def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
     import yaml
 
-    from scaling.loader import load_study
-    from scaling.refine import AddedLR
+    from scaling.rounds.environment import load_study_spec
+    from scaling.spec.search_state import AddedLR
 
     spec = small_spec(
         data_dir,
@@ -242,14 +243,14 @@ def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
     )
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    study = load_study(path, check_environment=False)
+    study = load_study_spec(path, check_environment=False)
     assert [(c.seed, c.lr, c.round) for c in study.cells] == [(0, 1e-3, 0), (0, 2e-3, 0)]
     added = [
         AddedLR("linear", "30K", 3072.0, 4e-3, [0], 1, "edge_high at 0.002"),
         AddedLR("linear", "30K", 3072.0, 2e-3, [1], 2, "winner"),
     ]
     write_state(study.folder, SearchState(added, ended=True))
-    again = load_study(path, check_environment=False)
+    again = load_study_spec(path, check_environment=False)
     rounds = [(c.cell_id, c.round, c.tags["round"]) for c in again.cells if c.round]
     assert rounds == [("30K-linear-s0-lr0.004", 1, "1"), ("30K-linear-s1-lr0.002", 2, "2")]
     assert again.cells[0].tags["round"] == "0"
@@ -258,12 +259,12 @@ def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
     added.append(AddedLR("linear", "30K", 3072.0, 1.0004e-3, [0], 1, "edge_low"))
     write_state(study.folder, SearchState(added))
     with pytest.raises(ConfigError, match="duplicate cell 30K-linear-s0-lr0.001 .*lr_search.json"):
-        load_study(path, check_environment=False)
+        load_study_spec(path, check_environment=False)
 
 
 def test_the_report_names_the_arms_max_rounds_left_at_an_edge(tmp_path):
     from analysis.api import run_analysis
-    from scaling.run import _search_summary
+    from scaling.rounds.run import _search_summary
 
     grid = {"linear": [1e-5, 2e-5], "nonlinear": [1e-3, 2e-3, 4e-3]}
     spec = _spec(tmp_path, {"max_rounds": 2, "scan_seeds": 1}, grid)

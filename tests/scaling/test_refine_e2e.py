@@ -17,12 +17,14 @@ from mlflow.tracking import MlflowClient
 from analysis.stats.frontier import lr_frontier
 from analysis.tables.mlflow_io import load_study_runs as load_table
 from foundation import contract as C
-from scaling.loader import load_study
-from scaling.refine import STATE_FILE, advance, read_state, status_lines
-from scaling.run import run_study
-from scaling.scheduler import read_records
-from scaling.state import study_status
-from scaling.submission import study_parent_run_id, submit_rounds, submit_study
+from scaling.rounds.driver import submit_rounds, submit_study
+from scaling.rounds.environment import load_study_spec
+from scaling.rounds.refine import advance, status_lines
+from scaling.rounds.run import run_study
+from scaling.rounds.submission import study_parent_run_id
+from scaling.spec.search_state import STATE_FILE, read_state
+from scaling.state.scheduler import read_records
+from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, start_cli
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import poll, study_runs, write_and_load
@@ -109,8 +111,8 @@ def test_local_search_ends_interior_and_resumes_without_duplicates(
         kill_group(submit)
 
     messages: list[str] = []
-    outcome = run_study(load_study(path), out_dir=tmp_path / "report", say=messages.append)
-    finished = load_study(path)
+    outcome = run_study(load_study_spec(path), out_dir=tmp_path / "report", say=messages.append)
+    finished = load_study_spec(path)
     figures = _check_finished(finished, mlflow_server)
     lines = status_lines(finished, study_status(finished))  # what `scaling status` adds
     assert lines[0] == "lr search: ended"
@@ -138,8 +140,10 @@ def test_slurm_search_submit_queues_one_round_and_run_finishes_it(
     assert len(queued.submitted) == 4 and not (study.folder / STATE_FILE).exists()
     parent = MlflowClient(mlflow_server).get_run(queued.parent_run_id)
     assert parent.info.status == "RUNNING"
-    run_study(load_study(path), analyze=False, say=print)  # waits, then drives the later rounds
-    figures = _check_finished(load_study(path), mlflow_server)
+    run_study(
+        load_study_spec(path), analyze=False, say=print
+    )  # waits, then drives the later rounds
+    figures = _check_finished(load_study_spec(path), mlflow_server)
     print(
         f"[lr-search slurm] {figures['cells']} cells in {figures['rounds']} rounds, "
         f"{time.monotonic() - start:.0f} s"

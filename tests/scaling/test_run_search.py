@@ -1,4 +1,4 @@
-"""`scaling.run_search`: the REST search status uses reads what the MLflow client reads."""
+"""`scaling.state.run_search`: the REST search status uses reads what the MLflow client reads."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
 from foundation import contract as C
-from scaling import run_search
-from scaling.run_search import experiment_id_http, search_http, search_with_client
+from scaling.state import run_search
+from scaling.state.run_search import experiment_id_http, search_http, search_with_client
 
 
 def test_rest_search_matches_the_mlflow_client_across_pages(mlflow_server, monkeypatch):

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from foundation.config import ConfigError
-from scaling.loader import load_study
+from scaling.rounds.environment import load_study_spec
 from tests.scaling.conftest import small_spec
 
 
@@ -18,7 +18,7 @@ def _load(tmp_path, data_dir, seeds, search=None):
         spec["lr"] = {"multipliers": [0.5, 1.0, 2.0], "search": search}
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
-    return load_study(path), path
+    return load_study_spec(path), path
 
 
 def test_seed_rounds_load_and_the_first_round_runs_start_seeds(tmp_path, data_dir):

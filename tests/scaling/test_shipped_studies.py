@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from scaling.loader import load_study
-from scaling.plan import plan_study
+from scaling.costs.plan import plan_study
+from scaling.rounds.environment import load_study_spec
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 
 
 @pytest.mark.parametrize("name", ["demo", "paper-124m", "paper-124m-tokens", "ladder"])
 def test_shipped_study_validates_and_plans(name):
-    resolved = load_study(STUDIES / f"{name}.yaml", check_environment=False)
+    resolved = load_study_spec(STUDIES / f"{name}.yaml", check_environment=False)
     plan = plan_study(resolved)
     study = resolved.spec
     variants = {row.variant for row in plan.rows}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from scaling.submission import study_status, submit_study, wait_study
+from scaling.rounds.driver import submit_study, wait_study
+from scaling.state.status import study_status
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import (
     checkpoint_steps,

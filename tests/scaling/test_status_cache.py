@@ -1,4 +1,5 @@
-"""The status cache of FINISHED runs (`scaling.run_cache`) gives what a full MLflow search gives.
+"""The status cache of FINISHED runs (`scaling.state.run_cache`) gives what a full MLflow search
+gives.
 
 The study's runs are created and moved through their life with the calls `submit` and the job
 make (`ensure_parent_run`, `ensure_cell_run`, then the run's status, metrics and outcome tag),
@@ -17,11 +18,12 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from foundation import contract as C
-from scaling import run_cache
 from scaling.cli import app
-from scaling.mlflow_state import CellRun, cell_runs, ensure_cell_run, ensure_parent_run
-from scaling.resolved import ResolvedStudy
-from scaling.state import study_status
+from scaling.spec.resolved import ResolvedStudy
+from scaling.state import run_cache
+from scaling.state.mlflow_state import cell_runs, ensure_cell_run, ensure_parent_run
+from scaling.state.run_cache import CellRun
+from scaling.state.status import study_status
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load
 
@@ -91,7 +93,7 @@ class _Recording:
     """Counts the filters a poll sends, to show what a warm poll asks the server for."""
 
     def __init__(self, client: MlflowClient, exp_id: str) -> None:
-        from scaling.run_search import search_with_client
+        from scaling.state.run_search import search_with_client
 
         self.filters: list[str] = []
         self.client, self.exp_id, self._search = client, exp_id, search_with_client

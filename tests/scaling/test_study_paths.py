@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from analysis.tables.spec import study_source
-from scaling.executors import slurm_parameters
-from scaling.loader import load_study
+from scaling.rounds.environment import load_study_spec
+from scaling.rounds.executors import slurm_parameters
 from tests.scaling.conftest import one_size_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def test_relative_paths_resolve_against_the_study_file_from_any_directory(
     seen = []
     for cwd in (tmp_path, folder, data_dir):
         monkeypatch.chdir(cwd)
-        study = load_study(os.path.relpath(path, cwd), check_environment=False)
+        study = load_study_spec(os.path.relpath(path, cwd), check_environment=False)
         uri, _, _, analysis = study_source(Path(os.path.relpath(path, cwd)))
         assert uri == study.mlflow.tracking_uri  # analyze reads the store the loader names
         assert analysis == study.folder / "analysis"
@@ -67,7 +67,7 @@ def test_python_path_is_relative_to_the_study_file_and_reaches_slurm_jobs(
     path = _relative_study(tmp_path, data_dir, python_path="src")
     spec = yaml.safe_load(path.read_text())
     monkeypatch.chdir(tmp_path)
-    study = load_study(path, check_environment=False)
+    study = load_study_spec(path, check_environment=False)
     src = str(tmp_path / "mystudy" / "src")
     assert study.spec.python_path == [src]
     assert sys.path[0] == src and os.environ["PYTHONPATH"].split(os.pathsep)[0] == src
@@ -76,7 +76,7 @@ def test_python_path_is_relative_to_the_study_file_and_reaches_slurm_jobs(
 
     path.write_text(yaml.safe_dump({**spec, "python_path": ["src", "nowhere"]}))
     with pytest.raises(ValueError, match=r"study.python_path\[1\]: .*nowhere is not a folder"):
-        load_study(path, check_environment=False)
+        load_study_spec(path, check_environment=False)
 
 
 def _cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:

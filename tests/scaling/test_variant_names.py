@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from foundation.config import ConfigError
-from scaling.grid import learning_rates
-from scaling.ladder import ARMS
-from scaling.loader import load_study
+from scaling.rounds.environment import load_study_spec
+from scaling.spec.grid import learning_rates
+from scaling.spec.ladder import ARMS
 from tests.scaling.conftest import one_size_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def _study(tmp_path: Path, data_dir: Path, **overrides) -> Path:
 
 def _problems(path: Path) -> list[str]:
     with pytest.raises(ConfigError) as err:
-        load_study(path, check_environment=False)
+        load_study_spec(path, check_environment=False)
     return err.value.problems
 
 
@@ -96,7 +96,7 @@ def test_lr_grid_keys_accept_the_arm_name_as_the_docs_say(tmp_path, data_dir, im
         variants=variants,
         lr=example["lr"],
     )
-    study = load_study(path, check_environment=False)
+    study = load_study_spec(path, check_environment=False)
     lrs = {c.variant: set() for c in study.cells}
     for cell in study.cells:
         lrs[cell.variant].add(cell.lr)
@@ -124,7 +124,7 @@ def test_lr_grid_keys_accept_the_arm_name_as_the_docs_say(tmp_path, data_dir, im
 def test_the_code_digest_follows_the_variants_module_and_the_model_code(tmp_path, import_path):
     from foundation.provenance import source_digest
     from models.variants import code_digest, variant_module
-    from scaling.mlflow_state import CellRun
+    from scaling.state.run_cache import CellRun
 
     module = tmp_path / "digest_variant.py"
     module.write_text("RANK = 2\n")

@@ -1,4 +1,4 @@
-"""Warm start of local cells (`scaling.warmstart`): same results, same process semantics.
+"""Warm start of local cells (`scaling.rounds.warmstart`): same results, same process semantics.
 
 A cell forked from the warm server must compute bitwise what a cold `python -m
 submitit.core._submit` computes, log to its own submitit files, die with its client, and fall
@@ -18,7 +18,7 @@ import pytest
 from foundation.config import from_dict
 from foundation.proc import children
 from jobs.testing import tiny_run_dict
-from scaling.warmstart import CLIENT, warm_python
+from scaling.rounds.warmstart import CLIENT, warm_python
 from tests.scaling.helpers import dead, poll
 
 STEPS = 40
@@ -46,7 +46,7 @@ def _server_pid(python: str) -> int:
                 cmdline = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"scaling.warmstart" in cmdline and sock in cmdline:
+            if b"scaling.rounds.warmstart" in cmdline and sock in cmdline:
                 return int(entry.name)
         return None
 

@@ -1,0 +1,293 @@
+"""Study commands: `scaling plan | submit | status | cancel STUDY` (and `run`, defined apart).
+
+Each command parses, loads the study (every check runs before anything is written or
+submitted), calls one function of `scaling.costs.plan` / `scaling.rounds.driver`, and prints a
+table. Heavy imports happen inside the commands so `scaling --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+EXIT_INTERRUPTED = 130
+StudyArg = Annotated[Path, typer.Argument(help="Study spec (YAML or JSON).")]
+RetryFailedOpt = Annotated[
+    bool,
+    typer.Option(help="Also resubmit cells that failed more than `retries` times; count anew."),
+]
+
+
+RerunStaleOpt = Annotated[
+    bool, typer.Option(help="Train again the finished cells whose model code changed since.")
+]
+AcceptStaleOpt = Annotated[
+    bool, typer.Option(help="Keep the results of finished cells whose model code changed since.")
+]
+
+
+def _load(path: Path, check_environment: bool = True, announce: bool = True):
+    from foundation.config import ConfigError
+    from scaling.rounds.environment import load_study_spec  # lazy: `scaling --help` stays fast
+
+    # Resolved once here; every command below hands this object on and never re-expands it.
+    try:
+        spec = load_study_spec(path, check_environment=check_environment)
+    except ConfigError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    if announce:  # relative paths resolve against the study file: say where that led
+        typer.echo(f"study folder: {spec.folder}")
+    return spec
+
+
+def _settle_stale(spec, rerun_stale: bool, accept_stale: bool) -> None:
+    """Refuse to go on while finished cells are stale, unless told to rerun or accept them."""
+    from scaling.state.stale import settle_from_flags  # lazy: `scaling --help` stays fast
+
+    try:
+        settle_from_flags(spec, rerun_stale, accept_stale, say=typer.echo)
+    except ValueError as err:
+        _fail(str(err))
+
+
+def _say_if_no_store(spec) -> None:
+    """A read-only command names the SQLite store the spec points at when it does not exist."""
+    from foundation.studypaths import missing_store, missing_store_message
+
+    store = missing_store(spec.mlflow.tracking_uri)
+    if store is not None:
+        typer.echo(missing_store_message(store), err=True)
+
+
+@contextlib.contextmanager
+def _interrupt_is_one_line(spec) -> Iterator[None]:
+    """Ctrl-C: the cells were cancelled or left pending (`scaling.rounds.driver`); say what is
+    left in one line and exit 130 (128 + SIGINT, as a shell reports it), with no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        from scaling.rounds.run import interrupted_line  # lazy: `scaling --help` stays fast
+
+        typer.echo(interrupted_line(spec), err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _print_table(title: str, header: list[str], rows: list[list[str]], footer: str = "") -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, caption=footer or None)
+    for name in header:
+        table.add_column(name, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    # never truncate cell ids: widen past the terminal (or the 80 columns of a pipe) if needed
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
+    console = Console()
+    console.width = max(console.width, sum(widths) + 3 * len(widths) + 1)
+    console.print(table)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def submit(
+    study: StudyArg,
+    retry_failed: RetryFailedOpt = False,
+    rerun_stale: RerunStaleOpt = False,
+    accept_stale: AcceptStaleOpt = False,
+) -> None:
+    """Submit a study's unfinished cells (finished skipped, failed retried, running left alone).
+
+    On Slurm this returns once the job arrays are queued; with the local executor it runs the
+    cells (a few at a time) and returns when they have ended. A cell that failed more than the
+    study's `retries` times is left failed until `--retry-failed`. Finished cells whose model
+    code changed since (`scaling status`: stale) stop it until `--rerun-stale` or
+    `--accept-stale` (docs/variants.md).
+    """
+    from scaling.rounds.driver import submit_rounds  # lazy: `scaling --help` stays fast
+
+    spec = _load(study)
+    _settle_stale(spec, rerun_stale, accept_stale)
+    with _interrupt_is_one_line(spec):
+        result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
+    spec = _load(study, announce=False)  # with the cells LR-search rounds added meanwhile
+    typer.echo(
+        f"study {spec.name}: submitted {len(result.submitted)} cell(s), skipped "
+        f"{len(result.skipped)}; MLflow parent run {result.parent_run_id} in experiment "
+        f"{spec.mlflow.experiment!r} at {spec.mlflow.tracking_uri}"
+    )
+    _status_table(spec)
+
+
+def _status_table(spec, rows=None, show_all: bool = False) -> None:
+    """Print the grid (a summary for large ones: `scaling.cli.status_view`); `rows` from a poll
+    that already read them, else read now."""
+    from scaling.cli.status_view import status_tables  # lazy: `scaling --help` stays fast
+    from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
+
+    rows = study_status(spec) if rows is None else rows
+    for title, header, lines, footer in status_tables(spec.name, rows, show_all):
+        _print_table(title, header, lines, footer)
+    from scaling.rounds.refine import status_lines  # lazy: `scaling --help` stays fast
+
+    for line in status_lines(spec, rows):  # LR search: round, best LR per arm, open arms
+        typer.echo(line)
+
+
+def status(
+    study: StudyArg,
+    watch: Annotated[
+        bool, typer.Option(help="Refresh until no cell is pending or running.")
+    ] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between refreshes.")] = 30.0,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="List every cell, also in a large grid.")
+    ] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            help="Search every MLflow run of the study again (slow on a large study) instead "
+            "of trusting the cache of finished runs; for runs deleted in MLflow.",
+        ),
+    ] = False,
+) -> None:
+    """Show the study's grid: state, validation loss and job of every cell.
+
+    A grid of more than 100 cells shows counts by state and by (size, variant) and only the
+    cells that are neither completed nor pending; `--all` lists every cell. With `--watch`
+    the exit status is 3 when a cell ended failed or cancelled, else 0 (2: bad study file).
+    Finished runs are cached in the study folder (`mlflow_runs.json`), so a poll asks MLflow
+    only for the runs that may have changed; the first poll without that file, and
+    `--refresh`, search them all.
+    """
+    spec = _load(study)
+    _say_if_no_store(spec)
+    if not watch:
+        from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
+
+        _status_table(spec, study_status(spec, refresh=refresh), show_all)
+        return
+    if refresh:
+        from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
+
+        study_status(spec, refresh=True)  # rewrites the cache the watch then polls through
+    from scaling.rounds.driver import StudyRun  # lazy: `scaling --help` stays fast
+
+    # LR search: each round that ends is judged and the next one submitted
+    driver = StudyRun(spec, say=typer.echo, view=_watch_view(show_all), poll_s=interval)
+    rows = driver.drive(submit_first=False)
+    driver.finish(rows)
+    _exit_for(rows)
+
+
+def _watch_view(show_all: bool):
+    """How `status --watch` shows a round: on a terminal the counts and ETA redrawn in place,
+    then the table; piped, the table at every poll."""
+    if sys.stdout.isatty():
+        from scaling.cli.live import LiveProgress  # lazy: `scaling --help` stays fast
+
+        @contextlib.contextmanager
+        def live(progress, study):
+            rows = []
+            with LiveProgress(progress, len(study.cells)) as display:
+
+                def show(polled):
+                    rows[:] = polled
+                    display(polled)
+
+                yield show
+            _status_table(study, rows, show_all)
+
+        return live
+    return lambda _progress, study: contextlib.nullcontext(
+        lambda rows: _status_table(study, rows, show_all)
+    )
+
+
+def _live_bar(progress, study):
+    """`scaling run`'s view on a terminal: the live bar over the study's cells."""
+    from scaling.cli.live import LiveProgress  # lazy: `scaling --help` stays fast
+
+    return LiveProgress(progress, len(study.cells))
+
+
+def _exit_for(rows) -> None:
+    """Exit `EXIT_CELLS_FAILED` (3) if a cell ended failed or cancelled
+    (`scaling.cli.status_view`)."""
+    from scaling.cli.status_view import exit_code  # lazy: `scaling --help` stays fast
+
+    code = exit_code(rows)
+    if code:
+        typer.echo(
+            "some cells failed or were cancelled (exit status 3); `scaling run` or `scaling "
+            "submit` retries them",
+            err=True,
+        )
+        raise typer.Exit(code)
+
+
+def cancel(study: StudyArg) -> None:
+    """Cancel the study's running and pending jobs (their MLflow runs become KILLED)."""
+    from scaling.rounds.driver import cancel_study  # lazy: `scaling --help` stays fast
+
+    spec = _load(study)
+    cancelled = cancel_study(spec)
+    typer.echo(f"study {spec.name}: cancelled {len(cancelled)} job(s)")
+    for cid in cancelled:
+        typer.echo(f"  {cid}")
+
+
+def run(
+    study: StudyArg,
+    analyze: Annotated[bool, typer.Option(help="Fit and judge once every cell has ended.")] = True,
+    out: Annotated[
+        Path | None, typer.Option(help="Report folder [default: <study folder>/analysis].")
+    ] = None,
+    baseline: Annotated[str, typer.Option(help="The arm the others are judged by.")] = "linear",
+    retry_failed: RetryFailedOpt = False,
+    rerun_stale: RerunStaleOpt = False,
+    accept_stale: AcceptStaleOpt = False,
+) -> None:
+    """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run).
+
+    A failed cell is resubmitted up to the study's `retries` times, then left failed.
+    Exit status: 0 when every cell has a result (completed or diverged); 3 when a cell ended
+    failed or cancelled (the analysis of the cells that finished is still written; run again,
+    with `--retry-failed` for cells given up on, to retry them); 2 for a bad study file.
+    """
+    from scaling.cli.mlflow_link import mlflow_ui_hint  # lazy: `scaling --help` stays fast
+    from scaling.rounds.run import run_study  # lazy: `scaling --help` stays fast
+
+    spec = _load(study)
+    _settle_stale(spec, rerun_stale, accept_stale)
+    with _interrupt_is_one_line(spec):
+        outcome = run_study(
+            spec,
+            analyze=analyze,
+            out_dir=out,
+            baseline=baseline,
+            say=typer.echo,
+            view=_live_bar if sys.stdout.isatty() else None,
+            retry_failed=retry_failed,
+        )
+    _status_table(outcome.study or spec)  # the cells the LR search added too
+    if outcome.verdict is not None:
+        from analysis.report.terminal import verdict_lines
+
+        for line in verdict_lines(outcome.verdict):
+            typer.echo(line)
+        report = outcome.report_dir
+        typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
+        typer.echo(f"plots and verdict.json: {report}/")
+    typer.echo(mlflow_ui_hint(spec.mlflow.tracking_uri, spec.mlflow.experiment))
+    _exit_for(outcome.rows)

@@ -1,0 +1,138 @@
+"""`scaling plan STUDY`: a study's cells and cost, a dry run that validates everything.
+
+Heavy imports happen inside the command so `scaling --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scaling.cli.commands import StudyArg, _fail, _load, _print_table, _say_if_no_store
+
+__all__ = ["plan"]
+
+
+def plan(
+    study: StudyArg,
+    check_environment: Annotated[
+        bool,
+        typer.Option(help="Also check that the MLflow server and Slurm answer (off: offline)."),
+    ] = True,
+    noise: Annotated[
+        str | None,
+        typer.Option(
+            help="Seed noise for a power table: a number (seed sd as % of loss), a run CSV, or "
+            "a finished study (spec path, or name in this study's MLflow experiment)."
+        ),
+    ] = None,
+    target_gain: Annotated[
+        float | None,
+        typer.Option(help="With --noise: the paired gain (%) to plan seeds for, e.g. 1.0."),
+    ] = None,
+    baseline: Annotated[str, typer.Option(help="With --noise: the baseline arm.")] = "linear",
+) -> None:
+    """Print a study's cells and cost (a dry run: validates everything, submits nothing).
+
+    An unreachable MLflow server or Slurm cluster is a warning here, not an error: a person
+    plans costs on a laptop before the cluster exists. `submit` and `run` still refuse.
+    With --noise, also per size the smallest paired gain the study's seeds detect (80% power,
+    the verdict's top-size test) and, with --target-gain, the seeds that gain needs.
+    """
+    # lazy: `scaling --help` stays fast
+    from scaling.costs.plan import (
+        branch_saving,
+        format_branch_saving,
+        format_plan,
+        format_search_cost,
+        plan_study,
+        search_cost,
+    )
+
+    if noise is not None:
+        _check_noise_args(noise, target_gain)
+    elif target_gain is not None:
+        _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
+    from scaling.costs.wall import format_wall, wall_estimate  # lazy: `scaling --help` stays fast
+    from scaling.rounds.executors import executor_for  # lazy: `scaling --help` stays fast
+
+    spec = _load(study, check_environment=False)
+    _say_if_no_store(spec)
+    the_plan = plan_study(spec)
+    device = executor_for(spec).device_name
+    header, rows, totals = format_plan(the_plan, device)
+    _print_table(f"study {spec.name}: plan", header, rows, totals)
+    _warn_undeclared_flops(spec.spec.variants)
+    typer.echo(format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s))
+    cost = search_cost(spec, the_plan)
+    if cost is not None:
+        typer.echo(format_search_cost(cost, the_plan, spec, device))
+    saving = branch_saving(spec, the_plan)
+    if saving is not None:
+        typer.echo(format_branch_saving(saving))
+    if noise is not None:
+        _print_power(spec, noise, target_gain, baseline)
+    if check_environment:
+        _warn_environment(study, spec)
+
+
+def _warn_undeclared_flops(entries: list[str]) -> None:
+    """A bring-your-own variant without `flops`: say so before anything is trained."""
+    from models.variants import is_builtin, load_variant
+    from scaling.spec.ladder import ARMS  # lazy: `scaling --help` stays fast
+
+    for entry in entries:
+        if entry in ARMS or is_builtin(entry) or load_variant(entry).flops is not None:
+            continue
+        typer.echo(
+            f"warning: variant {entry!r} declares no FLOPs per token (QueryVariant.flops): its "
+            "compute counts its weights only and the analysis will hold its verdict back; "
+            "declare them (docs/variants.md)"
+        )
+
+
+def _check_noise_args(noise: str, target_gain: float | None) -> None:
+    """A bad --noise or --target-gain is refused before the study is read."""
+    from analysis.stats.power import noise_source_kind
+
+    try:
+        noise_source_kind(noise)
+    except ValueError as err:
+        _fail(str(err))
+    if target_gain is not None and not (math.isfinite(target_gain) and target_gain > 0):
+        _fail(f"--target-gain {target_gain}: must be a positive gain in % (e.g. 1.0)")
+
+
+def _print_power(spec, noise: str, target_gain: float | None, baseline: str) -> None:
+    from mlflow.exceptions import MlflowException
+
+    from analysis.stats.power import noise_from_source
+    from scaling.costs.plan import power_plan  # lazy: `scaling --help` stays fast
+
+    try:
+        sd = noise_from_source(noise, baseline, (spec.mlflow.tracking_uri, spec.mlflow.experiment))
+    except (ValueError, OSError, MlflowException) as err:
+        message = str(err)
+        _fail(message if message.startswith("--noise") else f"--noise {noise}: {message}")
+    header, rows, note = power_plan(spec, sd, target_gain)
+    _print_table(f"study {spec.name}: power (noise from {noise})", header, rows, note)
+
+
+def _warn_environment(path: Path, spec) -> None:
+    """Print (to stderr) why `submit` would refuse this study here, if it would."""
+    from foundation.config import ConfigError
+
+    # lazy: `scaling --help` stays fast
+    from scaling.rounds.environment import check_study_environment
+
+    try:
+        check_study_environment(spec)
+    except ConfigError as err:
+        typer.echo(
+            f"warning: {path}: {err}. `scaling submit` and `scaling run` need it; the plan above "
+            "does not (--no-check-environment skips this check)",
+            err=True,
+        )

@@ -1,0 +1,113 @@
+"""What `scaling status` prints: the whole grid when it is small, a summary when it is large.
+
+A person checking a 2,000-cell study wants to know how far it is and what needs attention, not
+to scroll 2,000 rows: above `FULL_GRID_MAX` cells the default is the counts by state, one line
+per (size, variant) with its counts and best validation loss, and the cells that are neither
+completed nor pending (failed, diverged, cancelled, running, queued: the ones to act on or wait
+for). `--all` lists every cell. Every table ends with the tally line ("1990 completed, 10
+failed"), in the one state vocabulary, so piped output stays greppable.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from foundation import contract
+from scaling.state.status import StatusRow
+
+__all__ = [
+    "FULL_GRID_MAX",
+    "ATTENTION_MAX",
+    "EXIT_CELLS_FAILED",
+    "tally",
+    "status_tables",
+    "exit_code",
+]
+
+FULL_GRID_MAX = 100  # a grid this small is listed cell by cell by default
+ATTENTION_MAX = 100  # at most this many non-completed cells listed by default
+# Exit status of `scaling run` and `scaling status --watch` when the study ended with a cell
+# failed or cancelled (after the analysis of what finished): a script or CI job sees it. 2 is
+# a bad study file (typer's usage errors too), 1 an unexpected error.
+EXIT_CELLS_FAILED = 3
+
+
+def exit_code(rows: list[StatusRow]) -> int:
+    """0 if every cell has a result (completed or diverged), else `EXIT_CELLS_FAILED`.
+
+    A diverged cell is a result (the LR was too high), as for the parent run's FINISHED; a
+    failed or cancelled one is not, and rerunning the command retries it.
+    """
+    return 0 if all(r.state in contract.DONE_STATES for r in rows) else EXIT_CELLS_FAILED
+
+
+def tally(rows: list[StatusRow]) -> str:
+    """``"1990 completed, 10 failed"``: the count of each state present, in `STATES` order."""
+    counts = Counter(r.state for r in rows)
+    return ", ".join(f"{counts[s]} {s}" for s in contract.STATES if counts[s])
+
+
+def _state_text(r: StatusRow) -> str:
+    """The state, with why (a note) or how far (a running cell's step of its total)."""
+    if r.note:
+        return f"{r.state} ({r.note})"
+    if r.state == contract.RUNNING and r.num_steps:
+        return f"{r.state} (step {r.step or 0}/{r.num_steps})"
+    return r.state
+
+
+def _cell_rows(rows: list[StatusRow]) -> list[list[str]]:
+    return [
+        [
+            r.cell_id,
+            _state_text(r),
+            f"{r.val_loss:.4f}" if r.val_loss is not None else "",
+            r.job_id or "",
+            (r.run_id or "")[:12],
+        ]
+        for r in rows
+    ]
+
+
+CELL_HEADER = ["cell", "state", "val loss", "job", "run"]
+
+
+def status_tables(
+    name: str, rows: list[StatusRow], show_all: bool = False
+) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """The tables to print, as (title, header, rows, footer) each."""
+    title = f"study {name}: status"
+    if show_all or len(rows) <= FULL_GRID_MAX:
+        return [(title, CELL_HEADER, _cell_rows(rows), tally(rows))]
+    groups: dict[tuple[str, str], list[StatusRow]] = defaultdict(list)
+    for r in rows:
+        groups[(r.size, r.variant)].append(r)
+    present = [s for s in contract.STATES if any(r.state == s for r in rows)]
+    summary = []
+    for (size, variant), members in sorted(
+        groups.items(), key=lambda kv: (contract.size_key(kv[0][0]), kv[0][1])
+    ):
+        counts = Counter(r.state for r in members)
+        losses = [
+            r.val_loss for r in members if r.state == contract.COMPLETED and r.val_loss is not None
+        ]
+        best = f"{min(losses):.4f}" if losses else ""
+        by_state = [str(counts[s]) for s in present]
+        summary.append([size, variant, str(len(members)), *by_state, best])
+    tables = [
+        (
+            f"{title} by size and variant",
+            ["size", "variant", "cells", *present, "best val loss"],
+            summary,
+            f"{tally(rows)} ({len(rows)} cells; --all lists each one)",
+        )
+    ]
+    attention = [r for r in rows if r.state not in (contract.COMPLETED, contract.PENDING)]
+    if attention:
+        shown = attention[:ATTENTION_MAX]
+        more = len(attention) - len(shown)
+        footer = f"{len(attention)} cell(s) neither completed nor pending"
+        if more:
+            footer += f"; {more} more not shown (--all lists every cell)"
+        tables.append((f"{title}: cells to watch", CELL_HEADER, _cell_rows(shown), footer))
+    return tables

@@ -1,0 +1,29 @@
+"""Disk a study's checkpoints take: one checkpoint of a cell, and how many a finished cell keeps."""
+
+from __future__ import annotations
+
+from models.accounting import checkpoint_bytes
+from scaling.rounds.executors import executor_for
+from scaling.spec.resolved import ResolvedStudy
+
+__all__ = ["cell_checkpoint_bytes", "num_checkpoints_kept"]
+
+
+def cell_checkpoint_bytes(study: ResolvedStudy, run) -> int:
+    """One checkpoint of `run`: bf16 weights where the run trains in bf16 (precision bf16,
+    or auto on a Slurm study that asks for GPUs), else fp32."""
+    precision = run.precision
+    if precision == "auto":
+        precision = executor_for(study).planned_precision
+    zero_stage = run.deepspeed.zero_stage if run.engine == "deepspeed" else 0
+    return checkpoint_bytes(run.model, run.parallel, run.engine, zero_stage, precision == "bf16")
+
+
+def num_checkpoints_kept(train) -> int:
+    """Checkpoints a finished run leaves: the newest `keep_checkpoints` of its rotating saves
+    (every `checkpoint_interval` steps and the final one) plus every `keep_steps` one."""
+    saves = {train.steps}
+    if train.checkpoint_interval:
+        saves |= set(range(train.checkpoint_interval, train.steps + 1, train.checkpoint_interval))
+    kept = set(train.keep_steps)
+    return min(train.keep_checkpoints, len(saves - kept)) + len(kept)

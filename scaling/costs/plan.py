@@ -1,0 +1,388 @@
+"""`plan`: what a study will train and what it will cost, before anything is submitted.
+
+Cost is arithmetic, not a guess about hardware: FLOPs C = flops_per_token(model) × D (training,
+forward + backward, from `models.accounting`), and time = C / (GPUs × the study's stated sustained
+FLOP/s per GPU, `cost.flops_per_gpu_s`). GPU-hours = C / flops_per_gpu_s / 3600, whatever the
+parallelism.
+
+With `--noise`, `power_plan` adds what the study's seeds can detect: per size the minimum
+detectable paired gain (80% power, the verdict's top-size test) and the seeds a target gain
+needs, from `analysis.stats.power.power_table`, the function the report's seed-noise table uses too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scaling.costs.disk import cell_checkpoint_bytes, num_checkpoints_kept
+from scaling.costs.pilot import PILOT_FILE, load_pilot, probe_key
+from scaling.spec.resolved import ResolvedStudy
+
+__all__ = [
+    "PlanRow",
+    "Plan",
+    "SearchCost",
+    "plan_study",
+    "search_cost",
+    "format_plan",
+    "cell_seconds",
+    "power_plan",
+    "BranchSaving",
+    "branch_saving",
+    "format_branch_saving",
+]
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One cell's size and cost."""
+
+    cell_id: str
+    size: str
+    variant: str
+    seed: int
+    lr: float
+    num_nonembedding_params: int  # N of this arm (models.accounting)
+    num_params_total: int
+    tokens: int  # D the cell ends at: steps × tokens per step (a branch: its budget)
+    steps: int
+    tokens_per_step: int
+    flops: float  # C this cell computes: flops_per_token × its own tokens (a branch: cooldown)
+    gpus: int  # processes on CPU: TP × PP × DP
+    hours: float  # training time at cost.flops_per_gpu_s per GPU, or at the pilot's tokens/s
+    measured: bool = False  # hours from `scaling pilot`'s measured tokens/s, not assumed
+    checkpoint_bytes: int = 0  # one checkpoint, all ranks (models.accounting.checkpoint_bytes)
+    num_checkpoints: int = 0  # kept on disk at the end: the rotation's newest + keep_steps
+    eval_flops: float = 0.0  # forward FLOPs of its evaluations (`scaling.costs.wall` times them)
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.hours * self.gpus
+
+
+def cell_seconds(row: PlanRow, flops_per_gpu_s: float, startup_s: float) -> float:
+    """One cell's wall seconds: its training time (assumed from FLOPs, or measured by the
+    pilot), its evaluation FLOPs on its devices, and start-up."""
+    return row.hours * 3600 + row.eval_flops / (row.gpus * flops_per_gpu_s) + startup_s
+
+
+@dataclass(frozen=True)
+class Plan:
+    rows: list[PlanRow]
+    flops_per_gpu_s: float
+    pilot: str | None = None  # when and where the measured rows were measured
+    startup_s: float = 0.0  # cost.startup_s: each cell's wall time beside its FLOPs
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        """Checkpoints on disk once every cell has ended (each cell's kept ones)."""
+        return sum(r.checkpoint_bytes * r.num_checkpoints for r in self.rows)
+
+    @property
+    def measured_gpu_hours(self) -> float:
+        return sum(r.gpu_hours for r in self.rows if r.measured)
+
+    @property
+    def num_runs(self) -> int:
+        return len(self.rows)
+
+    @property
+    def total_flops(self) -> float:
+        return sum(r.flops for r in self.rows)
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(r.gpu_hours for r in self.rows)
+
+    @property
+    def max_hours(self) -> float:
+        """The longest cell: the study's wall-clock with unlimited GPUs."""
+        return max((r.hours for r in self.rows), default=0.0)
+
+
+def plan_study(study: ResolvedStudy) -> Plan:
+    """Cost every cell of the (resolved) study; writes and submits nothing."""
+    from models.accounting import num_nonembedding_params, num_params
+
+    flops_per_gpu_s = study.spec.cost.flops_per_gpu_s
+    pilot = load_pilot(study.folder)
+    measured = _measured_tokens_per_s(pilot)
+    rows = []
+    for cell in study.cells:
+        run = cell.run
+        tokens, flops = cell.tokens, cell.flops
+        start = run.init_from.step if run.init_from is not None else 0  # a branch's fork
+        gpus = run.parallel.world_size
+        hours = flops / (gpus * flops_per_gpu_s) / 3600
+        tokens_per_s = measured.get(probe_key(run, cell.size, cell.variant))
+        if tokens_per_s:
+            hours = (run.train.steps - start) * run.tokens_per_step / tokens_per_s / 3600
+        rows.append(
+            PlanRow(
+                cell_id=cell.cell_id,
+                size=cell.size,
+                variant=cell.variant,
+                seed=cell.seed,
+                lr=cell.lr,
+                num_nonembedding_params=int(num_nonembedding_params(run.model)),
+                num_params_total=int(num_params(run.model)),
+                tokens=tokens,
+                steps=run.train.steps,
+                tokens_per_step=run.tokens_per_step,
+                flops=flops,
+                gpus=gpus,
+                hours=hours,
+                measured=bool(tokens_per_s),
+                checkpoint_bytes=cell_checkpoint_bytes(study, run),
+                num_checkpoints=num_checkpoints_kept(run.train),
+                eval_flops=_eval_flops(run),
+            )
+        )
+    note = None
+    if pilot is not None:
+        note = f"pilot of {pilot['measured_at']} ({pilot['executor']}, {PILOT_FILE})"
+    return Plan(rows, flops_per_gpu_s, pilot=note, startup_s=study.spec.cost.startup_s)
+
+
+def _measured_tokens_per_s(pilot: dict | None) -> dict[str, float]:
+    if pilot is None:
+        return {}
+    return {k: m["tokens_per_s"] for k, m in pilot["probes"].items() if m["status"] == "ok"}
+
+
+def _eval_flops(run) -> float:
+    """Forward FLOPs of a run's evaluations: one at every `eval_interval` before the end and
+    one at the end, each over the loss and the LR-selection windows; a forward pass costs a
+    third of a training token's FLOPs (the backward pass two thirds)."""
+    from models.accounting import flops_per_token
+
+    train, data = run.train, run.data
+    start = run.init_from.step if run.init_from is not None else 0
+    num_evals = 1 + (
+        (train.steps - 1) // train.eval_interval - start // train.eval_interval
+        if train.eval_interval
+        else 0
+    )
+    tokens = num_evals * (data.num_val_windows + data.num_select_windows) * run.model.seq_length
+    return float(flops_per_token(run.model)) / 3 * tokens
+
+
+def _si(value: float) -> str:
+    """3 significant digits with K/M/B/T (counts of parameters and tokens)."""
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def _duration(hours: float) -> str:
+    seconds = hours * 3600
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    return f"{hours:.2f}h"
+
+
+def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[str]], str]:
+    """(header, rows, totals line) as strings, for a rich table or plain text; costs are in
+    `device`-hours ("GPU", or "CPU": one process each, `Executor.device_name`)."""
+    header = ["cell", "size", "N", "N total", "tokens", "steps", "FLOPs", f"{device}s", "time"]
+    header += ["cost", "ckpt", "ckpts kept"]
+    rows = [
+        [
+            r.cell_id,
+            r.size,
+            _si(r.num_nonembedding_params),
+            _si(r.num_params_total),
+            _si(r.tokens),
+            str(r.steps),
+            f"{r.flops:.2e}",
+            str(r.gpus),
+            _duration(cell_seconds(r, plan.flops_per_gpu_s, plan.startup_s) / 3600),
+            "measured" if r.measured else "assumed",
+            _bytes(r.checkpoint_bytes),
+            f"{r.num_checkpoints} = {_bytes(r.checkpoint_bytes * r.num_checkpoints)}",
+        ]
+        for r in plan.rows
+    ]
+    num_measured = sum(r.measured for r in plan.rows)
+    if num_measured == 0:
+        cost = (
+            f"{plan.gpu_hours:.4g} {device}-hours at {plan.flops_per_gpu_s:.3g} FLOP/s per "
+            f"{device} (assumed)"
+        )
+    else:
+        cost = (
+            f"{plan.gpu_hours:.4g} {device}-hours: {plan.measured_gpu_hours:.4g} measured for "
+            f"{num_measured} of {plan.num_runs} cells by the {plan.pilot}"
+        )
+        if num_measured < plan.num_runs:
+            cost += f", the rest assumed at {plan.flops_per_gpu_s:.3g} FLOP/s per {device}"
+    totals = (
+        f"{plan.num_runs} runs, {plan.total_flops:.3g} FLOPs, {cost}; longest cell "
+        f"{_duration(plan.max_hours)} of training; checkpoints on disk at the end "
+        f"{_bytes(plan.checkpoint_bytes)} (keep_checkpoints newest + keep_steps, per cell)"
+    )
+    return header, rows, totals
+
+
+def _bytes(count: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count:.0f} B"
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None or not math.isfinite(value) else f"{value:.3g}%"
+
+
+def power_plan(
+    study: ResolvedStudy, sd_by_size: dict[str, float], target_gain: float | None = None
+) -> tuple[list[str], list[list[str]], str]:
+    """(header, rows, note): per size of the study, the seed sd (``analysis.stats.power``'s
+    paired-difference sd in % of loss, from ``noise_from_source``), the minimum detectable
+    paired gain with the study's seeds and, with ``target_gain`` (%), the seeds it needs."""
+    from analysis.stats.power import MAX_SEEDS, power_table, sd_for_sizes
+    from foundation.contract import size_key
+
+    sizes = sorted(study.spec.sizes, key=size_key)
+    num_seeds = len(study.spec.seeds)
+    matched = sd_for_sizes(sd_by_size, sizes)
+    rows = power_table({s: sd for s, (sd, _) in matched.items()}, num_seeds, target_gain)
+    header = ["size", "noise from", "paired sd", "seeds", "detectable gain"]
+    if target_gain is not None:
+        header += [f"seeds for {target_gain:g}%", f"power at {target_gain:g}%"]
+    out = []
+    for row in rows:
+        line = [row["size"], matched[row["size"]][1], _pct(row["sd_pct"]), str(num_seeds)]
+        line.append(_pct(row["mde_pct"]) or "needs >= 2 seeds")
+        if target_gain is not None:
+            needed = row["seeds_needed"]
+            line.append(str(needed) if needed is not None else f"more than {MAX_SEEDS:,}")
+            power = row["power_at_target"]
+            line.append("" if not math.isfinite(power) else f"{100 * power:.0f}%")
+        out.append(line)
+    note = (
+        "detectable gain: the smallest true paired gain (baseline loss - variant loss, % of "
+        "the baseline's loss) the verdict's top-size test (a paired t-test on the study's seeds, "
+        "two-sided 4%) detects with 80% power (exact noncentral t, analysis.stats.power)"
+    )
+    return header, out, note
+
+
+@dataclass(frozen=True)
+class BranchSaving:
+    """A branched study's cost against the same budgets trained as independent runs."""
+
+    num_cells: int  # stable + branch + ordinary cells
+    flops: float
+    gpu_hours: float
+    num_independent_cells: int  # one full run per budget, no stable runs
+    independent_flops: float
+    independent_gpu_hours: float
+
+
+def branch_saving(study: ResolvedStudy, plan: Plan | None = None) -> BranchSaving | None:
+    """What WSD branches save (None for a study without them): each branch replaced by a full
+    run to its budget, each stable run dropped. GPU-hours scale with FLOPs per cell."""
+    from foundation import contract
+
+    plan = plan or plan_study(study)
+    kinds = {c.cell_id: c.kind for c in study.cells}
+    if contract.KIND_BRANCH not in kinds.values():
+        return None
+    independent = [r for r in plan.rows if kinds[r.cell_id] != contract.KIND_STABLE]
+
+    def full(row: PlanRow) -> float:  # a full run to the row's budget, FLOPs
+        return row.flops * row.tokens / (row.tokens - _fork_tokens(study, row))
+
+    flops = [full(r) for r in independent]
+    hours = [r.gpu_hours * f / r.flops for r, f in zip(independent, flops, strict=True)]
+    return BranchSaving(
+        plan.num_runs,
+        plan.total_flops,
+        plan.gpu_hours,
+        len(independent),
+        sum(flops),
+        sum(hours),
+    )
+
+
+def _fork_tokens(study: ResolvedStudy, row: PlanRow) -> int:
+    init = study.cell(row.cell_id).run.init_from
+    return init.step * row.tokens_per_step if init is not None else 0
+
+
+def format_branch_saving(saving: BranchSaving) -> str:
+    """Two lines: branched vs independent cells, FLOPs and GPU-hours, and the saving."""
+    return (
+        f"WSD branches: {saving.num_cells} cells, {saving.flops:.3g} FLOPs, "
+        f"{saving.gpu_hours:.4g} GPU-hours\n"
+        f"independent runs per budget: {saving.num_independent_cells} cells, "
+        f"{saving.independent_flops:.3g} FLOPs, {saving.independent_gpu_hours:.4g} GPU-hours "
+        f"(branches save {1 - saving.flops / saving.independent_flops:.0%} of the FLOPs)"
+    )
+
+
+@dataclass(frozen=True)
+class SearchCost:
+    """The worst case `lr.search` can add beyond the starting grid (`scaling.rounds.refine`)."""
+
+    num_scan_cells: int  # max_rounds x arms x scan seeds (every arm at an edge every round)
+    num_follower_cells: int  # other seeds x (winner + 2 x follow_neighbours) per arm
+    gpu_hours: float
+
+    @property
+    def num_cells(self) -> int:
+        return self.num_scan_cells + self.num_follower_cells
+
+
+def search_cost(study: ResolvedStudy, plan: Plan | None = None) -> SearchCost | None:
+    """Worst-case extra cells and GPU-hours of the LR search; None without `lr.search`.
+
+    Each round adds at most one LR per arm (two when the arm's grid has a single LR, which is
+    at both edges), run by the scan seeds; then the other seeds follow at the winner and
+    `follow_neighbours` LRs either side. An arm's cells all cost the same (LR does not change
+    FLOPs), so a starting-grid cell prices them.
+    """
+    search = study.spec.lr.search
+    if search is None:
+        return None
+    plan = plan or plan_study(study)
+    spec = study.spec
+    num_scan = len(spec.scan_seeds)
+    num_followers = len(spec.seeds) - num_scan
+    # one grid point = one cell, or a WSD family (stable + branches): priced whole
+    families: dict[tuple[str, str], dict[tuple[int, float], list[PlanRow]]] = {}
+    for cell, row in zip(study.cells, plan.rows, strict=True):
+        if cell.round == 0:
+            arm = families.setdefault((row.variant, row.size), {})
+            arm.setdefault((cell.seed, cell.lr), []).append(row)
+    scan = follow = 0
+    hours = 0.0
+    for points in families.values():
+        family = next(iter(points.values()))
+        num_lrs = len({lr for _, lr in points})
+        lrs_added = search.max_rounds + (1 if num_lrs == 1 and search.max_rounds else 0)
+        arm_scan = lrs_added * num_scan * len(family)
+        arm_follow = num_followers * (1 + 2 * search.follow_neighbours) * len(family)
+        scan, follow = scan + arm_scan, follow + arm_follow
+        hours += (arm_scan + arm_follow) * sum(r.gpu_hours for r in family) / len(family)
+    return SearchCost(scan, follow, hours)
+
+
+def format_search_cost(
+    cost: SearchCost, plan: Plan, study: ResolvedStudy, device: str = "GPU"
+) -> str:
+    """One line for `scaling plan` beside the starting grid's totals."""
+    search = study.spec.lr.search
+    base = sum(r.gpu_hours for r, c in zip(plan.rows, study.cells, strict=True) if c.round == 0)
+    return (
+        f"lr search (max_rounds {search.max_rounds}, scan seeds {len(study.spec.scan_seeds)} of "
+        f"{len(study.spec.seeds)}): worst case +{cost.num_cells} cells ({cost.num_scan_cells} "
+        f"scan, {cost.num_follower_cells} follower), +{cost.gpu_hours:.4g} {device}-hours beside "
+        f"the starting grid's {base:.4g}; total at most {base + cost.gpu_hours:.4g} {device}-hours"
+    )

@@ -1,0 +1,380 @@
+"""The round driver: one object owns a study's rounds, as OLMo-core's `ModelLadder` owns its study.
+
+A round: submit what is due (`scaling.rounds.submission.submit_due`), wait until no cell is queued
+or running, upload what cells left in their spools during a tracking outage, then decide what comes
+next (`StudyRun.next_cells`): the failed cells again (each up to `study.retries` times), the LR
+search's next round (`scaling.rounds.refine`), or nothing, and the study is over. The parent run
+ends with the study. `scaling run`, `scaling submit` and `scaling status --watch` are thin calls on
+`StudyRun` (`run_study`, `submit_rounds`, `watch`); which executor runs the cells is the
+executor's business (`scaling.rounds.executors`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from foundation import contract
+from jobs import load_run_config
+from jobs.tracking import upload_spool
+from scaling.rounds.executors import Executor, executor_for
+from scaling.rounds.progress import CellTimeModel, Progress, Reporter, SearchOutlook
+from scaling.rounds.refine import advance, search_over
+from scaling.rounds.submission import Submitted, submit_due
+from scaling.spec.grid import Cell
+from scaling.spec.resolved import ResolvedStudy
+from scaling.spec.search_state import read_state
+from scaling.state.mlflow_state import (
+    cell_runs,
+    client_for,
+    end_parent_run,
+    fail_cell_run,
+    parent_status,
+)
+from scaling.state.scheduler import read_records
+from scaling.state.stale import StaleChoice
+from scaling.state.status import StatusRow, study_status
+
+__all__ = ["StudyRun", "View", "submit_study", "submit_rounds", "wait_study", "cancel_study"]
+
+POLL_S = 5.0
+UPLOAD_WAIT_S = 600.0  # how long a round waits for MLflow to take leftover spools
+STOP_WAIT_S = 120.0  # how long Ctrl-C waits for the local submit to cancel its cells
+
+Rows = list[StatusRow]
+# What shows a round's progress while it is waited for, given the study as it is now (with the
+# rounds the search added): a context (a live bar is drawn while it is open) whose value is
+# called with every poll's rows.
+View = Callable[[Progress, ResolvedStudy], AbstractContextManager[Callable[[Rows], None]]]
+
+
+class StudyRun:
+    """A study's rounds on its executor: submit, wait, judge, retry or give up, end the parent.
+
+    `say` gets every line meant for a person; `view` shows the progress of a round waited for
+    (default: a `Reporter` line per change); `poll_s` is the wait between status polls.
+    `study` grows as the LR search adds rounds (`next_cells`).
+    """
+
+    def __init__(
+        self,
+        study: ResolvedStudy,
+        executor: Executor | None = None,
+        say: Callable[[str], None] = lambda _msg: None,
+        view: View | None = None,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.study = study
+        self.executor = executor or executor_for(study)
+        self.say, self.view, self.poll_s = say, view, poll_s
+        self.submitted: list[str] = []  # cell ids submitted by this object, every round
+        self.last: Submitted | None = None  # the latest submission
+        self.took: dict[str, float] = {}  # cell → wall seconds, as the progress saw it
+
+    def status(self) -> Rows:
+        return study_status(self.study)
+
+    def submit(
+        self,
+        retry_failed: bool = False,
+        stale: StaleChoice = None,
+        stop: threading.Event | None = None,
+    ) -> Submitted:
+        """Submit every cell that is due now (`submit_due`); on Slurm it returns once queued,
+        on the local executor once the cells have ended."""
+        result = submit_due(self.study, self.executor, self.say, retry_failed, stale, stop)
+        self.submitted += result.submitted
+        self.last = result
+        return result
+
+    def wait(
+        self,
+        callback: Callable[[Rows], None] | None = None,
+        timeout_s: float | None = None,
+        busy: Callable[[], bool] | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> Rows:
+        """Poll the grid until no cell is queued or running (and `busy()`, if given, is False).
+
+        `callback` sees every poll's rows. With `on_error`, a failed status query (MLflow or its
+        database restarting) is passed to it and the loop keeps polling: the cells keep
+        training and spool their metrics meanwhile. TimeoutError after `timeout_s`.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                rows = self.status()
+            except Exception as err:  # noqa: BLE001 - any tracking-server failure
+                if on_error is None:
+                    raise
+                on_error(err)
+                time.sleep(self.poll_s)
+                continue
+            if callback is not None:
+                callback(rows)
+            active = [r.cell_id for r in rows if r.state in contract.ACTIVE_STATES]
+            if not active and (busy is None or not busy()):
+                return rows
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"study {self.study.name}: still active after {timeout_s} s: {active}"
+                )
+            time.sleep(self.poll_s)
+
+    def drive(
+        self, wait: bool = True, retry_failed: bool = False, submit_first: bool = True
+    ) -> Rows:
+        """Round after round until `next_cells` says the study is over; the last rows.
+
+        Without `wait`, it returns once a round is queued on an executor that does not run the
+        cells itself (Slurm `submit`: a later `submit`, `status --watch` or `run` goes on).
+        `submit_first=False` waits for what is already queued first (`status --watch`).
+        `retry_failed`: the first submission also resubmits cells given up on, counting anew.
+        """
+        due = submit_first
+        while True:
+            if not due:
+                rows = self._watched(self._progress(set()))
+            elif wait:
+                rows = self._submit_and_wait(retry_failed)
+            else:
+                result = self.submit(retry_failed)
+                if result.submitted and not self.executor.runs_cells_in_submit:
+                    return self.status()  # queued
+                rows = self.status()
+            retry_failed, due = False, True
+            rows = self.upload_leftover_spools(rows)
+            if not self.next_cells(rows):
+                return rows
+
+    def next_cells(self, rows: Rows) -> list[Cell]:
+        """What the study runs after a round, decided from its runs alone; [] when it is over.
+
+        The failed cells again, while each has `study.retries` left; else the LR search's next
+        round (a round whose only unfinished cells were given up on is judged with them
+        failed; one held by cancelled cells too); else nothing. Like `lr_search.json`, a pure
+        function of MLflow's state: a crash between rounds decides the same again.
+        """
+        if any(r.state in contract.ACTIVE_STATES for r in rows):
+            return []  # the round has not ended
+        following = advance(self.study, rows, self.say)
+        if following is None and any(r.retryable for r in rows):
+            self.say(f"retrying the failed cells (study.retries: {self.study.spec.retries})")
+            return [self.study.cell(r.cell_id) for r in rows if r.retryable]
+        if following is None and not search_over(self.study):
+            # cancelled cells hold the round: judge it with them
+            following = advance(self.study, rows, self.say, allow_failed=True)
+        if following is None:
+            return []
+        known = {r.cell_id for r in rows}
+        self.study = following
+        return [c for c in following.cells if c.cell_id not in known]
+
+    def finish(self, rows: Rows, end_parent: bool = True) -> None:
+        """Where a round or the study ends: the runs of cells given up on end FAILED, and (with
+        `end_parent`) the parent run ends once every cell has ended and the search is over."""
+        self._end_given_up_runs(rows)
+        ended = rows and all(r.state in contract.ENDED_STATES for r in rows)
+        if end_parent and ended and search_over(self.study):
+            self.end_parent(rows)
+
+    def end_parent(self, rows: Rows) -> None:
+        """The parent run's final status: FINISHED if every cell has a result, else FAILED."""
+        end_parent_run(self.study, parent_status([r.state for r in rows]))
+
+    def cancel(self) -> list[str]:
+        """Cancel the study's live jobs and mark their MLflow runs KILLED; their cell ids."""
+        cancelled = self.executor.cancel(read_records(self.study.folder))
+        if not cancelled:  # nothing to mark; a SQLite store not made yet stays unmade
+            return cancelled
+        runs = cell_runs(self.study)
+        client = client_for(self.study)
+        for cid in cancelled:
+            run = runs.get(cid)
+            if run is not None and run.status in ("SCHEDULED", "RUNNING"):
+                client.set_terminated(run.run_id, "KILLED")
+        return cancelled
+
+    def upload_leftover_spools(self, rows: Rows, wait_s: float = UPLOAD_WAIT_S) -> Rows:
+        """Upload what cells that completed during a tracking outage left in their spools.
+
+        A cell whose server stayed down past its own final upload attempt ends with a result on
+        disk but a run MLflow still shows as unfinished (so `failed`); its spool holds the rest
+        of its metrics and its end status. Retry until the server answers or `wait_s` passes.
+        """
+        cells = self.study.folder / "cells"
+        done = [
+            cells / r.cell_id
+            for r in rows
+            if r.state == contract.FAILED and (cells / r.cell_id / "result.json").is_file()
+        ]
+        if not done:
+            return rows
+        deadline = time.monotonic() + wait_s
+        while done:
+            out = done[0]
+            config = load_run_config(out / "run_config.yaml")
+            try:
+                upload_spool(out, config.tracking, config.name)
+                self.say(f"uploaded the spool {out.name} left during a tracking outage")
+                done.pop(0)
+            except Exception as err:  # noqa: BLE001 - still down: retry until the deadline
+                if time.monotonic() > deadline:
+                    self.say(
+                        f"MLflow still unreachable ({err}); `scaling run` again uploads the rest"
+                    )
+                    return rows
+                time.sleep(POLL_S)
+        try:
+            return self.status()
+        except Exception:  # noqa: BLE001 - a flapping server: keep the rows we have
+            return rows
+
+    def _progress(self, done_before: set[str]) -> Progress:
+        """The round's progress: each cell's FLOPs per device, timed as the plan assumes until
+        cells end (`scaling.rounds.progress`), and what the LR search can still add."""
+        cost = self.study.spec.cost
+        return Progress(
+            {c.cell_id: _work(c) for c in self.study.cells},
+            done_before,
+            slots=self.executor.slots,
+            prior=CellTimeModel(cost.startup_s, 1 / cost.flops_per_gpu_s),
+            search=self._search_outlook(),
+            took=self.took,
+        )
+
+    def _search_outlook(self) -> SearchOutlook | None:
+        """The most an LR search still adds: `max_rounds` rounds of a cell per arm and scan
+        seed, then the followers (the other seeds at each winner and its neighbours)."""
+        spec = self.study.spec
+        search = spec.lr.search
+        if search is None or search_over(self.study):
+            return None
+        arms: dict[tuple[str, str], float] = {}
+        for cell in self.study.cells:
+            if cell.round == 0:
+                arms.setdefault((cell.variant, cell.size), _work(cell))
+        num_scan = len(spec.scan_seeds)
+        num_follow = (len(spec.seeds) - num_scan) * (1 + 2 * search.follow_neighbours)
+        return SearchOutlook(
+            round=read_state(self.study.folder).round,
+            max_rounds=search.max_rounds,
+            round_work=[w for w in arms.values() for _ in range(num_scan)],
+            follower_work=[w for w in arms.values() for _ in range(num_follow)],
+            per_round_s=self.executor.per_round_overhead_s,
+        )
+
+    def _submit_and_wait(self, retry_failed: bool) -> Rows:
+        """Submit the due cells and wait until none is queued or running, showing progress."""
+        before = {r.cell_id for r in self.status() if r.state in contract.DONE_STATES}
+        progress = self._progress(before)
+        self.say(
+            f"study {self.study.name}: {len(self.study.cells)} cells, {len(before)} already done"
+        )
+        if not self.executor.runs_cells_in_submit:
+            submitted = self.submit(retry_failed)
+            self.say(f"submitted {len(submitted.submitted)} cell(s) to {self.executor.label}")
+            return self._watched(progress)
+        # The cells run while `submit` blocks; watch from this thread.
+        errors: list[BaseException] = []
+        stop = threading.Event()  # Ctrl-C here: the submitting thread cancels what it started
+
+        def submit() -> None:
+            try:
+                self.submit(retry_failed, stop=stop)
+            except BaseException as err:  # noqa: BLE001 - re-raised below in this thread
+                errors.append(err)
+
+        submitting = threading.Thread(target=submit, name="scaling-submit", daemon=True)
+        submitting.start()
+        try:
+            rows = self._watched(progress, busy=submitting.is_alive)
+        except KeyboardInterrupt:
+            stop.set()
+            submitting.join(timeout=STOP_WAIT_S)
+            raise
+        if errors:
+            raise errors[0]
+        return rows
+
+    def _watched(self, progress: Progress, busy: Callable[[], bool] | None = None) -> Rows:
+        """`wait`, with the round's progress shown by the view."""
+        if self.view is None:
+            shown = contextlib.nullcontext(Reporter(progress, self.say))
+        else:
+            shown = self.view(progress, self.study)
+        with shown as callback:
+            return self.wait(callback=callback, busy=busy, on_error=self._unavailable)
+
+    def _unavailable(self, err: Exception) -> None:
+        self.say(f"status unavailable ({type(err).__name__}: {str(err)[:200]}); retrying")
+
+    def _end_given_up_runs(self, rows: Rows) -> None:
+        """End FAILED the MLflow run of each cell given up on (`study.retries`), so MLflow and
+        the analysis see a failed cell, not one still scheduled or running."""
+        given_up = [r for r in rows if r.given_up]
+        if not given_up:
+            return
+        runs = cell_runs(self.study)
+        for row in given_up:
+            run = runs.get(row.cell_id)
+            if run is not None and run.status != "FAILED":
+                why = f"{row.note}. `scaling submit --retry-failed` tries again"
+                fail_cell_run(self.study, self.study.cell(row.cell_id), why)
+
+
+def _work(cell: Cell) -> float:
+    """What a cell's compute time scales with: its FLOPs per device."""
+    return cell.flops / cell.world_size
+
+
+def submit_study(
+    study: ResolvedStudy,
+    on_progress: Callable[[str], None] | None = None,
+    end_parent: bool = True,
+    retry_failed: bool = False,
+    stale: StaleChoice = None,
+    stop: threading.Event | None = None,
+) -> Submitted:
+    """One submission of the due cells (`StudyRun.submit`); with an executor that runs them
+    itself and `end_parent`, the study's end then ends its parent run (`StudyRun.finish`)."""
+    run = StudyRun(study, say=on_progress or (lambda _msg: None))
+    result = run.submit(retry_failed, stale, stop)
+    if run.executor.runs_cells_in_submit:
+        run.finish(run.status(), end_parent=end_parent)
+    return result
+
+
+def submit_rounds(
+    study: ResolvedStudy,
+    on_progress: Callable[[str], None] | None = None,
+    end_parent: bool = True,
+    retry_failed: bool = False,
+) -> Submitted:
+    """`scaling submit`: the rounds due (`StudyRun.drive` without waiting). Slurm: returns once
+    a round is queued; local: runs round after round until the study is over."""
+    run = StudyRun(study, say=on_progress or (lambda _msg: None))
+    rows = run.drive(wait=False, retry_failed=retry_failed)
+    run.finish(rows, end_parent=end_parent)
+    assert run.last is not None, "drive() submits at least once"
+    return Submitted(run.last.parent_run_id, run.submitted, run.last.skipped, run.last.jobs)
+
+
+def wait_study(
+    study: ResolvedStudy,
+    callback: Callable[[Rows], None] | None = None,
+    poll_s: float = 10.0,
+    timeout_s: float | None = None,
+    busy: Callable[[], bool] | None = None,
+    on_error: Callable[[Exception], None] | None = None,
+) -> Rows:
+    """Poll until no cell is queued or running (`StudyRun.wait`)."""
+    return StudyRun(study, poll_s=poll_s).wait(callback, timeout_s, busy, on_error)
+
+
+def cancel_study(study: ResolvedStudy) -> list[str]:
+    """Cancel the study's live jobs and mark their runs KILLED (`StudyRun.cancel`)."""
+    return StudyRun(study).cancel()

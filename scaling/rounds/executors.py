@@ -1,0 +1,349 @@
+"""Executors: where a study's cells run, one class per backend (as submitit has them).
+
+The round driver (`scaling.rounds.driver`) and the cost estimates hold an `Executor` and never ask
+which backend it is. `SlurmExecutor.submit` returns once the cells are queued as job arrays;
+`LocalExecutor.submit` runs them as local submitit jobs, at most `local.max_parallel` at once,
+and returns when all have ended (`runs_cells_in_submit`). Both record each cell's job in the
+study folder (`scaling.state.scheduler`), which is how `status` finds it. `executor_for(study)` is
+the one place that reads `study.spec.executor`; a new backend is one new subclass.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from foundation import contract
+from foundation.config import Problems
+from scaling.rounds.local_jobs import LocalRound, local_gpus
+from scaling.rounds.slurm_jobs import slurm_parameters
+from scaling.rounds.warmstart import warm_python
+from scaling.spec.grid import Cell
+from scaling.spec.resolved import ResolvedStudy
+from scaling.spec.resources import check_local_devices, check_slurm, check_slurm_gpus
+from scaling.state.scheduler import (
+    JobRecord,
+    cancel_jobs,
+    live_jobs,
+    new_record,
+    write_records,
+)
+from scaling.state.status import submitit_folder
+
+__all__ = [
+    "Executor",
+    "LocalExecutor",
+    "SlurmExecutor",
+    "executor_for",
+    "slurm_parameters",
+    "local_gpus",
+    "LOCAL_ROUND_S",
+]
+
+# a local round's warm-server imports and half a status poll (`scaling.costs.wall`)
+LOCAL_ROUND_S = 10.0
+_NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def _job(cell: Cell) -> Any:
+    import jobs  # lazy: torch; the CLI's start-up path never trains
+
+    return jobs.TrainingJob(cell.run)
+
+
+class Executor(ABC):
+    """Where a study's cells run: submit them, ask which are live, cancel them.
+
+    Each cell's job is recorded in `records` (cell id → `JobRecord`, written to the study
+    folder) as it is submitted; `poll` and `cancel` read those records.
+    """
+
+    name: ClassVar[str]  # the `executor` of the spec and of each JobRecord
+    label: ClassVar[str]  # its name in a sentence ("Slurm job 12_3")
+    runs_cells_in_submit: ClassVar[bool]  # `submit` returns when its cells have ended
+    per_round_overhead_s: ClassVar[float]  # wall seconds a round costs besides its cells
+    parallel_probes: ClassVar[bool]  # `scaling pilot` may run its probes at once
+
+    def __init__(self, study: ResolvedStudy) -> None:
+        self.study = study
+
+    @property
+    def log_folder(self) -> Path:
+        """Where submitit writes this executor's job logs and pickles."""
+        return submitit_folder(self.study) / self.name
+
+    def log_path(self, record: JobRecord) -> Path:
+        """The log of rank 0 of `record`'s job (submitit's `<job id>_0_log.out`)."""
+        return self.log_folder / f"{record.job_id}_0_log.out"
+
+    @abstractmethod
+    def submit(
+        self,
+        cells: list[Cell],
+        records: dict[str, JobRecord],
+        states: dict[str, str] | None = None,
+        say: Callable[[str], None] = lambda _msg: None,
+        stop: threading.Event | None = None,
+    ) -> dict[str, Any]:
+        """Submit `cells` (an array); cell id → its submitit job (its `JobRecord` is written
+        to `records` and the study folder). `states`: cells not submitted now."""
+
+    def poll(self, records: dict[str, JobRecord]) -> dict[str, str]:
+        """cell id → scheduler state (PENDING, RUNNING, ...) of this executor's live jobs."""
+        mine = {cid: r for cid, r in records.items() if r.executor == self.name}
+        return live_jobs(mine, submitit_folder(self.study))
+
+    def cancel(self, records: dict[str, JobRecord]) -> list[str]:
+        """Cancel the live jobs among `records`; returns the cancelled cell ids."""
+        mine = {cid: r for cid, r in records.items() if r.executor == self.name}
+        return cancel_jobs(mine, submitit_folder(self.study))
+
+    @property
+    @abstractmethod
+    def slots(self) -> int:
+        """How many cells run at once (an upper bound where a scheduler decides)."""
+
+    @property
+    @abstractmethod
+    def slots_note(self) -> str:
+        """`slots` in words, naming the spec field that sets it."""
+
+    @property
+    @abstractmethod
+    def uses_gpus(self) -> bool:
+        """The cells train on GPUs."""
+
+    @property
+    def device_name(self) -> str:
+        """ "GPU" or "CPU": what the plan prices a cell's hours on."""
+        return "GPU" if self.uses_gpus else "CPU"
+
+    @property
+    @abstractmethod
+    def planned_precision(self) -> str:
+        """What `precision: auto` is planned to train in (its checkpoints' size)."""
+
+    @property
+    def partition(self) -> str | None:
+        """The scheduler's partition the cells run in, if it has partitions."""
+        return None
+
+    @property
+    @abstractmethod
+    def probe_timeout_s(self) -> float:
+        """How long `scaling pilot` waits for one probe's result."""
+
+    @abstractmethod
+    def probe_executor(self, folder: Path, world_size: int, python: str | None) -> Any:
+        """A submitit executor for one pilot probe of `world_size` ranks."""
+
+    @abstractmethod
+    def check_environment(self) -> None:
+        """Raise ConfigError unless the study's cells can run here (cluster, devices)."""
+
+
+class SlurmExecutor(Executor):
+    """Slurm job arrays through submitit; `submit` returns once they are queued."""
+
+    name = "slurm"
+    label = "Slurm"
+    runs_cells_in_submit = False
+    per_round_overhead_s = 0.0  # the queue wait is the cluster's, not counted
+    parallel_probes = True  # each job has its own nodes
+
+    @property
+    def slots(self) -> int:
+        return self.study.spec.slurm.array_parallelism
+
+    @property
+    def slots_note(self) -> str:
+        return f"at most {self.slots} jobs at a time (slurm.array_parallelism)"
+
+    @property
+    def uses_gpus(self) -> bool:
+        return self.study.spec.slurm.gpus_per_node > 0
+
+    @property
+    def planned_precision(self) -> str:
+        return "bf16" if self.uses_gpus else "fp32"
+
+    @property
+    def partition(self) -> str | None:
+        return self.study.spec.slurm.partition
+
+    @property
+    def probe_timeout_s(self) -> float:
+        # queue wait included: the whole time limit, then some, for the last of them
+        return 60.0 * self.study.spec.slurm.time_limit_min + 600.0
+
+    def probe_executor(self, folder: Path, world_size: int, python: str | None) -> Any:
+        import submitit  # lazy: only a pilot submits
+
+        executor = submitit.SlurmExecutor(folder=folder / self.name, max_num_timeout=0)
+        params = slurm_parameters(self.study.spec, world_size)
+        params.pop("array_parallelism", None)
+        params["job_name"] = f"pilot-{self.study.name}"
+        executor.update_parameters(**params)
+        return executor
+
+    def check_environment(self) -> None:
+        check_slurm(self.study.spec.slurm.partition)
+        if self.uses_gpus:
+            p = Problems()
+            check_slurm_gpus(self.study.spec, p)
+            p.raise_if_any()
+
+    def submit(
+        self,
+        cells: list[Cell],
+        records: dict[str, JobRecord],
+        states: dict[str, str] | None = None,
+        say: Callable[[str], None] = lambda _msg: None,
+        stop: threading.Event | None = None,
+    ) -> dict[str, Any]:
+        """One job array per world size; then, per parent, its branches as an array that
+        depends on the parent's own job (`afterok`, `--kill-on-invalid-dep=yes`: a failed
+        parent ends its branches instead of leaving them pending forever)."""
+        study = self.study
+        submitted: dict[str, Any] = {}
+        by_world: dict[int, list[Cell]] = {}
+        dependent: dict[str, list[Cell]] = {}
+        for cell in cells:
+            if cell.depends_on is None:
+                by_world.setdefault(cell.world_size, []).append(cell)
+            else:
+                dependent.setdefault(cell.depends_on, []).append(cell)
+        for world, group in sorted(by_world.items()):
+            self._submit_array(group, records, submitted, slurm_parameters(study.spec, world))
+        for parent, group in dependent.items():
+            params = slurm_parameters(study.spec, group[0].world_size)
+            job_id = _parent_job(parent, submitted, records, (states or {}).get(parent))
+            if job_id is not None:
+                params["additional_parameters"] = {
+                    **params["additional_parameters"],
+                    "dependency": f"afterok:{job_id}",
+                    "kill_on_invalid_dep": "yes",
+                }
+            self._submit_array(group, records, submitted, params)
+        return submitted
+
+    def _submit_array(
+        self,
+        group: list[Cell],
+        records: dict[str, JobRecord],
+        submitted: dict[str, Any],
+        params: dict[str, Any],
+    ) -> None:
+        import submitit  # lazy: kept out of the CLI's start-up path
+
+        # submitit fails a job after 3 time-outs by default; a cell longer than 3 time limits
+        # is normal on a cluster, and each requeue resumes from the last checkpoint
+        executor = submitit.SlurmExecutor(
+            folder=self.log_folder, max_num_timeout=self.study.spec.slurm.max_timeouts
+        )
+        executor.update_parameters(**params)
+        with executor.batch():
+            handles = [executor.submit(_job(cell)) for cell in group]
+        for cell, job in zip(group, handles, strict=True):
+            records[cell.cell_id] = new_record(records, cell.cell_id, self.name, job.job_id)
+            submitted[cell.cell_id] = job
+        write_records(self.study.folder, records)
+
+
+def _parent_job(
+    parent: str, submitted: dict[str, Any], records: dict[str, JobRecord], state: str | None
+) -> str | None:
+    """The Slurm job a branch waits for: its parent's, if submitted now or still live."""
+    if parent in submitted:
+        return submitted[parent].job_id
+    if state in contract.ACTIVE_STATES and parent in records:
+        return records[parent].job_id
+    return None  # ended earlier: the branch starts at once (and checks its checkpoint itself)
+
+
+class LocalExecutor(Executor):
+    """Local submitit jobs, `local.max_parallel` at a time; `submit` returns when all ended.
+
+    A cell with `depends_on` (a WSD branch) starts once that cell has ended completed or
+    diverged (a branch whose checkpoint the divergence preceded still trains; one without it
+    fails with the reason); if it failed or was cancelled, the branch is not started and its
+    run ends FAILED with "parent <id> failed". The cells are forked from one warm process that
+    has imported torch, megatron-core and mlflow (`scaling.rounds.warmstart`), each still its own
+    submitit job.
+
+    Interrupted (KeyboardInterrupt, or `stop` set from another thread), it starts nothing
+    more, cancels the running jobs, waits for them and ends their runs KILLED, then raises
+    KeyboardInterrupt; cells it never started keep their `queued-` records for the caller
+    (`scaling.rounds.driver`) to restore.
+    """
+
+    name = "local"
+    label = "local"
+    runs_cells_in_submit = True
+    per_round_overhead_s = LOCAL_ROUND_S
+    parallel_probes = False  # probes sharing this machine would time each other
+
+    @property
+    def slots(self) -> int:
+        return self.study.spec.local.max_parallel
+
+    @property
+    def slots_note(self) -> str:
+        return f"{self.slots} cell(s) at a time (local.max_parallel)"
+
+    @property
+    def uses_gpus(self) -> bool:
+        """This machine shows an NVIDIA device to the study."""
+        if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+            return False
+        return _NVIDIA_GPUS.is_dir() and any(_NVIDIA_GPUS.iterdir())
+
+    @property
+    def planned_precision(self) -> str:
+        return "fp32"  # planned without asking CUDA (seconds to import torch)
+
+    @property
+    def probe_timeout_s(self) -> float:
+        return 60.0 * self.study.spec.local.timeout_min
+
+    def probe_executor(self, folder: Path, world_size: int, python: str | None) -> Any:
+        import submitit  # lazy: only a pilot submits
+
+        executor = submitit.LocalExecutor(folder=folder / self.name, python=python)
+        executor.update_parameters(
+            tasks_per_node=world_size,
+            timeout_min=self.study.spec.local.timeout_min,
+            **local_gpus(world_size),
+        )
+        return executor
+
+    def check_environment(self) -> None:
+        p = Problems()
+        check_local_devices(self.study.spec, p)
+        p.raise_if_any()
+
+    def submit(
+        self,
+        cells: list[Cell],
+        records: dict[str, JobRecord],
+        states: dict[str, str] | None = None,
+        say: Callable[[str], None] = lambda _msg: None,
+        stop: threading.Event | None = None,
+    ) -> dict[str, Any]:
+        """Run `cells`; cell id → the submitit job of each cell that ran (see the class)."""
+        with warm_python(self.log_folder) as python:
+            job = _job  # looked up at each call: tests replace it
+            where = (self.study, self.name, self.log_folder, job)
+            return LocalRound(*where, cells, records, say, states, python, stop).run()
+
+
+EXECUTORS: dict[str, type[Executor]] = {cls.name: cls for cls in (LocalExecutor, SlurmExecutor)}
+
+
+def executor_for(study: ResolvedStudy) -> Executor:
+    """The study's executor: the one place that reads `study.spec.executor`."""
+    return EXECUTORS[study.spec.executor](study)

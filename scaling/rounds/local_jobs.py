@@ -1,0 +1,228 @@
+"""The machinery of one local round: a queue of cells run as local submitit jobs, a few at once.
+
+`LocalExecutor.submit` (`scaling.rounds.executors`) makes one `LocalRound` per call and runs it
+to its end: cells start longest first in free slots, a WSD branch once its parent has a
+result, and an interrupt cancels the running jobs and ends their runs KILLED.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from foundation import contract
+from scaling.spec.grid import Cell
+from scaling.spec.resolved import ResolvedStudy
+from scaling.state.mlflow_state import cell_runs, fail_cell_run, kill_cell_run
+from scaling.state.scheduler import (
+    QUEUED,
+    JobRecord,
+    live_jobs,
+    new_record,
+    read_records,
+    write_records,
+)
+from scaling.state.status import cell_state, submitit_folder
+
+__all__ = ["LocalRound", "local_gpus"]
+
+LOCAL_POLL_S = 0.25  # how soon a free slot gets its next cell
+CANCEL_WAIT_S = 30.0  # how long an interrupted `submit` waits for its cancelled jobs to end
+
+
+class LocalRound:
+    """One `LocalExecutor.submit`: a queue, the running jobs, and the cells ended."""
+
+    def __init__(
+        self,
+        study: ResolvedStudy,
+        executor_name: str,
+        folder: Path,
+        job: Callable[[Cell], Any],
+        cells: list[Cell],
+        records: dict[str, JobRecord],
+        say: Callable[[str], None],
+        states: dict[str, str] | None,
+        python: str | None,
+        stop: threading.Event | None,
+    ) -> None:
+        self.study, self.name, self.folder, self.job = study, executor_name, folder, job
+        self.cells, self.records, self.say = cells, records, say
+        self.python, self.stop = python, stop
+        # longest first: the last cells of a round (which the next round waits for) are short
+        self.queue = sorted(cells, key=_cost, reverse=True)
+        self.running: dict[str, Any] = {}
+        self.finished: dict[str, Any] = {}  # cell id → its submitit job, ended
+        self.ended = dict(states or {})  # cell id → state, for parents not running here
+
+    def run(self) -> dict[str, Any]:
+        queued_id = f"{QUEUED}{os.getpid()}"
+        for cell in self.queue:  # visible to `scaling status` from another shell as pending
+            self.records[cell.cell_id] = new_record(
+                self.records, cell.cell_id, self.name, queued_id
+            )
+        write_records(self.study.folder, self.records)
+        try:
+            while self.queue or self.running:
+                if self.stop is not None and self.stop.is_set():
+                    raise KeyboardInterrupt
+                self._drop_blocked()
+                self._start_ready()
+                time.sleep(LOCAL_POLL_S)
+                self._collect_ended()
+        except BaseException:
+            _cancel_running(self.study, self.cells, self.running)
+            raise
+        return self.finished
+
+    def _drop_blocked(self) -> None:
+        for cell, reason in _blocked(self.study, self.queue, self.running, self.ended):
+            self.queue.remove(cell)
+            self.records.pop(cell.cell_id, None)  # no job: status reads the FAILED run
+            write_records(self.study.folder, self.records)
+            fail_cell_run(self.study, cell, reason)
+            self.ended[cell.cell_id] = contract.FAILED
+            self.say(f"not started {cell.cell_id}: {reason}")
+
+    def _start_ready(self) -> None:
+        # lazy: submitit's import is paid by a local round only, not by `scaling plan` or `status`
+        from scaling.rounds.session_executor import SessionLocalExecutor
+
+        max_parallel = self.study.spec.local.max_parallel
+        while len(self.running) < max_parallel:
+            cell = _next_ready(self.queue, self.running, self.ended)
+            if cell is None:
+                return
+            self.queue.remove(cell)
+            executor = SessionLocalExecutor(folder=self.folder, python=self.python)
+            threads = max(1, (os.cpu_count() or 1) // (max_parallel * cell.world_size))
+            executor.update_parameters(
+                tasks_per_node=cell.world_size,
+                timeout_min=self.study.spec.local.timeout_min,
+                **local_gpus(cell.world_size),
+            )
+            with _env(OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(threads))):
+                job = executor.submit(self.job(cell))  # the controller copies this environment
+            self.running[cell.cell_id] = job
+            self.records[cell.cell_id] = new_record(
+                self.records, cell.cell_id, self.name, job.job_id
+            )
+            write_records(self.study.folder, self.records)
+            self.say(f"started {cell.cell_id} (pid {job.job_id})")
+
+    def _collect_ended(self) -> None:
+        for cid, job in list(self.running.items()):
+            if job.done():
+                del self.running[cid]
+                self.finished[cid] = job
+                self.ended[cid] = _job_state(job)
+                self.say(f"ended {cid}: {job.state}")
+
+
+@contextmanager
+def _env(**values: str) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def local_gpus(world_size: int) -> dict[str, Any]:
+    """submitit's GPU request for a local job: the machine's GPUs, up to one per rank.
+
+    Without it submitit's local executor sets `CUDA_VISIBLE_DEVICES=""` and a study on a GPU
+    machine trains on the CPU. The count honours a `CUDA_VISIBLE_DEVICES` the user set, else
+    the driver's device list (no CUDA is initialised here); ranks beyond it share devices
+    (`models.runtime` picks `local rank % visible devices`).
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        driver = Path("/proc/driver/nvidia/gpus")
+        count = len(list(driver.iterdir())) if driver.is_dir() else 0
+        return {"gpus_per_node": min(count, world_size)} if count else {}
+    devices = [d.strip() for d in visible.split(",") if d.strip()]
+    if not devices:
+        return {}
+    params = {"gpus_per_node": min(len(devices), world_size)}
+    if all(d.isdigit() for d in devices):  # submitit would otherwise renumber them from 0
+        params["visible_gpus"] = tuple(int(d) for d in devices)
+    return params
+
+
+def _cancel_running(study: ResolvedStudy, cells: list[Cell], running: dict[str, Any]) -> None:
+    """Cancel the running jobs, wait (bounded) for them to end, and end their runs KILLED, so
+    the cells read `cancelled` (resubmitted, not counted as failures) and not `failed`."""
+    for job in running.values():
+        job.cancel()
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    while time.monotonic() < deadline and not all(job.done() for job in running.values()):
+        time.sleep(LOCAL_POLL_S)
+    by_id = {cell.cell_id: cell for cell in cells}
+    for cid in running:
+        try:
+            kill_cell_run(study, by_id[cid])
+        except Exception:  # noqa: BLE001, S110 - MLflow down: `status` shows it failed instead
+            pass
+
+
+def _cost(cell: Cell) -> float:
+    """A cell's training FLOPs, to order the queue (sorted() keeps the grid order on ties)."""
+    from models.accounting import flops_per_token  # lazy: torch, imported by a run only
+
+    train = cell.run.train
+    return float(flops_per_token(cell.run.model)) * train.steps * train.global_batch_tokens
+
+
+def _job_state(job: Any) -> str:
+    """completed / diverged from the job's RunResult; failed if it raised or died."""
+    try:
+        status = job.results()[0].status
+    except Exception:  # noqa: BLE001 - any failure of the job is the cell's failure
+        return contract.FAILED
+    return status if status in contract.DONE_STATES else contract.FAILED
+
+
+def _next_ready(queue: list[Cell], running: dict[str, Any], ended: dict[str, str]) -> Cell | None:
+    """The first queued cell whose parent (if any) has ended with a result."""
+    for cell in queue:
+        if cell.depends_on is None or ended.get(cell.depends_on) in contract.DONE_STATES:
+            if cell.depends_on is None or cell.depends_on not in running:
+                return cell
+    return None
+
+
+def _blocked(
+    study: ResolvedStudy, queue: list[Cell], running: dict[str, Any], ended: dict[str, str]
+) -> list[tuple[Cell, str]]:
+    """Queued cells whose parent ended without a result (failed, cancelled): never startable.
+
+    A parent neither queued here nor ended is live in another submit: its state is re-read.
+    """
+    waiting = {c.cell_id for c in queue} | set(running)
+    out = []
+    for cell in queue:
+        parent = cell.depends_on
+        if parent is None or parent in waiting:
+            continue
+        state = ended.get(parent)
+        if state in contract.ACTIVE_STATES or state is None:
+            state = ended[parent] = _current_state(study, parent)
+        if state in (contract.FAILED, contract.CANCELLED, contract.PENDING):
+            out.append((cell, f"parent {parent} {state}"))
+    return out
+
+
+def _current_state(study: ResolvedStudy, cell_id: str) -> str:
+    live = live_jobs(read_records(study.folder), submitit_folder(study))
+    return cell_state(cell_runs(study).get(cell_id), live.get(cell_id))

@@ -1,0 +1,238 @@
+"""What a running study has done and how long the rest takes: the lines and the ETA of a round.
+
+`Progress` counts the cells by state and estimates the time left; `Reporter` says its line when
+a cell ends and at least once a minute (a pipe, CI); `scaling.cli.live.LiveProgress` draws the same
+on a terminal.
+
+The ETA models each cell's wall time as `overhead + work / rate`, where `work` is its FLOPs per
+device: on small models the per-cell overhead (process start, imports, data and model set-up,
+checkpoints, tracking) dominates, so a FLOP-proportional estimate reads far too short once the
+big cells have ended. Both terms are fitted by least squares on the measured wall times of the
+cells ended so far (seen by the polls: first seen running → seen ended); before any cell ends
+they are the plan's assumptions (`cost.startup_s`, `cost.flops_per_gpu_s`). The time left is the
+greedy longest-first schedule of the unfinished cells on the executor's slots, the running ones
+first with what their prediction has left. During an LR search the line also gives the round
+and the worst case: this round, then every round the search can still add, then the followers.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from foundation import contract
+from scaling.state.status import StatusRow
+
+__all__ = ["Progress", "Reporter", "SearchOutlook", "CellTimeModel", "clock", "HEARTBEAT_S"]
+
+HEARTBEAT_S = 60.0
+# Below this relative spread of the ended cells' work (the arms of one size differ by ~10%)
+# their wall times say nothing about overhead vs rate: noise would decide the slope.
+MIN_SPREAD = 0.3
+
+
+@dataclass(frozen=True)
+class CellTimeModel:
+    """A cell's wall seconds: `overhead_s + work × s_per_work` (work: FLOPs per device)."""
+
+    overhead_s: float
+    s_per_work: float
+
+    def seconds(self, work: float) -> float:
+        return self.overhead_s + work * self.s_per_work
+
+    @staticmethod
+    def fit(samples: list[tuple[float, float]], prior: CellTimeModel) -> CellTimeModel:
+        """Least squares on (work, wall seconds) of the cells ended so far; `prior` before any.
+
+        Cells of (nearly) one size cannot separate the two terms (their work differs by less
+        than `MIN_SPREAD`, e.g. only the arms of the largest size, which a local round runs
+        first): the prior's split is kept and scaled to what was measured. A negative term is
+        clamped to 0 and the other refitted alone.
+        """
+        if not samples:
+            return prior
+        n = len(samples)
+        works = [w for w, _ in samples]
+        mean_w, mean_t = sum(works) / n, sum(t for _, t in samples) / n
+        var = sum((w - mean_w) ** 2 for w in works)
+        if max(works) <= 0 or (max(works) - min(works)) / max(works) < MIN_SPREAD:
+            predicted = sum(prior.seconds(w) for w, _ in samples)
+            scale = sum(t for _, t in samples) / predicted if predicted > 0 else 1.0
+            return CellTimeModel(prior.overhead_s * scale, prior.s_per_work * scale)
+        slope = sum((w - mean_w) * (t - mean_t) for w, t in samples) / var
+        intercept = mean_t - slope * mean_w
+        if slope < 0:
+            return CellTimeModel(mean_t, 0.0)
+        if intercept < 0:
+            work_sq = sum(w * w for w, _ in samples)
+            return CellTimeModel(0.0, sum(w * t for w, t in samples) / work_sq)
+        return CellTimeModel(intercept, slope)
+
+
+DEFAULT_PRIOR = CellTimeModel(60.0, 1 / 4e14)  # the spec's default cost.startup_s, flops_per_gpu_s
+
+
+@dataclass(frozen=True)
+class SearchOutlook:
+    """What an LR search can still add after the current round, at most (its worst case)."""
+
+    round: int  # the current round (0: the starting grid)
+    max_rounds: int
+    round_work: list[float]  # one refinement round: a cell per arm and scan seed (work each)
+    follower_work: list[float]  # the follower round: the other seeds at winners and neighbours
+    per_round_s: float = 0.0  # what a round costs besides its cells (the executor's)
+
+    @property
+    def rounds_left(self) -> int:
+        return max(0, self.max_rounds - self.round)
+
+
+@dataclass
+class Progress:
+    """Cells done / running / failed and an ETA (see the module) for one round being waited on.
+
+    `work_by_cell`: each cell's FLOPs per device; `done_before`: cells that ended before this
+    round; `slots`: cells that run at once; `prior`: the plan's cell-time assumptions; `took`:
+    the cells timed so far, also in earlier rounds.
+    """
+
+    work_by_cell: dict[str, float]
+    done_before: set[str]
+    slots: int = 1
+    prior: CellTimeModel = DEFAULT_PRIOR
+    search: SearchOutlook | None = None
+    now: Callable[[], float] = time.monotonic
+    # cell → wall seconds of each cell seen from start to end; the driver hands the same dict
+    # to every round's Progress, so a new round starts with the fit of the rounds before
+    took: dict[str, float] = field(default_factory=dict)
+    start: float = field(init=False)
+    started: dict[str, float] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.start = self.now()
+
+    @staticmethod
+    def ended(rows: list[StatusRow]) -> set[str]:
+        """Cells that will not run again in this submission (completed, diverged, failed...)."""
+        return {r.cell_id for r in rows if r.state in contract.ENDED_STATES}
+
+    def observe(self, rows: list[StatusRow]) -> None:
+        """Note which cells were first seen running, and how long each one seen ending took."""
+        now = self.now()
+        for row in rows:
+            cid = row.cell_id
+            if row.state == contract.RUNNING:
+                self.started.setdefault(cid, now)
+            elif (
+                row.state in contract.ENDED_STATES and cid not in self.took and cid in self.started
+            ):
+                self.took[cid] = now - self.started[cid]
+
+    def model(self) -> CellTimeModel:
+        samples = [
+            (self.work_by_cell[c], t) for c, t in self.took.items() if c in self.work_by_cell
+        ]
+        return CellTimeModel.fit(samples, self.prior)
+
+    def eta_seconds(self, rows: list[StatusRow]) -> float:
+        """Seconds until every cell of this round has ended (the module's model)."""
+        self.observe(rows)
+        model, now = self.model(), self.now()
+        running, queued = [], []
+        for row in rows:
+            if row.state in contract.ENDED_STATES:
+                continue
+            predicted = model.seconds(self.work_by_cell.get(row.cell_id, 0.0))
+            if row.cell_id in self.started:
+                running.append(max(0.0, predicted - (now - self.started[row.cell_id])))
+            else:
+                queued.append(predicted)
+        return _makespan(running, queued, self.slots)
+
+    def worst_seconds(self, rows: list[StatusRow]) -> float:
+        """This round, then every round the LR search can still add, then its followers."""
+        left = self.eta_seconds(rows)
+        if self.search is None:
+            return left
+        model, search = self.model(), self.search
+        one_round = [model.seconds(w) for w in search.round_work]
+        left += search.rounds_left * (search.per_round_s + _makespan([], one_round, self.slots))
+        followers = [model.seconds(w) for w in search.follower_work]
+        if followers:
+            left += search.per_round_s + _makespan([], followers, self.slots)
+        return left
+
+    def _eta(self, rows: list[StatusRow]) -> str:
+        text = clock(self.eta_seconds(rows))
+        if self.search is None:
+            return text
+        worst = clock(self.worst_seconds(rows))
+        return f"{text} (LR-search round {self.search.round}; at most {worst})"
+
+    def summary(self, rows: list[StatusRow]) -> str:
+        states = Counter(r.state for r in rows)
+        ended = self.ended(rows)
+        elapsed = self.now() - self.start
+        failed = states[contract.FAILED] + states[contract.DIVERGED] + states[contract.CANCELLED]
+        return (
+            f"{len(ended)}/{len(rows)} done ({states[contract.COMPLETED]} completed, {failed} "
+            f"failed, diverged or cancelled), {states[contract.RUNNING]} running, "
+            f"{states[contract.QUEUED]} queued; "
+            f"elapsed {clock(elapsed)}, ETA {self._eta(rows)}"
+        )
+
+    def brief(self, rows: list[StatusRow]) -> str:
+        """The live bar's text: "2 completed, 2 running, 20 queued, 1 failed; ETA 0:04:10"
+        (states with no cell left out, but for completed; the bar shows the rest)."""
+        states = Counter(r.state for r in rows)
+        parts = [f"{states[contract.COMPLETED]} completed"]
+        for state in (
+            contract.RUNNING,
+            contract.QUEUED,
+            contract.FAILED,
+            contract.DIVERGED,
+            contract.CANCELLED,
+        ):
+            if states[state]:
+                parts.append(f"{states[state]} {state}")
+        eta = clock(self.eta_seconds(rows))
+        if self.search is not None:  # short: the bar fits 80 columns
+            eta += f", r{self.search.round} ≤{clock(self.worst_seconds(rows))}"
+        return f"{', '.join(parts)}; ETA {eta}"
+
+
+def _makespan(running: list[float], queued: list[float], slots: int) -> float:
+    """Length of a greedy schedule: `running` hold slots first, then `queued` longest first."""
+    if not running and not queued:
+        return 0.0
+    ends = [*running, *[0.0] * max(0, slots - len(running))]
+    heapq.heapify(ends)
+    for duration in sorted(queued, reverse=True):
+        heapq.heapreplace(ends, ends[0] + duration)  # the slot that frees first
+    return max(ends)
+
+
+def clock(seconds: float) -> str:
+    """`3725.4` → "1:02:05"."""
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class Reporter:
+    """Says the progress line when a cell ends, and at least once a minute while cells run."""
+
+    def __init__(self, progress: Progress, say: Callable[[str], None]) -> None:
+        self.progress, self.say = progress, say
+        self.last_ended: set[str] | None = None
+        self.last_time = 0.0
+
+    def __call__(self, rows: list[StatusRow]) -> None:
+        self.progress.observe(rows)
+        ended = self.progress.ended(rows)
+        if ended != self.last_ended or time.monotonic() - self.last_time > HEARTBEAT_S:
+            self.say(self.progress.summary(rows))
+            self.last_ended, self.last_time = ended, time.monotonic()

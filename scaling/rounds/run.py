@@ -1,0 +1,139 @@
+"""`scaling run STUDY`: prepare data → submit → watch → analyze → report, in one command.
+
+The same study file runs on a laptop (local executor, SQLite MLflow store) and on a cluster
+(Slurm job arrays, an MLflow server): this module only strings together the round driver
+(`scaling.rounds.driver`) and `analysis`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from foundation import contract
+from foundation.quiet import verbose
+from scaling.rounds.driver import StudyRun, View
+from scaling.rounds.submission import fail_parent_run, prepare_study_data, study_parent_run_id
+from scaling.spec.resolved import ResolvedStudy
+from scaling.spec.search_state import SearchState, read_state
+from scaling.state.status import StatusRow, study_status
+
+__all__ = ["RunOutcome", "run_study", "interrupted_line", "analyze_study"]
+
+
+@dataclass
+class RunOutcome:
+    """What `run_study` produced: the grid's final state and where the analysis lies."""
+
+    rows: list[StatusRow]
+    verdict: dict | None
+    report_dir: Path | None
+    parent_run_id: str | None
+    study: ResolvedStudy | None = None  # with the cells LR-search rounds added
+
+
+def run_study(
+    study: ResolvedStudy,
+    analyze: bool = True,
+    out_dir: Path | None = None,
+    baseline: str = "linear",
+    say: Callable[[str], None] = print,
+    view: View | None = None,
+    retry_failed: bool = False,
+) -> RunOutcome:
+    """Run a whole study to its verdict; returns when every cell has ended and the report exists.
+
+    Re-running is safe: finished cells are skipped (their state is in MLflow), failed ones
+    retried, so an interrupted `scaling run` picks up where it stopped. A failed cell is
+    resubmitted up to `study.retries` times, then left failed (`retry_failed`: once more, with
+    its count reset). With `lr.search`, round after round until the search has ended
+    (`scaling.rounds.driver.StudyRun`). `view`: how a round's progress is shown (a terminal's live
+    bar); else a plain line per change.
+    The study's parent run is RUNNING meanwhile, then FINISHED if every cell has a result,
+    else FAILED (also on an exception; KILLED on Ctrl-C).
+    """
+    if study.spec.data.prepare is not None:
+        say(f"data: {study.spec.dataset_path} (prepared now if missing)")
+    prepare_study_data(study, progress=view is not None and verbose())  # a bar for large corpora
+    driver = StudyRun(study, say=say, view=view)
+    try:
+        # also the round a crash interrupted; `retry_failed` resets the counts once
+        rows = driver.drive(wait=True, retry_failed=retry_failed)
+        driver.finish(rows, end_parent=False)  # the given-up runs, before the analysis reads them
+        study = driver.study
+        parent = study_parent_run_id(study)
+        verdict, report_dir = None, None
+        if analyze:
+            search = read_state(study.folder) if study.spec.lr.search is not None else None
+            verdict, report_dir = analyze_study(study, out_dir, baseline, parent, search)
+        # Last: the parent is RUNNING until its analysis is attached, like any run being written.
+        driver.end_parent(rows)
+    except BaseException as err:
+        fail_parent_run(driver.study, err)
+        raise
+    return RunOutcome(rows, verdict, report_dir, parent, study)
+
+
+def interrupted_line(study: ResolvedStudy) -> str:
+    """What Ctrl-C left: "interrupted: 2 completed, 1 cancelled, 5 not started; run again to
+    continue" (states with no cell left out, but for completed and not started)."""
+    try:
+        states = Counter(r.state for r in study_status(study))
+    except Exception:  # noqa: BLE001 - MLflow unreachable: still one line
+        return "interrupted; run again to continue"
+    parts = [f"{states[contract.COMPLETED]} completed"]
+    for state in (
+        contract.DIVERGED,
+        contract.FAILED,
+        contract.CANCELLED,
+        contract.RUNNING,
+        contract.QUEUED,
+    ):
+        if states[state]:
+            parts.append(f"{states[state]} {state}")
+    parts.append(f"{states[contract.PENDING]} not started")
+    return f"interrupted: {', '.join(parts)}; run again to continue"
+
+
+def analyze_study(
+    study: ResolvedStudy,
+    out_dir: Path | None,
+    baseline: str,
+    parent: str | None,
+    search: SearchState | None = None,
+) -> tuple[dict, Path]:
+    """Load the study's runs from MLflow, fit, judge, and write the report (also to MLflow).
+
+    `search`: the LR search's final state; the report names the arms it left at an edge.
+    """
+    # lazy: seconds of scipy and pandas, paid only by a run that analyses
+    from analysis.api import run_analysis
+    from analysis.tables.mlflow_io import load_curves, load_study_runs
+
+    uri = study.mlflow.tracking_uri
+    table, parent_id = load_study_runs(uri, study.mlflow.experiment, study.name)
+    out = Path(out_dir) if out_dir else contract.analysis_folder(study.name, study.spec.output_dir)
+    verdict = run_analysis(
+        table,
+        out,
+        baseline=baseline,
+        margin_pct=study.spec.verdict.margin_pct,
+        parent_run_id=parent_id or parent,
+        tracking_uri=uri,
+        curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only
+        lr_search=None if search is None else _search_summary(search),
+    )
+    return verdict, out
+
+
+def _search_summary(search: SearchState) -> dict:
+    """What the report says about the LR search (rounds, cells added, arms left at an edge)."""
+    return {
+        "rounds": search.round,
+        "num_added_cells": sum(len(a.seeds) for a in search.added),
+        "ended": search.ended,
+        "open_arms": list(search.open_arms),
+        "stopped_arms": list(search.stopped_arms),
+    }

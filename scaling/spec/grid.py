@@ -1,0 +1,345 @@
+"""The grid: a study becomes its cells, one fully resolved `jobs.RunConfig` each.
+
+(`analysis.stats.cells` is another thing: the analysis's grouping of finished runs.)
+
+Every derived number of a cell is computed here by a named rule (`scaling.spec.ladder`), from the
+size's nominal parameter count N, so every arm at a size shares tokens, batch and schedule and
+differs only in its arm's overrides (`scaling.spec.ladder.resolve_arm`) and its learning rate:
+
+- tokens D: `tokens.per_size[size]`, else `tokens_per_param × N`, rounded up to whole steps
+  (with `tokens.branches`: the largest budget, and the cells of `scaling.spec.branches`);
+- tokens per step: `batch.per_size[size]`, else fixed `batch.tokens`, else Porian's law; rounded
+  to whole sequences, a multiple of DP × micro-batch, at least one such group;
+- warmup: `schedule.warmup_steps` if set, else N tokens (Porian), at most a third of the steps;
+- AdamW beta2: `optimizer.beta2` if set, else Porian's rule for the batch size.
+
+Building each `RunConfig` with `from_dict` runs every model, parallelism and run-config check on
+the real values, so a bad `study.optimizer` or TP not dividing heads surfaces here with the study
+field named; every problem of every cell is collected, each reported once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from foundation import contract
+from foundation.config import ConfigError, from_dict, to_dict
+from scaling.spec.branches import budgets, expand_family
+from scaling.spec.ladder import (
+    ANY,
+    arm_overrides,
+    nominal_params,
+    porian_batch_tokens,
+    porian_beta2,
+    porian_lr,
+    porian_warmup_tokens,
+    resolve_arm,
+)
+from scaling.spec.study import Study
+
+if TYPE_CHECKING:
+    from jobs.config import RunConfig
+
+__all__ = [
+    "Cell",
+    "cell_id",
+    "learning_rates",
+    "grid_points",
+    "expand_cells",
+    "tokens_per_step",
+    "num_steps",
+]
+
+MAX_WARMUP_FRACTION = 1 / 3  # tiny budgets would otherwise spend the whole run warming up
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid point and the run config that trains it."""
+
+    cell_id: str
+    size: str
+    variant: str
+    seed: int
+    lr: float
+    run: RunConfig
+    round: int = 0  # LR-search round that added it; 0 = the starting grid
+    kind: str = contract.KIND_RUN  # run | stable | branch (`scaling.spec.branches`)
+    depends_on: str | None = None  # cell id that must complete first (a branch's stable run)
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """The MLflow tags that identify this cell (`cell_tags`, carried by its run config)."""
+        return dict(self.run.tracking.tags)
+
+    def with_parent(self, parent_run_id: str) -> Cell:
+        """This cell with its run config pointing at the study's parent run (no re-expansion)."""
+        tracking = dataclasses.replace(self.run.tracking, parent_run_id=parent_run_id)
+        return dataclasses.replace(self, run=dataclasses.replace(self.run, tracking=tracking))
+
+    @property
+    def world_size(self) -> int:
+        return self.run.parallel.world_size
+
+    @property
+    def tokens(self) -> int:
+        """D the cell ends at: steps × tokens per step (a branch: its budget)."""
+        return self.run.train.steps * self.run.tokens_per_step
+
+    @property
+    def flops(self) -> float:
+        """C this cell computes: flops_per_token × the tokens it trains itself (a branch: from
+        its fork on; the stable run computed the rest)."""
+        from models.accounting import flops_per_token  # lazy: torch, not needed to expand a grid
+
+        run = self.run
+        start = run.init_from.step if run.init_from is not None else 0  # a branch's fork
+        return float(flops_per_token(run.model)) * (run.train.steps - start) * run.tokens_per_step
+
+    @property
+    def config_hash(self) -> str:
+        """Fingerprint of what the cell trains (not where it logs or writes): a finished run
+        with another fingerprint was trained under a different recipe."""
+        data = to_dict(self.run)
+        for where in ("tracking", "output_dir"):
+            data.pop(where)
+        text = json.dumps(data, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cell_tags(
+    study: str, cid: str, variant: str, size: str, seed: int, lr: float, engine: str
+) -> dict[str, str]:
+    """The MLflow tags that identify a cell (`foundation.contract`)."""
+    return {
+        contract.TAG_STUDY: study,
+        contract.TAG_CELL_ID: cid,
+        contract.TAG_VARIANT: variant,
+        contract.TAG_SIZE: size,
+        contract.TAG_SEED: str(seed),
+        contract.TAG_LR: f"{lr:.6g}",
+        contract.TAG_ENGINE: engine,
+    }
+
+
+def cell_id(size: str, variant: str, seed: int, lr: float) -> str:
+    """``"12M-nonlinear-s0-lr0.00976"``: sortable, readable, safe as a folder name."""
+    return f"{size}-{variant}-s{seed}-lr{lr:.3g}"
+
+
+def learning_rates(study: Study, variant: str, size: str) -> list[float]:
+    """The LR grid of (variant, size): explicit grid entries, else the law × multipliers."""
+    grid = study.lr.grid
+    for key in (variant, resolve_arm(variant)[0], ANY):
+        if size in grid.get(key, {}):
+            return list(grid[key][size])
+    assert study.lr.law == "porian", "validate() guarantees a grid entry when law is 'none'"
+    base = porian_lr(nominal_params(study.shape(size)))
+    return [base * m for m in study.lr.multipliers]
+
+
+def tokens_per_step(study: Study, size: str, seq_length: int) -> int:
+    """Global batch in tokens: whole sequences, a multiple of DP × micro-batch sequences."""
+    if size in study.batch.per_size:
+        target = study.batch.per_size[size]
+    elif study.batch.rule == "fixed":
+        target = study.batch.tokens
+    else:
+        target = porian_batch_tokens(nominal_params(study.shape(size)))
+    group = study.parallel_for(size).data_parallel * study.batch.micro_batch_size * seq_length
+    return max(1, round(target / group)) * group
+
+
+def num_steps(study: Study, size: str, step_tokens: int) -> int:
+    """Optimiser steps to train the size's (largest) token budget, rounded up to whole steps."""
+    return max(1, math.ceil(max(budgets(study, size)) / step_tokens))
+
+
+def _run_dict(
+    study: Study,
+    size: str,
+    variant: str,
+    seed: int,
+    lr: float,
+    vocab_size: int,
+    round_: int = 0,
+) -> dict[str, Any]:
+    shape = study.shape(size)
+    par = study.parallel_for(size)
+    seq_length = int(study.model["seq_length"])  # required by scaling.spec.checks
+    step_tokens = tokens_per_step(study, size, seq_length)
+    steps = num_steps(study, size, step_tokens)
+    n = nominal_params(shape)
+    schedule = dict(study.schedule)
+    if schedule.get("warmup_steps") is None:
+        warmup = math.ceil(porian_warmup_tokens(n) / step_tokens)
+        schedule["warmup_steps"] = min(warmup, int(steps * MAX_WARMUP_FRACTION))
+    optimizer = {"beta2": porian_beta2(step_tokens), **study.optimizer, "lr": lr}
+    arm = resolve_arm(variant)[0]
+    cid = cell_id(size, arm, seed, lr)
+    model = {
+        "vocab_size": vocab_size,
+        "seq_length": seq_length,
+        **study.model,
+        "num_layers": shape.num_layers,
+        "hidden_size": shape.hidden_size,
+        "num_attention_heads": shape.num_attention_heads,
+        **arm_overrides(variant, shape.hidden_size, par.tensor_parallel),
+    }
+    tags = cell_tags(study.name, cid, arm, size, seed, lr, study.engine)
+    tags[contract.TAG_ROUND] = str(round_)
+    return {
+        "name": cid,
+        "study": study.name,
+        "seed": seed,
+        "model": model,
+        "data": {
+            "path": str(study.dataset_path),
+            "seed": study.data.seed + seed,
+            "num_val_windows": study.data.num_val_windows,
+            "val_seed": study.data.val_seed,
+            "num_select_windows": study.data.num_select_windows,
+        },
+        "optimizer": optimizer,
+        "schedule": schedule,
+        "train": {
+            **study.train,
+            "steps": steps,
+            "global_batch_tokens": step_tokens,
+            "micro_batch_size": study.batch.micro_batch_size,
+        },
+        "parallel": {
+            "tensor_parallel": par.tensor_parallel,
+            "pipeline_parallel": par.pipeline_parallel,
+            "data_parallel": par.data_parallel,
+        },
+        "engine": study.engine,
+        "deepspeed": dict(study.deepspeed),
+        "tracking": {
+            "tracking_uri": study.mlflow.tracking_uri,
+            "experiment": study.mlflow.experiment,
+            "parent_run_id": None,  # set by Cell.with_parent at submit
+            "tags": tags,
+        },
+        "precision": study.precision,
+        "output_dir": str(study.folder / "cells" / cid),
+    }
+
+
+def grid_points(study: Study) -> list[tuple[str, str, int, float, int]]:
+    """(size, variant, seed, lr, round 0) of the starting grid, in a stable order.
+
+    With `lr.search` only its scan seeds run the starting grid; the others follow later.
+    """
+    return [
+        (size, variant, seed, lr, 0)
+        for size in sorted(study.sizes, key=contract.size_key)  # "2M" before "12M"
+        for variant in study.variants
+        for lr in learning_rates(study, variant, size)
+        for seed in study.scan_seeds
+    ]
+
+
+def expand_cells(
+    study: Study, vocab_size: int, added: list[tuple[str, str, int, float, int]] = ()
+) -> list[Cell]:
+    """Every cell of the grid (sizes × variants × seeds × LRs), in a stable order.
+
+    `added`: (size, variant, seed, lr, round) of cells LR-search rounds added
+    (`scaling.spec.search_state.added_points`), appended after the starting grid through the same
+    path. Raises one ConfigError listing every problem, each once, named by the study field:
+    resolved run configs that are invalid (e.g. TP does not divide a size's heads) and cells that
+    would coincide.
+    """
+    from jobs.config import RunConfig
+
+    cells: list[Cell] = []
+    seen: dict[str, str] = {}
+    problems: dict[str, str] = {}  # problem → where it showed first
+    split_by_size = {size: _split_problems(study, size) for size in study.sizes}
+    for size in sorted(study.sizes, key=contract.size_key):
+        for message in split_by_size[size]:
+            problems.setdefault(message, f"size {size}")
+    for size, variant, seed, lr, round_ in [*grid_points(study), *added]:
+        if split_by_size.get(size):
+            continue
+        base = _run_dict(study, size, variant, seed, lr, vocab_size, round_)
+        members, family_problems = expand_family(study, size, base)  # WSD branches
+        for message in family_problems:
+            problems.setdefault(message, f"size {size}")
+        where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
+        where += f", round {round_} of lr_search.json" if round_ else ""
+        arm = resolve_arm(variant)[0]
+        for data, kind, depends_on in members:
+            cid = data["name"]
+            if cid in seen:
+                problems.setdefault(
+                    f"study.lr: duplicate cell {cid} from ({where}) and ({seen[cid]}); "
+                    "learning rates that round to the same 3 digits collide; remove one",
+                    f"cell {cid}",
+                )
+                continue
+            seen[cid] = where
+            try:
+                run = from_dict(RunConfig, data, where="run")
+            except ConfigError as err:
+                for message in err.problems:
+                    problems.setdefault(_study_path(study, message, size), f"cell {cid}")
+                continue
+            cells.append(
+                Cell(cid, size, arm, seed, lr, run, round=round_, kind=kind, depends_on=depends_on)
+            )
+    if problems:
+        raise ConfigError(f"{message} ({first})" for message, first in problems.items())
+    return cells
+
+
+def _split_problems(study: Study, size: str) -> list[str]:
+    """TP must divide the heads and PP the layers of the size's shape (named study fields)."""
+    shape = study.shape(size)
+    par = study.parallel_for(size)
+    key = size if size in study.parallel else ANY
+    described = (
+        f"size {size} is {shape.num_layers} layers x {shape.hidden_size} hidden x "
+        f"{shape.num_attention_heads} heads"
+    )
+    problems = []
+    if shape.num_attention_heads % par.tensor_parallel:
+        problems.append(
+            f"study.parallel.{key}.tensor_parallel: {par.tensor_parallel} does not divide the "
+            f"heads; {described}; use a divisor of {shape.num_attention_heads} or give an "
+            f"explicit shape under study.ladder.shapes.{size}"
+        )
+    if shape.num_layers % par.pipeline_parallel:
+        problems.append(
+            f"study.parallel.{key}.pipeline_parallel: {par.pipeline_parallel} does not divide "
+            f"the layers; {described}; use a divisor of {shape.num_layers} or give an explicit "
+            f"shape under study.ladder.shapes.{size}"
+        )
+    return problems
+
+
+# Run-config sections copied from the study section of the same name.
+_FROM_STUDY = re.compile(r"^run\.(optimizer|schedule|train|deepspeed|model|precision|engine)\b")
+
+
+# Model fields the size's shape sets: an explicit shape's own field, else the ladder rule's.
+_SHAPE_FIELD = re.compile(r"^run\.model\.(num_layers|hidden_size|num_attention_heads)\b")
+
+
+def _study_path(study: Study, message: str, size: str) -> str:
+    """Point a run-config problem back at the study field that produced it."""
+    if size in study.ladder.shapes:
+        message = _SHAPE_FIELD.sub(rf"study.ladder.shapes.{size}.\1", message)
+    else:
+        message = _SHAPE_FIELD.sub(rf"study.sizes ({size}, by the ladder rule): \1", message)
+    message = _FROM_STUDY.sub(r"study.\1", message)
+    if message.startswith("run.parallel") or "parallel." in message:
+        message += f" (set study.parallel.{size}, or an explicit shape under study.ladder.shapes)"
+    return message

@@ -1,0 +1,215 @@
+"""`read_study`: read a study spec, validate it whole, resolve it once.
+
+Three layers of checks, all before anything is written or submitted: the spec's own fields
+(`Study.validate`), every resolved run config (`expand_cells`), and what lies outside the file
+(dataset on disk, MLflow server reachable, Slurm controller reachable). Each layer reports all
+its problems at once. A study that loads is a `ResolvedStudy` whose cells can all be submitted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from foundation.config import ConfigError, from_dict, load_file
+from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
+from scaling.spec.checks import check_study, section_key_problems
+from scaling.spec.credentials import check_login, take_credentials
+from scaling.spec.grid import expand_cells
+from scaling.spec.resolved import ResolvedStudy
+from scaling.spec.search_state import added_points
+from scaling.spec.study import Study
+
+__all__ = [
+    "study_from_dict",
+    "add_python_path",
+    "vocab_size",
+    "check_mlflow",
+    "read_study",
+    "resolve",
+]
+
+PROBE_TIMEOUT_S = 10.0
+_SQLITE = "sqlite:///"
+
+
+def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
+    """Build and validate a Study (spec checks only); relative paths resolve against `base`.
+
+    `base` is the study file's folder (`load_study_spec`); a spec built in code without one resolves
+    against the working directory. `python_path` is added to this process's import path (and
+    its children's PYTHONPATH) before the variants are imported.
+    """
+    base = Path(base or Path.cwd()).absolute()
+    python_path = _python_path(data.get("python_path"), base)
+    add_python_path(python_path)
+    try:
+        study = from_dict(Study, data, where="study")
+        check_study(study)  # what spans sections, once every section parsed
+    except ConfigError as err:  # the sections' own typos, with the spec's: all at once
+        more = [q for q in section_key_problems(data) if q not in err.problems]
+        raise ConfigError([*err.problems, *more]) from None
+    take_credentials(study.mlflow, base)  # a login leaves the URI here, before anything copies it
+    study.python_path = [str(p) for p in python_path]
+    if study.data.path:
+        study.data.path = str(resolve_path(study.data.path, base))
+    if study.data.prepare is not None:
+        output = study.data.prepare["output_dir"]
+        study.data.prepare["output_dir"] = str(resolve_path(output, base))
+    default = DEFAULT_OUTPUT_DIR.format(name=study.name)
+    study.output_dir = str(resolve_path(study.output_dir or default, base))
+    # jobs run elsewhere (a Slurm node's working dir): a relative store path must not move
+    study.mlflow.tracking_uri = resolve_tracking_uri(study.mlflow.tracking_uri, base)
+    return study
+
+
+def _python_path(value: Any, base: Path) -> list[Path]:
+    """`python_path` (a folder or a list of them, relative to the study file) as folders."""
+    if value is None:
+        return []
+    entries = [value] if isinstance(value, str) else value
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise ConfigError(
+            f"study.python_path: {value!r}; give a folder or a list of folders (relative to the "
+            "study file) that hold your own modules"
+        )
+    folders = [resolve_path(e, base) for e in entries]
+    problems = [
+        f"study.python_path[{i}]: {folder} is not a folder; paths are relative to the study "
+        f"file's folder {base}"
+        for i, folder in enumerate(folders)
+        if not folder.is_dir()
+    ]
+    if problems:
+        raise ConfigError(problems)
+    return folders
+
+
+def add_python_path(folders: list[Path] | list[str]) -> None:
+    """Put `folders` first on this process's import path and in PYTHONPATH, which every
+    process it starts inherits: local jobs, the warm-start server, sbatch (Slurm jobs also
+    export it in their setup, `scaling.rounds.executors`)."""
+    current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for folder in reversed([str(f) for f in folders]):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        if folder not in current:
+            current.insert(0, folder)
+    if folders:
+        os.environ["PYTHONPATH"] = os.pathsep.join(current)
+        importlib.invalidate_caches()
+
+
+def read_study(path: str | Path) -> ResolvedStudy:
+    """Read `path`, validate the spec and every cell, and resolve it once (no environment check:
+    `scaling.rounds.environment.load_study_spec` adds that).
+
+    Relative paths in it resolve against the folder that holds `path` (`foundation.studypaths`),
+    whatever the working directory. Raises ConfigError (a ValueError) naming the file, each
+    field and its fix. Writes nothing.
+    """
+    data = load_file(path)
+    try:
+        return resolve(study_from_dict(data, base=Path(path).absolute().parent))
+    except ConfigError as err:
+        raise err.prefixed(str(path)) from None
+
+
+def vocab_size(study: Study) -> int:
+    """The model's vocabulary: the prepared dataset's manifest, else what preparing will give.
+
+    A dataset that is neither on disk nor preparable is the "missing dataset" error.
+    """
+    from data_prep.config import BPE
+    from data_prep.manifest import MANIFEST_NAME, load_manifest
+
+    path = study.dataset_path
+    explicit = study.model.get("vocab_size")
+    if (path / MANIFEST_NAME).is_file():
+        try:
+            manifest_vocab = load_manifest(path).vocab_size
+        except ValueError as err:
+            raise ConfigError(f"study.data.path: {err}") from err
+        if explicit is not None and explicit < manifest_vocab:
+            raise ConfigError(
+                f"study.model.vocab_size: {explicit} is smaller than the dataset's vocabulary "
+                f"({manifest_vocab}, {path / MANIFEST_NAME}); remove it or raise it"
+            )
+        return int(explicit or manifest_vocab)
+    if study.data.prepare is None:
+        raise ConfigError(
+            f"study.data.path: {path} holds no prepared dataset ({MANIFEST_NAME} missing); run "
+            f"`scaling prepare-data` for it, or give study.data.prepare so submit prepares it"
+        )
+    if explicit is not None:
+        return int(explicit)
+    prep = study.prepare_config()
+    if prep.tokenizer == BPE:  # a trained BPE has exactly the vocabulary asked for
+        return prep.vocab_size
+    raise ConfigError(
+        "study.model.vocab_size: needed until the dataset is prepared (its tokenizer "
+        f"{prep.tokenizer!r} decides it); set it or prepare the data first"
+    )
+
+
+def check_validation_windows(study: Study) -> None:
+    """The loss and LR-selection windows (disjoint) must fit in a prepared dataset's validation
+    split; an unprepared one is checked by the trainer, which raises the same message."""
+    from data_prep.config import DataConfig
+    from data_prep.manifest import MANIFEST_NAME, load_manifest
+
+    path = study.dataset_path
+    if not (path / MANIFEST_NAME).is_file():
+        return
+    tokens = int(load_manifest(path)["splits"]["valid"]["tokens"])
+    windows = {"num_val_windows": study.data.num_val_windows}
+    windows["num_select_windows"] = study.data.num_select_windows
+    problem = DataConfig(path=str(path), **windows).windows_fit_problem(
+        int(study.model["seq_length"]), tokens
+    )
+    if problem:
+        raise ConfigError(f"study.{problem}")
+
+
+def check_mlflow(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Raise ConfigError unless the tracking server answers (HTTP) or its store can be made."""
+    if uri.startswith(("http://", "https://")):
+        url = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+                if resp.status == 200:
+                    check_login(uri, timeout_s)  # /health is open even on a basic-auth server
+                    return
+                problem = f"HTTP {resp.status}"
+        except (urllib.error.URLError, OSError) as err:
+            problem = str(getattr(err, "reason", err))
+        raise ConfigError(
+            f"study.mlflow.tracking_uri: {uri} does not answer ({problem}); start it with "
+            "`mlflow server --host 127.0.0.1 --port PORT --backend-store-uri sqlite:///...` "
+            "or fix the URI"
+        )
+    if uri.startswith(_SQLITE):
+        # The store's folder is made on first use; it must be possible to make it.
+        existing = Path(uri[len(_SQLITE) :]).absolute().parent
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir() or not os.access(existing, os.W_OK):
+            raise ConfigError(
+                f"study.mlflow.tracking_uri: cannot create the SQLite store {uri[len(_SQLITE) :]} "
+                f"({existing} is not a writable directory); fix the URI or the permissions"
+            )
+
+
+def resolve(study: Study | ResolvedStudy) -> ResolvedStudy:
+    """`study` itself if already resolved, else its vocabulary and cells (built once here)."""
+    if isinstance(study, ResolvedStudy):
+        return study
+    vocab = vocab_size(study)
+    check_validation_windows(study)
+    # the starting grid, then what LR-search rounds added (its state file in the study folder)
+    return ResolvedStudy(study, vocab, tuple(expand_cells(study, vocab, added_points(study))))

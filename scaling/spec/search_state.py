@@ -1,0 +1,94 @@
+"""The LR search's state file, `<study folder>/lr_search.json`: the LRs its rounds added.
+
+Part of the study's expansion: `scaling.spec.loader.resolve` turns the added LRs into cells
+through the same `scaling.spec.grid` path as the starting grid. How rounds are judged and the
+file written is the round driver's (`scaling.rounds.refine`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from foundation.atomic import write_text
+from scaling.spec.ladder import resolve_arm
+from scaling.spec.study import Study
+
+__all__ = ["STATE_FILE", "AddedLR", "SearchState", "read_state", "write_state", "added_points"]
+
+STATE_FILE = "lr_search.json"
+
+
+@dataclass(frozen=True)
+class AddedLR:
+    """One LR a round added to an arm, run by `seeds`."""
+
+    variant: str  # arm name (as in cell ids and the `variant` tag)
+    size: str
+    tokens: float
+    lr: float
+    seeds: list[int]
+    round: int
+    reason: str
+
+
+@dataclass
+class SearchState:
+    """What `lr_search.json` holds: the added LRs and whether the search has ended."""
+
+    added: list[AddedLR] = field(default_factory=list)
+    ended: bool = False
+    open_arms: list[str] = field(default_factory=list)  # still at an edge when it ended
+    stopped_arms: list[str] = field(default_factory=list)  # no usable LR: no followers
+
+    @property
+    def round(self) -> int:
+        """The last round added (0: only the starting grid)."""
+        return max((a.round for a in self.added), default=0)
+
+
+def state_path(folder: Path) -> Path:
+    return Path(folder) / STATE_FILE
+
+
+def read_state(folder: Path) -> SearchState:
+    """The search so far (an empty one before the first round ended)."""
+    path = state_path(folder)
+    if not path.is_file():
+        return SearchState()
+    data = json.loads(path.read_text())
+    try:
+        added = [AddedLR(**a) for a in data["added"]]
+        return SearchState(added, bool(data["ended"]), data["open_arms"], data["stopped_arms"])
+    except (KeyError, TypeError) as err:
+        raise ValueError(
+            f"{path}: not an LR-search state ({err}); restore it, or delete it to restart the "
+            "search from the starting grid (its runs in MLflow are kept and reused)"
+        ) from None
+
+
+def write_state(folder: Path, state: SearchState) -> None:
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    write_text(state_path(folder), json.dumps(dataclasses.asdict(state), indent=1) + "\n")
+
+
+def added_points(study: Study) -> list[tuple[str, str, int, float, int]]:
+    """(size, variant, seed, lr, round) of every cell the search added, for `expand_cells`.
+
+    Arms are stored by their arm name; the spec's own variant string (e.g. `module:function`)
+    is handed back to the grid so that the cell is built exactly as the starting grid's are.
+    """
+    if study.lr.search is None:
+        return []
+    spec_variant = {resolve_arm(v)[0]: v for v in study.variants}
+    seen: set[tuple[str, str, int, float]] = set()
+    points = []
+    for a in read_state(study.folder).added:
+        for seed in a.seeds:
+            key = (a.size, a.variant, seed, a.lr)
+            if key not in seen:  # one cell per LR even when several token budgets ask for it
+                seen.add(key)
+                points.append((a.size, spec_variant.get(a.variant, a.variant), seed, a.lr, a.round))
+    return points

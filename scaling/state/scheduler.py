@@ -1,0 +1,184 @@
+"""What the scheduler says about a study's jobs, asked in bounded time, and how to stop them.
+
+Every submitted cell is recorded in `STUDY_DIR/jobs.json` (cell → executor, job id). Live state
+comes from the scheduler itself: `squeue` for Slurm (no `sacct`: without slurmdbd it fails, and a
+job that has left the queue is simply not live any more; MLflow says how it ended), and the
+controller process for local jobs. Every call has a timeout, so `status` never hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from foundation import contract
+from foundation.proc import kill_tree
+
+__all__ = [
+    "JobRecord",
+    "new_record",
+    "read_records",
+    "write_records",
+    "live_jobs",
+    "cancel_jobs",
+    "SQUEUE_TIMEOUT_S",
+]
+
+SQUEUE_TIMEOUT_S = 30.0
+RECORDS = "jobs.json"
+# Slurm job states of a job that has not ended (squeue(1) "JOB STATE CODES").
+LIVE_SLURM_STATES = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "SUSPENDED",
+    "STOPPED",
+}
+LOCAL_CONTROLLER = "submitit.local._local"
+ESCALATE_S = 5.0  # a local job still alive this long after SIGINT is killed
+QUEUED = "queued-"  # local job id of a cell waiting for a slot: "queued-<pid of submit>"
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One submission of one cell."""
+
+    cell_id: str
+    executor: str  # local | slurm
+    job_id: str  # Slurm "ARRAYID_INDEX" or a job id; local: the controller's pid
+    submitted_at: float
+    failures: int = 0  # the cell's failed jobs before this one (reset by --retry-failed)
+
+    def given_up(self, state: str, retries: int) -> bool:
+        """True if this job `state` is the cell's failure past `retries` resubmissions."""
+        return state == contract.FAILED and self.failures >= retries
+
+
+def new_record(
+    records: dict[str, JobRecord], cell_id: str, executor: str, job_id: str
+) -> JobRecord:
+    """The record of a new job of `cell_id`, carrying the failure count of its last one."""
+    last = records.get(cell_id)
+    return JobRecord(cell_id, executor, job_id, time.time(), last.failures if last else 0)
+
+
+def read_records(folder: Path) -> dict[str, JobRecord]:
+    """cell_id → its latest submission (empty if the study was never submitted)."""
+    path = Path(folder) / RECORDS
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    return {cid: JobRecord(**rec) for cid, rec in data.items()}
+
+
+def write_records(folder: Path, records: dict[str, JobRecord]) -> None:
+    path = Path(folder) / RECORDS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{RECORDS}.tmp")
+    tmp.write_text(json.dumps({cid: asdict(r) for cid, r in sorted(records.items())}, indent=1))
+    tmp.replace(path)
+
+
+def _squeue(job_ids: list[str]) -> dict[str, str]:
+    """job id → Slurm state (PENDING, RUNNING, ...) for the ids still in the queue."""
+    if not job_ids:
+        return {}
+    # -r: one line per array element, so "12_3" appears as itself, never inside "12_[3-7]".
+    # Ask for the array ids (the part before "_"): squeue rejects unknown ids as a whole.
+    arrays = sorted({jid.split("_")[0] for jid in job_ids})
+    try:
+        proc = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(arrays)],
+            capture_output=True,
+            text=True,
+            timeout=SQUEUE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise RuntimeError(
+            f"cannot ask Slurm about this study's jobs ({err}); is the controller up and "
+            "SLURM_CONF exported?"
+        ) from err
+    if proc.returncode != 0:
+        if "Invalid job id" in proc.stderr:
+            return {}  # all of them left the queue long ago
+        raise RuntimeError(f"squeue failed: {proc.stderr.strip()}")
+    states = {}
+    for line in proc.stdout.splitlines():
+        jid, _, state = line.strip().partition("|")
+        if state in LIVE_SLURM_STATES:  # asked by id, squeue also lists recently ended jobs
+            states[jid] = state
+    return {jid: states[jid] for jid in job_ids if jid in states}
+
+
+def _cmdline(pid: str) -> str:
+    """The command line of a live process ('' if there is none)."""
+    try:
+        return Path(f"/proc/{int(pid)}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError):
+        return ""
+
+
+def _local_alive(pid: str, folder: Path) -> bool:
+    """True if `pid` is still this study's submitit controller (not a recycled pid)."""
+    cmdline = _cmdline(pid)
+    return LOCAL_CONTROLLER in cmdline and str(folder) in cmdline
+
+
+def live_jobs(records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
+    """cell_id → scheduler state (PENDING, RUNNING, ...) for the cells whose job is still live."""
+    live: dict[str, str] = {}
+    slurm = {r.job_id: cid for cid, r in records.items() if r.executor == "slurm"}
+    for jid, state in _squeue(list(slurm)).items():
+        live[slurm[jid]] = state
+    for cid, rec in records.items():
+        if rec.executor != "local":
+            continue
+        if rec.job_id.startswith(QUEUED):  # waiting in a local `submit` for a free slot
+            if Path(f"/proc/{rec.job_id[len(QUEUED) :]}").exists():
+                live[cid] = "PENDING"
+        elif _local_alive(rec.job_id, submitit_folder):
+            live[cid] = "RUNNING"
+    return live
+
+
+def cancel_jobs(records: dict[str, JobRecord], submitit_folder: Path, wait_s: float = 30) -> list:
+    """Cancel the live jobs among `records`; returns the cancelled cell ids."""
+    live = live_jobs(records, submitit_folder)
+    slurm_ids = [records[c].job_id for c in live if records[c].executor == "slurm"]
+    if slurm_ids:
+        proc = subprocess.run(
+            ["scancel", *slurm_ids], capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"scancel failed: {proc.stderr.strip()}")
+    # SIGINT is how submitit cancels a local job: the controller stops its tasks. Cells still
+    # queued in a local `submit` are cancelled by interrupting that submit (it cancels its jobs).
+    pids = {records[c].job_id.removeprefix(QUEUED) for c in live if records[c].executor == "local"}
+    for pid in pids - {str(os.getpid())}:  # a submit in this very process is not interrupted
+        try:
+            os.kill(int(pid), signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + wait_s
+    escalate = time.monotonic() + min(wait_s, ESCALATE_S)
+    while time.monotonic() < deadline and live_jobs({c: records[c] for c in live}, submitit_folder):
+        if time.monotonic() > escalate:
+            # a controller started where SIGINT is ignored (a background shell) never stops on
+            # it: kill it and its tasks
+            for pid in pids - {str(os.getpid())}:
+                kill_tree(int(pid))
+            escalate = deadline
+        time.sleep(1)
+    return sorted(live)

@@ -1,0 +1,145 @@
+"""Each cell's state, in the one vocabulary of `foundation.contract`, and the study's grid.
+
+A cell's state is read from MLflow (what its run recorded) and the scheduler (whether its job is
+still live), never from logs. The grid comes from the resolved study: a status poll costs one
+MLflow poll and one `squeue`, not a re-expansion of the study; the poll asks MLflow only for
+what may have changed since the last one (`scaling.state.run_cache`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from foundation import contract
+from foundation.studypaths import missing_store
+from jobs.spool import last_logged_step
+from scaling.spec.resolved import ResolvedStudy
+from scaling.state.mlflow_state import cell_runs
+from scaling.state.run_cache import CellRun
+from scaling.state.scheduler import live_jobs, read_records
+from scaling.state.stale import code_digests
+
+__all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
+
+# Scheduler states of a job that waits for resources (Slurm's, and "PENDING" for local ones).
+_WAITING = {
+    "PENDING",
+    "CONFIGURING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "SUSPENDED",
+    "STOPPED",
+}
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    """One cell as `scaling status` shows it."""
+
+    cell_id: str
+    size: str
+    variant: str
+    seed: int
+    lr: float
+    state: str  # one of foundation.contract.STATES
+    val_loss: float | None
+    job_id: str | None
+    run_id: str | None
+    note: str = ""  # why, where the state alone does not say (a branch's parent failed)
+    given_up: bool = False  # failed more than `study.retries` times: `submit` leaves it failed
+    step: int | None = None  # a running cell: the last step it logged (of `num_steps`)
+    num_steps: int | None = None
+
+    @property
+    def retryable(self) -> bool:
+        """A failed job that the next `submit` resubmits (not a branch without its parent)."""
+        return self.state == contract.FAILED and self.job_id is not None and not self.given_up
+
+
+STALE_NOTE = "model code changed since; --rerun-stale or --accept-stale"
+
+
+def cell_state(run: CellRun | None, live: str | None) -> str:
+    """One of `foundation.contract.STATES` from MLflow's `run` and the scheduler's `live` state."""
+    if run is not None and contract.run_status_state(run.status) is None:  # FINISHED
+        return contract.DIVERGED if run.outcome == contract.DIVERGED else contract.COMPLETED
+    if live is not None:
+        return contract.QUEUED if live in _WAITING else contract.RUNNING
+    if run is None:
+        return contract.PENDING
+    state = contract.run_status_state(run.status)
+    # A run that says it is running but has no live job: it crashed, or its job died.
+    return contract.FAILED if state == contract.RUNNING else state
+
+
+def submitit_folder(study: ResolvedStudy) -> Path:
+    """Where submitit keeps the study's job logs and pickles."""
+    return study.folder / "submitit"
+
+
+def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]:
+    """The grid's state, from MLflow (results) and the scheduler (live jobs); bounded in time.
+
+    `refresh`: search every run of the study again instead of trusting the cache of finished
+    runs (which then is rewritten): for a run deleted in MLflow (`scaling.state.run_cache`).
+    """
+    # a SQLite store not made yet holds no runs; opening it would create it (read-only here)
+    no_store = missing_store(study.mlflow.tracking_uri) is not None
+    runs = {} if no_store else cell_runs(study, refresh=refresh)
+    digests = code_digests(study)
+    records = read_records(study.folder)
+    live = live_jobs(records, submitit_folder(study))
+    rows = []
+    for cell in study.cells:
+        run = runs.get(cell.cell_id)
+        record = records.get(cell.cell_id)
+        val = None
+        if run is not None:
+            val = run.final_val_loss if run.final_val_loss is not None else run.last_val_loss
+        state = cell_state(run, live.get(cell.cell_id))
+        if state in contract.DONE_STATES and run.stale(digests[cell.run.model.query_variant]):
+            state = contract.STALE  # its model code changed since (`scaling.state.stale`)
+        given_up = record is not None and record.given_up(state, study.spec.retries)
+        step = last_logged_step(cell.run.output_dir) if state == contract.RUNNING else None
+        rows.append(
+            StatusRow(
+                cell_id=cell.cell_id,
+                size=cell.size,
+                variant=cell.variant,
+                seed=cell.seed,
+                lr=cell.lr,
+                state=state,
+                val_loss=val,
+                job_id=record.job_id if record else None,
+                run_id=run.run_id if run else None,
+                note=gave_up_note(record.failures + 1, study.spec.retries)
+                if given_up
+                else (STALE_NOTE if state == contract.STALE else ""),
+                given_up=given_up,
+                step=step,
+                num_steps=cell.run.train.steps,
+            )
+        )
+    return _parent_notes(study, rows)
+
+
+def gave_up_note(failures: int, retries: int) -> str:
+    """Why `submit` no longer resubmits a cell."""
+    return f"gave up after {failures} failure{'s' if failures > 1 else ''}; retries: {retries}"
+
+
+def _parent_notes(study: ResolvedStudy, rows: list[StatusRow]) -> list[StatusRow]:
+    """A branch without its result whose parent ended without one says so: "parent X failed"."""
+    state = {r.cell_id: r.state for r in rows}
+    parents = {c.cell_id: c.depends_on for c in study.cells if c.depends_on}
+    out = []
+    for row in rows:
+        parent = parents.get(row.cell_id)
+        bad = (contract.FAILED, contract.CANCELLED, contract.DIVERGED)
+        if parent and row.state in (contract.FAILED, contract.PENDING) and state.get(parent) in bad:
+            row = dataclasses.replace(row, note=f"parent {parent} {state[parent]}")
+        out.append(row)
+    return out
