@@ -1,5 +1,6 @@
-"""`seeds: {start, max, step}` (sequential seeds, analysis.stats.sequential) loads beside the plain
-list, and a bad one is refused at load naming the field, writing nothing."""
+"""`seeds: {start, max, step}` (sequential seeds, analysis.stats.sequential) is parsed beside the
+plain list and checked whole, each bad field named; until its looks run it is refused with the
+fix. Nothing is written."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ def _load(tmp_path, data_dir, seeds, search=None):
     return load_study_spec(path), path
 
 
-def test_seed_rounds_load_and_the_first_round_runs_start_seeds(tmp_path, data_dir):
-    study, _ = _load(tmp_path, data_dir, {"start": 3, "max": 10, "step": 2})
-    rounds = study.spec.seed_rounds
-    assert (rounds.start, rounds.max, rounds.step) == (3, 10, 2)
-    assert study.spec.seeds == [0, 1, 2]
-    assert {c.seed for c in study.cells} == {0, 1, 2}
+def test_a_valid_seed_design_is_refused_until_its_looks_run(tmp_path, data_dir):
+    """The rounds are not driven yet: a study that asks for them is told so, with the fix,
+    instead of running `start` seeds as if it were a fixed design."""
+    with pytest.raises(ConfigError) as err:
+        _load(tmp_path, data_dir, {"start": 3, "max": 10, "step": 2})
+    text = str(err.value)
+    assert "study.seeds: {start: 3, max: 10, step: 2} is a sequential design" in text, text
+    assert "list the seeds instead, e.g. [0, 1, 2]" in text
     assert not (tmp_path / "study").exists()
 
 
