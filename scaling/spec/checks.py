@@ -16,6 +16,7 @@ import re
 from foundation.config import ConfigError, Problems
 from foundation.contract import parse_size
 from scaling.spec.ladder import ANY, ARMS, resolve_arm
+from scaling.spec.round_checks import check_search, check_seed_rounds
 from scaling.spec.study import Study
 
 __all__ = ["check_study", "section_key_problems"]
@@ -162,38 +163,13 @@ def _check_keys(p: Problems, where: str, table: dict, sizes: list[str], allow_an
         p.add(f"{where}.{key}: not one of study.sizes ({', '.join(sizes)}){extra}; fix the key")
 
 
-def _check_seed_rounds(study: Study, p: Problems) -> None:
-    """`seeds: {start, max, step}` (analysis.stats.sequential.Design holds the same rules)."""
-    rounds, search = study.seed_rounds, study.lr.search
-    if rounds is None:
-        return
-    if rounds.start < 3:
-        p.add(f"study.seeds.start: {rounds.start} must be >= 3 (a look needs 3 paired seeds)")
-    if rounds.start > rounds.max:
-        p.add(f"study.seeds.start: {rounds.start} is above study.seeds.max ({rounds.max})")
-    if rounds.step < 1:
-        p.add(f"study.seeds.step: {rounds.step} must be >= 1 (seeds added per round)")
-    if search is not None and search.scan_seeds is not None and rounds.max < search.scan_seeds:
-        p.add(
-            f"study.seeds.max: {rounds.max} is below study.lr.search.scan_seeds "
-            f"({search.scan_seeds}), the seeds the LR search scans with"
-        )
-    # the design is checked whole, but no round driver runs its looks yet: running only
-    # `start` seeds in silence would read as a fixed design the user did not ask for
-    p.add(
-        f"study.seeds: {{start: {rounds.start}, max: {rounds.max}, step: {rounds.step}}} is a "
-        "sequential design whose looks this version does not run yet (docs/statistics.md, "
-        f"'Sequential seeds'); list the seeds instead, e.g. {list(range(max(rounds.start, 3)))}"
-    )
-
-
 def _check_grid(study: Study, p: Problems) -> None:
     _check_list(p, "sizes", study.sizes, "e.g. [2M, 6M, 25M]")
     _check_list(
         p, "variants", study.variants, f"e.g. [linear, nonlinear]; known: {', '.join(ARMS)}"
     )
     _check_list(p, "seeds", study.seeds, "e.g. [0, 1, 2]")
-    _check_seed_rounds(study, p)
+    check_seed_rounds(study, p)
     for i, variant in enumerate(study.variants):
         try:
             resolve_arm(variant)
@@ -329,7 +305,7 @@ def _check_lr(study: Study, p: Problems) -> None:
             for i, value in enumerate(values):
                 if not value > 0:
                     p.add(f"study.lr.grid.{variant}.{size}[{i}]: {value} must be > 0")
-    _check_search(study, p)
+    check_search(study, p)
     if lr.law == "none":
         for variant in study.variants:
             keys = (variant, arms.get(variant), ANY)  # as `scaling.spec.grid.learning_rates`
@@ -350,30 +326,6 @@ def _arm_names(variants: list[str]) -> dict[str, str]:
         except ValueError:
             continue  # reported by _check_grid
     return arms
-
-
-def _check_search(study: Study, p: Problems) -> None:
-    search = study.lr.search
-    if search is None:
-        return
-    if search.step_factor is not None and not search.step_factor > 1:
-        p.add(
-            f"study.lr.search.step_factor: {search.step_factor} must be > 1 (e.g. 2: the next LR "
-            "is the edge LR x or / 2), or null for the grid's own step"
-        )
-    if search.max_rounds < 0:
-        p.add(f"study.lr.search.max_rounds: {search.max_rounds} must be >= 0 (e.g. 3)")
-    if search.scan_seeds is not None and not 1 <= search.scan_seeds <= len(study.seeds):
-        p.add(
-            f"study.lr.search.scan_seeds: {search.scan_seeds} must be between 1 and the number "
-            f"of study.seeds ({len(study.seeds)}), or null for every seed"
-        )
-    if search.follow_neighbours < 0:
-        p.add(
-            f"study.lr.search.follow_neighbours: {search.follow_neighbours} must be >= 0 (0: the "
-            "followers run the winner only, its neighbours bracket it on the scan seeds; 1: also "
-            "one tried LR each side)"
-        )
 
 
 def _check_resources(study: Study, p: Problems) -> None:
