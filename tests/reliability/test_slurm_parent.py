@@ -36,6 +36,8 @@ def test_status_watch_ends_the_parent_run_after_a_slurm_submit(
         slurm["setup"] = [FAIL_SECOND_TASK]
     spec = one_size_spec(data_dir, tmp_path / "study", mlflow_server, 16, executor="slurm")
     spec["slurm"] = slurm
+    if one_fails:
+        spec["retries"] = 0  # the watch retries a failed cell as `run` does; with none it stands
     path = tmp_path / "s.yaml"
     study = write_and_load(spec, path)
     env = cli_env()
