@@ -2,11 +2,14 @@
 
     .venv/bin/python benchmarks/bench_plan_wall.py          # the CI-sized copy of the demo
     .venv/bin/python benchmarks/bench_plan_wall.py --full   # studies/demo.yaml itself (~15 min)
+    .venv/bin/python benchmarks/bench_plan_wall.py --pilot  # `scaling pilot` first (not timed)
 
 The study's data is prepared first (not timed); then `scaling run --no-analyze` is timed from
 start to exit, beside what `plan` said for it: the estimate with no LR-search round, and with
 every round, and for the rounds that actually ran (the same arithmetic over the cells the search
-added). Target: measured / planned within 0.75-1.25.
+added). Target: measured / planned within 0.75-1.25. With `--pilot`, `scaling pilot` runs first
+(not timed) and the plan prices the cells it measured from the pilot's tokens/s, as a user's
+plan does after a pilot.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ sys.path.insert(0, str(REPO))
 def _spec(workdir: Path, full: bool) -> Path:
     if full:
         spec = yaml.safe_load((REPO / "studies" / "demo.yaml").read_text())
+        # its own folder and store: the demo's ../runs/demo would be the one a previous run left
+        spec["output_dir"] = "runs/demo"
+        spec["mlflow"]["tracking_uri"] = "sqlite:///runs/demo/mlflow.db"
     else:
         from tests.scaling.test_run import ci_demo_spec
 
@@ -41,6 +47,7 @@ def _spec(workdir: Path, full: bool) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="studies/demo.yaml, not the CI copy")
+    parser.add_argument("--pilot", action="store_true", help="run `scaling pilot` before planning")
     args = parser.parse_args()
     from scaling.costs.plan import plan_study
     from scaling.costs.wall import rounds_seconds, wall_estimate
@@ -52,6 +59,12 @@ def main() -> None:
         os.chdir(workdir)  # the study's relative paths (its folder, its store) as `run` sees them
         path = _spec(workdir, args.full)
         prepare_study_data(load_study_spec(path, check_environment=False))
+        if args.pilot:
+            pilot = [sys.executable, "-m", "scaling", "pilot", str(path)]
+            done = subprocess.run(pilot, cwd=workdir, capture_output=True, text=True)
+            if done.returncode != 0:
+                tail = done.stderr[-3000:]
+                raise SystemExit(f"scaling pilot failed ({done.returncode}):\n{tail}")
         study = load_study_spec(path)
         estimate = wall_estimate(study, plan_study(study))
         start = time.monotonic()
@@ -73,7 +86,8 @@ def main() -> None:
         compute = rounds_seconds(final, plan_study(final))
         slots = final.spec.local.max_parallel
         implied = (measured - compute) / (len(final.cells) / slots)  # no cell runs alone at the end
-    print(f"study: {'studies/demo.yaml' if args.full else 'the CI-sized copy of the demo'}")
+    print(f"study: {'studies/demo.yaml' if args.full else 'the CI-sized copy of the demo'}", end="")
+    print(", priced from `scaling pilot`" if args.pilot else ", priced from cost.*")
     print(f"cells: {len(study.cells)} in the starting grid; {len(final.cells)} ran, ", end="")
     print(f"in {num_rounds} rounds")
     print(f"plan, no round:      {estimate.seconds:8.1f} s")

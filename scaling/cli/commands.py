@@ -141,6 +141,10 @@ def _status_table(spec, rows=None, show_all: bool = False) -> None:
 
     for line in status_lines(spec, rows):  # LR search: round, best LR per arm, open arms
         typer.echo(line)
+    from scaling.rounds.looks import status_lines as look_lines  # lazy, as above
+
+    for line in look_lines(spec):  # sequential seeds: the latest look and why it goes on
+        typer.echo(line)
 
 
 def status(

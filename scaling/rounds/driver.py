@@ -21,10 +21,12 @@ from foundation import contract
 from jobs import load_run_config
 from jobs.tracking import upload_spool
 from scaling.rounds.executors import Executor, executor_for
+from scaling.rounds.looks import look_due, take_look
 from scaling.rounds.progress import CellTimeModel, Progress, Reporter, SearchOutlook
 from scaling.rounds.refine import advance, search_over
 from scaling.rounds.submission import Submitted, submit_due
 from scaling.spec.grid import Cell
+from scaling.spec.look_state import looks_over, read_looks
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.search_state import read_state
 from scaling.state.mlflow_state import (
@@ -155,8 +157,9 @@ class StudyRun:
 
         The failed cells again, while each has `study.retries` left; else the LR search's next
         round (a round whose only unfinished cells were given up on is judged with them
-        failed; one held by cancelled cells too); else nothing. Like `lr_search.json`, a pure
-        function of MLflow's state: a crash between rounds decides the same again.
+        failed; one held by cancelled cells too); else, with sequential seeds, the next look's
+        seeds (`scaling.rounds.looks`); else nothing. Like `lr_search.json` and `looks.json`, a
+        pure function of MLflow's state: a crash between rounds decides the same again.
         """
         if any(r.state in contract.ACTIVE_STATES for r in rows):
             return []  # the round has not ended
@@ -167,6 +170,8 @@ class StudyRun:
         if following is None and not search_over(self.study):
             # cancelled cells hold the round: judge it with them
             following = advance(self.study, rows, self.say, allow_failed=True)
+        if following is None and look_due(self.study, rows):
+            following = take_look(self.study, rows, self.say)
         if following is None:
             return []
         known = {r.cell_id for r in rows}
@@ -175,10 +180,11 @@ class StudyRun:
 
     def finish(self, rows: Rows, end_parent: bool = True) -> None:
         """Where a round or the study ends: the runs of cells given up on end FAILED, and (with
-        `end_parent`) the parent run ends once every cell has ended and the search is over."""
+        `end_parent`) the parent run ends once every cell has ended, the search is over and the
+        last look (with sequential seeds) stopped the study."""
         self._end_given_up_runs(rows)
         ended = rows and all(r.state in contract.ENDED_STATES for r in rows)
-        if end_parent and ended and search_over(self.study):
+        if end_parent and ended and search_over(self.study) and looks_over(self.study.spec):
             self.end_parent(rows)
 
     def end_parent(self, rows: Rows) -> None:
@@ -243,8 +249,17 @@ class StudyRun:
             slots=self.executor.slots,
             prior=CellTimeModel(cost.startup_s, 1 / cost.flops_per_gpu_s),
             search=self._search_outlook(),
+            look=self._last_look(),
             took=self.took,
         )
+
+    def _last_look(self) -> tuple[int, str] | None:
+        """The latest look's number and verdict while the seeds it added run (None: no look yet,
+        or the study stopped)."""
+        looks = read_looks(self.study.folder)["looks"] if self.study.spec.seed_rounds else []
+        if not looks or looks[-1]["stop"]:
+            return None
+        return int(looks[-1]["look"]), str(looks[-1]["verdict"])
 
     def _search_outlook(self) -> SearchOutlook | None:
         """The most an LR search still adds: `max_rounds` rounds of a cell per arm and scan

@@ -105,6 +105,8 @@ class Progress:
     slots: int = 1
     prior: CellTimeModel = DEFAULT_PRIOR
     search: SearchOutlook | None = None
+    # sequential seeds: the latest look's number and verdict, while its seeds run
+    look: tuple[int, str] | None = None
     now: Callable[[], float] = time.monotonic
     # cell → wall seconds of each cell seen from start to end; the driver hands the same dict
     # to every round's Progress, so a new round starts with the fit of the rounds before
@@ -183,7 +185,12 @@ class Progress:
             f"failed, diverged or cancelled), {states[contract.RUNNING]} running, "
             f"{states[contract.QUEUED]} queued; "
             f"elapsed {clock(elapsed)}, ETA {self._eta(rows)}"
+            + ("" if self.look is None else f"; {self._look_text()}")
         )
+
+    def _look_text(self) -> str:
+        number, verdict = self.look or (0, "")
+        return f"look {number}: {verdict}, running the seeds of look {number + 1}"
 
     def brief(self, rows: list[StatusRow]) -> str:
         """The live bar's text: "2 completed, 2 running, 20 queued, 1 failed; ETA 0:04:10"
@@ -202,6 +209,8 @@ class Progress:
         eta = clock(self.eta_seconds(rows))
         if self.search is not None:  # short: the bar fits 80 columns
             eta += f", r{self.search.round} ≤{clock(self.worst_seconds(rows))}"
+        if self.look is not None:  # "L1 undetected": the look whose seeds run now follows it
+            eta += f"; L{self.look[0]} {self.look[1][:12]}"
         return f"{', '.join(parts)}; ETA {eta}"
 
 

@@ -68,6 +68,7 @@ def scan_table(
                 "size": cell.size,
                 "num_nonembedding_params": num_nonembedding_params(cell.run.model),
                 "tokens": cell.tokens,
+                "flops": cell.flops,
                 "seed": cell.seed,
                 "lr": cell.lr,
                 "final_val_loss": run.final_val_loss if run else None,

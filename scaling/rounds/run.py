@@ -16,6 +16,7 @@ from foundation import contract
 from foundation.quiet import verbose
 from scaling.rounds.driver import StudyRun, View
 from scaling.rounds.submission import fail_parent_run, prepare_study_data, study_parent_run_id
+from scaling.spec.look_state import looks_summary
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.search_state import SearchState, read_state
 from scaling.state.status import StatusRow, study_status
@@ -124,6 +125,8 @@ def analyze_study(
         tracking_uri=uri,
         curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only
         lr_search=None if search is None else _search_summary(search),
+        # sequential seeds: judged at the last look's level, the looks in the report
+        sequential=looks_summary(study.folder) if study.spec.seed_rounds else None,
     )
     return verdict, out
 

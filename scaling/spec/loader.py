@@ -21,6 +21,7 @@ from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_trac
 from scaling.spec.checks import check_study, section_key_problems
 from scaling.spec.credentials import check_login, take_credentials
 from scaling.spec.grid import expand_cells
+from scaling.spec.look_state import added_look_points
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.search_state import added_points
 from scaling.spec.study import Study
@@ -211,5 +212,7 @@ def resolve(study: Study | ResolvedStudy) -> ResolvedStudy:
         return study
     vocab = vocab_size(study)
     check_validation_windows(study)
-    # the starting grid, then what LR-search rounds added (its state file in the study folder)
-    return ResolvedStudy(study, vocab, tuple(expand_cells(study, vocab, added_points(study))))
+    # the starting grid, then what LR-search rounds and the looks added (their state files in
+    # the study folder)
+    added = [*added_points(study), *added_look_points(study)]
+    return ResolvedStudy(study, vocab, tuple(expand_cells(study, vocab, added)))

@@ -210,8 +210,9 @@ class CostSpec:
 class SeedRounds:
     """`seeds: {start: 3, max: 10, step: 2}`: seeds added in rounds where they resolve the
     verdict, judged by a group-sequential design that keeps the false-claim rate at 5%
-    (`analysis.stats.sequential`, docs/statistics.md). The first round runs seeds 0..start-1; later
-    rounds are not run by the orchestration yet."""
+    (`analysis.stats.sequential`, docs/statistics.md). The first round runs seeds 0..start-1;
+    each look then stops the study or adds `step` seeds where they narrow the deciding interval
+    most per FLOP (`scaling.rounds.looks`, state in `<study folder>/looks.json`)."""
 
     start: int = 3
     max: int = 10

@@ -1,6 +1,5 @@
 """`seeds: {start, max, step}` (sequential seeds, analysis.stats.sequential) is parsed beside the
-plain list and checked whole, each bad field named; until its looks run it is refused with the
-fix. Nothing is written."""
+plain list and checked whole, each bad field named. Nothing is written."""
 
 from __future__ import annotations
 
@@ -22,15 +21,16 @@ def _load(tmp_path, data_dir, seeds, search=None):
     return load_study_spec(path), path
 
 
-def test_a_valid_seed_design_is_refused_until_its_looks_run(tmp_path, data_dir):
-    """The rounds are not driven yet: a study that asks for them is told so, with the fix,
-    instead of running `start` seeds as if it were a fixed design."""
-    with pytest.raises(ConfigError) as err:
-        _load(tmp_path, data_dir, {"start": 3, "max": 10, "step": 2})
-    text = str(err.value)
-    assert "study.seeds: {start: 3, max: 10, step: 2} is a sequential design" in text, text
-    assert "list the seeds instead, e.g. [0, 1, 2]" in text
+def test_a_valid_seed_design_loads_with_its_first_round_of_seeds(tmp_path, data_dir):
+    """The design is kept whole; the cells are the first round's seeds 0..start-1 only (the
+    looks add the rest), and loading writes nothing."""
+    study, _ = _load(tmp_path, data_dir, {"start": 3, "max": 10, "step": 2})
+    rounds = study.spec.seed_rounds
+    assert (rounds.start, rounds.max, rounds.step) == (3, 10, 2)
+    assert study.spec.seeds == [0, 1, 2]
+    assert sorted({c.seed for c in study.cells}) == [0, 1, 2]
     assert not (tmp_path / "study").exists()
+    assert not (tmp_path / "mlflow.db").exists()
 
 
 def test_a_plain_seed_list_has_no_rounds(tmp_path, data_dir):

@@ -1,0 +1,192 @@
+"""Sequential seeds (`seeds: {start, max, step}`): judge a look, write it, add its seeds.
+
+A look comes after a round once nothing is queued or running, no failed cell has retries left
+and the LR search (if any) has ended: `analysis.stats.sequential.decide_look` judges the
+finished runs at the look's nominal level (O'Brien-Fleming-type spending) and says stop, or
+which sizes get `step` more seeds. Those seeds run at each arm's chosen LR (the LR frontier's
+best on all its seeds so far), numbered on from the highest seed run at that size.
+
+State: `<study folder>/looks.json` (`scaling.spec.look_state`), written atomically *before* the
+look's seeds are submitted; `scaling.spec.loader.resolve` expands it into cells. A look in the
+file is never judged again, so a crash between looks recomputes the same decision from MLflow
+(the look is a pure function of the finished runs: the bootstrap's seed is a hash of them) and
+a rerun adds no seed twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from foundation import contract
+from scaling.rounds.refine import scan_table, search_over
+from scaling.spec.loader import resolve
+from scaling.spec.look_state import looks_over, read_looks, write_looks
+from scaling.spec.resolved import ResolvedStudy
+from scaling.state.mlflow_state import cell_runs, client_for, find_parent_run
+from scaling.state.status import StatusRow
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.stats.sequential import Design, Look
+
+__all__ = ["design_of", "look_due", "take_look", "status_lines", "BASELINE"]
+
+BASELINE = "linear"
+
+
+def design_of(study: ResolvedStudy) -> Design:
+    """The study's `seeds: {start, max, step}` with its margin, as the statistics take it."""
+    from analysis.stats.sequential import Design  # lazy: scipy and pandas, paid at a look
+
+    rounds = study.spec.seed_rounds
+    assert rounds is not None, "design_of() is for a study with sequential seeds"
+    return Design(rounds.start, rounds.max, rounds.step, study.spec.verdict.margin_pct)
+
+
+def look_due(study: ResolvedStudy, rows: list[StatusRow]) -> bool:
+    """Whether a look is judged now: sequential seeds, not stopped, the LR search over and every
+    cell ended (those given up on count as ended, as a round is judged with them)."""
+    if looks_over(study.spec) or not search_over(study):
+        return False
+    return all(r.state in contract.ENDED_STATES for r in rows) and not any(
+        r.retryable for r in rows
+    )
+
+
+def take_look(
+    study: ResolvedStudy, rows: list[StatusRow], say: Callable[[str], None] = print
+) -> ResolvedStudy | None:
+    """Judge the next look, write `looks.json`, log it to the parent run; the study with the
+    look's seeds as cells, or None when the look stopped the study."""
+    from analysis.stats.sequential import analyse_look, decide_look, look_level
+
+    data = read_looks(study.folder)
+    design = design_of(study)
+    number = len(data["looks"]) + 1
+    table = scan_table(study, rows, cell_runs(study))
+    _n_top, _frac, bound = look_level(table, design, number, BASELINE)
+    analysis = analyse_look(table, design, BASELINE, alpha=bound.level)
+    look = decide_look(table, design, number, BASELINE, analysis=analysis)
+    round_ = 1 + max((c.round for c in study.cells), default=0)
+    entry = _entry(look, round_, _top_gains(analysis, bound.level), _added(table, look))
+    data = {"design": _design_dict(design), "looks": [*data["looks"], entry]}
+    write_looks(study.folder, data)
+    _log_to_parent(study, entry)
+    say(f"look {number}: {entry['verdict']}; " + ("stop" if look.stop else "more seeds"))
+    say(f"  {look.reason}")
+    if look.stop:
+        return None
+    return resolve(study.spec)
+
+
+def _design_dict(design: Design) -> dict[str, Any]:
+    keys = ("start", "max", "step", "margin_pct", "alpha")
+    return {k: getattr(design, k) for k in keys}
+
+
+def _entry(look: Look, round_: int, gains: dict, added: list[dict]) -> dict[str, Any]:
+    return {
+        "look": look.look,
+        "round": round_,
+        "info_fraction": look.info_fraction,
+        "num_paired_top": look.num_paired_top,
+        "z": look.z,
+        "level": look.level,
+        "verdict": look.verdict,
+        "verdicts": dict(look.verdicts),
+        "stop": look.stop,
+        "reason": look.reason,
+        "add_seeds": dict(look.add_seeds),
+        "top_gain_pct": gains,
+        "added": added if not look.stop else [],
+    }
+
+
+def _top_gains(analysis, level: float) -> dict[str, dict]:
+    """Each variant's top-size gain (%) and its interval at the look's level."""
+    from analysis.stats.sequential import judge_at
+
+    out = {}
+    for variant, decision in judge_at(analysis, level).items():
+        top = decision.get("top_gain_pct") or {}
+        ci = top.get("ci")
+        value = top.get("value")
+        out[variant] = {
+            "size": top.get("size"),
+            "estimate": _finite(value),
+            "lo": _finite(ci[0]) if ci else None,
+            "hi": _finite(ci[1]) if ci else None,
+        }
+    return out
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if x is not None and math.isfinite(float(x)) else None
+
+
+def _added(table: pd.DataFrame, look: Look) -> list[dict]:
+    """The cells of the look's seeds: at each size it names, the next `k` seed numbers above
+    every seed run there, for each arm at its chosen LR (largest budget's frontier)."""
+    from analysis.stats.frontier import lr_frontier
+
+    if look.stop or not look.add_seeds:
+        return []
+    frontiers = lr_frontier(table)
+    out = []
+    for size, k in look.add_seeds.items():
+        at = table[table["size"] == size]
+        first = int(at["seed"].max()) + 1
+        seeds = list(range(first, first + int(k)))
+        best: dict[str, tuple[float, float]] = {}  # variant -> (tokens, lr)
+        for f in frontiers:
+            if f.size == size and f.best_lr is not None:
+                if f.variant not in best or f.tokens > best[f.variant][0]:
+                    best[f.variant] = (f.tokens, f.best_lr)
+        for variant, (tokens, lr) in sorted(best.items()):
+            out.append(
+                {"variant": variant, "size": size, "tokens": tokens, "lr": lr, "seeds": seeds}
+            )
+    return out
+
+
+def _log_to_parent(study: ResolvedStudy, entry: dict) -> None:
+    """The look's verdict on the parent run, with the look as the step: MLflow plots how the
+    interval narrowed from look to look."""
+    client = client_for(study)
+    parent = find_parent_run(study, client)
+    if parent is None:
+        return
+    step = int(entry["look"])
+    metrics = {
+        "look/level": entry["level"],
+        "look/info_fraction": entry["info_fraction"],
+        "look/num_paired_top": float(entry["num_paired_top"]),
+    }
+    for variant, gain in entry["top_gain_pct"].items():
+        for key, name in (("estimate", ""), ("lo", "/lo"), ("hi", "/hi")):
+            if gain[key] is not None:
+                metrics[f"look/{variant}/top_gain_pct{name}"] = gain[key]
+    for key, value in metrics.items():
+        client.log_metric(parent, key, float(value), step=step)
+    client.set_tag(parent, "look/verdict", entry["verdict"])
+    client.set_tag(parent, "look/reason", entry["reason"][:4900])
+
+
+def status_lines(study: ResolvedStudy) -> list[str]:
+    """`scaling status`: the latest look, its verdict and why the study goes on or stopped."""
+    if study.spec.seed_rounds is None:
+        return []
+    data = read_looks(study.folder)
+    design = design_of(study)
+    if not data["looks"]:
+        return [f"looks: none yet (look 1 after {design.start} seeds; at most {design.num_looks})"]
+    last = data["looks"][-1]
+    state = "stopped" if last["stop"] else "continues"
+    return [
+        f"look {last['look']} of at most {design.num_looks}: {last['verdict']} "
+        f"(level {last['level']:.3g}); {state}",
+        f"look {last['look']}: {last['reason']}",
+    ]

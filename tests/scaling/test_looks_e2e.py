@@ -1,0 +1,108 @@
+"""Sequential seeds end to end: the CI copy of the demo (4 sizes x 2 arms, an LR search, real
+tiny models, the local executor, a SQLite MLflow store) with `seeds: {start: 3, max: 5, step: 2}`.
+
+Look 1 reads 3 paired seeds at a nominal level of 1.1% (O'Brien-Fleming-type spending over looks
+at 3 and 5 seeds): tiny models' seed noise (a top-size interval tens of % wide) leaves it
+undecided, so it adds 2 seeds at each arm's chosen LR where they narrow the interval most per
+FLOP; look 2 is the design's last. `scaling run` is killed (its whole process group) right after
+look 1 is written; the look judged again from MLflow writes the same file, and the rerun adds
+no seed twice and judges no look twice.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from foundation import contract as C
+from scaling.rounds.environment import load_study_spec
+from scaling.rounds.looks import take_look
+from scaling.rounds.submission import study_parent_run_id
+from scaling.state.status import study_status
+from tests.reliability.helpers import kill_group, start_cli
+from tests.scaling.helpers import poll, scaling_cli, study_runs
+from tests.scaling.test_run import ci_demo_spec
+
+pytestmark = pytest.mark.slow
+
+DESIGN = {"start": 3, "max": 5, "step": 2}
+
+
+def _spec(tmp_path) -> dict:
+    spec = ci_demo_spec(tmp_path)
+    spec["name"] = "looks-ci"
+    spec["seeds"] = DESIGN
+    spec["mlflow"] = {"experiment": "looks-ci", "tracking_uri": "sqlite:///mlruns/mlflow.db"}
+    spec["lr"]["search"]["max_rounds"] = 4  # every arm's LR bracketed: no design defect
+    return spec
+
+
+def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(_spec(tmp_path)))
+    looks_file = tmp_path / "runs" / "looks-ci" / "looks.json"
+
+    run = start_cli(["run", str(path)], tmp_path / "run1.log", tmp_path)
+    try:
+        poll(looks_file.is_file, 900, lambda: (tmp_path / "run1.log").read_text()[-3000:])
+    finally:
+        kill_group(run)  # between the looks: look 1 written, its seeds maybe started
+    written = looks_file.read_text()
+    (look1,) = json.loads(written)["looks"]
+    assert not look1["stop"] and look1["verdict"] in ("undetected", "helps"), look1
+    assert look1["num_paired_top"] == 3 and look1["level"] == pytest.approx(0.0114, abs=1e-4)
+    top = "100K"
+    assert look1["add_seeds"].get(top) == 2  # the information is counted at the top size
+    added = {(a["variant"], a["size"]): a for a in look1["added"]}
+    assert {v for v, s in added if s == top} == {"linear", "nonlinear"}
+    assert all(a["seeds"] == [3, 4] for a in added.values())
+
+    # a pure function of the finished runs: judged again from MLflow, the same decision
+    looks_file.unlink()
+    before = load_study_spec(path)  # without the look's seeds
+    assert {c.seed for c in before.cells} == {0, 1, 2}
+    take_look(before, study_status(before), say=lambda _m: None)
+    assert looks_file.read_text() == written
+
+    out = scaling_cli("run", str(path), cwd=tmp_path).stdout
+    assert "look 2: " in out and "look 1: " not in out.split("look 2: ")[0]  # look 1 not again
+    data = json.loads(looks_file.read_text())
+    assert data["design"]["start"] == 3 and data["design"]["max"] == 5
+    assert [k["look"] for k in data["looks"]] == [1, 2]
+    assert data["looks"][0] == look1
+    last = data["looks"][-1]
+    assert last["stop"] and last["num_paired_top"] == 5 and last["added"] == []
+    assert last["level"] == pytest.approx(0.0457, abs=1e-4)
+
+    # each cell once in MLflow, the look's seeds tagged with the round that added them
+    study = load_study_spec(path)
+    children = [r for r in study_runs(study) if r.data.tags.get(C.TAG_ROLE) != C.ROLE_STUDY]
+    ids = sorted(r.data.tags[C.TAG_CELL_ID] for r in children)
+    assert ids == sorted(c.cell_id for c in study.cells)
+    seeded = {(c.variant, c.size, round(c.lr, 9), c.seed) for c in study.cells if c.round > 3}
+    asked = {
+        (a["variant"], a["size"], round(a["lr"], 9), s) for a in look1["added"] for s in a["seeds"]
+    }
+    assert seeded == asked
+    assert all(c.seed in (3, 4) for c in study.cells if c.round == look1["round"])
+
+    # the parent run: the looks as steps, the latest verdict as a tag, FINISHED at the end
+    client = MlflowClient(study.mlflow.tracking_uri)
+    parent = client.get_run(study_parent_run_id(study))
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["look/verdict"] == last["verdict"]
+    levels = client.get_metric_history(parent.info.run_id, "look/level")
+    assert {m.step for m in levels} == {1, 2}  # look 1 twice if the kill came after its log
+    assert {m.step: round(m.value, 4) for m in levels} == {1: 0.0114, 2: 0.0457}
+    gains = client.get_metric_history(parent.info.run_id, "look/nonlinear/top_gain_pct/lo")
+    assert {m.step for m in gains} == {1, 2}
+
+    status = scaling_cli("status", str(path), cwd=tmp_path).stdout
+    assert f"look 2 of at most 2: {last['verdict']} (level 0.0457); stopped" in status, status
+
+    verdict = json.loads((tmp_path / "runs" / "looks-ci" / "analysis" / "verdict.json").read_text())
+    (entry,) = verdict["variants"]
+    assert entry["verdict"] == last["verdicts"]["nonlinear"]  # judged at the last look's level
