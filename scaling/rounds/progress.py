@@ -105,12 +105,12 @@ class Progress:
     slots: int = 1
     prior: CellTimeModel = DEFAULT_PRIOR
     search: SearchOutlook | None = None
-    # sequential seeds: the latest look's number and verdict, while its seeds run
-    look: tuple[int, str] | None = None
     now: Callable[[], float] = time.monotonic
     # cell → wall seconds of each cell seen from start to end; the driver hands the same dict
     # to every round's Progress, so a new round starts with the fit of the rounds before
     took: dict[str, float] = field(default_factory=dict)
+    # sequential seeds: the latest look's number and verdict, while its seeds run
+    look: tuple[int, str] | None = None
     start: float = field(init=False)
     started: dict[str, float] = field(default_factory=dict, init=False)
 
@@ -209,9 +209,14 @@ class Progress:
         eta = clock(self.eta_seconds(rows))
         if self.search is not None:  # short: the bar fits 80 columns
             eta += f", r{self.search.round} ≤{clock(self.worst_seconds(rows))}"
+        text = f"{', '.join(parts)}; ETA {eta}"
         if self.look is not None:  # "L1 undetected": the look whose seeds run now follows it
-            eta += f"; L{self.look[0]} {self.look[1][:12]}"
-        return f"{', '.join(parts)}; ETA {eta}"
+            word = f"; L{self.look[0]} {self.look[1]}"
+            text += word if len(text) + len(word) <= BRIEF_WIDTH else f"; L{self.look[0]}"
+        return text
+
+
+BRIEF_WIDTH = 59  # what the live bar leaves its text in 80 columns (`scaling.cli.live`)
 
 
 def _makespan(running: list[float], queued: list[float], slots: int) -> float:
