@@ -68,7 +68,7 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     assert looks_file.read_text() == written
 
     out = scaling_cli("run", str(path), cwd=tmp_path).stdout
-    assert "look 2: " in out and "look 1: " not in out.split("look 2: ")[0]  # look 1 not again
+    assert "; more seeds" not in out  # look 1 is not judged again: its seeds run, then look 2
     data = json.loads(looks_file.read_text())
     assert data["design"]["start"] == 3 and data["design"]["max"] == 5
     assert [k["look"] for k in data["looks"]] == [1, 2]
@@ -76,6 +76,7 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     last = data["looks"][-1]
     assert last["stop"] and last["num_paired_top"] == 5 and last["added"] == []
     assert last["level"] == pytest.approx(0.0457, abs=1e-4)
+    assert f"look 2: {last['verdict']}; stop" in out
 
     # each cell once in MLflow, the look's seeds tagged with the round that added them
     study = load_study_spec(path)
@@ -106,3 +107,6 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     verdict = json.loads((tmp_path / "runs" / "looks-ci" / "analysis" / "verdict.json").read_text())
     (entry,) = verdict["variants"]
     assert entry["verdict"] == last["verdicts"]["nonlinear"]  # judged at the last look's level
+    assert [k["look"] for k in verdict["sequential"]["looks"]] == [1, 2]
+    report = (tmp_path / "runs" / "looks-ci" / "analysis" / "report.md").read_text()
+    assert "Sequential looks" in report
