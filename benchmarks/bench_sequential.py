@@ -11,7 +11,8 @@ demo of docs/noise.md, ``benchmarks/noise/demo6.jsonl``, at each arm's winning L
 its upper 80% bound as ``scaling plan`` does), carried to the ladder's sizes by
 ``sd_for_sizes`` (nearest size in log N).
 
-What is simulated: the verdict's binding test, Student's t on the top size's paired seeds
+What is simulated (``analysis.stats.seq_cost.simulate_sequential``, which ``scaling plan`` runs for
+its expected seed cost too): the verdict's binding test, Student's t on the top size's paired seeds
 (``analysis.stats.power``; tests/analysis/test_power.py checks it predicts the verdict's own
 detection rate), one variant against the baseline. Sequential: at look k the top size is
 tested at 80% (its weighted-Holm share) of the look's nominal level from
@@ -38,6 +39,7 @@ from scipy import stats
 
 from analysis.stats.levels import TOP_WEIGHT
 from analysis.stats.power import noise_from_source, noise_from_table, power_of, sd_for_sizes
+from analysis.stats.seq_cost import simulate_sequential
 from analysis.stats.sequential import Design
 from analysis.tables.runs import normalise
 
@@ -69,27 +71,6 @@ def seed_cost(study_path: Path = LADDER) -> tuple[list[str], dict[str, float]]:
         if row.seed == study.spec.seeds[0]:
             cost[row.size] += row.gpu_hours
     return list(study.spec.sizes), dict(cost)
-
-
-def simulate_sequential(design: Design, gain: float, sd: float, num: int, rng) -> tuple:
-    """(claimed +, claimed -, seeds at the top when it stopped), one entry per study."""
-    diffs = rng.normal(gain, sd, size=(num, design.max))  # [studies, seeds] paired gains, %
-    total, squares = np.cumsum(diffs, axis=1), np.cumsum(diffs**2, axis=1)
-    running = np.ones(num, dtype=bool)
-    plus, minus = np.zeros(num, bool), np.zeros(num, bool)
-    n_used = np.full(num, design.max)
-    for n, bound in zip(design.planned_seeds(), design.boundaries(), strict=True):
-        mean = total[:, n - 1] / n
-        var = (squares[:, n - 1] - n * mean**2) / (n - 1)
-        half = stats.t.isf(TOP_WEIGHT * bound.level / 2, n - 1) * np.sqrt(var / n)
-        up, down = mean - half > 0, mean + half < 0
-        same = np.abs(mean) + half <= design.margin_pct
-        stop = running & (up | down | same | (n == design.max))
-        plus |= stop & up
-        minus |= stop & down
-        n_used[stop] = n
-        running &= ~stop
-    return plus, minus, n_used
 
 
 def fixed_false_claims(n: int, sd: float, num: int, rng) -> float:

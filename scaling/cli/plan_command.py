@@ -40,7 +40,9 @@ def plan(
     An unreachable MLflow server or Slurm cluster is a warning here, not an error: a person
     plans costs on a laptop before the cluster exists. `submit` and `run` still refuse.
     With --noise, also per size the smallest paired gain the study's seeds detect (80% power,
-    the verdict's top-size test) and, with --target-gain, the seeds that gain needs.
+    the verdict's top-size test) and, with --target-gain, the seeds that gain needs. With
+    `seeds: {start, max, step}`, the seed runs' minimum, expected (simulated at --noise and
+    --target-gain, and at no gain) and maximum device-hours.
     """
     # lazy: `scaling --help` stays fast
     from scaling.costs.plan import (
@@ -73,8 +75,10 @@ def plan(
     saving = branch_saving(spec, the_plan)
     if saving is not None:
         typer.echo(format_branch_saving(saving))
-    if noise is not None:
-        _print_power(spec, noise, target_gain, baseline)
+    sd = _read_noise(spec, noise, baseline) if noise is not None else None
+    _print_seed_cost(spec, the_plan, device, sd, noise, target_gain)
+    if sd is not None:
+        _print_power(spec, sd, noise, target_gain)
     if check_environment:
         _warn_environment(study, spec)
 
@@ -106,17 +110,38 @@ def _check_noise_args(noise: str, target_gain: float | None) -> None:
         _fail(f"--target-gain {target_gain}: must be a positive gain in % (e.g. 1.0)")
 
 
-def _print_power(spec, noise: str, target_gain: float | None, baseline: str) -> None:
+def _read_noise(spec, noise: str, baseline: str) -> dict[str, float]:
     from mlflow.exceptions import MlflowException
 
     from analysis.stats.power import noise_from_source
-    from scaling.costs.plan import power_plan  # lazy: `scaling --help` stays fast
 
     try:
-        sd = noise_from_source(noise, baseline, (spec.mlflow.tracking_uri, spec.mlflow.experiment))
+        return noise_from_source(
+            noise, baseline, (spec.mlflow.tracking_uri, spec.mlflow.experiment)
+        )
     except (ValueError, OSError, MlflowException) as err:
         message = str(err)
         _fail(message if message.startswith("--noise") else f"--noise {noise}: {message}")
+
+
+def _print_seed_cost(spec, the_plan, device: str, sd, noise, target_gain) -> None:
+    """Sequential seeds: their minimum, expected (with --noise) and maximum device-hours."""
+    from scaling.costs.seeds import format_seed_cost, seed_cost  # lazy: `scaling --help`
+
+    cost = seed_cost(spec, the_plan)
+    if cost is None:
+        return
+    top = None
+    if sd is not None:
+        from analysis.stats.power import sd_for_sizes  # lazy: scipy and pandas
+
+        top = sd_for_sizes(sd, [cost.top])[cost.top]
+    typer.echo(format_seed_cost(cost, device, top, target_gain, noise))
+
+
+def _print_power(spec, sd: dict[str, float], noise: str, target_gain: float | None) -> None:
+    from scaling.costs.plan import power_plan  # lazy: `scaling --help` stays fast
+
     header, rows, note = power_plan(spec, sd, target_gain)
     _print_table(f"study {spec.name}: power (noise from {noise})", header, rows, note)
 

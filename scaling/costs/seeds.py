@@ -1,0 +1,171 @@
+"""The cost of sequential seeds (`seeds: {start, max, step}`) up front, for `scaling plan`.
+
+Three figures, in the study's device-hours:
+
+- minimum: `start` seeds at every size, the study stopping at look 1: the first round's seed runs
+  (the starting grid and, with an LR search, its followers at the winner and `follow_neighbours`
+  LRs either side; the search's extra scan LRs are its own line of the plan);
+- maximum: `max` seeds at every size;
+- expected: the minimum plus the seeds the looks add on average, from a simulation of the
+  design's binding test (`analysis.stats.seq_cost.expected_seeds`) at a true gain: while the top
+  gain's interval holds 0 only the top size gets seeds, so the other sizes keep `start`.
+
+A seed a look adds runs each arm once at its chosen LR (`scaling.rounds.looks`), so one more seed
+at a size costs one grid point per arm there (a WSD family whole), priced from the plan's rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from foundation.contract import size_key
+from scaling.costs.plan import Plan, plan_study
+from scaling.spec.resolved import ResolvedStudy
+
+__all__ = ["SeedCost", "seed_cost", "format_seed_cost"]
+
+
+@dataclass(frozen=True)
+class SeedCost:
+    """A sequential design's seed runs, priced by the plan."""
+
+    start: int
+    max: int
+    step: int
+    margin_pct: float
+    sizes: tuple[str, ...]  # smallest to largest; the last is the top size
+    first_round_gpu_hours: float  # `start` seeds at every size (with the LR search's followers)
+    per_seed: dict[str, float]  # device-hours of one seed a look adds at each size
+    num_followers: int = 0  # first-round seeds that follow the LR search (priced in the minimum)
+    follower_lrs: int = 0  # LRs each follower runs per arm (winner + neighbours)
+
+    @property
+    def top(self) -> str:
+        return self.sizes[-1]
+
+    @property
+    def minimum(self) -> float:
+        """Stop at look 1: the first round's `start` seeds only."""
+        return self.first_round_gpu_hours
+
+    @property
+    def maximum(self) -> float:
+        """`max` seeds at every size."""
+        return self.minimum + (self.max - self.start) * sum(self.per_seed.values())
+
+    def at_top_seeds(self, top_seeds: float) -> float:
+        """The seeds' cost when the top size ends with `top_seeds` seeds, the others at `start`."""
+        return self.minimum + (top_seeds - self.start) * self.per_seed[self.top]
+
+    def design(self):
+        from analysis.stats.sequential import Design  # lazy: scipy
+
+        return Design(self.start, self.max, self.step, self.margin_pct)
+
+
+def seed_cost(study: ResolvedStudy, plan: Plan | None = None) -> SeedCost | None:
+    """The study's seed runs at the minimum and maximum; None without `seeds: {start, max, step}`.
+
+    Priced on the starting grid (round 0), so a study already past some rounds is planned as it
+    was at the start."""
+    rounds = study.spec.seed_rounds
+    if rounds is None:
+        return None
+    plan = plan or plan_study(study)
+    spec = study.spec
+    # one grid point = one cell, or a WSD family (stable + branches): priced whole
+    points: dict[tuple[str, str], dict[tuple[int, float], float]] = {}
+    first_round = 0.0
+    for cell, row in zip(study.cells, plan.rows, strict=True):
+        if cell.round == 0:
+            arm = points.setdefault((row.size, row.variant), {})
+            key = (cell.seed, cell.lr)
+            arm[key] = arm.get(key, 0.0) + row.gpu_hours
+            first_round += row.gpu_hours
+    sizes = tuple(sorted(spec.sizes, key=size_key))
+    per_seed = dict.fromkeys(sizes, 0.0)
+    for (size, _), arm in points.items():
+        per_seed[size] += next(iter(arm.values()))  # an arm's points all cost the same
+    search = spec.lr.search
+    num_followers = follower_lrs = 0
+    if search is not None:
+        num_followers = len(spec.seeds) - len(spec.scan_seeds)
+        follower_lrs = 1 + 2 * search.follow_neighbours
+        first_round += num_followers * follower_lrs * sum(per_seed.values())
+    return SeedCost(
+        rounds.start,
+        rounds.max,
+        rounds.step,
+        spec.verdict.margin_pct,
+        sizes,
+        first_round,
+        per_seed,
+        num_followers,
+        follower_lrs,
+    )
+
+
+def _hours(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def format_seed_cost(
+    cost: SeedCost,
+    device: str = "GPU",
+    sd: tuple[float, str] | None = None,
+    target_gain: float | None = None,
+    noise: str | None = None,
+) -> str:
+    """The plan's lines on the seeds: per-seed cost, minimum, expected and maximum.
+
+    `sd`: (paired sd in % of the loss at the top size, the size it was measured at) from
+    `--noise`; the expected figure is simulated at `target_gain` and at no gain. Without `sd`
+    the lines say what the expected figure needs."""
+    from analysis.stats.seq_cost import NUM_STUDIES, expected_seeds  # lazy: scipy
+
+    design = cost.design()
+    looks = ", ".join(str(n) for n in design.planned_seeds())
+    unit = f"{device}-hours"
+    first = "the first round"
+    if cost.num_followers:
+        first += (
+            f": the starting grid and {cost.num_followers} follower seed(s) at "
+            f"{cost.follower_lrs} LRs per arm; the LR search's extra scan LRs are the line above"
+        )
+    lines = [
+        f"sequential seeds (start {cost.start}, max {cost.max}, step {cost.step}; looks at "
+        f"{looks} paired seeds at {cost.top}): {unit} of the seed runs",
+        "  one more seed (each arm once, at its chosen LR): "
+        + ", ".join(f"{s} {_hours(cost.per_seed[s])}" for s in cost.sizes)
+        + f" {unit}",
+        f"  minimum {_hours(cost.minimum)} {unit}: {cost.start} seeds at every size, the study "
+        f"stopping at look 1 ({first})",
+    ]
+    if sd is None:
+        lines.append(
+            "  expected: needs --noise SOURCE and --target-gain PCT (a simulation of the "
+            "design's binding test at that noise and gain)"
+        )
+    else:
+        gains = ([target_gain] if target_gain is not None else []) + [0.0]
+        parts = []
+        for gain in gains:
+            out = expected_seeds(design, gain, sd[0])
+            what = f"at a {gain:g}% gain" if gain else "at no gain"
+            claims = f"; claims it in {out.claim_rate:.0%} of studies" if gain else ""
+            parts.append(
+                f"{_hours(cost.at_top_seeds(out.mean_top_seeds))} {unit} {what} "
+                f"({out.mean_top_seeds:.2f} seeds at {cost.top} on average{claims})"
+            )
+        lines.append("  expected " + ", ".join(parts))
+        source = f" from --noise {noise}" if noise else ""
+        at = "" if sd[1] in (cost.top, "all") else f", measured at {sd[1]}"
+        lines.append(
+            f"    {NUM_STUDIES:,} simulated studies of the binding test (Student's t on the "
+            f"{cost.top} paired seeds, paired sd {sd[0]:.3g}%{source}{at}, at 80% of each "
+            f"look's level, margin {cost.margin_pct:g}%); the other sizes keep {cost.start} seeds"
+        )
+        if target_gain is None:
+            lines.append("    at a target gain: add --target-gain PCT")
+    lines.append(f"  maximum {_hours(cost.maximum)} {unit}: {cost.max} seeds at every size")
+    return "\n".join(lines)
