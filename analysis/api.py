@@ -14,6 +14,8 @@ from analysis.report.document import write_report
 from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
 from analysis.stats.core import analyse, check_inputs
+from analysis.stats.sequential import Design, data_seed, paired_top_seeds
+from analysis.stats.verdict import ALPHA
 from analysis.tables.mlflow_io import log_to_parent
 
 
@@ -29,6 +31,7 @@ def run_analysis(
     curves: dict | Callable[[list[str]], dict] | None = None,
     lr_search: dict | None = None,
     margin_pct: float = 0.5,
+    sequential: dict | None = None,
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
@@ -40,11 +43,33 @@ def run_analysis(
     ids instead (``lambda ids: load_curves(uri, ids)``) is called once the LRs are chosen, with the
     runs the plot draws only (at each arm's chosen LR). ``margin_pct``: the equivalence margin of
     the verdict (``none`` vs ``undetected``; the study's ``verdict.margin_pct``).
+
+    ``sequential``: the study's ``looks.json`` (``{"design": {...}, "looks": [...]}``, see
+    docs/interfaces.md). The analysis is then judged as the last look was: at its nominal
+    ``level`` instead of 5%, with the bootstrap seeded from the data
+    (``analysis.stats.sequential.data_seed``; ``seed`` is not used) and the design's
+    ``margin_pct`` (``margin_pct`` is not used), so on the table that look read the verdict is
+    that look's. verdict.json gets the looks under ``sequential`` and the report a "Sequential
+    looks" section. A dict without looks (none judged yet) is the same as None.
     """
+    alpha = ALPHA
+    if sequential is not None and not sequential.get("looks"):
+        sequential = None
+    if sequential is not None:
+        last = check_looks(sequential)
+        alpha = float(last["level"])
+        margin_pct = float(sequential["design"]["margin_pct"])
     check_inputs(table, baseline, num_resamples, margin_pct)
-    result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct)
+    if sequential is not None:
+        seed = data_seed(table)
+    result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct, alpha)
     if lr_search is not None:
         result.verdict["lr_search"] = lr_search
+    if sequential is not None:
+        result.verdict["sequential"] = sequential_summary(sequential, result, table, baseline, seed)
+        result.verdict["multiple_comparisons"] = _at_look_level(
+            result.verdict["multiple_comparisons"], result.verdict["sequential"]
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdict.json").write_text(
@@ -57,6 +82,79 @@ def run_analysis(
     if parent_run_id is not None:
         log_to_parent(tracking_uri, parent_run_id, out)
     return result.verdict
+
+
+LOOK_KEYS = ("look", "num_paired_top", "info_fraction", "z", "level", "verdict", "stop", "reason")
+DESIGN_KEYS = ("start", "max", "step", "margin_pct")
+
+
+def check_looks(sequential: dict) -> dict:
+    """The last look of a ``looks.json`` dict, after checking what the report reads from it."""
+    design = sequential.get("design")
+    missing = [k for k in DESIGN_KEYS if not isinstance(design, dict) or k not in design]
+    missing += sorted({k for look in sequential["looks"] for k in LOOK_KEYS if k not in look})
+    if missing:
+        raise ValueError(
+            f"sequential: not a looks.json state (missing {', '.join(missing)}); pass the "
+            "study's looks.json as read by scaling.spec.look_state.read_looks"
+        )
+    numbers = [int(look["look"]) for look in sequential["looks"]]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise ValueError(f"sequential: looks numbered {numbers}; expected 1, 2, ... in order")
+    return sequential["looks"][-1]
+
+
+def sequential_summary(
+    sequential: dict, result, table: pd.DataFrame, baseline: str, seed: int
+) -> dict:
+    """verdict.json's ``sequential``: the design, every look as looks.json has it, and how the
+    final analysis was judged (the last look's level, the bootstrap's seed) and whether its
+    verdict is the last look's (it is on the table that look read)."""
+    design = sequential["design"]
+    alpha = float(design.get("alpha", ALPHA))
+    plan = Design(
+        int(design["start"]), int(design["max"]), int(design["step"]),
+        float(design["margin_pct"]), alpha,
+    )  # fmt: skip
+    last = sequential["looks"][-1]
+    verdicts = {v["variant"]: v["verdict"] for v in result.verdict["variants"]}
+    want = last.get("verdicts")
+    matches = verdicts == dict(want) if want else _joined(verdicts) == last["verdict"]
+    try:
+        paired_now = paired_top_seeds(table, baseline.split(",")[0].strip())
+    except (KeyError, ValueError):
+        paired_now = None
+    return {
+        "design": dict(design),
+        "looks": [dict(look) for look in sequential["looks"]],
+        "num_looks_max": plan.num_looks,
+        "planned_seeds": plan.planned_seeds(),
+        "judged_at": {
+            "look": int(last["look"]),
+            "level": float(last["level"]),
+            "z": float(last["z"]),
+            "alpha": alpha,
+            "bootstrap_seed": int(seed),
+        },
+        "finished": bool(last["stop"]),
+        "matches_last_look": matches,
+        "num_paired_top_now": paired_now,
+    }
+
+
+def _joined(verdicts: dict[str, str]) -> str:
+    """A look's one word, as ``decide_look`` writes it (variants joined when several)."""
+    if len(verdicts) == 1:
+        return next(iter(verdicts.values()))
+    return "; ".join(f"{k}: {w}" for k, w in verdicts.items())
+
+
+def _at_look_level(text: str, seq: dict) -> str:
+    """The multiple-comparisons sentence at the look's level, not the fixed design's 5%."""
+    at = seq["judged_at"]
+    level = f"family-wise {100 * at['level']:.3g}% (look {at['look']}'s nominal level"
+    level += f"; {100 * at['alpha']:.3g}% over all looks)"
+    return text.replace("family-wise 5%", level, 1)
 
 
 def json_safe(value):

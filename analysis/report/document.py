@@ -12,6 +12,7 @@ from pathlib import Path
 
 from analysis.report import fmt
 from analysis.report.headline import headline
+from analysis.report.looks import look_blocks, look_note
 from analysis.report.render import to_html, to_markdown
 from analysis.report.tokens import token_blocks
 from analysis.stats import verdict as verdicts
@@ -315,7 +316,10 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     note = (verdict.get("compute_axis") or {}).get("note")
     if note:
         b.append(("note", f"Compute axis: {note}."))
+    if look_note(verdict):
+        b.append(("note", look_note(verdict)))
     b.extend(_verdict_blocks(verdict))
+    b.extend(look_blocks(verdict))  # sequential seeds: the looks and the level they set
     b.extend(_gain_blocks(verdict, figures))
     b.extend(token_blocks(verdict, figures))  # the token axis, when measured
     b.extend(_extrapolation_blocks(verdict))

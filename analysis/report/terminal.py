@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from analysis.report import fmt
 from analysis.report.headline import top_gain
+from analysis.report.looks import look_clause
 
 
 def _numbers(v: dict, intervals: bool) -> str:
@@ -35,8 +36,10 @@ def verdict_lines(verdict: dict) -> list[str]:
     base = verdict["baseline"]
     intervals = (verdict.get("intervals") or {}).get("available", True)
     lines = []
+    at = look_clause(verdict)  # a sequential look's verdict: which look, at what level
+    look = f" ({at})" if at else ""
     for v in verdict["variants"]:
-        lines.append(f"{v['variant']} vs {base}: {v['verdict']}: {fmt.words(v['reason'])}")
+        lines.append(f"{v['variant']} vs {base}: {v['verdict']}{look}: {fmt.words(v['reason'])}")
         lines.append(f"  {_numbers(v, intervals)}")
     for v in (verdict.get("tokens") or {}).get("variants", []):  # the token axis
         lines.append(f"{v['variant']} vs {base} along D: {v['verdict']}: {fmt.words(v['reason'])}")
