@@ -21,7 +21,7 @@ SIZES = {"12K": 12e3, "25K": 25e3, "55K": 55e3, "100K": 100e3}
 RATES = {"12K": 1.7e10, "25K": 2.2e10, "55K": 3.0e10, "100K": 3.7e10}  # FLOP/s by size
 ARMS = [(size, variant) for size in SIZES for variant in ("linear", "nonlinear")]
 OVERHEAD_S, ROUND_S, SLOTS, FOLLOWERS = 5.0, 10.0, 2, 5
-PLAN = CellTimeModel(1.0, 1 / 2e10)  # the demo's cost.startup_s and cost.flops_per_gpu_s
+PLAN = CellTimeModel(1.0, 1 / 2e10)  # a prior below the true overhead (the demo's rate)
 
 Timeline = list[tuple[str, float, float, float]]  # (cell id, flops, start, end)
 
