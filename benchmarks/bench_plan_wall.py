@@ -81,7 +81,7 @@ def main() -> None:
         ran = rounds_seconds(final, plan_study(final))
         num_rounds = len({c.round for c in final.cells})
         # the same with no start-up: what the measurement leaves per cell beside the FLOPs
-        bare = dataclasses.replace(final.spec.cost, startup_s=0.0)
+        bare = dataclasses.replace(final.spec.cost, startup_s=0.0, step_s=0.0)
         final.spec.cost = bare
         compute = rounds_seconds(final, plan_study(final))
         slots = final.spec.local.max_parallel
@@ -95,7 +95,9 @@ def main() -> None:
     print(f"plan, rounds run:    {ran:8.1f} s")
     print(f"measured (run):      {measured:8.1f} s")
     print(f"measured / planned:  {measured / ran:8.2f}  (target 0.75-1.25)")
-    print(f"start-up per cell the measurement implies: {implied:.1f} s (cost.startup_s)")
+    steps = sum(c.run.train.steps for c in final.cells) / len(final.cells)
+    print(f"beside the FLOPs the measurement implies {implied:.1f} s per cell ", end="")
+    print(f"(cells of {steps:.0f} steps on average; cost.startup_s + steps x cost.step_s)")
 
 
 if __name__ == "__main__":

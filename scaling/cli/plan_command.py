@@ -68,7 +68,9 @@ def plan(
     header, rows, totals = format_plan(the_plan, device)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
-    typer.echo(format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s))
+    typer.echo(
+        format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s, spec.spec.cost.step_s)
+    )
     cost = search_cost(spec, the_plan)
     if cost is not None:
         typer.echo(format_search_cost(cost, the_plan, spec, device))

@@ -61,10 +61,14 @@ class PlanRow:
         return self.hours * self.gpus
 
 
-def cell_seconds(row: PlanRow, flops_per_gpu_s: float, startup_s: float) -> float:
-    """One cell's wall seconds: its training time (assumed from FLOPs, or measured by the
-    pilot), its evaluation FLOPs on its devices, and start-up."""
-    return row.hours * 3600 + row.eval_flops / (row.gpus * flops_per_gpu_s) + startup_s
+def cell_seconds(
+    row: PlanRow, flops_per_gpu_s: float, startup_s: float, step_s: float = 0.0
+) -> float:
+    """One cell's wall seconds: its training time (assumed from FLOPs plus `step_s` a step, or
+    measured by the pilot, whose tokens/s hold the per-step overhead already), its evaluation
+    FLOPs on its devices, and start-up."""
+    per_step = 0.0 if row.measured else row.steps * step_s
+    return row.hours * 3600 + per_step + row.eval_flops / (row.gpus * flops_per_gpu_s) + startup_s
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class Plan:
     flops_per_gpu_s: float
     pilot: str | None = None  # when and where the measured rows were measured
     startup_s: float = 0.0  # cost.startup_s: each cell's wall time beside its FLOPs
+    step_s: float = 0.0  # cost.step_s: each training step's wall time beside its FLOPs
 
     @property
     def checkpoint_bytes(self) -> int:
@@ -142,7 +147,13 @@ def plan_study(study: ResolvedStudy) -> Plan:
     note = None
     if pilot is not None:
         note = f"pilot of {pilot['measured_at']} ({pilot['executor']}, {PILOT_FILE})"
-    return Plan(rows, flops_per_gpu_s, pilot=note, startup_s=study.spec.cost.startup_s)
+    return Plan(
+        rows,
+        flops_per_gpu_s,
+        pilot=note,
+        startup_s=study.spec.cost.startup_s,
+        step_s=study.spec.cost.step_s,
+    )
 
 
 def _measured_tokens_per_s(pilot: dict | None) -> dict[str, float]:
@@ -200,7 +211,7 @@ def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[s
             str(r.steps),
             f"{r.flops:.2e}",
             str(r.gpus),
-            _duration(cell_seconds(r, plan.flops_per_gpu_s, plan.startup_s) / 3600),
+            _duration(cell_seconds(r, plan.flops_per_gpu_s, plan.startup_s, plan.step_s) / 3600),
             "measured" if r.measured else "assumed",
             _bytes(r.checkpoint_bytes),
             f"{r.num_checkpoints} = {_bytes(r.checkpoint_bytes * r.num_checkpoints)}",

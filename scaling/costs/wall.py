@@ -61,8 +61,8 @@ def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     """The study's wall-clock on its executor (module docstring), from its plan's cells."""
     spec, executor = study.spec, executor_for(study)
     slots, per_round = executor.slots, executor.per_round_overhead_s
-    rate, startup = spec.cost.flops_per_gpu_s, spec.cost.startup_s
-    seconds = {r.cell_id: cell_seconds(r, rate, startup) for r in plan.rows}
+    rate, startup, step = spec.cost.flops_per_gpu_s, spec.cost.startup_s, spec.cost.step_s
+    seconds = {r.cell_id: cell_seconds(r, rate, startup, step) for r in plan.rows}
     search = spec.lr.search
     if search is None:
         total = per_round + _makespan(list(seconds.values()), slots)
@@ -91,8 +91,8 @@ def rounds_seconds(study: ResolvedStudy, plan: Plan) -> float:
     the one before): for a finished LR search, the estimate of the rounds that actually ran."""
     spec, executor = study.spec, executor_for(study)
     slots, per_round = executor.slots, executor.per_round_overhead_s
-    rate, startup = spec.cost.flops_per_gpu_s, spec.cost.startup_s
-    seconds = {r.cell_id: cell_seconds(r, rate, startup) for r in plan.rows}
+    rate, startup, step = spec.cost.flops_per_gpu_s, spec.cost.startup_s, spec.cost.step_s
+    seconds = {r.cell_id: cell_seconds(r, rate, startup, step) for r in plan.rows}
     by_round: dict[int, list[float]] = {}
     for cell in study.cells:
         by_round.setdefault(cell.round, []).append(seconds[cell.cell_id])
@@ -104,9 +104,13 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def format_wall(wall: WallEstimate, startup_s: float) -> str:
+def format_wall(wall: WallEstimate, startup_s: float, step_s: float = 0.0) -> str:
     """One line for `scaling plan`."""
     text = f"wall-clock on {wall.device}: about {_clock(wall.seconds)} with {wall.slots_note}"
     if wall.worst_seconds > wall.seconds:
         text += f"; {_clock(wall.worst_seconds)} if every LR-search round runs"
-    return f"{text} (each cell: its FLOPs at cost.flops_per_gpu_s + cost.startup_s {startup_s:g} s)"
+    steps = f" + cost.step_s {step_s:g} s a step" if step_s else ""
+    return (
+        f"{text} (each cell: its FLOPs at cost.flops_per_gpu_s{steps} + cost.startup_s "
+        f"{startup_s:g} s)"
+    )

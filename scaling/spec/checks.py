@@ -363,3 +363,5 @@ def _check_resources(study: Study, p: Problems) -> None:
         p.add("study.cost.flops_per_gpu_s: must be > 0 (e.g. 4e14)")
     if study.cost.startup_s < 0:
         p.add(f"study.cost.startup_s: {study.cost.startup_s} must be >= 0 (seconds per cell)")
+    if study.cost.step_s < 0:
+        p.add(f"study.cost.step_s: {study.cost.step_s} must be >= 0 (seconds per training step)")

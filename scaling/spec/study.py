@@ -204,6 +204,9 @@ class CostSpec:
     # wall seconds of a cell beside its FLOPs: process start, model and data set-up,
     # checkpoints, tracking (`scaling.costs.wall`; a GPU job's start-up is typically a minute)
     startup_s: float = 60.0
+    # wall seconds of each training step beside its FLOPs: the optimizer step, the data loader,
+    # Python and logging; what dominates tiny models on CPU (a few ms a step on GPUs)
+    step_s: float = 0.0
 
 
 @dataclass
