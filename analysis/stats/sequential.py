@@ -103,6 +103,13 @@ class Look:
     add_seeds: dict[str, int]  # size -> seeds to add before the next look (empty on stop)
     allocation: tuple[dict, ...] = ()  # the arithmetic behind add_seeds, one row per size
 
+    def record(self) -> dict:
+        """The look as plain data: the fields a study's ``looks.json`` keeps of it."""
+        keys = ("look", "info_fraction", "num_paired_top", "z", "level", "verdict", "stop")
+        out = {k: getattr(self, k) for k in keys}
+        out.update(verdicts=dict(self.verdicts), reason=self.reason)
+        return {**out, "add_seeds": dict(self.add_seeds)}
+
 
 def paired_top_seeds(table: pd.DataFrame, baseline: str = "linear") -> int:
     """The information: per variant, the seeds with a completed run of both it and the

@@ -88,21 +88,8 @@ def _design_dict(design: Design) -> dict[str, Any]:
 
 
 def _entry(look: Look, round_: int, gains: dict, added: list[dict]) -> dict[str, Any]:
-    return {
-        "look": look.look,
-        "round": round_,
-        "info_fraction": look.info_fraction,
-        "num_paired_top": look.num_paired_top,
-        "z": look.z,
-        "level": look.level,
-        "verdict": look.verdict,
-        "verdicts": dict(look.verdicts),
-        "stop": look.stop,
-        "reason": look.reason,
-        "add_seeds": dict(look.add_seeds),
-        "top_gain_pct": gains,
-        "added": added if not look.stop else [],
-    }
+    added = added if not look.stop else []
+    return {**look.record(), "round": round_, "top_gain_pct": gains, "added": added}
 
 
 def _top_gains(analysis, level: float) -> dict[str, dict]:

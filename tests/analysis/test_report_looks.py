@@ -49,21 +49,7 @@ def _entry(look: Look, round_: int, table: pd.DataFrame) -> dict:
          "seeds": list(range(top_seed + 1, top_seed + 1 + k))}
         for size, k in look.add_seeds.items() for v in sorted(table["variant"].unique())
     ]  # fmt: skip
-    return {
-        "look": look.look,
-        "round": round_,
-        "info_fraction": look.info_fraction,
-        "num_paired_top": look.num_paired_top,
-        "z": look.z,
-        "level": look.level,
-        "verdict": look.verdict,
-        "verdicts": dict(look.verdicts),
-        "stop": look.stop,
-        "reason": look.reason,
-        "add_seeds": dict(look.add_seeds),
-        "top_gain_pct": gains,
-        "added": added,
-    }
+    return {**look.record(), "round": round_, "top_gain_pct": gains, "added": added}
 
 
 @pytest.fixture(scope="module")
