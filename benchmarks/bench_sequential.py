@@ -3,9 +3,16 @@ the shipped ladder study (studies/ladder.yaml) at the demo's measured seed noise
 
     .venv/bin/python benchmarks/bench_sequential.py [--studies 200000] [--noise SOURCE]
 
-Costs come from the study's own plan (``scaling.costs.plan.plan_study``): one more seed at a size
-costs the GPU-hours of that size's seed-0 cells (every arm x LR there; later seeds follow at
-the winner and its neighbours, the same number of runs). The noise is the paired-difference
+Costs come from the study's own plan, priced as ``scaling plan`` prices sequential seeds
+(``scaling.costs.seeds.seed_cost`` on the ladder with ``seeds: {start, max, step}``): the first
+round's ``start`` seeds as the ladder runs them (seed 0 scans every LR, seeds 1-2 follow at the
+winner and one LR each side: 3 LRs per arm); a seed a look adds runs each arm once, at its chosen
+LR (``scaling.rounds.looks``). Two fixed designs of ``n`` seeds: "as run", the ladder with
+``seeds: [0..n-1]``, whose every seed past the scan follows at 3 LRs per arm (what a user of this
+pipeline pays for a fixed design); and "like for like", whose seeds past ``start`` run at the
+chosen LR only, as the looks' do (the saving of the design alone, early stopping and seeds at
+the top size only, with no saving from the LRs).
+The noise is the paired-difference
 sd in % of the loss per size from ``analysis.stats.power.noise_from_source`` (default: the 6-seed
 demo of docs/noise.md, ``benchmarks/noise/demo6.jsonl``, at each arm's winning LR, planned on
 its upper 80% bound as ``scaling plan`` does), carried to the ladder's sizes by
@@ -30,7 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +49,7 @@ from analysis.stats.power import noise_from_source, noise_from_table, power_of, 
 from analysis.stats.seq_cost import simulate_sequential
 from analysis.stats.sequential import Design
 from analysis.tables.runs import normalise
+from scaling.costs.seeds import SeedCost
 
 ROOT = Path(__file__).resolve().parents[1]
 LADDER = ROOT / "studies" / "ladder.yaml"
@@ -60,17 +68,23 @@ def demo_table(path: Path = DEMO6) -> pd.DataFrame:
     return normalise(frame[seeds == seeds.max()], str(path))
 
 
-def seed_cost(study_path: Path = LADDER) -> tuple[list[str], dict[str, float]]:
-    """(sizes, GPU-hours of one more seed at each size) from the study's plan."""
-    from scaling.costs.plan import plan_study
-    from scaling.spec.loader import read_study
+def seed_cost(study_path: Path = LADDER, start: int = Design().start) -> SeedCost:
+    """The plan's prices for seeds of the study at ``study_path`` run as ``seeds: {start, ...}``
+    (``max`` and ``step`` change no price: ``dataclasses.replace`` them per design)."""
+    from foundation.config import load_file
+    from scaling.costs.seeds import seed_cost as plan_seed_cost
+    from scaling.spec.loader import resolve, study_from_dict
 
-    study = read_study(study_path)
-    cost: dict[str, float] = defaultdict(float)
-    for row in plan_study(study).rows:
-        if row.seed == study.spec.seeds[0]:
-            cost[row.size] += row.gpu_hours
-    return list(study.spec.sizes), dict(cost)
+    data = load_file(study_path)
+    data["seeds"] = {"start": start, "max": start, "step": 1}
+    return plan_seed_cost(resolve(study_from_dict(data, base=study_path.absolute().parent)))
+
+
+def fixed_gpu_hours(cost: SeedCost, n: int, like_for_like: bool) -> float:
+    """GPU-hours of a fixed design of ``n`` seeds at every size: the first round's ``start``,
+    then each further seed at the follower LRs ("as run") or at the chosen LR only."""
+    lrs = 1 if like_for_like else cost.follower_lrs
+    return cost.minimum + (n - cost.start) * lrs * sum(cost.per_seed.values())
 
 
 def fixed_false_claims(n: int, sd: float, num: int, rng) -> float:
@@ -81,26 +95,22 @@ def fixed_false_claims(n: int, sd: float, num: int, rng) -> float:
     return float((np.abs(t) > stats.t.isf(TOP_WEIGHT * 0.05 / 2, n - 1)).mean())
 
 
-def compare(design: Design, sd: float, sizes, cost, num: int, rng) -> dict:
-    top = sizes[-1]
-    others = sum(cost[s] for s in sizes[:-1])
+def compare(design: Design, sd: float, cost: SeedCost, num: int, rng) -> dict:
     plus, minus, n_top = simulate_sequential(design, design.margin_pct, sd, num, rng)
     power = float(plus.mean())
     null_plus, null_minus, null_n = simulate_sequential(design, 0.0, sd, num, rng)
-    seq_cost = design.start * others + n_top.mean() * cost[top]
-    seq_cost_null = design.start * others + null_n.mean() * cost[top]
     n_fixed = next(n for n in range(2, 100_000) if power_of(design.margin_pct, sd, n) >= power)
-    fixed_cost = n_fixed * (others + cost[top])
     return {
         "design": design,
         "power": power,
         "seq_top_seeds": float(n_top.mean()),
-        "seq_gpu_hours": seq_cost,
-        "seq_gpu_hours_null": seq_cost_null,
+        "seq_gpu_hours": cost.at_top_seeds(float(n_top.mean())),
+        "seq_gpu_hours_null": cost.at_top_seeds(float(null_n.mean())),
         "seq_false_claims": float((null_plus | null_minus).mean()),
         "n_fixed": n_fixed,
         "fixed_power": power_of(design.margin_pct, sd, n_fixed),
-        "fixed_gpu_hours": fixed_cost,
+        "fixed_gpu_hours": fixed_gpu_hours(cost, n_fixed, like_for_like=False),
+        "fixed_gpu_hours_like": fixed_gpu_hours(cost, n_fixed, like_for_like=True),
         "fixed_false_claims": fixed_false_claims(n_fixed, sd, min(num, 50_000), rng),
     }
 
@@ -111,7 +121,8 @@ def main() -> None:
     parser.add_argument("--noise", default=None, help="a noise source (default: the demo)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    sizes, cost = seed_cost()
+    cost = seed_cost()
+    sizes = list(cost.sizes)
     if args.noise is None:
         by_size = noise_from_table(demo_table())
         source = f"{DEMO6.relative_to(ROOT)} (upper 80% bound, as scaling plan)"
@@ -119,8 +130,10 @@ def main() -> None:
         by_size, source = noise_from_source(args.noise), args.noise
     sd = sd_for_sizes(by_size, sizes)[sizes[-1]][0]
     print(
-        f"ladder sizes {sizes}; GPU-hours per extra seed: "
-        + ", ".join(f"{s} {cost[s]:.1f}" for s in sizes)
+        f"ladder sizes {sizes}; GPU-hours of one seed a look adds (each arm at its chosen LR): "
+        + ", ".join(f"{s} {cost.per_seed[s]:.2f}" for s in sizes)
+        + f"; a fixed design's follower seed runs {cost.follower_lrs} LRs per arm; the first "
+        f"round ({cost.start} seeds everywhere) {cost.minimum:.0f}"
     )
     print(
         f"noise: {source}: {json.dumps({k: round(v, 3) for k, v in by_size.items()})}; "
@@ -129,7 +142,7 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     default = Design()
     designs = [default]
-    for num_looks in (5, 10):  # the smallest design with that many looks and 80% power
+    for num_looks in (5, 10, 20):  # the smallest design with that many looks and 80% power
         for maximum in range(default.max, 1000):
             step = max(1, math.ceil((maximum - default.start) / (num_looks - 1)))
             design = Design(default.start, maximum, step, default.margin_pct)
@@ -140,17 +153,20 @@ def main() -> None:
     header = (
         "design (start/max/step) | power at margin | E[top seeds] | E[GPU-h] gain=margin | "
         "E[GPU-h] gain=0 | false claims | fixed n (equal power) | fixed GPU-h | "
-        "fixed false claims | cost ratio"
+        "fixed false claims | fixed like-for-like GPU-h | cost ratio (as run) | "
+        "cost ratio (like for like)"
     )
     print(header)
     for design in designs:
-        r = compare(design, sd, sizes, cost, args.studies, rng)
+        r = compare(design, sd, replace(cost, max=design.max, step=design.step), args.studies, rng)
         ratio = r["seq_gpu_hours"] / r["fixed_gpu_hours"]
+        like = r["seq_gpu_hours"] / r["fixed_gpu_hours_like"]
         print(
             f"{design.start}/{design.max}/{design.step} | {r['power']:.3f} | "
             f"{r['seq_top_seeds']:.2f} | {r['seq_gpu_hours']:.0f} | {r['seq_gpu_hours_null']:.0f}"
             f" | {r['seq_false_claims']:.4f} | {r['n_fixed']} ({r['fixed_power']:.3f}) | "
-            f"{r['fixed_gpu_hours']:.0f} | {r['fixed_false_claims']:.4f} | {ratio:.2f}"
+            f"{r['fixed_gpu_hours']:.0f} | {r['fixed_false_claims']:.4f} | "
+            f"{r['fixed_gpu_hours_like']:.0f} | {ratio:.2f} | {like:.2f}"
         )
 
 

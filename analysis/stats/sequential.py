@@ -25,9 +25,9 @@ the per-seed paired sd at size i, ``n_i`` its paired seeds): for the top gain ``
 top and 0 elsewhere; for gamma, the least-squares slope weights of the per-size log multiplier
 on ``log C``: ``c_i = (x_i - mean x) / sum (x - mean x)^2 / s_i``, ``s_i`` the % gain per unit of
 log k at that size (``100 alpha (L_i - E) / L_i`` from the baseline's L(C) fit). A seed at size
-i costs its cells' FLOPs (one run per (arm, LR) cell there). The top size always gets ``step``
-seeds (information is counted there); then, greedily, any other size whose ``step`` seeds cut
-``W`` by at least as much per FLOP as the top's did gets them too.
+i costs what a look adds there (``seed_cost``): one run per arm at its chosen LR. The top
+size always gets ``step`` seeds (information is counted there); then, greedily, any other size
+whose ``step`` seeds cut ``W`` by at least as much per FLOP as the top's did gets them too.
 """
 
 from __future__ import annotations
@@ -255,8 +255,10 @@ def _joined(verdicts: dict[str, str]) -> str:
 
 
 def seed_cost(table: pd.DataFrame) -> dict[str, float]:
-    """FLOPs of one more seed at each size: one run of every (arm, LR, tokens) cell there."""
-    cells = table.drop_duplicates(["variant", "size", "lr", "tokens"])
+    """FLOPs of one more seed at each size: what a look adds there (``scaling.rounds.looks``),
+    each arm once at its chosen LR, a run per token budget; the LRs an arm scanned (more at a
+    size where the search went past an edge) cost it nothing more."""
+    cells = table.drop_duplicates(["variant", "size", "tokens"])
     return {str(s): float(f.sum()) for s, f in cells.groupby("size")["flops"]}
 
 

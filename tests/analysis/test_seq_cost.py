@@ -56,3 +56,30 @@ def test_equivalence_waits_for_the_draws_to_resolve_the_interval():
     few = seq_cost.expected_seeds(design, 0.0, 0.05, draws=100)
     assert few.stop_share[0] < 0.01  # only the rare claim on a 2-df sd that came out tiny
     assert seq_cost.expected_seeds(design, 0.0, 0.05, draws=1000).stop_share[0] > 0.3
+
+
+def test_the_benchmark_prices_a_look_seed_at_one_lr_per_arm():
+    """A look adds each arm once at its chosen LR (scaling.rounds.looks); a fixed design's
+    follower seed runs the winner and one LR each side. The ladder's seed 0 scans 3 LRs per arm,
+    so one look seed costs a third of seed 0's cells at that size."""
+    spec = importlib.util.spec_from_file_location("bench_sequential", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from scaling.costs.plan import plan_study
+    from scaling.spec.loader import read_study
+
+    cost = bench.seed_cost()
+    ladder = read_study(bench.LADDER)
+    seed0 = {}
+    for row in plan_study(ladder).rows:
+        if row.seed == 0:
+            seed0[row.size] = seed0.get(row.size, 0.0) + row.gpu_hours
+    assert cost.follower_lrs == 3 and set(cost.per_seed) == set(seed0)
+    for size, hours in seed0.items():
+        assert cost.per_seed[size] == pytest.approx(hours / 3)
+    assert bench.fixed_gpu_hours(cost, cost.start, like_for_like=False) == cost.minimum
+    assert cost.at_top_seeds(cost.start) == cost.minimum
+    more = bench.fixed_gpu_hours(cost, cost.start + 1, like_for_like=False) - cost.minimum
+    assert more == pytest.approx(sum(seed0.values()))
+    like = bench.fixed_gpu_hours(cost, cost.start + 1, like_for_like=True) - cost.minimum
+    assert like == pytest.approx(sum(seed0.values()) / 3)

@@ -22,6 +22,7 @@ import time
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import optimize, stats
 
@@ -35,6 +36,7 @@ from analysis.stats.sequential import (
     judge_at,
     replay,
     reveal,
+    seed_cost,
 )
 from analysis.stats.spending import obf_spending, spending_boundaries
 from analysis.synthetic.scenarios import compute_law_study, scenario
@@ -282,3 +284,17 @@ def test_equivalence_does_not_stop_a_look_whose_draws_cannot_resolve_its_level()
     assert look.verdict == "none" and not look.stop, look.reason
     assert "equivalence not resolved with 130 draws" in look.reason
     assert look.add_seeds == {"100M": 2}
+
+
+def test_a_seed_costs_one_run_per_arm_whatever_the_lrs_it_scanned():
+    """A look adds each arm once at its chosen LR (scaling.rounds.looks): an arm that scanned
+    more LRs at one size (its search went past an edge) does not make a seed there dearer."""
+    table = reveal(study(1.0, 3), {s: 3 for s in map(str, study(1.0, 3)["size"])})
+    table = table.assign(lr=1e-3)  # every arm at one LR
+    top = table[table["size"] == table["size"].iloc[-1]]
+    extra = top[top["variant"] == "linear"].assign(lr=4e-3)  # and one arm at a second
+    wider = pd.concat([table, extra], ignore_index=True)
+    cost = seed_cost(table)
+    assert seed_cost(wider) == cost
+    one_run = table.drop_duplicates(["variant", "size"]).groupby("size")["flops"].sum()
+    assert cost == {str(s): float(f) for s, f in one_run.items()}
