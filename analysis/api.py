@@ -150,11 +150,12 @@ def _joined(verdicts: dict[str, str]) -> str:
 
 
 def _at_look_level(text: str, seq: dict) -> str:
-    """The multiple-comparisons sentence at the look's level, not the fixed design's 5%."""
+    """The multiple-comparisons sentence (already at the look's level) naming the look and the
+    design's level over all looks."""
     at = seq["judged_at"]
-    level = f"family-wise {100 * at['level']:.3g}% (look {at['look']}'s nominal level"
-    level += f"; {100 * at['alpha']:.3g}% over all looks)"
-    return text.replace("family-wise 5%", level, 1)
+    head, rest = text.split(": ", 1)
+    over = f"{100 * at['alpha']:.3g}% over all looks"
+    return f"{head} (look {at['look']}'s nominal level; {over}): {rest}"
 
 
 def json_safe(value):

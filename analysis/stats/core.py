@@ -144,7 +144,9 @@ def analyse(
     judged, matched = _compare_variants(data, fits)
     weights_only = matching.weights_only_arms(data.table)
     variants, decide_inputs = _judge(data, judged, baseline, margin_pct, weights_only, alpha)
-    verdict = _verdict(data, variants, fits, baseline, num_resamples, detect_gain_pct, margin_pct)
+    verdict = _verdict(
+        data, variants, fits, baseline, num_resamples, detect_gain_pct, margin_pct, alpha
+    )
     verdict["compute_axis"] = matching.compute_axis(data.table, matched, weights_only)
     verdict["rule"] = rules.RULE
     verdict["intervals"] = intervals.availability(len(data.groups.seeds), data.num_draws)
@@ -268,6 +270,7 @@ def _verdict(
     num_resamples: int,
     detect_gain_pct: float,
     margin_pct: float,
+    alpha: float = rules.ALPHA,
 ) -> dict:
     """verdict.json of the N axis: the study's counts, each variant's row, fits and noise."""
     info, groups, table = data.groups.info, data.groups, data.table
@@ -282,7 +285,7 @@ def _verdict(
         "num_used": int(len(data.usable)),
         "num_seeds": int(len(groups.seeds)),
         "num_resamples": int(num_resamples if data.has_ci else 0),
-        "multiple_comparisons": _multiple(len(variants)),
+        "multiple_comparisons": _multiple(len(variants), alpha),
         "measured_compute": [float(info["flops"].min()), float(info["flops"].max())],
         "named_scales": summary.named_scales(),
         "flops_per_param_token_at_named_scales": {
@@ -320,15 +323,17 @@ def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
     return global_p([tests[i].p() for i in family], size_weights(len(family)))
 
 
-def _multiple(num_variants: int) -> str:
+def _multiple(num_variants: int, alpha: float = rules.ALPHA) -> str:
+    """The multiple-comparisons sentence: its family-wise level first, then how it is split."""
+    level = f"family-wise {100 * alpha:.3g}%"
     within = (
         "per variant, its per-size gain tests are one weighted Holm family (top size 80% of "
         "the level); every claim needs a rejection in it"
     )
     if num_variants <= 1:
-        return f"family-wise 5%: {within}"
+        return f"{level}: {within}"
     return (
-        f"family-wise 5%: Holm step-down over {num_variants} variants' weighted-Bonferroni "
+        f"{level}: Holm step-down over {num_variants} variants' weighted-Bonferroni "
         f"p-values sets each variant's level; {within}"
     )
 

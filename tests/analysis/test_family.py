@@ -129,3 +129,12 @@ def test_lr_cells_that_move_together_are_named_and_the_model_noise_is_not():
     assert p < 0.01
     clean = analyse(noisy_study(1.0, Noise(), rng_seed=5, num_seeds=8), num_resamples=50)
     assert clean.verdict["noise_diagnostics"] == []
+
+
+def test_the_multiple_comparisons_sentence_states_the_level_the_verdict_used():
+    """A word the numbers contradict is a bug: at alpha 1% the sentence says 1%, not 5%."""
+    table = noisy_study(1.0, Noise(), rng_seed=5)
+    for alpha, said in ((0.05, "family-wise 5%: "), (0.01, "family-wise 1%: ")):
+        verdict = analyse(table, num_resamples=100, seed=0, alpha=alpha).verdict
+        assert verdict["multiple_comparisons"].startswith(said), verdict["multiple_comparisons"]
+        assert verdict["variants"][0]["decision"]["level"] <= alpha
