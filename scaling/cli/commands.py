@@ -145,6 +145,11 @@ def _status_table(spec, rows=None, show_all: bool = False) -> None:
 
     for line in look_lines(spec):  # sequential seeds: the latest look and why it goes on
         typer.echo(line)
+    from scaling.state.cancel_mark import cancel_line, read_cancel_mark  # lazy, as above
+
+    mark = read_cancel_mark(spec.folder)
+    if mark is not None:
+        typer.echo(cancel_line(mark))
 
 
 def status(
@@ -191,7 +196,7 @@ def status(
     driver = StudyRun(spec, say=typer.echo, view=_watch_view(show_all), poll_s=interval)
     rows = driver.drive(submit_first=False)
     driver.finish(rows)
-    _exit_for(rows)
+    _exit_for(rows, cancelled=driver.cancelled() is not None)
 
 
 def _watch_view(show_all: bool):
@@ -225,11 +230,17 @@ def _live_bar(progress, study):
     return LiveProgress(progress, len(study.cells))
 
 
-def _exit_for(rows) -> None:
+def _exit_for(rows, cancelled: bool = False) -> None:
     """Exit `EXIT_CELLS_FAILED` (3) if a cell ended failed or cancelled
-    (`scaling.cli.status_view`)."""
-    from scaling.cli.status_view import exit_code  # lazy: `scaling --help` stays fast
+    (`scaling.cli.status_view`), or `scaling cancel` stopped the study."""
+    from scaling.cli.status_view import EXIT_CELLS_FAILED, exit_code  # lazy: `scaling --help`
 
+    if cancelled:
+        typer.echo(
+            "the study was cancelled (exit status 3); `scaling run` or `scaling submit` goes on",
+            err=True,
+        )
+        raise typer.Exit(EXIT_CELLS_FAILED)
     code = exit_code(rows)
     if code:
         typer.echo(
@@ -241,7 +252,9 @@ def _exit_for(rows) -> None:
 
 
 def cancel(study: StudyArg) -> None:
-    """Cancel the study's running and pending jobs (their MLflow runs become KILLED)."""
+    """Stop the study: cancel its running and pending jobs (their MLflow runs and the parent
+    become KILLED) and mark it cancelled, so that no `scaling run` or `status --watch` still
+    polling starts its next round; `scaling run` or `scaling submit` goes on."""
     from scaling.rounds.driver import cancel_study  # lazy: `scaling --help` stays fast
 
     spec = _load(study)
@@ -249,6 +262,7 @@ def cancel(study: StudyArg) -> None:
     typer.echo(f"study {spec.name}: cancelled {len(cancelled)} job(s)")
     for cid in cancelled:
         typer.echo(f"  {cid}")
+    typer.echo("no further cells start until `scaling run` or `scaling submit` goes on")
 
 
 def run(
@@ -294,4 +308,4 @@ def run(
         typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
         typer.echo(f"plots and verdict.json: {report}/")
     typer.echo(mlflow_ui_hint(spec.mlflow.tracking_uri, spec.mlflow.experiment))
-    _exit_for(outcome.rows)
+    _exit_for(outcome.rows, cancelled=outcome.cancelled)

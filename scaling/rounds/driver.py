@@ -29,6 +29,12 @@ from scaling.spec.grid import Cell
 from scaling.spec.look_state import looks_over, read_looks
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.search_state import read_state
+from scaling.state.cancel_mark import (
+    cancel_line,
+    clear_cancel_mark,
+    mark_cancelled,
+    read_cancel_mark,
+)
 from scaling.state.mlflow_state import (
     cell_runs,
     client_for,
@@ -75,6 +81,7 @@ class StudyRun:
         self.submitted: list[str] = []  # cell ids submitted by this object, every round
         self.last: Submitted | None = None  # the latest submission
         self.took: dict[str, float] = {}  # cell → wall seconds, as the progress saw it
+        self._said_cancelled = False
 
     def status(self) -> Rows:
         return study_status(self.study)
@@ -135,8 +142,13 @@ class StudyRun:
         cells itself (Slurm `submit`: a later `submit`, `status --watch` or `run` goes on).
         `submit_first=False` waits for what is already queued first (`status --watch`).
         `retry_failed`: the first submission also resubmits cells given up on, counting anew.
+        A study `scaling cancel` stopped goes on when this submits (`submit_first`); a watch
+        (`submit_first=False`) of one only watches, and a cancel meanwhile ends the loop
+        (`next_cells`).
         """
         due = submit_first
+        if submit_first:
+            self.resume_cancelled()
         while True:
             if not due:
                 rows = self._watched(self._progress(set()))
@@ -163,6 +175,8 @@ class StudyRun:
         """
         if any(r.state in contract.ACTIVE_STATES for r in rows):
             return []  # the round has not ended
+        if self.cancelled():
+            return []  # `scaling cancel`: no round is judged with its cells, none submitted
         following = advance(self.study, rows, self.say)
         if following is None and any(r.retryable for r in rows):
             self.say(f"retrying the failed cells (study.retries: {self.study.spec.retries})")
@@ -183,6 +197,8 @@ class StudyRun:
         `end_parent`) the parent run ends once every cell has ended, the search is over and the
         last look (with sequential seeds) stopped the study."""
         self._end_given_up_runs(rows)
+        if self.cancelled():  # `scaling cancel` ended the parent KILLED; a submission goes on
+            return
         ended = rows and all(r.state in contract.ENDED_STATES for r in rows)
         if end_parent and ended and search_over(self.study) and looks_over(self.study.spec):
             self.end_parent(rows)
@@ -191,10 +207,29 @@ class StudyRun:
         """The parent run's final status: FINISHED if every cell has a result, else FAILED."""
         end_parent_run(self.study, parent_status([r.state for r in rows]))
 
+    def cancelled(self) -> dict | None:
+        """The mark `scaling cancel` left (`scaling.state.cancel_mark`), said once; None if the
+        study was not cancelled."""
+        mark = read_cancel_mark(self.study.folder)
+        if mark is not None and not self._said_cancelled:
+            self.say(cancel_line(mark))
+            self._said_cancelled = True
+        return mark
+
+    def resume_cancelled(self) -> None:
+        """A submission goes on with a study `scaling cancel` stopped: remove its mark."""
+        mark = clear_cancel_mark(self.study.folder)
+        if mark is not None:
+            self.say(f"going on with the study cancelled at {mark.get('at', '?')}")
+
     def cancel(self) -> list[str]:
-        """Cancel the study's live jobs and mark their MLflow runs KILLED; their cell ids."""
-        cancelled = self.executor.cancel(read_records(self.study.folder))
-        if not cancelled:  # nothing to mark; a SQLite store not made yet stays unmade
+        """Stop the study: mark it cancelled (no driver starts new cells until a submission goes
+        on), cancel its live jobs and mark their MLflow runs KILLED; their cell ids."""
+        records = read_records(self.study.folder)
+        mark_cancelled(self.study.folder, [])  # first: a watcher that sees the jobs end sees it
+        cancelled = self.executor.cancel(records)
+        mark_cancelled(self.study.folder, cancelled)
+        if not records:  # never submitted: a SQLite store not made yet stays unmade
             return cancelled
         runs = cell_runs(self.study)
         client = client_for(self.study)
@@ -202,6 +237,7 @@ class StudyRun:
             run = runs.get(cid)
             if run is not None and run.status in ("SCHEDULED", "RUNNING"):
                 client.set_terminated(run.run_id, "KILLED")
+        end_parent_run(self.study, "KILLED", client)
         return cancelled
 
     def upload_leftover_spools(self, rows: Rows, wait_s: float = UPLOAD_WAIT_S) -> Rows:
@@ -357,6 +393,7 @@ def submit_study(
     """One submission of the due cells (`StudyRun.submit`); with an executor that runs them
     itself and `end_parent`, the study's end then ends its parent run (`StudyRun.finish`)."""
     run = StudyRun(study, say=on_progress or (lambda _msg: None))
+    run.resume_cancelled()
     result = run.submit(retry_failed, stale, stop)
     if run.executor.runs_cells_in_submit:
         run.finish(run.status(), end_parent=end_parent)

@@ -33,6 +33,7 @@ class RunOutcome:
     report_dir: Path | None
     parent_run_id: str | None
     study: ResolvedStudy | None = None  # with the cells LR-search rounds added
+    cancelled: bool = False  # `scaling cancel` stopped it: no analysis, the parent KILLED
 
 
 def run_study(
@@ -65,6 +66,8 @@ def run_study(
         driver.finish(rows, end_parent=False)  # the given-up runs, before the analysis reads them
         study = driver.study
         parent = study_parent_run_id(study)
+        if driver.cancelled():  # stopped by `scaling cancel`, which ended the parent KILLED
+            return RunOutcome(rows, None, None, parent, study, cancelled=True)
         verdict, report_dir = None, None
         if analyze:
             search = read_state(study.folder) if study.spec.lr.search is not None else None
