@@ -48,6 +48,7 @@ def test_gpu_study_on_a_partition_without_gpus_is_refused(
     if gpus:
         pytest.skip(f"the default partition {name} has GPUs")
     spec = one_size_spec(data_dir, tmp_path / "study", mlflow_server, steps=4, executor="slurm")
+    spec["name"] = f"refused-{os.getpid()}"  # its own job name: another suite may share the cluster
     spec["slurm"]["gpus_per_node"] = 4
     # TP 8 splits this shape (and the vocabulary) evenly, but not into one node of 4 GPUs
     spec["ladder"]["shapes"]["30K"] = {"num_layers": 1, "hidden_size": 64, "num_attention_heads": 8}
@@ -58,5 +59,5 @@ def test_gpu_study_on_a_partition_without_gpus_is_refused(
     assert (
         "study.parallel.30K.tensor_parallel: 8 does not divide study.slurm.gpus_per_node=4" in err
     )
-    queue = subprocess.run(["squeue", "-h", "-n", "scaling-tiny-study"], capture_output=True)
+    queue = subprocess.run(["squeue", "-h", "-n", f"scaling-{spec['name']}"], capture_output=True)
     assert queue.stdout.strip() == b""
