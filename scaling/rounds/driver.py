@@ -40,7 +40,6 @@ from scaling.state.mlflow_state import (
     client_for,
     end_parent_run,
     fail_cell_run,
-    find_parent_run,
     parent_status,
 )
 from scaling.state.scheduler import read_records
@@ -238,9 +237,7 @@ class StudyRun:
             run = runs.get(cid)
             if run is not None and run.status in ("SCHEDULED", "RUNNING"):
                 client.set_terminated(run.run_id, "KILLED")
-        parent = find_parent_run(self.study, client)
-        if parent is not None and client.get_run(parent).info.status == "RUNNING":
-            client.set_terminated(parent, "KILLED")  # an ended study keeps its status
+        end_parent_run(self.study, "KILLED", client, if_running=True)
         return cancelled
 
     def upload_leftover_spools(self, rows: Rows, wait_s: float = UPLOAD_WAIT_S) -> Rows:

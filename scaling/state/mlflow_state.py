@@ -102,12 +102,24 @@ def parent_status(states: list[str]) -> str:
     return "FINISHED" if states and all(s in contract.DONE_STATES for s in states) else "FAILED"
 
 
-def end_parent_run(study: ResolvedStudy, status: str, client: MlflowClient | None = None) -> None:
-    """Give the study's parent run its final MLflow status (FINISHED, FAILED or KILLED)."""
+def end_parent_run(
+    study: ResolvedStudy,
+    status: str,
+    client: MlflowClient | None = None,
+    *,
+    if_running: bool = False,
+) -> None:
+    """Give the study's parent run its final MLflow status (FINISHED, FAILED or KILLED).
+
+    `if_running`: only a parent still RUNNING is ended (`scaling cancel`: an ended study keeps
+    its status)."""
     client = client or client_for(study)
     parent = find_parent_run(study, client)
-    if parent is not None:
-        client.set_terminated(parent, status)
+    if parent is None:
+        return
+    if if_running and client.get_run(parent).info.status != "RUNNING":
+        return
+    client.set_terminated(parent, status)
 
 
 def _params(values: dict[str, str]) -> list[Any]:
