@@ -111,6 +111,10 @@ def submit_due(
     prepare_study_data(study)
     with _submit_lock(study):
         client = client_for(study)
+        records = read_records(study.folder)
+        # the scheduler before MLflow (`study_status`): a cell that ends meanwhile is not taken
+        # for a crash and trained again
+        live = live_jobs(records, submitit_folder(study))
         # a full search: what to train must not trust the status cache (a run deleted in MLflow)
         runs = cell_runs(study, client, refresh=True)
         _check_unchanged(study, runs)
@@ -118,9 +122,7 @@ def submit_due(
             runs = cell_runs(study, client, refresh=True)
         parent = ensure_parent_run(study, client)  # before any child: each one points at it
         exp_id = contract.experiment_id(client, study.mlflow.experiment)
-        records = read_records(study.folder)
         before = dict(records)  # what an interrupt restores for the cells it never started
-        live = live_jobs(records, submitit_folder(study))
         todo, skipped = _due_cells(study, runs, records, live, retry_failed, say)
         todo = [cell.with_parent(parent) for cell in todo]
         counted = dict(records)

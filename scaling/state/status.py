@@ -86,12 +86,15 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
     `refresh`: search every run of the study again instead of trusting the cache of finished
     runs (which then is rewritten): for a run deleted in MLflow (`scaling.state.run_cache`).
     """
+    # The scheduler first, then MLflow: a job ends its run before it leaves the queue, so a job
+    # that ends between the two reads is seen live, or finished. Read the other way round, it
+    # would be a RUNNING run without a live job: a crash ("failed") that never happened.
+    records = read_records(study.folder)
+    live = live_jobs(records, submitit_folder(study))
     # a SQLite store not made yet holds no runs; opening it would create it (read-only here)
     no_store = missing_store(study.mlflow.tracking_uri) is not None
     runs = {} if no_store else cell_runs(study, refresh=refresh)
     digests = code_digests(study)
-    records = read_records(study.folder)
-    live = live_jobs(records, submitit_folder(study))
     rows = []
     for cell in study.cells:
         run = runs.get(cell.cell_id)

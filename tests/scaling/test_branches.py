@@ -378,9 +378,10 @@ def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_ser
     expected = f"PENDING afterok:{parent_job}"
     assert all(waiting.get(j, "").startswith(expected) for j in branch_jobs), waiting
     rows = wait_study(study, poll_s=2, timeout_s=600)
-    assert [r.state for r in rows] == [C.COMPLETED] * 3, rows
-    _check_lineage(study)
     logs = "".join(p.read_text() for p in (study.folder / "submitit").rglob("*_log.out"))
+    errs = "".join(p.read_text()[-3000:] for p in (study.folder / "submitit").rglob("*_log.err"))
+    assert [r.state for r in rows] == [C.COMPLETED] * 3, (rows, logs[-3000:], errs)
+    _check_lineage(study)
     assert logs.count("forked from") == 2
 
 
