@@ -18,6 +18,7 @@ from scipy import stats
 
 from analysis.stats.core import analyse
 from analysis.synthetic.scenarios import compute_law_study
+from tests.analysis.pool import map_studies
 
 K0, GAMMA = 1.3, 0.0
 NUM_STUDIES = 200
@@ -26,14 +27,19 @@ MIN_COVERED = int(stats.binom.ppf(0.01, NUM_STUDIES, 0.95))  # 182
 MAX_TRENDS = int(stats.binom.ppf(0.99, NUM_STUDIES, 0.05))  # 18
 
 
+def one_study(i: int) -> dict:
+    """Study `i`'s verdict for the one variant."""
+    table = compute_law_study(K0, GAMMA, rng_seed=1000 + i, num_seeds=3)
+    (v,) = analyse(table, num_resamples=NUM_DRAWS, seed=i).verdict["variants"]
+    return v
+
+
 @pytest.mark.slow
 def test_intervals_cover_the_truth_with_three_seeds():
     covered_k0 = covered_gamma = trends = 0
     outcomes: dict[str, int] = {}
     t0 = time.perf_counter()
-    for i in range(NUM_STUDIES):
-        table = compute_law_study(K0, GAMMA, rng_seed=1000 + i, num_seeds=3)
-        (v,) = analyse(table, num_resamples=NUM_DRAWS, seed=i).verdict["variants"]
+    for v in map_studies(one_study, range(NUM_STUDIES)):
         covered_k0 += v["k0_ci95"][0] <= K0 <= v["k0_ci95"][1]
         covered_gamma += v["gamma_ci95"][0] <= GAMMA <= v["gamma_ci95"][1]
         trends += v["verdict"] in ("grows", "fades")

@@ -19,6 +19,7 @@ from scipy import stats
 
 from analysis.stats.core import analyse
 from analysis.synthetic.scenarios import NOISES, noisy_study
+from tests.analysis.pool import map_studies
 
 NUM_STUDIES = 200
 NUM_DRAWS = 200
@@ -27,17 +28,23 @@ MAX_CLAIMS = int(stats.binom.ppf(0.99, NUM_STUDIES, 0.05))  # 18
 MIN_COVERED = int(0.93 * NUM_STUDIES)  # 186
 
 
+def null_study(args: tuple[str, int]) -> tuple[str, bool, str]:
+    """Study `i` under `noise`: (its word, its top-size 95% interval covers 0, decided by)."""
+    noise, i = args
+    table = noisy_study(1.0, NOISES[noise], rng_seed=9000 + i)
+    (v,) = analyse(table, num_resamples=NUM_DRAWS, seed=i).verdict["variants"]
+    top = list(v["gain_pct_by_size"].values())[-1]["gain_pct"]
+    return v["verdict"], top["ci95"][0] <= 0.0 <= top["ci95"][1], top["decided_by"]
+
+
 @functools.cache
 def null_run(noise: str) -> tuple[Counter, int, Counter]:
     """(outcomes, studies whose top-size 95% interval covers 0, which test decided it)."""
     outcomes, decided, covered = Counter(), Counter(), 0
-    for i in range(NUM_STUDIES):
-        table = noisy_study(1.0, NOISES[noise], rng_seed=9000 + i)
-        (v,) = analyse(table, num_resamples=NUM_DRAWS, seed=i).verdict["variants"]
-        outcomes[v["verdict"]] += 1
-        top = list(v["gain_pct_by_size"].values())[-1]["gain_pct"]
-        covered += top["ci95"][0] <= 0.0 <= top["ci95"][1]
-        decided[top["decided_by"]] += 1
+    for word, covers, by in map_studies(null_study, [(noise, i) for i in range(NUM_STUDIES)]):
+        outcomes[word] += 1
+        covered += covers
+        decided[by] += 1
     return outcomes, covered, decided
 
 

@@ -8,6 +8,7 @@ from scipy import stats
 
 from analysis.stats import power
 from analysis.synthetic.studies import Effect, make_study
+from tests.analysis.pool import map_studies
 
 REPS = 20_000
 
@@ -92,31 +93,30 @@ PLANNER_GAINS = (1.02, 1.04, 1.07)  # compute multipliers: true top gains ~0.17%
 
 
 @pytest.mark.slow
+def detects_gain(args: tuple[float, int]) -> bool:
+    """Planner study `i` at multiplier `k0`: its verdict rejects "no gain" at the top size."""
+    from analysis.stats.core import analyse
+    from analysis.synthetic.scenarios import Noise, noisy_study
+
+    k0, i = args
+    table = noisy_study(k0, Noise(), rng_seed=11_000 + i)
+    (v,) = analyse(table, num_resamples=200, seed=i).verdict["variants"]
+    top = v["decision"]["top_gain_pct"]
+    return bool(top and top["rejected"] and top["value"] > 0)
+
+
 def test_the_planner_predicts_the_verdicts_own_detection_rate():
     """At three true gains, 100 synthetic studies each (3 seeds, LRs re-chosen per draw): the
     share whose verdict rejects "no gain" at the top size agrees with the planner's power at
     the true paired sd within 10 points (binomial sd at most 5 points over 100 studies)."""
-    from analysis.stats.core import analyse
-    from analysis.synthetic.scenarios import (
-        RUN_SD,
-        SIZES,
-        Noise,
-        chinchilla,
-        noisy_study,
-        true_gain_pct,
-    )
+    from analysis.synthetic.scenarios import RUN_SD, SIZES, chinchilla, true_gain_pct
 
     top_n = SIZES[-1]
     sd_pct = 100.0 * np.sqrt(2.0) * RUN_SD / chinchilla(top_n, 20.0 * top_n)  # shared cancels
     for k0 in PLANNER_GAINS:
         gain = true_gain_pct(k0, top_n)
         predicted = power.power_of(gain, sd_pct, 3)
-        detected = 0
-        for i in range(100):
-            table = noisy_study(k0, Noise(), rng_seed=11_000 + i)
-            (v,) = analyse(table, num_resamples=200, seed=i).verdict["variants"]
-            top = v["decision"]["top_gain_pct"]
-            detected += bool(top and top["rejected"] and top["value"] > 0)
+        detected = sum(map_studies(detects_gain, [(k0, i) for i in range(100)]))
         print(f"gain {gain:.3f}%: predicted power {predicted:.2f}, detected {detected}/100")
         assert detected / 100 == pytest.approx(predicted, abs=0.10), (gain, predicted, detected)
 

@@ -40,6 +40,7 @@ from analysis.stats.sequential import (
 )
 from analysis.stats.spending import obf_spending, spending_boundaries
 from analysis.synthetic.scenarios import compute_law_study, scenario
+from tests.analysis.pool import map_studies
 
 SIZES = tuple(float(x) for x in np.geomspace(1.2e6, 1e8, 4))
 DESIGN = Design(start=3, max=7, step=2)
@@ -190,17 +191,20 @@ def test_a_design_defect_stops_the_study_and_says_seeds_do_not_fix_it():
 # --- the whole procedure ------------------------------------------------------------------------
 
 
+def null_study(i: int) -> tuple[str, str, int]:
+    """Null study `i`: (the design's final word, naive re-testing's, the design's looks)."""
+    seq, nav = replay(study(1.0, 20_000 + i), DESIGN, num_resamples=NUM_DRAWS, levels=(None, 0.05))
+    return seq.final.verdict, nav.final.verdict, len(seq.looks)
+
+
 @functools.cache
 def null_run() -> tuple[Counter, Counter, Counter, float]:
     sequential, naive, looks = Counter(), Counter(), Counter()
     t0 = time.perf_counter()
-    for i in range(NULL_STUDIES):
-        seq, nav = replay(
-            study(1.0, 20_000 + i), DESIGN, num_resamples=NUM_DRAWS, levels=(None, 0.05)
-        )
-        sequential[seq.final.verdict] += 1
-        naive[nav.final.verdict] += 1
-        looks[len(seq.looks)] += 1
+    for i, (seq, nav, num_looks) in enumerate(map_studies(null_study, range(NULL_STUDIES))):
+        sequential[seq] += 1
+        naive[nav] += 1
+        looks[num_looks] += 1
         if (i + 1) % 25 == 0:  # progress, for a slow machine
             print(f"\n{i + 1} null studies: sequential {dict(sequential)}, naive {dict(naive)}")
     return sequential, naive, looks, time.perf_counter() - t0
@@ -221,31 +225,42 @@ def test_identical_arms_claim_at_most_alpha_over_all_looks_and_naive_retesting_m
     assert naive_claims > seq_claims
 
 
+FIXED_SEEDS = (5, DESIGN.max)
+
+
+def margin_study(i: int):
+    """Study `i` of a gain at the margin: the design's replay, and per fixed seed count the
+    word of one analysis at 5% with the FLOPs it cost."""
+    full = study(k0_at_margin(), 30_000 + i)
+    (seq,) = replay(full, DESIGN, num_resamples=NUM_DRAWS)
+    fixed = {}
+    for n in FIXED_SEEDS:
+        table = reveal(full, {s: n for s in map(str, full["size"].unique())})
+        result = analyse(table, num_resamples=NUM_DRAWS, seed=data_seed(table))
+        fixed[n] = (result.verdict["variants"][0]["verdict"], float(table["flops"].sum()))
+    return seq, fixed
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_a_gain_at_the_margin_is_resolved_with_fewer_seed_runs_than_the_fixed_design():
     """Fixed designs on the same studies (every size at n seeds, one analysis at 5%): the
     fixed design of equal power needs more seeds than the largest n whose fixed power is
     below the sequential's, so it costs at least (that n + 1) x cells seed-runs."""
-    k0 = k0_at_margin()
     resolved, words, runs, flops = 0, Counter(), [], []
-    fixed = {n: Counter() for n in (5, DESIGN.max)}
+    fixed = {n: Counter() for n in FIXED_SEEDS}
     fixed_flops = {}
     t0 = time.perf_counter()
-    for i in range(POWER_STUDIES):
-        full = study(k0, 30_000 + i)
-        (seq,) = replay(full, DESIGN, num_resamples=NUM_DRAWS)
+    for i, (seq, fixed_words) in enumerate(map_studies(margin_study, range(POWER_STUDIES))):
         words[seq.final.verdict] += 1
         resolved += seq.final.verdict in ("persists", "grows")
         runs.append(seq.num_runs)
         flops.append(seq.flops)
         if (i + 1) % 25 == 0:
             print(f"\n{i + 1} margin studies: sequential {dict(words)}, fixed {fixed}")
-        for n, counter in fixed.items():
-            table = reveal(full, {s: n for s in map(str, full["size"].unique())})
-            result = analyse(table, num_resamples=NUM_DRAWS, seed=data_seed(table))
-            counter[result.verdict["variants"][0]["verdict"]] += 1
-            fixed_flops[n] = float(table["flops"].sum())
+        for n, (word, n_flops) in fixed_words.items():
+            fixed[n][word] += 1
+            fixed_flops[n] = n_flops
     power = resolved / POWER_STUDIES
     fixed_power = {n: (c["persists"] + c["grows"]) / POWER_STUDIES for n, c in fixed.items()}
     below = [n for n, p in fixed_power.items() if p < power]
