@@ -40,13 +40,22 @@ from scaling.state.mlflow_state import (
     client_for,
     end_parent_run,
     fail_cell_run,
+    parent_run_state,
     parent_status,
 )
-from scaling.state.scheduler import read_records
+from scaling.state.scheduler import JobRecord, read_records
 from scaling.state.stale import StaleChoice
 from scaling.state.status import StatusRow, study_status
 
-__all__ = ["StudyRun", "View", "submit_study", "submit_rounds", "wait_study", "cancel_study"]
+__all__ = [
+    "StudyRun",
+    "View",
+    "submit_study",
+    "submit_rounds",
+    "wait_study",
+    "cancel_study",
+    "study_ended_as",
+]
 
 POLL_S = 5.0
 UPLOAD_WAIT_S = 600.0  # how long a round waits for MLflow to take leftover spools
@@ -222,10 +231,24 @@ class StudyRun:
         if mark is not None:
             self.say(f"going on with the study cancelled at {mark.get('at', '?')}")
 
+    def ended_as(self, records: dict[str, JobRecord] | None = None) -> str | None:
+        """How the study ended (its parent run's FINISHED, FAILED or KILLED) if it has ended and
+        none of its jobs is live; None while it is running, between rounds or never submitted."""
+        records = read_records(self.study.folder) if records is None else records
+        if not records:
+            return None
+        status = parent_run_state(self.study)
+        if status in (None, "RUNNING") or self.executor.poll(records):
+            return None
+        return status
+
     def cancel(self) -> list[str]:
         """Stop the study: mark it cancelled (no driver starts new cells until a submission goes
-        on), cancel its live jobs and mark their MLflow runs KILLED; their cell ids."""
+        on), cancel its live jobs and mark their MLflow runs KILLED; their cell ids. A study
+        that has ended (`ended_as`) is left as it is: no mark, nothing cancelled."""
         records = read_records(self.study.folder)
+        if self.ended_as(records) is not None:
+            return []
         mark_cancelled(self.study.folder, [])  # first: a watcher that sees the jobs end sees it
         cancelled = self.executor.cancel(records)
         mark_cancelled(self.study.folder, cancelled)
@@ -425,6 +448,11 @@ def wait_study(
 ) -> Rows:
     """Poll until no cell is queued or running (`StudyRun.wait`)."""
     return StudyRun(study, poll_s=poll_s).wait(callback, timeout_s, busy, on_error)
+
+
+def study_ended_as(study: ResolvedStudy) -> str | None:
+    """How the study ended, if it has (`StudyRun.ended_as`)."""
+    return StudyRun(study).ended_as()
 
 
 def cancel_study(study: ResolvedStudy) -> list[str]:

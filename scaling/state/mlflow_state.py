@@ -30,6 +30,7 @@ __all__ = [
     "ensure_parent_run",
     "parent_status",
     "end_parent_run",
+    "parent_run_state",
     "cell_runs",
     "ensure_cell_run",
     "fail_cell_run",
@@ -120,6 +121,13 @@ def end_parent_run(
     if if_running and client.get_run(parent).info.status != "RUNNING":
         return
     client.set_terminated(parent, status)
+
+
+def parent_run_state(study: ResolvedStudy, client: MlflowClient | None = None) -> str | None:
+    """The MLflow status of the study's parent run (None before the first submit)."""
+    client = client or client_for(study)
+    parent = find_parent_run(study, client)
+    return None if parent is None else client.get_run(parent).info.status
 
 
 def _params(values: dict[str, str]) -> list[Any]:
