@@ -24,8 +24,7 @@ that importing `scaling` stays cheap):
   `next_cells`, `finish`, `cancel`.
 - `run_study(study, ...)` (scaling.rounds.run): what `scaling run` does, from data to the report.
 - `submit_study(study) -> Submitted`, `submit_rounds`, `wait_study(study, callback)`,
-  `cancel_study(study)`, `study_ended_as(study)` (scaling.rounds.driver): thin calls on
-  `StudyRun`.
+  `cancel_study(study) -> Cancelled` (scaling.rounds.driver): thin calls on `StudyRun`.
 - `study_status(study, refresh=False) -> list[StatusRow]` (scaling.state.status; finished runs
   cached in the study folder: `scaling.state.run_cache`).
 - `study_parent_run_id(study)` (scaling.rounds.submission).

@@ -255,16 +255,17 @@ def cancel(study: StudyArg) -> None:
     """Stop the study: cancel its running and pending jobs (their MLflow runs and the parent
     become KILLED) and mark it cancelled, so that no `scaling run` or `status --watch` still
     polling starts its next round; `scaling run` or `scaling submit` goes on."""
-    from scaling.rounds.driver import cancel_study, study_ended_as  # lazy: fast `--help`
+    from scaling.rounds.driver import cancel_study  # lazy: `scaling --help` stays fast
 
     spec = _load(study)
-    ended = study_ended_as(spec)
-    if ended is not None:
-        typer.echo(f"study {spec.name}: already ended {ended}, no job live; nothing to cancel")
+    result = cancel_study(spec)
+    if result.ended_as is not None:
+        typer.echo(
+            f"study {spec.name}: already ended {result.ended_as}, no job live; nothing to cancel"
+        )
         return
-    cancelled = cancel_study(spec)
-    typer.echo(f"study {spec.name}: cancelled {len(cancelled)} job(s)")
-    for cid in cancelled:
+    typer.echo(f"study {spec.name}: cancelled {len(result.cells)} job(s)")
+    for cid in result.cells:
         typer.echo(f"  {cid}")
     typer.echo("no further cells start until `scaling run` or `scaling submit` goes on")
 

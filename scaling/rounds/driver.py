@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 from foundation import contract
 from jobs import load_run_config
@@ -50,11 +51,11 @@ from scaling.state.status import StatusRow, study_status
 __all__ = [
     "StudyRun",
     "View",
+    "Cancelled",
     "submit_study",
     "submit_rounds",
     "wait_study",
     "cancel_study",
-    "study_ended_as",
 ]
 
 POLL_S = 5.0
@@ -66,6 +67,16 @@ Rows = list[StatusRow]
 # rounds the search added): a context (a live bar is drawn while it is open) whose value is
 # called with every poll's rows.
 View = Callable[[Progress, ResolvedStudy], AbstractContextManager[Callable[[Rows], None]]]
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What one `StudyRun.cancel` did."""
+
+    cells: list[str]  # the cell ids whose live job it cancelled
+    # the study had ended (its parent run's FINISHED, FAILED or KILLED, no job live): left as it
+    # was, with no mark
+    ended_as: str | None = None
 
 
 class StudyRun:
@@ -231,10 +242,9 @@ class StudyRun:
         if mark is not None:
             self.say(f"going on with the study cancelled at {mark.get('at', '?')}")
 
-    def ended_as(self, records: dict[str, JobRecord] | None = None) -> str | None:
-        """How the study ended (its parent run's FINISHED, FAILED or KILLED) if it has ended and
-        none of its jobs is live; None while it is running, between rounds or never submitted."""
-        records = read_records(self.study.folder) if records is None else records
+    def _ended_as(self, records: dict[str, JobRecord]) -> str | None:
+        """The parent run's FINISHED, FAILED or KILLED if the study has ended and none of its
+        jobs is live; None while it runs, between rounds or before its first submit."""
         if not records:
             return None
         status = parent_run_state(self.study)
@@ -242,18 +252,19 @@ class StudyRun:
             return None
         return status
 
-    def cancel(self) -> list[str]:
+    def cancel(self) -> Cancelled:
         """Stop the study: mark it cancelled (no driver starts new cells until a submission goes
-        on), cancel its live jobs and mark their MLflow runs KILLED; their cell ids. A study
-        that has ended (`ended_as`) is left as it is: no mark, nothing cancelled."""
+        on), cancel its live jobs and mark their MLflow runs KILLED. A study that has ended is
+        left as it is: no mark, nothing cancelled (`Cancelled.ended_as`)."""
         records = read_records(self.study.folder)
-        if self.ended_as(records) is not None:
-            return []
+        ended = self._ended_as(records)
+        if ended is not None:
+            return Cancelled([], ended)
         mark_cancelled(self.study.folder, [])  # first: a watcher that sees the jobs end sees it
         cancelled = self.executor.cancel(records)
         mark_cancelled(self.study.folder, cancelled)
         if not records:  # never submitted: a SQLite store not made yet stays unmade
-            return cancelled
+            return Cancelled(cancelled)
         runs = cell_runs(self.study)
         client = client_for(self.study)
         for cid in cancelled:
@@ -261,7 +272,7 @@ class StudyRun:
             if run is not None and run.status in ("SCHEDULED", "RUNNING"):
                 client.set_terminated(run.run_id, "KILLED")
         end_parent_run(self.study, "KILLED", client, if_running=True)
-        return cancelled
+        return Cancelled(cancelled)
 
     def upload_leftover_spools(self, rows: Rows, wait_s: float = UPLOAD_WAIT_S) -> Rows:
         """Upload what cells that completed during a tracking outage left in their spools.
@@ -450,11 +461,6 @@ def wait_study(
     return StudyRun(study, poll_s=poll_s).wait(callback, timeout_s, busy, on_error)
 
 
-def study_ended_as(study: ResolvedStudy) -> str | None:
-    """How the study ended, if it has (`StudyRun.ended_as`)."""
-    return StudyRun(study).ended_as()
-
-
-def cancel_study(study: ResolvedStudy) -> list[str]:
+def cancel_study(study: ResolvedStudy) -> Cancelled:
     """Cancel the study's live jobs and mark their runs KILLED (`StudyRun.cancel`)."""
     return StudyRun(study).cancel()

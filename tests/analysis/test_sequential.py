@@ -228,10 +228,11 @@ def test_identical_arms_claim_at_most_alpha_over_all_looks_and_naive_retesting_m
 FIXED_SEEDS = (5, DESIGN.max)
 
 
-def margin_study(i: int):
-    """Study `i` of a gain at the margin: the design's replay, and per fixed seed count the
-    word of one analysis at 5% with the FLOPs it cost."""
-    full = study(k0_at_margin(), 30_000 + i)
+def margin_study(args: tuple[float, int]):
+    """Study `i` of the gain `k0`: the design's replay, and per fixed seed count the word of one
+    analysis at 5% with the FLOPs it cost."""
+    k0, i = args
+    full = study(k0, 30_000 + i)
     (seq,) = replay(full, DESIGN, num_resamples=NUM_DRAWS)
     fixed = {}
     for n in FIXED_SEEDS:
@@ -251,7 +252,9 @@ def test_a_gain_at_the_margin_is_resolved_with_fewer_seed_runs_than_the_fixed_de
     fixed = {n: Counter() for n in FIXED_SEEDS}
     fixed_flops = {}
     t0 = time.perf_counter()
-    for i, (seq, fixed_words) in enumerate(map_studies(margin_study, range(POWER_STUDIES))):
+    k0 = k0_at_margin()
+    studies = map_studies(margin_study, [(k0, i) for i in range(POWER_STUDIES)])
+    for i, (seq, fixed_words) in enumerate(studies):
         words[seq.final.verdict] += 1
         resolved += seq.final.verdict in ("persists", "grows")
         runs.append(seq.num_runs)

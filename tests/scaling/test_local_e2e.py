@@ -86,7 +86,7 @@ def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
     submitter.start()
     cid = poll(lambda: next(iter(read_records(study.folder)), None), 60, "a job record")
     poll(lambda: checkpoint_steps(str(study.folder / "cells" / cid)), 180, "a checkpoint")
-    assert cancel_study(study) == [cid]
+    assert cancel_study(study).cells == [cid]
     submitter.join(timeout=60)
     assert not submitter.is_alive()
     (row,) = study_status(study)

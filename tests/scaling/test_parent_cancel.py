@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from scaling.cli import app
-from scaling.rounds.driver import cancel_study
+from scaling.rounds.driver import Cancelled, cancel_study
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.cancel_mark import read_cancel_mark
 from scaling.state.mlflow_state import end_parent_run, ensure_parent_run
@@ -53,7 +53,7 @@ def test_cancel_leaves_an_ended_study_and_marks_one_between_rounds(tmp_path, dat
     end_parent_run(study, "FINISHED", client)
     path = str(tmp_path / "study.yaml")
 
-    assert cancel_study(study) == []  # the API leaves it as the command does
+    assert cancel_study(study) == Cancelled([], "FINISHED")  # left as it was, as the command does
     assert read_cancel_mark(study.folder) is None
     out = CliRunner().invoke(app, ["cancel", path])
     assert out.exit_code == 0, out.output
