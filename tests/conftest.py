@@ -52,6 +52,22 @@ def _quiet_settings_stay_in_their_test():
             os.environ[key] = value
 
 
+CI_BUDGET_S = 30 * 60  # .ci/run on 2 cores, services included (docs/testing.md)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Under .ci/run: the whole run's time so far beside its budget, before pytest's last line."""
+    start = os.environ.get("SCALING_CI_START")
+    if not start:
+        return
+    spent = time.time() - float(start)
+    terminalreporter.write_sep("=", "suite budget")
+    terminalreporter.write_line(
+        f".ci/run so far: {spent:.0f} s of its {CI_BUDGET_S} s budget on 2 cores "
+        f"({100 * spent / CI_BUDGET_S:.0f}%; docs/testing.md says how to stay inside it)"
+    )
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """The net under `skip_unless_required`: in CI, any other skip fails too (except `gpu`)."""
@@ -66,6 +82,19 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped under SCALING_REQUIRE_SERVICES=1: {reason}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _user_folders_stay_untouched():
+    """Hermetic tests: no test writes the repository's `runs/`, `data/` or `mlruns/` (a user's
+    demo lives there, and a test that read it would plan the user's cells, not the file's)."""
+    from tests.shipped import user_folders_snapshot
+
+    before = user_folders_snapshot()
+    yield
+    after = user_folders_snapshot()
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"tests wrote the repository's user folders: {changed[:10]}"
 
 
 @pytest.fixture(scope="session")

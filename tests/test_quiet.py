@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from jobs.testing import tiny_run_dict
+from tests.shipped import shipped_study
 
 REPO = Path(__file__).resolve().parents[1]
 # What a user saw on every command before: the fallback notices and the cuda-graph deprecation.
@@ -29,7 +30,8 @@ def _noise(stderr: str) -> list[str]:
 
 
 def test_scaling_plan_prints_no_third_party_warnings(tmp_path):
-    args = ["-m", "scaling", "plan", "--no-check-environment", str(REPO / "studies/demo.yaml")]
+    study = shipped_study("demo", tmp_path)  # not the repository's copy: runs/demo may be there
+    args = ["-m", "scaling", "plan", "--no-check-environment", str(study)]
     proc = _run(args, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "24 runs" in proc.stdout

@@ -23,6 +23,7 @@ from scaling.costs.plan import branch_saving, plan_study
 from scaling.rounds.environment import load_study_spec
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, scaling_cli, study_runs
+from tests.shipped import shipped_study
 
 REPO = Path(__file__).resolve().parents[2]
 STEP_TOKENS = 256  # small_spec: 8 sequences of 32 tokens per step
@@ -158,7 +159,8 @@ def test_plan_shows_the_saving_against_independent_runs(tmp_path, data_dir):
 
 
 def test_the_shipped_token_study_plans(tmp_path):
-    study = load_study_spec(REPO / "studies" / "paper-124m-tokens.yaml", check_environment=False)
+    path = shipped_study("paper-124m-tokens", tmp_path)
+    study = load_study_spec(path, check_environment=False)
     branches = [c for c in study.cells if c.kind == C.KIND_BRANCH]
     budgets = sorted({c.run.train.steps * c.run.tokens_per_step for c in branches})
     assert [round(b / 1e9, 1) for b in budgets] == [2.5, 7.0, 15.0, 29.0]

@@ -1,22 +1,25 @@
-"""The studies shipped in studies/ validate and plan (the cluster ones without their cluster)."""
+"""The studies shipped in studies/ validate and plan (the cluster ones without their cluster).
+
+Each is planned from a copy in the test's own folder (tests/shipped.py): the repository's
+`runs/` may hold a user's study state (after `scripts/demo.sh`), which `plan` rightly reads.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from scaling.costs.plan import plan_study
 from scaling.rounds.environment import load_study_spec
-
-STUDIES = Path(__file__).resolve().parents[2] / "studies"
+from scaling.spec.search_state import AddedLR, SearchState, write_state
+from tests.shipped import shipped_names, shipped_study
 
 
 @pytest.mark.parametrize("name", ["demo", "paper-124m", "paper-124m-tokens", "ladder"])
-def test_shipped_study_validates_and_plans(name):
-    resolved = load_study_spec(STUDIES / f"{name}.yaml", check_environment=False)
+def test_shipped_study_validates_and_plans(name, tmp_path):
+    resolved = load_study_spec(shipped_study(name, tmp_path), check_environment=False)
     plan = plan_study(resolved)
     study = resolved.spec
     variants = {row.variant for row in plan.rows}
@@ -35,14 +38,14 @@ def test_shipped_study_validates_and_plans(name):
         assert study.lr.search is not None  # the grid grows while an arm's best is at an edge
 
 
-def test_plan_command_prints_the_cost_table():
+def test_plan_command_prints_the_cost_table(tmp_path):
     out = subprocess.run(
         [
             sys.executable,
             "-m",
             "scaling",
             "plan",
-            str(STUDIES / "paper-124m.yaml"),
+            str(shipped_study("paper-124m", tmp_path)),
             "--no-check-environment",
         ],
         capture_output=True,
@@ -52,3 +55,38 @@ def test_plan_command_prints_the_cost_table():
     # seed 0 scans the starting grid (4 arms x 4 LRs); the LR search's worst case is beside it
     assert "124M-nonlinear-s0-lr0.0008" in out and "16 runs" in out and "GPU-hours" in out
     assert "lr search (max_rounds 2, scan seeds 1 of 3): worst case +32 cells" in out
+
+
+def _plant_demo_state(root) -> None:
+    """What `scripts/demo.sh` leaves in `runs/demo`: an LR search that added a round of cells."""
+    state = SearchState(
+        added=[
+            AddedLR("linear", "12K", 0.0, 0.192, [0], 1, "best at the upper edge"),
+            AddedLR("nonlinear", "12K", 0.0, 0.096, [0], 1, "best at the upper edge"),
+        ]
+    )
+    write_state(root / "runs" / "demo", state)
+
+
+def test_a_users_runs_folder_does_not_reach_the_tests(tmp_path):
+    """The README's order: `scripts/demo.sh` (runs/demo with LR-search state), then the tests.
+
+    The planted state is real (planning the file in place reads it: more cells), and the tests'
+    copies of every shipped study plan exactly what the file alone gives."""
+    user = tmp_path / "user"
+    for name in shipped_names():
+        shipped_study(name, user)
+    alone = {
+        name: plan_study(
+            load_study_spec(shipped_study(name, tmp_path / "alone"), check_environment=False)
+        ).num_runs
+        for name in shipped_names()
+    }
+    _plant_demo_state(user)
+    in_place = plan_study(load_study_spec(user / "studies" / "demo.yaml", check_environment=False))
+    assert in_place.num_runs > alone["demo"]  # the user's state is read where it lies
+    for name in shipped_names():
+        copy = shipped_study(name, user / "test-copy")
+        planned = plan_study(load_study_spec(copy, check_environment=False)).num_runs
+        assert planned == alone[name], name
+    assert alone["demo"] == 24
