@@ -92,7 +92,6 @@ def test_noise_from_a_run_csv_is_the_paired_sd_per_size(tmp_path):
 PLANNER_GAINS = (1.02, 1.04, 1.07)  # compute multipliers: true top gains ~0.17%, 0.33%, 0.56%
 
 
-@pytest.mark.slow
 def detects_gain(args: tuple[float, int]) -> bool:
     """Planner study `i` at multiplier `k0`: its verdict rejects "no gain" at the top size."""
     from analysis.stats.core import analyse
@@ -105,6 +104,7 @@ def detects_gain(args: tuple[float, int]) -> bool:
     return bool(top and top["rejected"] and top["value"] > 0)
 
 
+@pytest.mark.slow
 def test_the_planner_predicts_the_verdicts_own_detection_rate():
     """At three true gains, 100 synthetic studies each (3 seeds, LRs re-chosen per draw): the
     share whose verdict rejects "no gain" at the top size agrees with the planner's power at
