@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from analysis.report import fmt
+from analysis.stats.levels import ALPHA
 
 _CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
 
@@ -39,7 +40,7 @@ def _baseline_name(v: dict) -> str:
 
 def top_gain(v: dict) -> tuple[str, float, list[float] | None, float] | None:
     """(size, gain %, interval at the level its test used or None, confidence) at the top."""
-    level = v["decision"].get("level") or 0.05
+    level = v["decision"].get("level") or ALPHA
     top = v["decision"].get("top_gain_pct")
     if top is not None:
         return top["size"], top["value"], top["ci"], 1 - top.get("level", level)

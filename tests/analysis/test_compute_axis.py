@@ -54,7 +54,9 @@ def test_counted_extra_flops_give_no_per_flop_claim_and_no_gain_at_matched_compu
     the verdict rule's own rate on a null truth (3/20 seen), bounded loosely here."""
     tops, covered, claims = [], 0, []
     for rng_seed in range(20):
-        verdict = analyse(_study(100 + rng_seed, True), num_resamples=100, seed=rng_seed).verdict
+        verdict = analyse(
+            _study(100 + rng_seed, True), baseline="linear", num_resamples=100, seed=rng_seed
+        ).verdict
         (v,) = verdict["variants"]
         assert v["verdict"] != "persists", v["reason"]
         claims += [v["verdict"]] if v["verdict"] in CLAIMS else []
@@ -71,7 +73,7 @@ def test_counted_extra_flops_give_no_per_flop_claim_and_no_gain_at_matched_compu
 def test_uncounted_extra_flops_are_flagged_in_the_verdict_report_and_terminal(tmp_path):
     """Tagged weights_only, the same variant reads as a per-FLOP gain (k0 ~1.03): the verdict
     is held back, with what it would be, and every surface says why."""
-    verdict = run_analysis(_study(7, False), tmp_path, num_resamples=100)
+    verdict = run_analysis(_study(7, False), tmp_path, baseline="linear", num_resamples=100)
     (v,) = verdict["variants"]
     assert v["verdict"] == "inconclusive"
     assert v["conditional_verdict"] is not None
@@ -118,7 +120,7 @@ def heavy_null_word(i: int) -> tuple[str, float, float]:
     turn): (its word, the top gain's value, the paired seeds' centre)."""
     noise = list(NOISES)[i % len(NOISES)]
     table = _study(20_000 + i, True, HEAVY, num_seeds=6, noise=noise, grid=WIDE_GRID)
-    (v,) = analyse(table, num_resamples=200, seed=i).verdict["variants"]
+    (v,) = analyse(table, baseline="linear", num_resamples=200, seed=i).verdict["variants"]
     top = v["decision"]["top_gain_pct"]
     return v["verdict"], top["value"], float(np.mean(top["paired_ci"]))
 

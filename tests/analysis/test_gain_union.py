@@ -16,9 +16,9 @@ ARM_SEED = 0.008  # sd of an arm x seed effect the noise model does not assume (
 
 
 def _top(noise: Noise, rng_seed: int) -> tuple[dict, dict]:
-    (v,) = analyse(noisy_study(1.0, noise, rng_seed), num_resamples=200, seed=rng_seed).verdict[
-        "variants"
-    ]
+    (v,) = analyse(
+        noisy_study(1.0, noise, rng_seed), baseline="linear", num_resamples=200, seed=rng_seed
+    ).verdict["variants"]
     return v, v["decision"]["top_gain_pct"]
 
 

@@ -132,7 +132,7 @@ def test_headline_from_a_real_analysis_of_a_worse_variant():
     from analysis.stats.core import analyse
     from analysis.synthetic.scenarios import scenario
 
-    verdict = analyse(scenario("smaller_variant", 11), num_resamples=100).verdict
+    verdict = analyse(scenario("smaller_variant", 11), baseline="linear", num_resamples=100).verdict
     (text,) = headline(verdict)
     (v,) = verdict["variants"]
     assert v["verdict"] == "hurts"
@@ -153,7 +153,9 @@ def test_a_constant_loss_gain_that_reads_grows_says_the_loss_gain_is_constant():
     from analysis.tables.runs import normalise
 
     rows = ladder({"linear": chinchilla, "constant": lambda n, d: 0.985 * chinchilla(n, d)}, 3)
-    verdict = analyse(normalise(pd.DataFrame(rows), "synthetic"), num_resamples=200).verdict
+    verdict = analyse(
+        normalise(pd.DataFrame(rows), "synthetic"), baseline="linear", num_resamples=200
+    ).verdict
     (v,) = verdict["variants"]
     assert v["verdict"] == "grows", v["reason"]
     gains = [g["gain_pct"]["value"] for g in v["gain_pct_by_size"].values()]
