@@ -19,9 +19,7 @@ from tests.scaling.conftest import small_spec
 UNDECLARED = "tests.models.test_flops_declared:undeclared"  # a query variant with no `flops`
 
 
-def test_a_look_table_keeps_flops_counted_and_holds_an_undeclared_variant_back(
-    tmp_path, data_dir
-):
+def test_a_look_table_keeps_flops_counted_and_holds_an_undeclared_variant_back(tmp_path, data_dir):
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
     spec["variants"] = ["linear", UNDECLARED]
     path = tmp_path / "study.yaml"
