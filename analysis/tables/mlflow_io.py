@@ -65,6 +65,15 @@ def load_study_runs(
             f"no runs tagged study={study!r} in experiment {experiment!r} at {tracking_uri}; "
             "check the study name (its `name` key) or run `scaling status`"
         )
+    rows = study_rows(cells, study)
+    # a re-submitted study may have left a second parent; the first created is the study's
+    parent_id = min(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
+    return run_table(rows, f"study {study!r} in MLflow"), parent_id
+
+
+def study_rows(cells: list, study: str) -> list[dict]:
+    """``run_record`` rows of a study's cell runs (MLflow ``Run`` entities, the parent and WSD
+    stable runs left out): the report's side of the one run table."""
     rows, unstarted = [], []
     for run in cells:
         tags, metrics = run.data.tags, run.data.metrics
@@ -100,10 +109,7 @@ def load_study_runs(
                 run_id=run.info.run_id,
             )
         )
-    rows += _unstarted_rows(unstarted, rows)
-    # a re-submitted study may have left a second parent; the first created is the study's
-    parent_id = min(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
-    return run_table(rows, f"study {study!r} in MLflow"), parent_id
+    return rows + _unstarted_rows(unstarted, rows)
 
 
 def _unstarted_rows(runs: list, rows: list[dict]) -> list[dict]:
