@@ -22,7 +22,7 @@ from analysis.tables.mlflow_io import log_to_parent
 def run_analysis(
     table: pd.DataFrame,
     out_dir: str | Path,
-    baseline: str = "linear",
+    baseline: str,
     parent_run_id: str | None = None,
     tracking_uri: str | None = None,
     num_resamples: int = 1000,
@@ -32,6 +32,7 @@ def run_analysis(
     lr_search: dict | None = None,
     margin_pct: float = 0.5,
     sequential: dict | None = None,
+    alpha: float = ALPHA,
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
@@ -42,7 +43,8 @@ def run_analysis(
     ``curves`` (run_id -> {key: (steps, values)}) adds the training-curve plot; a function of run
     ids instead (``lambda ids: load_curves(uri, ids)``) is called once the LRs are chosen, with the
     runs the plot draws only (at each arm's chosen LR). ``margin_pct``: the equivalence margin of
-    the verdict (``none`` vs ``undetected``; the study's ``verdict.margin_pct``).
+    the verdict (``none`` vs ``undetected``; the study's ``verdict.margin_pct``); ``alpha``: its
+    family-wise level (the study's ``verdict.alpha``).
 
     ``sequential``: the study's ``looks.json`` (``{"design": {...}, "looks": [...]}``, see
     docs/interfaces.md). The analysis is then judged as the last look was: at its nominal
@@ -52,7 +54,6 @@ def run_analysis(
     that look's. verdict.json gets the looks under ``sequential`` and the report a "Sequential
     looks" section. A dict without looks (none judged yet) is the same as None.
     """
-    alpha = ALPHA
     if sequential is not None and not sequential.get("looks"):
         sequential = None
     if sequential is not None:

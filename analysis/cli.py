@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from analysis.tables.spec import spec_margin, study_source
+from analysis.tables.spec import DEFAULT_BASELINE, spec_margin, spec_verdict, study_source
 from foundation import contract
 
 
@@ -23,10 +23,11 @@ def analyze(
         help="output dir [default: STUDY's folder/analysis, as `scaling run`; "
         "results/<csv name>/analysis for --runs-csv]",
     ),
-    baseline: str = typer.Option(
-        "linear",
+    baseline: str | None = typer.Option(
+        None,
         "--baseline",
-        help="the arm the others are judged by; A,B = per size the stronger of arms A and B",
+        help="the arm the others are judged by; A,B = per size the stronger of arms A and B "
+        "[default: the spec's verdict.baseline, else linear]",
     ),
     tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="overrides the spec's"),
     experiment: str | None = typer.Option(None, "--experiment", help="overrides the spec's"),
@@ -71,6 +72,8 @@ def _analyze(
     parent, curves = None, None
     if margin is None and study is not None:
         margin = spec_margin(study)
+    spec_baseline, alpha = spec_verdict(study) if study is not None else (None, None)
+    baseline = baseline or spec_baseline or DEFAULT_BASELINE
     if runs_csv is not None:
         table = load_csv(runs_csv)
         out = out or Path("results") / runs_csv.stem / "analysis"
@@ -100,6 +103,7 @@ def _analyze(
         detect_gain_pct=detect_gain,
         curves=curves,
         margin_pct=0.5 if margin is None else margin,
+        **({} if alpha is None else {"alpha": alpha}),  # the spec's verdict.alpha
     )
     for line in verdict_lines(verdict):
         typer.echo(line)

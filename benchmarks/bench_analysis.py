@@ -37,7 +37,7 @@ def bench_study(num_resamples: int) -> float:
     )
     assert len(table) == 200
     t0 = time.perf_counter()
-    result = analyse(table, num_resamples=num_resamples)
+    result = analyse(table, baseline="linear", num_resamples=num_resamples)
     elapsed = time.perf_counter() - t0
     (variant,) = result.verdict["variants"]
     print(
@@ -53,7 +53,7 @@ def bench_demo(num_resamples: int) -> float:
 
     table = load_csv(DEMO)
     t0 = time.perf_counter()
-    result = analyse(table, num_resamples=num_resamples)
+    result = analyse(table, baseline="linear", num_resamples=num_resamples)
     elapsed = time.perf_counter() - t0
     (variant,) = result.verdict["variants"]
     fits = sum(f.counts.distinct for f in result.fits)  # draws fitted

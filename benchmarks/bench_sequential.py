@@ -124,10 +124,10 @@ def main() -> None:
     cost = seed_cost()
     sizes = list(cost.sizes)
     if args.noise is None:
-        by_size = noise_from_table(demo_table())
+        by_size = noise_from_table(demo_table(), baseline="linear")
         source = f"{DEMO6.relative_to(ROOT)} (upper 80% bound, as scaling plan)"
     else:
-        by_size, source = noise_from_source(args.noise), args.noise
+        by_size, source = noise_from_source(args.noise, baseline="linear"), args.noise
     sd = sd_for_sizes(by_size, sizes)[sizes[-1]][0]
     print(
         f"ladder sizes {sizes}; GPU-hours of one seed a look adds (each arm at its chosen LR): "

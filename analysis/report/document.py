@@ -16,6 +16,7 @@ from analysis.report.looks import look_blocks, look_note
 from analysis.report.render import to_html, to_markdown
 from analysis.report.tokens import token_blocks
 from analysis.stats import verdict as verdicts
+from analysis.stats.levels import ALPHA
 
 METHOD = (
     "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "
@@ -56,7 +57,7 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
     rows = []
     for v in verdict["variants"]:
         top = v["decision"].get("top_gain_pct")
-        level = 1 - ((top or {}).get("level") or v["decision"].get("level") or 0.05)
+        level = 1 - ((top or {}).get("level") or v["decision"].get("level") or ALPHA)
         k = v["decision"].get("k0") or {}
         g = v["decision"].get("gamma") or {}
         rows.append(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from analysis.report import fmt
+from analysis.stats.levels import ALPHA
 
 _CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
 
@@ -39,7 +40,7 @@ def _baseline_name(v: dict) -> str:
 
 def top_gain(v: dict) -> tuple[str, float, list[float] | None, float] | None:
     """(size, gain %, interval at the level its test used or None, confidence) at the top."""
-    level = v["decision"].get("level") or 0.05
+    level = v["decision"].get("level") or ALPHA
     top = v["decision"].get("top_gain_pct")
     if top is not None:
         return top["size"], top["value"], top["ci"], 1 - top.get("level", level)
@@ -90,6 +91,48 @@ def significant_sizes(v: dict) -> list[str]:
     if sizes is not None:
         return [s["size"] for s in sizes if s["rejected"] and _sign(s["ci"]) > 0]
     return [s for s, g in v["gain_pct_by_size"].items() if _sign(g["gain_pct"]["ci95"]) > 0]
+
+
+def loss_gain_trend(v: dict) -> str | None:
+    """How the loss gain itself moves across the measured sizes (``gain_pct_by_size``):
+    "constant" when every size's interval holds one common value, "grows" / "shrinks" when the
+    top size's interval lies above / below the smallest's, else "varies"; None without two
+    sizes with intervals. A constant loss gain can still mean a rising compute multiplier (the
+    loss curve flattens, so the same gain costs the baseline more compute at larger sizes)."""
+    rows = [g["gain_pct"] for g in v.get("gain_pct_by_size", {}).values()]
+    rows = [g for g in rows if g.get("value") is not None and g.get("ci95") is not None]
+    if len(rows) < 2:
+        return None
+    if max(g["ci95"][0] for g in rows) <= min(g["ci95"][1] for g in rows):
+        return "constant"
+    first, top = rows[0]["ci95"], rows[-1]["ci95"]
+    return "grows" if top[0] > first[1] else "shrinks" if top[1] < first[0] else "varies"
+
+
+def _grows(v: dict, conf: float) -> str:
+    """Rule 2 in words; a growing compute multiplier is not a growing loss gain, so the
+    sentence says what the loss gain itself did (the reading hazard of `grows`)."""
+    sizes = list(v.get("gain_pct_by_size", {}).items())
+    trend = loss_gain_trend(v)
+    if trend is None:
+        return (
+            f"its compute multiplier grows with compute ({_gamma(v, conf)}): "
+            "the gain grows with scale"
+        )
+    (s0, g0), (s1, g1) = sizes[0], sizes[-1]
+    first, top = fmt.num(g0["gain_pct"]["value"]), fmt.num(g1["gain_pct"]["value"])
+    span = f"{first}% at {s0}, {top}% at {s1}"
+    worth = f"it is worth more compute at larger sizes ({_gamma(v, conf)})"
+    if trend == "constant":
+        lead = f"the loss gain is constant ({span}; one value lies in every size's interval)"
+    elif trend == "grows":
+        lead = f"the loss gain grows too ({span})"
+    elif trend == "shrinks":
+        lead = f"the loss gain shrinks ({span}), but"
+    else:
+        lead = f"the loss gain varies between sizes ({span})"
+    joint = " " if trend == "shrinks" else ", and "
+    return f"{lead}{joint}{worth}: the gain grows with scale, in compute"
 
 
 def _margin(v: dict) -> str:
@@ -153,10 +196,7 @@ def sentence(v: dict) -> str:
     elif outcome == "undetected":
         tail = _unresolved(v)
     elif outcome == "grows":
-        tail = (
-            f"its compute multiplier grows with compute ({_gamma(v, conf)}): "
-            "the gain grows with scale"
-        )
+        tail = _grows(v, conf)
     elif outcome == "fades":
         where = ", ".join(significant_sizes(v)) or "a smaller size"
         tail = (

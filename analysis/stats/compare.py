@@ -31,6 +31,9 @@ class Budget:
     gain_pct: np.ndarray  # [B+1] 100 * gain / baseline loss
     base_loss: np.ndarray  # [B+1]
     var_loss: np.ndarray  # [B+1]
+    # at matched compute (analysis.stats.matched): each seed's move of an arm's loss, [seeds]
+    base_seed_shift: np.ndarray | None = None
+    var_seed_shift: np.ndarray | None = None
 
     @property
     def num_paired(self) -> int:

@@ -124,7 +124,7 @@ class _Judged:
 
 def analyse(
     table: pd.DataFrame,
-    baseline: str = "linear",
+    baseline: str,
     num_resamples: int = 1000,
     seed: int = 0,
     detect_gain_pct: float = 0.5,

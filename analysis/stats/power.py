@@ -33,7 +33,7 @@ from scipy import optimize, stats
 
 from analysis.stats.cells import build_groups, selected_lrs, usable_cells
 from analysis.stats.frontier import lr_frontier
-from analysis.stats.levels import TOP_ALPHA as ALPHA  # the verdict's top-size level
+from analysis.stats.levels import TOP_ALPHA  # the verdict's top-size level
 from analysis.tables.mlflow_io import load_study_runs
 from analysis.tables.runs import load_csv
 from analysis.tables.spec import study_source
@@ -44,7 +44,7 @@ UPPER = 0.8  # the noise is planned on at its upper 80% confidence bound
 MAX_SEEDS = 10_000  # beyond this a gain is not worth planning for
 
 
-def power_of(gain_pct: float, sd_pct: float, num_seeds: int, alpha: float = ALPHA) -> float:
+def power_of(gain_pct: float, sd_pct: float, num_seeds: int, alpha: float = TOP_ALPHA) -> float:
     """Probability the two-sided paired t-test at ``alpha`` rejects "no gain" on ``num_seeds``
     paired seeds when the true gain is ``gain_pct`` and the paired-difference sd ``sd_pct``."""
     if num_seeds < 2 or sd_pct <= 0:
@@ -56,7 +56,7 @@ def power_of(gain_pct: float, sd_pct: float, num_seeds: int, alpha: float = ALPH
     return float(stats.nct.sf(crit, df, abs(ncp)) + np.nan_to_num(far_tail))
 
 
-def mde(sd_pct: float, num_seeds: int, alpha: float = ALPHA, power: float = POWER) -> float:
+def mde(sd_pct: float, num_seeds: int, alpha: float = TOP_ALPHA, power: float = POWER) -> float:
     """Smallest true gain (same unit as ``sd_pct``) detected with ``power``; NaN below 2 seeds."""
     if num_seeds < 2 or not sd_pct > 0:
         return float("nan")
@@ -65,7 +65,7 @@ def mde(sd_pct: float, num_seeds: int, alpha: float = ALPHA, power: float = POWE
 
 
 def mde_closed_form(
-    sd_pct: float, num_seeds: int, alpha: float = ALPHA, power: float = POWER
+    sd_pct: float, num_seeds: int, alpha: float = TOP_ALPHA, power: float = POWER
 ) -> float:
     """``(t_{1-alpha/2, n-1} + t_{power, n-1}) sd / sqrt(n)``: the textbook approximation."""
     df = num_seeds - 1
@@ -74,7 +74,7 @@ def mde_closed_form(
 
 
 def seeds_needed(
-    sd_pct: float, gain_pct: float, alpha: float = ALPHA, power: float = POWER
+    sd_pct: float, gain_pct: float, alpha: float = TOP_ALPHA, power: float = POWER
 ) -> int | None:
     """Smallest number of paired seeds (>= 2) whose test has ``power`` at ``gain_pct``; None
     when the gain is not positive or would need more than ``MAX_SEEDS``."""
@@ -95,7 +95,7 @@ def power_table(
     sd_by_size: dict[str, float],
     num_seeds: int,
     target_gain: float | None = None,
-    alpha: float = ALPHA,
+    alpha: float = TOP_ALPHA,
     power: float = POWER,
 ) -> list[dict]:
     """One row per size: ``size, sd_pct, num_seeds, mde_pct`` (the gain detected with
@@ -113,7 +113,7 @@ def power_table(
     return rows
 
 
-def seeds_to_resolve(sd_pct: float, margin_pct: float, alpha: float = ALPHA) -> int | None:
+def seeds_to_resolve(sd_pct: float, margin_pct: float, alpha: float = TOP_ALPHA) -> int | None:
     """Paired seeds that show equivalence (the whole interval within +-``margin_pct``) with
     80% probability when the true gain is 0: ``|mean| + t se <= margin``, ``|mean| ~ N(0, se)``,
     so ``margin >= (t_{1-alpha/2, n-1} + z_{0.9}) sd / sqrt(n)``. None beyond ``MAX_SEEDS``."""
@@ -145,7 +145,7 @@ def paired_sd_pct(base: np.ndarray, variant: np.ndarray) -> float | None:
     return float(np.std(diff, ddof=1))
 
 
-def noise_from_table(table: pd.DataFrame, baseline: str = "linear") -> dict[str, float]:
+def noise_from_table(table: pd.DataFrame, baseline: str) -> dict[str, float]:
     """Per size (by N): the upper 80% confidence bound (``sd_upper``) on the paired-difference
     sd in % of the baseline's loss.
 
@@ -223,7 +223,7 @@ def noise_source_kind(source: str | float | Path) -> str:
 
 def noise_from_source(
     source: str | float | Path,
-    baseline: str = "linear",
+    baseline: str,
     mlflow: tuple[str, str] | None = None,
 ) -> dict[str, float]:
     """``{size: paired-difference sd in % of loss}`` from a finished study (its spec, a

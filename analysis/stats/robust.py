@@ -8,6 +8,8 @@ failure of the other.
   (``n - 1`` df). It assumes nothing about other sizes or about how an arm's LR cells share a
   seed's luck: an arm x seed effect, a size noisier than the trend, an effect shared across
   sizes all sit inside the per-seed differences it is computed from. It ignores the LR choice.
+  Where the arms' FLOPs differ, each seed's losses are first moved to matched compute along that
+  seed's own curve (``analysis.stats.matched``), so both tests judge the same gain.
 
 The interval is their union (lower bound = the lower of the two, upper = the higher), its
 p-value the larger of the two: it excludes 0 only when both do. Under the model's own noise it
@@ -41,8 +43,13 @@ class GainTest:
 
     @classmethod
     def of(cls, budget: Budget, groups: Groups) -> GainTest:
-        base = groups.seed_loss[budget.base][budget.seeds]  # [paired seeds] at the data's LR
-        var = groups.seed_loss[budget.var][budget.seeds]
+        base = groups.seed_loss[budget.base]  # [seeds] at the data's LR
+        var = groups.seed_loss[budget.var]
+        if budget.base_seed_shift is not None:  # at matched compute: each seed moved by its own
+            base = base + budget.base_seed_shift  # curve's move (analysis.stats.matched)
+        if budget.var_seed_shift is not None:
+            var = var + budget.var_seed_shift
+        base, var = base[budget.seeds], var[budget.seeds]  # [paired seeds]
         both = np.isfinite(base) & np.isfinite(var)  # a seed the chosen LR lacks drops out
         base, var = base[both], var[both]
         diff = 100.0 * (base - var) / base.mean() if both.any() else base  # [paired seeds]

@@ -44,6 +44,7 @@ from scipy import stats
 from analysis.stats import verdict as rules
 from analysis.stats.core import Analysis, analyse
 from analysis.stats.held import decide_held
+from analysis.stats.levels import ALPHA
 from analysis.stats.robust import GainTest
 from analysis.stats.spending import Boundary, spending_boundaries
 
@@ -59,7 +60,7 @@ class Design:
     max: int = 10
     step: int = 2
     margin_pct: float = rules.DEFAULT_MARGIN_PCT
-    alpha: float = 0.05
+    alpha: float = ALPHA  # the study's verdict.alpha
 
     def __post_init__(self) -> None:
         if self.start < rules.MIN_SEEDS:
@@ -111,7 +112,7 @@ class Look:
         return {**out, "add_seeds": dict(self.add_seeds)}
 
 
-def paired_top_seeds(table: pd.DataFrame, baseline: str = "linear") -> int:
+def paired_top_seeds(table: pd.DataFrame, baseline: str) -> int:
     """The information: per variant, the seeds with a completed run of both it and the
     baseline at the largest size both measured; the fewest over variants."""
     done = table[table["status"] == "completed"]
@@ -151,7 +152,7 @@ def judge_at(result: Analysis, alpha: float) -> dict[str, dict]:
     return out
 
 
-def look_level(table: pd.DataFrame, design: Design, look: int, baseline: str = "linear"):
+def look_level(table: pd.DataFrame, design: Design, look: int, baseline: str):
     """(paired seeds at the top, information fraction, boundary) of look ``look``: earlier
     looks at their planned fractions, this one at the fraction its table has."""
     if not 1 <= look <= design.num_looks:
@@ -167,7 +168,7 @@ def look_level(table: pd.DataFrame, design: Design, look: int, baseline: str = "
 def analyse_look(
     table: pd.DataFrame,
     design: Design,
-    baseline: str = "linear",
+    baseline: str,
     num_resamples: int = 1000,
     alpha: float = rules.ALPHA,
 ) -> Analysis:
@@ -186,7 +187,7 @@ def decide_look(
     table: pd.DataFrame,
     design: Design,
     look: int,
-    baseline: str = "linear",
+    baseline: str,
     num_resamples: int = 1000,
     level: float | None = None,
     analysis: Analysis | None = None,
@@ -372,7 +373,7 @@ def reveal(full: pd.DataFrame, seeds_by_size: dict[str, int]) -> pd.DataFrame:
 def replay(
     full: pd.DataFrame,
     design: Design,
-    baseline: str = "linear",
+    baseline: str,
     num_resamples: int = 1000,
     levels: Sequence[float | None] = (None,),
 ) -> list[Replay]:

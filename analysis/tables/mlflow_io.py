@@ -7,13 +7,12 @@ users pay for it.
 
 from __future__ import annotations
 
-import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
-from analysis.tables.runs import normalise
+from analysis.tables.study_table import run_record, run_state, run_table
 from foundation import contract
 from foundation.studypaths import missing_store, missing_store_message
 
@@ -21,20 +20,9 @@ _client = contract.make_client
 
 
 def _status(run) -> str:
-    """The run's state by the contract's one mapping (`run_status_state`: FAILED -> failed,
-    KILLED -> cancelled, RUNNING/SCHEDULED -> running); a FINISHED run's is its outcome tag."""
-    mapped = contract.run_status_state(run.info.status)
-    if mapped is not None:
-        return mapped
-    outcome = run.data.tags.get(contract.TAG_OUTCOME, "")
-    if outcome in (contract.DIVERGED, contract.FAILED, contract.CANCELLED):
-        return outcome
-    if outcome in (contract.RUNNING, contract.PENDING, contract.QUEUED):
-        # A FINISHED run whose outcome tag still says running never reported its end.
-        return contract.FAILED
-    if contract.FINAL_VAL_LOSS not in run.data.metrics:
-        return contract.FAILED
-    return contract.COMPLETED
+    """The run's state by the study table's one mapping (``study_table.run_state``)."""
+    has_loss = contract.FINAL_VAL_LOSS in run.data.metrics
+    return run_state(run.info.status, run.data.tags.get(contract.TAG_OUTCOME), has_loss)
 
 
 def load_study_runs(
@@ -77,6 +65,15 @@ def load_study_runs(
             f"no runs tagged study={study!r} in experiment {experiment!r} at {tracking_uri}; "
             "check the study name (its `name` key) or run `scaling status`"
         )
+    rows = study_rows(cells, study)
+    # a re-submitted study may have left a second parent; the first created is the study's
+    parent_id = min(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
+    return run_table(rows, f"study {study!r} in MLflow"), parent_id
+
+
+def study_rows(cells: list, study: str) -> list[dict]:
+    """``run_record`` rows of a study's cell runs (MLflow ``Run`` entities, the parent and WSD
+    stable runs left out): the report's side of the one run table."""
     rows, unstarted = [], []
     for run in cells:
         tags, metrics = run.data.tags, run.data.metrics
@@ -96,26 +93,23 @@ def load_study_runs(
                 "every cell must log the tags and metrics of docs/interfaces.md"
             )
         rows.append(
-            {
-                "variant": tags[contract.TAG_VARIANT],
-                "size": tags.get(contract.TAG_SIZE),
-                "num_nonembedding_params": num_nonembedding,
-                "num_params_total": math.nan if num_total is None else num_total,
-                "tokens": metrics[contract.TOKENS],
-                "flops": metrics.get(contract.FLOPS, math.nan),
-                "flops_counted": tags.get(contract.TAG_FLOPS_COUNTED, ""),
-                "seed": tags[contract.TAG_SEED],
-                "lr": tags.get(contract.TAG_LR, math.nan),
-                "final_val_loss": metrics.get(contract.FINAL_VAL_LOSS, math.nan),
-                "select_val_loss": metrics.get(contract.FINAL_SELECT_LOSS, math.nan),
-                "status": _status(run),
-                "run_id": run.info.run_id,
-            }
+            run_record(
+                variant=tags[contract.TAG_VARIANT],
+                size=tags.get(contract.TAG_SIZE),
+                num_nonembedding_params=num_nonembedding,
+                num_params_total=num_total,
+                tokens=metrics[contract.TOKENS],
+                flops=metrics.get(contract.FLOPS),
+                flops_counted=tags.get(contract.TAG_FLOPS_COUNTED),
+                seed=tags[contract.TAG_SEED],
+                lr=tags.get(contract.TAG_LR),
+                final_val_loss=metrics.get(contract.FINAL_VAL_LOSS),
+                select_val_loss=metrics.get(contract.FINAL_SELECT_LOSS),
+                status=_status(run),
+                run_id=run.info.run_id,
+            )
         )
-    rows += _unstarted_rows(unstarted, rows)
-    # a re-submitted study may have left a second parent; the first created is the study's
-    parent_id = min(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
-    return normalise(pd.DataFrame(rows), f"study {study!r} in MLflow"), parent_id
+    return rows + _unstarted_rows(unstarted, rows)
 
 
 def _unstarted_rows(runs: list, rows: list[dict]) -> list[dict]:
@@ -136,18 +130,19 @@ def _unstarted_rows(runs: list, rows: list[dict]) -> list[dict]:
             continue
         budget = tags.get(contract.TAG_BRANCH_TOKENS)
         out.append(
-            {
+            run_record(
                 **{k: sibling[k] for k in ("variant", "size", "num_nonembedding_params")},
-                "num_params_total": sibling["num_params_total"],
-                "tokens": float(budget) if budget else sibling["tokens"],
-                "flops": math.nan,  # estimated from N and D
-                "seed": tags[contract.TAG_SEED],
-                "lr": tags.get(contract.TAG_LR, math.nan),
-                "final_val_loss": math.nan,
-                "select_val_loss": math.nan,
-                "status": contract.FAILED,
-                "run_id": run.info.run_id,
-            }
+                num_params_total=sibling["num_params_total"],
+                tokens=float(budget) if budget else sibling["tokens"],
+                flops=None,  # estimated from N and D
+                flops_counted=sibling["flops_counted"],
+                seed=tags[contract.TAG_SEED],
+                lr=tags.get(contract.TAG_LR),
+                final_val_loss=None,
+                select_val_loss=None,
+                status=contract.FAILED,
+                run_id=run.info.run_id,
+            )
         )
     return out
 

@@ -13,6 +13,10 @@ from foundation import contract
 from foundation.config import load_file
 from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
 
+# the arm the others are judged by when a study's `verdict.baseline` (or, for a run CSV,
+# `--baseline`) names none: the one default, read by the study spec and the CLI alike
+DEFAULT_BASELINE = "linear"
+
 
 def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
     """(tracking_uri, experiment, study name, analysis folder) from a study spec.
@@ -54,3 +58,18 @@ def spec_margin(spec_path: Path) -> float | None:
             f"{spec_path}: verdict.margin_pct {margin!r}; give a positive % of the loss, e.g. 0.5"
         )
     return None if margin is None else float(margin)
+
+
+def spec_verdict(spec_path: Path) -> tuple[str | None, float | None]:
+    """The spec's ``verdict.baseline`` and ``verdict.alpha`` (None where it sets none); read
+    like ``study_source`` (the full check is ``scaling.spec.study.VerdictSpec.problems``)."""
+    section = load_file(spec_path).get("verdict") or {}
+    section = section if isinstance(section, dict) else {}
+    baseline, alpha = section.get("baseline"), section.get("alpha")
+    if baseline is not None and not (isinstance(baseline, str) and baseline):
+        raise ValueError(f"{spec_path}: verdict.baseline {baseline!r}; name one of the arms")
+    if alpha is not None and not (isinstance(alpha, int | float) and 0 < alpha < 0.5):
+        raise ValueError(
+            f"{spec_path}: verdict.alpha {alpha!r}; give a level in (0, 0.5), e.g. 0.05"
+        )
+    return baseline, None if alpha is None else float(alpha)

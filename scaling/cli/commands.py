@@ -276,7 +276,13 @@ def run(
     out: Annotated[
         Path | None, typer.Option(help="Report folder [default: <study folder>/analysis].")
     ] = None,
-    baseline: Annotated[str, typer.Option(help="The arm the others are judged by.")] = "linear",
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            help="The arm the others are judged by, at every look and in the report "
+            "[default: the study's verdict.baseline]."
+        ),
+    ] = None,
     retry_failed: RetryFailedOpt = False,
     rerun_stale: RerunStaleOpt = False,
     accept_stale: AcceptStaleOpt = False,
@@ -289,16 +295,20 @@ def run(
     with `--retry-failed` for cells given up on, to retry them); 2 for a bad study file.
     """
     from scaling.cli.mlflow_link import mlflow_ui_hint  # lazy: `scaling --help` stays fast
+    from scaling.rounds.looks import judged_against  # lazy: `scaling --help` stays fast
     from scaling.rounds.run import run_study  # lazy: `scaling --help` stays fast
 
     spec = _load(study)
+    try:
+        spec = judged_against(spec, baseline)  # for the whole run, looks included
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--baseline") from None
     _settle_stale(spec, rerun_stale, accept_stale)
     with _interrupt_is_one_line(spec):
         outcome = run_study(
             spec,
             analyze=analyze,
             out_dir=out,
-            baseline=baseline,
             say=typer.echo,
             view=_live_bar if sys.stdout.isatty() else None,
             retry_failed=retry_failed,

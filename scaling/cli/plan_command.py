@@ -33,7 +33,12 @@ def plan(
         float | None,
         typer.Option(help="With --noise: the paired gain (%) to plan seeds for, e.g. 1.0."),
     ] = None,
-    baseline: Annotated[str, typer.Option(help="With --noise: the baseline arm.")] = "linear",
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            help="With --noise: the baseline arm [default: the study's verdict.baseline]."
+        ),
+    ] = None,
 ) -> None:
     """Print a study's cells and cost (a dry run: validates everything, submits nothing).
 
@@ -77,6 +82,7 @@ def plan(
     saving = branch_saving(spec, the_plan)
     if saving is not None:
         typer.echo(format_branch_saving(saving))
+    baseline = baseline or spec.spec.verdict.baseline
     sd = _read_noise(spec, noise, baseline) if noise is not None else None
     _print_seed_cost(spec, the_plan, device, sd, noise, target_gain)
     if sd is not None:

@@ -15,6 +15,7 @@ a rerun adds no seed twice.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -32,18 +33,44 @@ if TYPE_CHECKING:
 
     from analysis.stats.sequential import Design, Look
 
-__all__ = ["design_of", "look_due", "take_look", "status_lines", "BASELINE"]
-
-BASELINE = "linear"
+__all__ = ["design_of", "look_due", "take_look", "status_lines", "judged_against"]
 
 
 def design_of(study: ResolvedStudy) -> Design:
-    """The study's `seeds: {start, max, step}` with its margin, as the statistics take it."""
+    """The study's `seeds: {start, max, step}` with its margin and level, as the statistics
+    take it."""
     from analysis.stats.sequential import Design  # lazy: scipy and pandas, paid at a look
 
     rounds = study.spec.seed_rounds
     assert rounds is not None, "design_of() is for a study with sequential seeds"
-    return Design(rounds.start, rounds.max, rounds.step, study.spec.verdict.margin_pct)
+    verdict = study.spec.verdict
+    return Design(rounds.start, rounds.max, rounds.step, verdict.margin_pct, verdict.alpha)
+
+
+def judged_against(study: ResolvedStudy, baseline: str | None) -> ResolvedStudy:
+    """The study with `baseline` (`scaling run --baseline`) as its `verdict.baseline` for the
+    whole run, looks and report alike; refused (ValueError) when it is not one of the study's
+    arms, or when a look in `looks.json` was judged against another arm (the looks and the
+    report would then read different baselines). None: the study as it is."""
+    verdict = study.spec.verdict
+    target = verdict.baseline if baseline is None else baseline
+    if target != verdict.baseline:
+        problems = dataclasses.replace(verdict, baseline=target).problems(study.spec.variants)
+        if problems:
+            raise ValueError(problems[0].replace("study.verdict.baseline", "--baseline", 1))
+    looks = read_looks(study.folder)["looks"] if study.spec.seed_rounds else []
+    judged = {look.get("baseline", verdict.baseline) for look in looks}
+    if judged - {target}:
+        fix = "drop --baseline" if len(judged) > 1 else f"run with --baseline {min(judged)}"
+        raise ValueError(
+            f"baseline {target}: look(s) {', '.join(str(k['look']) for k in looks)} of this "
+            f"study were judged against {', '.join(sorted(judged))}, and the report must read "
+            f"the baseline its looks did; {fix}, or judge against {target} in a new study"
+        )
+    if target == verdict.baseline:
+        return study
+    spec = dataclasses.replace(study.spec, verdict=dataclasses.replace(verdict, baseline=target))
+    return dataclasses.replace(study, spec=spec)
 
 
 def look_due(study: ResolvedStudy, rows: list[StatusRow]) -> bool:
@@ -66,12 +93,14 @@ def take_look(
     data = read_looks(study.folder)
     design = design_of(study)
     number = len(data["looks"]) + 1
+    baseline = study.spec.verdict.baseline
     table = scan_table(study, rows, cell_runs(study))
-    _n_top, _frac, bound = look_level(table, design, number, BASELINE)
-    analysis = analyse_look(table, design, BASELINE, alpha=bound.level)
-    look = decide_look(table, design, number, BASELINE, analysis=analysis)
+    _n_top, _frac, bound = look_level(table, design, number, baseline)
+    analysis = analyse_look(table, design, baseline, alpha=bound.level)
+    look = decide_look(table, design, number, baseline, analysis=analysis)
     round_ = 1 + max((c.round for c in study.cells), default=0)
     entry = _entry(look, round_, _top_gains(analysis, bound.level), _added(table, look))
+    entry["baseline"] = baseline
     data = {"design": _design_dict(design), "looks": [*data["looks"], entry]}
     write_looks(study.folder, data)
     _log_to_parent(study, entry)
@@ -79,7 +108,7 @@ def take_look(
     say(f"  {look.reason}")
     if look.stop:
         return None
-    return resolve(study.spec)
+    return resolve(study.spec)  # the spec as this run holds it (a --baseline included)
 
 
 def _design_dict(design: Design) -> dict[str, Any]:

@@ -49,35 +49,40 @@ def scan_table(
 ) -> pd.DataFrame:
     """The analysis run table of the study's cells, in the state vocabulary of `status`.
 
-    Built from the same MLflow runs `analysis.tables.mlflow_io.load_study_runs` reads, but through
-    the study's cells: a crashed cell never logged its `tokens`, and the search must still count it
-    (as failed) instead of refusing the whole table.
+    Built from the same MLflow runs `analysis.tables.mlflow_io.load_study_runs` reads, row by row
+    through the same `analysis.tables.study_table.run_record` (every column the verdict reads,
+    `flops_counted` among them), but through the study's cells: a crashed cell never logged its
+    `tokens`, and the search must still count it (as failed) instead of refusing the whole table.
+    A WSD stable run is left out, as the report leaves it out: its branches are the measurements.
     """
-    import pandas as pd
-
-    from analysis.tables.runs import normalise
-    from models.accounting import num_nonembedding_params
+    # lazy: pandas and the analysis, paid when a round ends or a look is due
+    from analysis.tables.study_table import run_record, run_table
+    from models.accounting import flops_counted, num_nonembedding_params
 
     cells = {c.cell_id: c for c in study.cells}
     records = []
     for row in rows:
         cell, run = cells[row.cell_id], runs.get(row.cell_id)
+        if cell.kind == contract.KIND_STABLE:
+            continue
         records.append(
-            {
-                "variant": cell.variant,
-                "size": cell.size,
-                "num_nonembedding_params": num_nonembedding_params(cell.run.model),
-                "tokens": cell.tokens,
-                "flops": cell.flops,
-                "seed": cell.seed,
-                "lr": cell.lr,
-                "final_val_loss": run.final_val_loss if run else None,
-                "select_val_loss": run.select_loss if run else None,
-                "status": row.state,
-                "run_id": run.run_id if run else row.cell_id,
-            }
+            run_record(
+                variant=cell.variant,
+                size=cell.size,
+                num_nonembedding_params=num_nonembedding_params(cell.run.model),
+                num_params_total=None,
+                tokens=cell.tokens,
+                flops=cell.flops,
+                flops_counted=flops_counted(cell.run.model),  # what the job tags its run with
+                seed=cell.seed,
+                lr=cell.lr,
+                final_val_loss=run.final_val_loss if run else None,
+                select_val_loss=run.select_loss if run else None,
+                status=row.state,
+                run_id=run.run_id if run else row.cell_id,
+            )
         )
-    return normalise(pd.DataFrame.from_records(records), f"study {study.name}")
+    return run_table(records, f"study {study.name}")
 
 
 def _arm(f: LRFrontier) -> str:

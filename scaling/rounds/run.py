@@ -15,6 +15,7 @@ from pathlib import Path
 from foundation import contract
 from foundation.quiet import verbose
 from scaling.rounds.driver import StudyRun, View
+from scaling.rounds.looks import judged_against
 from scaling.rounds.submission import fail_parent_run, prepare_study_data, study_parent_run_id
 from scaling.spec.look_state import looks_summary
 from scaling.spec.resolved import ResolvedStudy
@@ -40,7 +41,7 @@ def run_study(
     study: ResolvedStudy,
     analyze: bool = True,
     out_dir: Path | None = None,
-    baseline: str = "linear",
+    baseline: str | None = None,
     say: Callable[[str], None] = print,
     view: View | None = None,
     retry_failed: bool = False,
@@ -52,10 +53,12 @@ def run_study(
     resubmitted up to `study.retries` times, then left failed (`retry_failed`: once more, with
     its count reset). With `lr.search`, round after round until the search has ended
     (`scaling.rounds.driver.StudyRun`). `view`: how a round's progress is shown (a terminal's live
-    bar); else a plain line per change.
+    bar); else a plain line per change. `baseline` (`--baseline`) replaces the study's
+    `verdict.baseline` for the whole run, looks and report alike (`looks.judged_against`).
     The study's parent run is RUNNING meanwhile, then FINISHED if every cell has a result,
     else FAILED (also on an exception; KILLED on Ctrl-C).
     """
+    study = judged_against(study, baseline)  # before anything runs: refused, nothing started
     if study.spec.data.prepare is not None:
         say(f"data: {study.spec.dataset_path} (prepared now if missing)")
     prepare_study_data(study, progress=view is not None and verbose())  # a bar for large corpora
@@ -71,7 +74,7 @@ def run_study(
         verdict, report_dir = None, None
         if analyze:
             search = read_state(study.folder) if study.spec.lr.search is not None else None
-            verdict, report_dir = analyze_study(study, out_dir, baseline, parent, search)
+            verdict, report_dir = analyze_study(study, out_dir, parent, search)
         # Last: the parent is RUNNING until its analysis is attached, like any run being written.
         driver.end_parent(rows)
     except BaseException as err:
@@ -104,7 +107,6 @@ def interrupted_line(study: ResolvedStudy) -> str:
 def analyze_study(
     study: ResolvedStudy,
     out_dir: Path | None,
-    baseline: str,
     parent: str | None,
     search: SearchState | None = None,
 ) -> tuple[dict, Path]:
@@ -122,8 +124,9 @@ def analyze_study(
     verdict = run_analysis(
         table,
         out,
-        baseline=baseline,
+        baseline=study.spec.verdict.baseline,  # the looks' too (`looks.take_look`)
         margin_pct=study.spec.verdict.margin_pct,
+        alpha=study.spec.verdict.alpha,
         parent_run_id=parent_id or parent,
         tracking_uri=uri,
         curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only

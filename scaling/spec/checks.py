@@ -57,6 +57,8 @@ def check_study(study: Study) -> None:
     margin = study.verdict.margin_pct
     if not (isinstance(margin, int | float) and 0 < margin < 100):
         p.add(f"study.verdict.margin_pct: {margin!r}; give a positive % of the loss, e.g. 0.5")
+    for problem in study.verdict.problems(list(study.variants)):
+        p.add(problem)
     for problem in section_key_problems(vars(study)):
         p.add(problem)
     p.raise_if_any()

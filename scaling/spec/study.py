@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from analysis.stats.levels import ALPHA
+from analysis.tables.spec import DEFAULT_BASELINE
 from foundation.contract import study_folder
-from scaling.spec.ladder import ANY, Shape, shape_for_size
+from scaling.spec.ladder import ANY, ARMS, Shape, resolve_arm, shape_for_size
 
 if TYPE_CHECKING:
     from data_prep.config import DataPrepConfig
@@ -231,9 +233,49 @@ class VerdictSpec:
     `undetected`. 0.5%: under half the gains this question is about (1.25-2.4% of the loss in the
     paper at 124M), and what 6% more compute buys there on Epoch AI's Chinchilla fit; gains
     below it would not change a recipe. `scaling analyze --margin` overrides it.
+
+    `baseline`: the arm the others are judged by, at every look and in the report; one of the
+    study's `variants` (`A,B`: per size the stronger of arms A and B). `scaling run --baseline`
+    overrides it for the whole run, and is refused once a look was judged against another.
+
+    `alpha`: the family-wise level of every claim (`analysis.stats.levels`); a sequential study
+    spends it over its looks.
     """
 
     margin_pct: float = 0.5
+    baseline: str = DEFAULT_BASELINE
+    alpha: float = ALPHA
+
+    def problems(self, variants: list[str]) -> list[str]:
+        """What is wrong with this section for a study of `variants` (its entries; a variant of
+        the user's own is named by its `name`), each with the fix."""
+        arms = [_arm_name(entry) for entry in variants]
+        out = []
+        names = [b.strip() for b in str(self.baseline).split(",")]
+        unknown = [b for b in names if b not in arms]
+        if unknown:
+            out.append(
+                f"study.verdict.baseline: {self.baseline!r} is not one of the study's arms "
+                f"{arms}; set `verdict: {{baseline: <arm>}}` to the arm the others are judged "
+                f"by, e.g. {arms[0] if arms else 'linear'!r}, or add {unknown[0]!r} to `variants`"
+            )
+        if not (isinstance(self.alpha, int | float) and 0 < self.alpha < 0.5):
+            out.append(
+                f"study.verdict.alpha: {self.alpha!r}; give the family-wise level in (0, 0.5), "
+                f"e.g. {ALPHA}"
+            )
+        return out
+
+
+def _arm_name(entry: str) -> str:
+    """The arm name an entry of `variants` runs as (the entry itself where it cannot be
+    resolved: the grid's checks report that)."""
+    if entry in ARMS or ":" not in entry:
+        return entry
+    try:
+        return resolve_arm(entry)[0]
+    except (ValueError, ImportError):
+        return entry
 
 
 @dataclass

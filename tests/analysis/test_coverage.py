@@ -30,7 +30,7 @@ MAX_TRENDS = int(stats.binom.ppf(0.99, NUM_STUDIES, 0.05))  # 18
 def one_study(i: int) -> dict:
     """Study `i`'s verdict for the one variant."""
     table = compute_law_study(K0, GAMMA, rng_seed=1000 + i, num_seeds=3)
-    (v,) = analyse(table, num_resamples=NUM_DRAWS, seed=i).verdict["variants"]
+    (v,) = analyse(table, baseline="linear", num_resamples=NUM_DRAWS, seed=i).verdict["variants"]
     return v
 
 

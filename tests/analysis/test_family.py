@@ -112,7 +112,7 @@ def test_a_size_three_times_noisier_is_judged_on_its_own_seeds_and_named():
     """3x run noise at the top size: the pooled model (c N^slope over all sizes) understates
     it; the paired-seed interval decides there, and the diagnostics name the size."""
     table = noisy_study(1.0, NOISES["top_size_3x"], rng_seed=4, num_seeds=8)
-    verdict = analyse(table, num_resamples=300, seed=1).verdict
+    verdict = analyse(table, baseline="linear", num_resamples=300, seed=1).verdict
     (v,) = verdict["variants"]
     top = list(v["gain_pct_by_size"].values())[-1]["gain_pct"]
     assert top["decided_by"] == PAIRED
@@ -123,11 +123,13 @@ def test_a_size_three_times_noisier_is_judged_on_its_own_seeds_and_named():
 
 def test_lr_cells_that_move_together_are_named_and_the_model_noise_is_not():
     together = noisy_study(1.0, NOISES["arm_seed_across_lrs"], rng_seed=5, num_seeds=8)
-    found = analyse(together, num_resamples=50).verdict["noise_diagnostics"]
+    found = analyse(together, baseline="linear", num_resamples=50).verdict["noise_diagnostics"]
     assert any("LR cells move together within a seed" in d for d in found), found
     p = float(found[-1].split(", p ")[1].split(")")[0])
     assert p < 0.01
-    clean = analyse(noisy_study(1.0, Noise(), rng_seed=5, num_seeds=8), num_resamples=50)
+    clean = analyse(
+        noisy_study(1.0, Noise(), rng_seed=5, num_seeds=8), baseline="linear", num_resamples=50
+    )
     assert clean.verdict["noise_diagnostics"] == []
 
 
@@ -135,6 +137,6 @@ def test_the_multiple_comparisons_sentence_states_the_level_the_verdict_used():
     """A word the numbers contradict is a bug: at alpha 1% the sentence says 1%, not 5%."""
     table = noisy_study(1.0, Noise(), rng_seed=5)
     for alpha, said in ((0.05, "family-wise 5%: "), (0.01, "family-wise 1%: ")):
-        verdict = analyse(table, num_resamples=100, seed=0, alpha=alpha).verdict
+        verdict = analyse(table, baseline="linear", num_resamples=100, seed=0, alpha=alpha).verdict
         assert verdict["multiple_comparisons"].startswith(said), verdict["multiple_comparisons"]
         assert verdict["variants"][0]["decision"]["level"] <= alpha

@@ -85,6 +85,8 @@ def test_the_selection_loss_chooses_when_every_run_has_one():
     from analysis.stats.core import analyse
 
     assert (
-        analyse(_table(bowl(4e-3), select=True), num_resamples=0).verdict["lr_chosen_on"]
+        analyse(_table(bowl(4e-3), select=True), baseline="linear", num_resamples=0).verdict[
+            "lr_chosen_on"
+        ]
         == "select_val_loss"
     )

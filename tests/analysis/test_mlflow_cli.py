@@ -137,7 +137,7 @@ def test_the_training_curve_plot_draws_every_logged_step_smoothed(study):
     from analysis.stats.core import analyse
 
     table, _ = load_study_runs(study["uri"], f"exp_{study['name']}", study["name"])
-    an = analyse(table, num_resamples=0)
+    an = analyse(table, baseline="linear", num_resamples=0)
     drawn = list(chosen_runs(an)["run_id"])
     assert set(drawn) <= set(study["cells"]) and study["failed"] not in drawn
     series = curve_series(an, load_curves(study["uri"], drawn))
@@ -159,7 +159,7 @@ def test_the_training_curve_plot_draws_every_logged_step_smoothed(study):
 def test_noise_from_a_finished_study_in_mlflow(study):
     from analysis import noise_from_source, power_table
 
-    got = noise_from_source(str(study["spec"]))
+    got = noise_from_source(str(study["spec"]), baseline="linear")
     # the 2M linear cell lost a seed (failed, diverged): that size pairs on nothing usable and
     # falls back to the noise model; every other size is the paired sd of its 3 seeds
     assert list(got) == ["2M", "5M", "10M", "20M"] and all(v > 0 for v in got.values())

@@ -15,17 +15,17 @@ REPS = 20_000
 
 def simulated_power(gain: float, sd: float, n: int, rng: np.random.Generator) -> float:
     """Share of ``REPS`` paired studies (n seeds, differences ~ N(gain, sd)) whose two-sided
-    paired t-test at the verdict's top-size level (``power.ALPHA``) rejects "no gain"."""
+    paired t-test at the verdict's top-size level (``power.TOP_ALPHA``) rejects "no gain"."""
     diff = rng.normal(gain, sd, size=(REPS, n))  # [reps, seeds]
     t = diff.mean(axis=1) / (diff.std(axis=1, ddof=1) / np.sqrt(n))
-    return float(np.mean(np.abs(t) > stats.t.ppf(1 - power.ALPHA / 2, n - 1)))
+    return float(np.mean(np.abs(t) > stats.t.ppf(1 - power.TOP_ALPHA / 2, n - 1)))
 
 
 def simulated_mde(sd: float, n: int, rng: np.random.Generator) -> float:
     """The gain at which the simulated power crosses 0.8, by bisection on common noise."""
     z = rng.standard_normal((REPS, n))
     z_sd = z.std(axis=1, ddof=1)
-    crit = stats.t.ppf(1 - power.ALPHA / 2, n - 1)
+    crit = stats.t.ppf(1 - power.TOP_ALPHA / 2, n - 1)
     lo, hi = 0.0, 40.0 * sd
     for _ in range(40):
         mid = (lo + hi) / 2
@@ -60,10 +60,10 @@ def test_seeds_needed_is_the_first_n_with_80_percent_power(gain, sd):
 
 
 def test_power_table_rows_and_the_number_source():
-    assert power.noise_from_source("0.3") == {"all": 0.3}
-    assert power.noise_from_source(0.3) == {"all": 0.3}
+    assert power.noise_from_source("0.3", baseline="linear") == {"all": 0.3}
+    assert power.noise_from_source(0.3, baseline="linear") == {"all": 0.3}
     with pytest.raises(ValueError, match="positive"):
-        power.noise_from_source("-1")
+        power.noise_from_source("-1", baseline="linear")
     (row,) = power.power_table({"all": 0.3}, num_seeds=3, target_gain=1.0)
     assert row["mde_pct"] == pytest.approx(power.mde(0.3, 3))
     assert row["seeds_needed"] == power.seeds_needed(0.3, 1.0)
@@ -75,7 +75,7 @@ def test_noise_from_a_run_csv_is_the_paired_sd_per_size(tmp_path):
     table = make_study({"linear": Effect(), "nonlinear": Effect(k0=1.2)}, num_seeds=5)
     path = tmp_path / "runs.csv"
     table.to_csv(path, index=False)
-    got = power.noise_from_source(str(path))
+    got = power.noise_from_source(str(path), baseline="linear")
     assert list(got) == list(dict.fromkeys(table.sort_values("num_nonembedding_params")["size"]))
     for size, sd in got.items():
         at = table[table["size"] == size]
@@ -85,14 +85,13 @@ def test_noise_from_a_run_csv_is_the_paired_sd_per_size(tmp_path):
         # planned on the upper 80% bound of an sd from 5 seeds (4 df)
         assert sd == pytest.approx(point * np.sqrt(4 / stats.chi2.ppf(0.2, 4)))
     # one arm only: the noise model's per-run part, sqrt(2) sd_run, in % of the loss
-    solo = power.noise_from_table(table[table["variant"] == "linear"])
+    solo = power.noise_from_table(table[table["variant"] == "linear"], baseline="linear")
     assert set(solo) == set(got) and all(v > 0 for v in solo.values())
 
 
 PLANNER_GAINS = (1.02, 1.04, 1.07)  # compute multipliers: true top gains ~0.17%, 0.33%, 0.56%
 
 
-@pytest.mark.slow
 def detects_gain(args: tuple[float, int]) -> bool:
     """Planner study `i` at multiplier `k0`: its verdict rejects "no gain" at the top size."""
     from analysis.stats.core import analyse
@@ -100,11 +99,12 @@ def detects_gain(args: tuple[float, int]) -> bool:
 
     k0, i = args
     table = noisy_study(k0, Noise(), rng_seed=11_000 + i)
-    (v,) = analyse(table, num_resamples=200, seed=i).verdict["variants"]
+    (v,) = analyse(table, baseline="linear", num_resamples=200, seed=i).verdict["variants"]
     top = v["decision"]["top_gain_pct"]
     return bool(top and top["rejected"] and top["value"] > 0)
 
 
+@pytest.mark.slow
 def test_the_planner_predicts_the_verdicts_own_detection_rate():
     """At three true gains, 100 synthetic studies each (3 seeds, LRs re-chosen per draw): the
     share whose verdict rejects "no gain" at the top size agrees with the planner's power at
@@ -130,6 +130,8 @@ def test_a_measured_noise_is_planned_on_its_upper_bound():
     true_sd = 100.0 * np.sqrt(2.0) * RUN_SD / chinchilla(top_n, 20.0 * top_n)
     above = 0
     for i in range(100):
-        sd = power.noise_from_table(noisy_study(1.0, Noise(), rng_seed=12_000 + i))
+        sd = power.noise_from_table(
+            noisy_study(1.0, Noise(), rng_seed=12_000 + i), baseline="linear"
+        )
         above += list(sd.values())[-1] >= true_sd
     assert 68 <= above <= 90, above

@@ -23,7 +23,7 @@ NUM_RESAMPLES = 1000
 
 @pytest.fixture(scope="module")
 def demo():
-    return analyse(load_csv(DEMO), num_resamples=NUM_RESAMPLES)
+    return analyse(load_csv(DEMO), baseline="linear", num_resamples=NUM_RESAMPLES)
 
 
 def test_demo_study_fits_every_draw_and_stays_honest(demo):

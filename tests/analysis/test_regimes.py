@@ -75,7 +75,7 @@ def test_bootstrap_keeps_the_arms_paired():
                     }
                 )
     table = normalise(pd.DataFrame(rows), "test")
-    (variant,) = analyse(table, num_resamples=100).verdict["variants"]
+    (variant,) = analyse(table, baseline="linear", num_resamples=100).verdict["variants"]
     for gain in variant["gain_pct_by_size"].values():
         lo, hi = gain["gain_loss"]["ci95"]
         assert 0.009 < lo < hi < 0.011, (lo, hi)

@@ -47,7 +47,9 @@ def _run(chromium: str, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("report")
-    verdict = run_analysis(scenario("lucky_survivor", 61), out, num_resamples=100)
+    verdict = run_analysis(
+        scenario("lucky_survivor", 61), out, baseline="linear", num_resamples=100
+    )
     return out / "report.html", verdict
 
 

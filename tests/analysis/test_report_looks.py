@@ -37,7 +37,9 @@ def _entry(look: Look, round_: int, table: pd.DataFrame) -> dict:
     """One look as looks.json holds it (scaling.rounds.looks writes the same keys)."""
     from analysis.stats.sequential import analyse_look
 
-    decisions = judge_at(analyse_look(table, DESIGN, num_resamples=DRAWS), look.level)
+    decisions = judge_at(
+        analyse_look(table, DESIGN, baseline="linear", num_resamples=DRAWS), look.level
+    )
     gains = {}
     for variant, d in decisions.items():
         top = d.get("top_gain_pct") or {}
@@ -58,12 +60,12 @@ def looks():
     full = compute_law_study(K0, 0.0, RNG_SEED, num_seeds=DESIGN.max, sizes=SIZES, run_sd=RUN_SD)
     seeds = {str(s): DESIGN.start for s in full["size"].unique()}
     first_table = reveal(full, seeds)
-    first = decide_look(first_table, DESIGN, 1, num_resamples=DRAWS)
+    first = decide_look(first_table, DESIGN, 1, baseline="linear", num_resamples=DRAWS)
     assert not first.stop and first.add_seeds == {"100M": 2}, first.reason
     for size, k in first.add_seeds.items():
         seeds[size] += k
     second_table = reveal(full, seeds)
-    second = decide_look(second_table, DESIGN, 2, num_resamples=DRAWS)
+    second = decide_look(second_table, DESIGN, 2, baseline="linear", num_resamples=DRAWS)
     assert second.stop and second.verdict == "persists", second.reason
     one = {"design": _design_dict(DESIGN), "looks": [_entry(first, 2, first_table)]}
     two = {**one, "looks": [*one["looks"], _entry(second, 3, second_table)]}
@@ -74,7 +76,9 @@ def looks():
 def test_the_report_of_a_finished_design_is_its_last_look(looks, tmp_path):
     _, table, _, state = looks
     last = state["looks"][-1]
-    verdict = run_analysis(table, tmp_path, num_resamples=DRAWS, sequential=state)
+    verdict = run_analysis(
+        table, tmp_path, baseline="linear", num_resamples=DRAWS, sequential=state
+    )
     (v,) = verdict["variants"]
     assert v["verdict"] == last["verdict"] == "persists"
     assert v["decision"]["level"] == pytest.approx(last["level"])  # the family-wise level
@@ -115,7 +119,7 @@ def test_the_report_of_a_finished_design_is_its_last_look(looks, tmp_path):
 
 def test_without_looks_the_report_has_no_such_section_and_judges_at_5_percent(looks, tmp_path):
     _, table, _, _ = looks
-    verdict = run_analysis(table, tmp_path, num_resamples=DRAWS)
+    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=DRAWS)
     assert "sequential" not in verdict
     assert verdict["variants"][0]["decision"]["level"] == 0.05
     assert verdict["multiple_comparisons"].startswith("family-wise 5%")
@@ -123,7 +127,7 @@ def test_without_looks_the_report_has_no_such_section_and_judges_at_5_percent(lo
     assert "Sequential" not in report and "nominal level" not in report
     assert "(look " not in verdict_lines(verdict)[0]
     # a looks.json with no look judged yet is no sequential design to report
-    again = run_analysis(table, tmp_path / "empty", num_resamples=DRAWS,
+    again = run_analysis(table, tmp_path / "empty", baseline="linear", num_resamples=DRAWS,
                          sequential={"design": None, "looks": []})  # fmt: skip
     assert "sequential" not in again
 
@@ -133,9 +137,11 @@ def test_the_report_words_follow_the_looks_level_not_5_percent(looks, tmp_path):
     resolved, and every word of the report follows the look. The study stopped after look 1
     asked for seeds: the report says the design has not finished."""
     table, _, state, _ = looks
-    fixed = run_analysis(table, tmp_path / "fixed", num_resamples=DRAWS, seed=1)
+    fixed = run_analysis(table, tmp_path / "fixed", baseline="linear", num_resamples=DRAWS, seed=1)
     assert fixed["variants"][0]["verdict"] == "persists"
-    verdict = run_analysis(table, tmp_path / "look", num_resamples=DRAWS, sequential=state)
+    verdict = run_analysis(
+        table, tmp_path / "look", baseline="linear", num_resamples=DRAWS, sequential=state
+    )
     (v,) = verdict["variants"]
     assert v["verdict"] == "undetected" == state["looks"][0]["verdict"]
     assert verdict["sequential"]["matches_last_look"]
@@ -165,7 +171,9 @@ def test_a_looks_state_missing_a_field_is_refused_before_anything_is_written(loo
     table, _, state, _ = looks
     broken = {**state, "looks": [{k: x for k, x in state["looks"][0].items() if k != "level"}]}
     with pytest.raises(ValueError, match="missing level"):
-        run_analysis(table, tmp_path / "out", num_resamples=DRAWS, sequential=broken)
+        run_analysis(
+            table, tmp_path / "out", baseline="linear", num_resamples=DRAWS, sequential=broken
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -175,7 +183,9 @@ def test_a_verdict_that_is_not_the_last_looks_says_so(looks, tmp_path):
     from analysis.report.looks import look_blocks
 
     _, table, state, _ = looks
-    verdict = run_analysis(table, tmp_path, num_resamples=DRAWS, sequential=state)
+    verdict = run_analysis(
+        table, tmp_path, baseline="linear", num_resamples=DRAWS, sequential=state
+    )
     seq = verdict["sequential"]
     assert seq["num_paired_top_now"] == 5 and seq["looks"][-1]["num_paired_top"] == 3
     differs = {**verdict, "sequential": {**seq, "matches_last_look": False}}

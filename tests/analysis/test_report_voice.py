@@ -80,7 +80,7 @@ def test_a_two_seed_study_shows_no_interval_anywhere_and_says_why_once(tmp_path)
     assert not re.search(r"\bNone\b|not available", terminal), terminal
     assert not INTERVAL.search(terminal) and "no CIs with 2 seed(s)" in terminal, terminal
     assert not RAW_FLOAT.search(terminal), terminal
-    an = analyse(table, num_resamples=200)
+    an = analyse(table, baseline="linear", num_resamples=200)
     assert an.groups.draws.shape[0] == 1  # no draws: the plots have no band to draw
 
 
@@ -89,7 +89,9 @@ def test_single_lr_table_lists_its_cells_once_and_gives_the_conditional_verdict(
     "if each arm's LR was its best: hurts"; the 10 unbracketed cells are named once."""
     arms = {"linear": chinchilla, "nonlinear": at_compute_multiplier(lambda c: 0.8)}
     rows = ladder(arms, 3, grids={"linear": (1.0,), "nonlinear": (1.0,)})
-    verdict = run_analysis(normalise(pd.DataFrame(rows), "single LR"), tmp_path, num_resamples=100)
+    verdict = run_analysis(
+        normalise(pd.DataFrame(rows), "single LR"), tmp_path, baseline="linear", num_resamples=100
+    )
     (v,) = verdict["variants"]
     assert v["verdict"] == "inconclusive" and v["conditional_verdict"] == "hurts"
     guard = v["reason"].split("; if ")[0]
@@ -105,7 +107,7 @@ def test_single_lr_table_lists_its_cells_once_and_gives_the_conditional_verdict(
 def test_a_parameter_at_its_bound_is_not_identified_never_a_long_decimal(tmp_path):
     """A pure power law (true E = 0) with one seed: the fitted floor runs to ~1e-21."""
     table = make_study(STUDY, num_seeds=1, law=Law(E=0.0, A=79.0, alpha=0.05), rng_seed=0)
-    verdict = run_analysis(table, tmp_path, num_resamples=0)
+    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=0)
     floors = [f["params"]["E"]["value"] for f in verdict["fits"]]
     assert min(floors) < 1e-6  # the case this test is about
     report = (tmp_path / "report.md").read_text()
@@ -126,7 +128,7 @@ def test_named_scales_far_beyond_the_data_are_listed_not_drawn(tmp_path, monkeyp
 
     monkeypatch.setattr(figures, "save", spy)
     table = load_csv(DEMO)
-    verdict = run_analysis(table, tmp_path, num_resamples=100)
+    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=100)
     used = table[table["status"] == "completed"]
     n_max, c_max = used["num_nonembedding_params"].max(), used["flops"].max()
     (v,) = verdict["variants"]
@@ -143,9 +145,9 @@ def test_named_scales_use_the_accounting_not_a_fit_over_tiny_models():
     """FLOPs per parameter per token at 1B and 7B: the accounting at a standard shape (about 7,
     never the 1.05 / 0.69 a log-log fit over the demo's sizes gave), the same on any subset."""
     table = load_csv(DEMO)
-    full = analyse(table, num_resamples=0).verdict
+    full = analyse(table, baseline="linear", num_resamples=0).verdict
     sizes = sorted(table["size"].unique())
-    subset = analyse(table[table["size"] != sizes[0]], num_resamples=0).verdict
+    subset = analyse(table[table["size"] != sizes[0]], baseline="linear", num_resamples=0).verdict
     per = full["flops_per_param_token_at_named_scales"]
     assert per == subset["flops_per_param_token_at_named_scales"]
     assert 6.0 < per["7B"] < per["1B"] < 8.0
@@ -155,7 +157,7 @@ def test_named_scales_use_the_accounting_not_a_fit_over_tiny_models():
 
 def test_the_why_column_and_the_terminal_are_in_words_rounded_like_the_tables(tmp_path):
     table = make_study(STUDY, sizes=SIZES, num_seeds=4, rng_seed=2)
-    verdict = run_analysis(table, tmp_path, num_resamples=200)
+    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=200)
     (v,) = verdict["variants"]
     top = v["decision"]["top_gain_pct"]
     rounded = fmt.num(top["value"], fmt.decimals(top["ci"]))

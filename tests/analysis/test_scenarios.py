@@ -58,7 +58,9 @@ def check_reason(variant: dict) -> list[str]:
 def test_each_imperfect_study_gets_a_right_outcome_over_several_noise_draws(name):
     outcomes = []
     for rng_seed in GENERATOR_SEEDS:
-        result = analyse(scenario(name, rng_seed), num_resamples=300, seed=rng_seed)
+        result = analyse(
+            scenario(name, rng_seed), baseline="linear", num_resamples=300, seed=rng_seed
+        )
         (variant,) = result.verdict["variants"]
         outcomes.append(variant["verdict"])
         assert variant["verdict"] in EXPECTED[name], (rng_seed, variant["reason"])
@@ -90,7 +92,7 @@ def _check_lr_edge_reason(reason: str, lr_rows: list[dict], result) -> None:
 
 def test_lucky_survivor_is_never_chosen_and_its_lr_brackets_from_above():
     table = scenario("lucky_survivor", 21)
-    result = analyse(table, num_resamples=100)
+    result = analyse(table, baseline="linear", num_resamples=100)
     rows = {(r["variant"], r["size"]): r for r in result.verdict["lr_selection"]}
     for (variant, size), row in rows.items():
         n = table.loc[table["size"] == size, "num_nonembedding_params"].iloc[0]
@@ -108,7 +110,7 @@ def test_lucky_survivor_is_never_chosen_and_its_lr_brackets_from_above():
 
 def test_unmatched_budget_compares_only_matched_budgets_and_fits_both_in_l_n_d():
     table = scenario("unmatched_budget", 31)
-    result = analyse(table, num_resamples=100)
+    result = analyse(table, baseline="linear", num_resamples=100)
     (variant,) = result.verdict["variants"]
     budgets = {(g["size"], g["tokens"]) for g in variant["gain_pct_by_budget"]}
     for size, tokens in budgets:  # only the 20 tokens/param budget exists for both arms
@@ -155,7 +157,7 @@ def test_extrapolation_is_stated_with_its_distance_and_the_standard_shape_accoun
 
     table = scenario("lucky_survivor", 51)
     table["flops"] = 7.5 * table["num_nonembedding_params"] * table["tokens"]  # not 6 N D
-    result = analyse(table, num_resamples=100)
+    result = analyse(table, baseline="linear", num_resamples=100)
     (variant,) = result.verdict["variants"]
     c_max = table["flops"].max()
     assert result.verdict["measured_compute"][1] == pytest.approx(c_max)
@@ -172,7 +174,9 @@ def test_report_states_far_extrapolation_beside_the_number(tmp_path):
     from analysis.api import run_analysis
     from analysis.report.fmt import MINUS
 
-    verdict = run_analysis(scenario("lucky_survivor", 61), tmp_path, num_resamples=50)
+    verdict = run_analysis(
+        scenario("lucky_survivor", 61), tmp_path, baseline="linear", num_resamples=50
+    )
     text = (tmp_path / "report.md").read_text()
     (ext,) = [v["extrapolated_gain_pct"]["7B"] for v in verdict["variants"]]
     row = next(line for line in text.splitlines() if line.startswith("| nonlinear | 7B |"))

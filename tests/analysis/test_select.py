@@ -58,7 +58,7 @@ def test_the_lr_is_chosen_on_select_and_the_gain_reported_on_val_at_that_lr():
     assert {f.best_lr for f in frontiers} == {SELECT_BEST}
     assert {f.state for f in frontiers} == {"interior"}
 
-    an = analyse(table, num_resamples=200, seed=1)
+    an = analyse(table, baseline="linear", num_resamples=200, seed=1)
     assert an.verdict["lr_chosen_on"] == "select_val_loss"
     # every bootstrap draw keeps the select-chosen LR: val/loss never re-chooses it
     assert np.all(an.groups.best_lr == SELECT_BEST)
@@ -82,7 +82,7 @@ def test_the_lr_is_chosen_on_select_and_the_gain_reported_on_val_at_that_lr():
 
 def test_without_select_the_same_table_chooses_and_reports_on_val():
     table = disagreeing_table().assign(select_val_loss=np.nan)
-    an = analyse(table, num_resamples=0)
+    an = analyse(table, baseline="linear", num_resamples=0)
     assert an.verdict["lr_chosen_on"] == "final_val_loss"
     assert np.all(an.groups.best_lr == VAL_BEST)
     (v,) = an.verdict["variants"]
@@ -108,7 +108,7 @@ def test_curves_are_read_only_for_the_runs_at_the_select_chosen_lr(tmp_path):
         asked.append(ids)
         return {rid: {"train/loss": ([5, 10, 15], [4.0, 3.5, 3.2])} for rid in ids}
 
-    run_analysis(table, tmp_path / "out", num_resamples=0, curves=load)
+    run_analysis(table, tmp_path / "out", baseline="linear", num_resamples=0, curves=load)
     (ids,) = asked
     expected = table.loc[table["lr"] == SELECT_BEST, "run_id"]
     assert sorted(ids) == sorted(expected) and len(ids) == len(table) // len(LRS)
@@ -122,7 +122,7 @@ def test_the_report_prints_the_seed_sd_in_percent_beside_the_detectable_gain(tmp
     from analysis.stats import power as power_analysis
 
     table = disagreeing_table()
-    verdict = run_analysis(table, tmp_path, num_resamples=0)
+    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=0)
     at = table[table["lr"] == SELECT_BEST]
     rows = verdict["seed_noise"]
     assert len(rows) == 2 * len(SIZES)

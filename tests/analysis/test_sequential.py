@@ -155,8 +155,12 @@ def test_a_bad_design_is_refused_naming_the_field(kwargs, field):
 def test_a_look_judged_again_equals_the_analysis_run_at_that_level():
     table = reveal(study(k0_at_margin(), 1), {s: 5 for s in map(str, study(1.0, 1)["size"])})
     for alpha in (0.05, 0.005):
-        direct = analyse(table, num_resamples=NUM_DRAWS, seed=data_seed(table), alpha=alpha)
-        again = judge_at(analyse_look(table, DESIGN, num_resamples=NUM_DRAWS), alpha)
+        direct = analyse(
+            table, baseline="linear", num_resamples=NUM_DRAWS, seed=data_seed(table), alpha=alpha
+        )
+        again = judge_at(
+            analyse_look(table, DESIGN, baseline="linear", num_resamples=NUM_DRAWS), alpha
+        )
         for row in direct.verdict["variants"]:
             assert again[row["variant"]]["verdict"] == row["verdict"]
             assert again[row["variant"]]["reason"] == row["reason"]
@@ -164,9 +168,9 @@ def test_a_look_judged_again_equals_the_analysis_run_at_that_level():
 
 def test_a_look_is_a_pure_function_of_the_finished_runs():
     table = reveal(study(1.0, 2), {s: 3 for s in map(str, study(1.0, 2)["size"])})
-    first = decide_look(table, DESIGN, 1, num_resamples=NUM_DRAWS)
+    first = decide_look(table, DESIGN, 1, baseline="linear", num_resamples=NUM_DRAWS)
     shuffled = table.sample(frac=1.0, random_state=5).reset_index(drop=True)
-    assert decide_look(shuffled, DESIGN, 1, num_resamples=NUM_DRAWS) == first
+    assert decide_look(shuffled, DESIGN, 1, baseline="linear", num_resamples=NUM_DRAWS) == first
     assert not first.stop and first.add_seeds == {"100M": 2}  # undetected: seeds at the top
     assert first.allocation[0]["why"] == "top size"
 
@@ -175,7 +179,7 @@ def test_equivalence_at_a_look_uses_the_looks_level():
     """``none`` needs the interval at the look's nominal level inside the margin: at an early
     look's tiny level the same table that reads ``none`` at 5% does not."""
     table = compute_law_study(1.0, 0.0, 3, num_seeds=5, sizes=SIZES, run_sd=0.002)
-    result = analyse_look(table, DESIGN, num_resamples=NUM_DRAWS)
+    result = analyse_look(table, DESIGN, baseline="linear", num_resamples=NUM_DRAWS)
     assert judge_at(result, 0.05)["nonlinear"]["verdict"] == "none"
     early = judge_at(result, 1e-6)["nonlinear"]
     assert early["verdict"] == "undetected", early["reason"]
@@ -183,7 +187,7 @@ def test_equivalence_at_a_look_uses_the_looks_level():
 
 def test_a_design_defect_stops_the_study_and_says_seeds_do_not_fix_it():
     table = scenario("baseline_lr_edge", 0)  # the baseline's LR grid stops below its best
-    look = decide_look(table, Design(), 1, num_resamples=NUM_DRAWS)
+    look = decide_look(table, Design(), 1, baseline="linear", num_resamples=NUM_DRAWS)
     assert look.stop and look.verdict == "inconclusive" and look.add_seeds == {}
     assert "design defect" in look.reason and "more seeds do not bracket an LR" in look.reason
 
@@ -193,7 +197,13 @@ def test_a_design_defect_stops_the_study_and_says_seeds_do_not_fix_it():
 
 def null_study(i: int) -> tuple[str, str, int]:
     """Null study `i`: (the design's final word, naive re-testing's, the design's looks)."""
-    seq, nav = replay(study(1.0, 20_000 + i), DESIGN, num_resamples=NUM_DRAWS, levels=(None, 0.05))
+    seq, nav = replay(
+        study(1.0, 20_000 + i),
+        DESIGN,
+        baseline="linear",
+        num_resamples=NUM_DRAWS,
+        levels=(None, 0.05),
+    )
     return seq.final.verdict, nav.final.verdict, len(seq.looks)
 
 
@@ -233,11 +243,11 @@ def margin_study(args: tuple[float, int]):
     analysis at 5% with the FLOPs it cost."""
     k0, i = args
     full = study(k0, 30_000 + i)
-    (seq,) = replay(full, DESIGN, num_resamples=NUM_DRAWS)
+    (seq,) = replay(full, DESIGN, baseline="linear", num_resamples=NUM_DRAWS)
     fixed = {}
     for n in FIXED_SEEDS:
         table = reveal(full, {s: n for s in map(str, full["size"].unique())})
-        result = analyse(table, num_resamples=NUM_DRAWS, seed=data_seed(table))
+        result = analyse(table, baseline="linear", num_resamples=NUM_DRAWS, seed=data_seed(table))
         fixed[n] = (result.verdict["variants"][0]["verdict"], float(table["flops"].sum()))
     return seq, fixed
 
@@ -285,7 +295,7 @@ def test_an_unpinned_trend_buys_seeds_where_they_narrow_gamma_per_flop():
 
     full = study(k0_at_margin(), 4)
     table = reveal(full, {s: 3 for s in map(str, full["size"].unique())})
-    result = analyse_look(table, DESIGN, num_resamples=NUM_DRAWS)
+    result = analyse_look(table, DESIGN, baseline="linear", num_resamples=NUM_DRAWS)
     add, rows = allocate(result, table, DESIGN, {"nonlinear": "helps"})
     assert add["100M"] == 2 and add.get("1.2M") == 2, rows
     assert rows[0]["why"] == "top size"
@@ -298,7 +308,7 @@ def test_equivalence_does_not_stop_a_look_whose_draws_cannot_resolve_its_level()
     """At look 1 (top-size level 0.0022) 130 draws give the draws' range, not a 99.8%
     interval: a ``none`` there is not a decision, and the look asks for seeds."""
     table = compute_law_study(1.0, 0.0, 5, num_seeds=3, sizes=SIZES, run_sd=0.0002)
-    look = decide_look(table, DESIGN, 1, num_resamples=NUM_DRAWS)
+    look = decide_look(table, DESIGN, 1, baseline="linear", num_resamples=NUM_DRAWS)
     assert look.verdict == "none" and not look.stop, look.reason
     assert "equivalence not resolved with 130 draws" in look.reason
     assert look.add_seeds == {"100M": 2}

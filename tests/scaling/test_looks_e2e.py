@@ -7,11 +7,17 @@ undecided, so it adds 2 seeds at each arm's chosen LR where they narrow the inte
 FLOP; look 2 is the design's last. `scaling run` is killed (its whole process group) right after
 look 1 is written; the look judged again from MLflow writes the same file, and the rerun adds
 no seed twice and judges no look twice.
+
+Both runs are `scaling run --baseline nonlinear` (the study's `verdict.baseline` is linear): every
+look, the report, `status` and the parent run judge `linear` against `nonlinear`, and a third
+run with `--baseline linear` is refused, since its report would read another arm than the looks.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -19,7 +25,7 @@ from mlflow.tracking import MlflowClient
 
 from foundation import contract as C
 from scaling.rounds.environment import load_study_spec
-from scaling.rounds.looks import take_look
+from scaling.rounds.looks import judged_against, take_look
 from scaling.rounds.submission import study_parent_run_id
 from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, start_cli
@@ -29,6 +35,7 @@ from tests.scaling.test_run import ci_demo_spec
 pytestmark = pytest.mark.slow
 
 DESIGN = {"start": 3, "max": 5, "step": 2}
+OVERRIDE = ["--baseline", "nonlinear"]  # the study says linear: judged against nonlinear
 
 
 def _spec(tmp_path) -> dict:
@@ -45,14 +52,15 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     path.write_text(yaml.safe_dump(_spec(tmp_path)))
     looks_file = tmp_path / "runs" / "looks-ci" / "looks.json"
 
-    run = start_cli(["run", str(path)], tmp_path / "run1.log", tmp_path)
+    run = start_cli(["run", str(path), *OVERRIDE], tmp_path / "run1.log", tmp_path)
     try:
         poll(looks_file.is_file, 900, lambda: (tmp_path / "run1.log").read_text()[-3000:])
     finally:
         kill_group(run)  # between the looks: look 1 written, its seeds maybe started
     written = looks_file.read_text()
     (look1,) = json.loads(written)["looks"]
-    assert not look1["stop"] and look1["verdict"] in ("undetected", "helps"), look1
+    assert not look1["stop"] and look1["verdict"] in ("undetected", "helps", "hurts"), look1
+    assert look1["baseline"] == "nonlinear" and set(look1["verdicts"]) == {"linear"}
     assert look1["num_paired_top"] == 3 and look1["level"] == pytest.approx(0.0114, abs=1e-4)
     top = "100K"
     assert look1["add_seeds"].get(top) == 2  # the information is counted at the top size
@@ -62,12 +70,12 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
 
     # a pure function of the finished runs: judged again from MLflow, the same decision
     looks_file.unlink()
-    before = load_study_spec(path)  # without the look's seeds
+    before = judged_against(load_study_spec(path), "nonlinear")  # without the look's seeds
     assert {c.seed for c in before.cells} == {0, 1, 2}
     take_look(before, study_status(before), say=lambda _m: None)
     assert looks_file.read_text() == written
 
-    out = scaling_cli("run", str(path), cwd=tmp_path).stdout
+    out = scaling_cli("run", str(path), *OVERRIDE, cwd=tmp_path).stdout
     assert "; more seeds" not in out  # look 1 is not judged again: its seeds run, then look 2
     data = json.loads(looks_file.read_text())
     assert data["design"]["start"] == 3 and data["design"]["max"] == 5
@@ -98,7 +106,7 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     levels = client.get_metric_history(parent.info.run_id, "look/level")
     assert {m.step for m in levels} == {1, 2}  # look 1 twice if the kill came after its log
     assert {m.step: round(m.value, 4) for m in levels} == {1: 0.0114, 2: 0.0457}
-    gains = client.get_metric_history(parent.info.run_id, "look/nonlinear/top_gain_pct/lo")
+    gains = client.get_metric_history(parent.info.run_id, "look/linear/top_gain_pct/lo")
     assert {m.step for m in gains} == {1, 2}
 
     status = scaling_cli("status", str(path), cwd=tmp_path).stdout
@@ -106,7 +114,15 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
 
     verdict = json.loads((tmp_path / "runs" / "looks-ci" / "analysis" / "verdict.json").read_text())
     (entry,) = verdict["variants"]
-    assert entry["verdict"] == last["verdicts"]["nonlinear"]  # judged at the last look's level
+    assert (entry["variant"], entry["baseline"]) == ("linear", "nonlinear")  # as the looks were
+    assert entry["verdict"] == last["verdicts"]["linear"]  # judged at the last look's level
     assert [k["look"] for k in verdict["sequential"]["looks"]] == [1, 2]
     report = (tmp_path / "runs" / "looks-ci" / "analysis" / "report.md").read_text()
     assert "Sequential looks" in report
+
+    # the looks read nonlinear: a run that would report against linear is refused, nothing run
+    args = [sys.executable, "-m", "scaling", "run", str(path), "--baseline", "linear"]
+    refused = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = " ".join(refused.stderr.replace("\u2502", " ").split())  # unwrap typer's box
+    assert "look(s) 1, 2 of this study were judged against nonlinear" in said, said

@@ -59,7 +59,7 @@ def test_plan_with_a_number(tmp_path, data_dir):
 def test_plan_with_a_run_csv_takes_the_nearest_measured_size(tmp_path, data_dir):
     res = _plan(_spec(tmp_path, data_dir), "--noise", str(DEMO_RUNS))
     assert res.exit_code == 0, res.output
-    measured = P.noise_from_source(str(DEMO_RUNS))
+    measured = P.noise_from_source(str(DEMO_RUNS), baseline="linear")
     assert list(measured) == ["50K", "100K", "300K", "800K"]
     rows = _power_rows(res.output)
     for size in ("30K", "60K"):  # both nearest (in log N) to the CSV's 50K
@@ -91,7 +91,7 @@ def test_plan_with_a_finished_studys_mlflow_runs(tmp_path, data_dir):
         {"linear": Effect(), "nonlinear": Effect(k0=1.2)}, sizes=(3e4, 6e4), num_seeds=4
     )
     _log_study(uri, experiment, "pilot", table)
-    expected = P.noise_from_table(table)
+    expected = P.noise_from_table(table, baseline="linear")
     assert list(expected) == ["30K", "60K"]
     source = tmp_path / "pilot.yaml"
     mlflow = {"experiment": experiment, "tracking_uri": uri}

@@ -271,7 +271,11 @@ def test_the_report_names_the_arms_max_rounds_left_at_an_edge(tmp_path):
     world = Synthetic({"linear": 1e-2, "nonlinear": 2e-3})
     state, _ = _search(spec, world)
     verdict = run_analysis(
-        world.table(), tmp_path / "report", num_resamples=20, lr_search=_search_summary(state)
+        world.table(),
+        tmp_path / "report",
+        baseline="linear",
+        num_resamples=20,
+        lr_search=_search_summary(state),
     )
     assert verdict["lr_search"]["open_arms"] == state.open_arms
     report = (tmp_path / "report" / "report.md").read_text()
