@@ -31,13 +31,22 @@ AcceptStaleOpt = Annotated[
 ]
 
 
-def _load(path: Path, check_environment: bool = True, announce: bool = True):
+def _load(path: Path, check_environment: bool = True, announce: bool = True, writes=False):
+    """The study at `path`, resolved and checked, or one `error:` line and exit 2. `writes`:
+    the command makes folders and a store, so they must be writable by this user first (a
+    read-only `status` of someone else's study need not be)."""
     from foundation.config import ConfigError
     from scaling.rounds.environment import load_study_spec  # lazy: `scaling --help` stays fast
+    from scaling.spec.places import check_places  # lazy, as above
 
     # Resolved once here; every command below hands this object on and never re-expands it.
     try:
         spec = load_study_spec(path, check_environment=check_environment)
+        if writes:
+            try:
+                check_places(spec.spec)
+            except ConfigError as err:
+                raise err.prefixed(str(path)) from None
     except ConfigError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
@@ -95,7 +104,9 @@ def _print_table(title: str, header: list[str], rows: list[list[str]], footer: s
 
 
 def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
+    from foundation.secrets import mask_userinfo  # a message may quote a URI
+
+    typer.echo(f"error: {mask_userinfo(message)}", err=True)
     raise typer.Exit(2)
 
 
@@ -115,7 +126,7 @@ def submit(
     """
     from scaling.rounds.driver import submit_rounds  # lazy: `scaling --help` stays fast
 
-    spec = _load(study)
+    spec = _load(study, writes=True)
     _settle_stale(spec, rerun_stale, accept_stale)
     with _interrupt_is_one_line(spec):
         result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
@@ -291,7 +302,7 @@ def run(
     from scaling.cli.mlflow_link import mlflow_ui_hint  # lazy: `scaling --help` stays fast
     from scaling.rounds.run import run_study  # lazy: `scaling --help` stays fast
 
-    spec = _load(study)
+    spec = _load(study, writes=True)
     _settle_stale(spec, rerun_stale, accept_stale)
     with _interrupt_is_one_line(spec):
         outcome = run_study(

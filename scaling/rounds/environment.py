@@ -12,7 +12,6 @@ from pathlib import Path
 from foundation.config import ConfigError
 from scaling.rounds.executors import executor_for
 from scaling.spec.loader import check_mlflow, read_study
-from scaling.spec.places import check_places
 from scaling.spec.resolved import ResolvedStudy
 
 __all__ = ["load_study_spec", "check_study_environment"]
@@ -35,12 +34,10 @@ def load_study_spec(path: str | Path, check_environment: bool = True) -> Resolve
 
 
 def check_study_environment(study: ResolvedStudy) -> None:
-    """Raise ConfigError unless the study's folders can be written, and its MLflow store and
-    (for Slurm) its cluster answer.
+    """Raise ConfigError unless the study's MLflow store and (for Slurm) its cluster answer.
 
     Apart from `load_study_spec` so that `scaling plan` can turn the error into a warning: costs are
     worth planning on a laptop before the cluster exists.
     """
-    check_places(study.spec)  # the folders it will write: before any store or folder is made
     check_mlflow(study.mlflow.tracking_uri)
     executor_for(study).check_environment()  # the cluster and the devices it runs on

@@ -11,6 +11,7 @@ What the sections passed through to the run config (`optimizer`, `schedule`, `tr
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from foundation.config import ConfigError, Problems
 from foundation.contract import parse_size
@@ -50,7 +51,7 @@ def check_study(study: Study) -> None:
         )
     if not study.mlflow.experiment:
         p.add("study.mlflow.experiment: empty; name the MLflow experiment")
-    if not _TRACKING_URI.match(study.mlflow.tracking_uri):
+    if not _tracking_uri_ok(study.mlflow.tracking_uri):
         p.add(
             f"study.mlflow.tracking_uri: {study.mlflow.tracking_uri!r} is not a tracking URI; "
             "use e.g. http://127.0.0.1:5000 or sqlite:///path/mlflow.db"
@@ -66,6 +67,16 @@ def check_study(study: Study) -> None:
     for problem in section_key_problems(vars(study)):
         p.add(problem)
     p.raise_if_any()
+
+
+def _tracking_uri_ok(uri: str) -> bool:
+    """A known scheme; a server with a host (`http://user:pw@` has none); a SQLite file with
+    `sqlite:///` (`sqlite://host/...` is no file)."""
+    if not _TRACKING_URI.match(uri):
+        return False
+    if uri.startswith(("http:", "https:")):
+        return bool(urlsplit(uri).hostname)
+    return not uri.startswith("sqlite:") or uri.startswith("sqlite:///")
 
 
 def _check_data(study: Study, p: Problems) -> None:

@@ -42,8 +42,8 @@ def check_paths(study: Study) -> None:
 
 def check_places(study: Study) -> None:
     """Raise ConfigError listing each folder of `study` that this user cannot write or make:
-    the study folder and the dataset's folder (its `cache/`). Part of the environment's
-    checks (`scaling plan` only warns): a folder may be writable on the cluster and not here."""
+    the study folder and the dataset's folder (its `cache/`). Checked by the commands that
+    write (`submit`, `run`) before they make anything."""
     check_paths(study)
     p = Problems()
     _check_writable(p, "study.output_dir", study.folder, "the study's folder")
