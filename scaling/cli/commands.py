@@ -75,6 +75,23 @@ def _say_if_no_store(spec) -> None:
 
 
 @contextlib.contextmanager
+def _one_driver(spec) -> Iterator[None]:
+    """Refuse at once (one line, exit 2) if another process drives this study
+    (`scaling.cli.driver_lock`)."""
+    from foundation.config import ConfigError
+    from scaling.cli.driver_lock import acquire, release  # lazy: `scaling --help` stays fast
+
+    try:
+        path = acquire(spec.folder)
+    except ConfigError as err:
+        _fail(str(err))
+    try:
+        yield
+    finally:
+        release(path)
+
+
+@contextlib.contextmanager
 def _interrupt_is_one_line(spec) -> Iterator[None]:
     """Ctrl-C: the cells were cancelled or left pending (`scaling.rounds.driver`); say what is
     left in one line and exit 130 (128 + SIGINT, as a shell reports it), with no traceback."""
@@ -128,7 +145,7 @@ def submit(
 
     spec = _load(study, writes=True)
     _settle_stale(spec, rerun_stale, accept_stale)
-    with _interrupt_is_one_line(spec):
+    with _one_driver(spec), _interrupt_is_one_line(spec):
         result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
     spec = _load(study, announce=False)  # with the cells LR-search rounds added meanwhile
     typer.echo(
@@ -205,8 +222,9 @@ def status(
 
     # LR search: each round that ends is judged and the next one submitted
     driver = StudyRun(spec, say=typer.echo, view=_watch_view(show_all), poll_s=interval)
-    rows = driver.drive(submit_first=False)
-    driver.finish(rows)
+    with _one_driver(spec):
+        rows = driver.drive(submit_first=False)
+        driver.finish(rows)
     _exit_for(rows, cancelled=driver.cancelled() is not None)
 
 
@@ -304,7 +322,7 @@ def run(
 
     spec = _load(study, writes=True)
     _settle_stale(spec, rerun_stale, accept_stale)
-    with _interrupt_is_one_line(spec):
+    with _one_driver(spec), _interrupt_is_one_line(spec):
         outcome = run_study(
             spec,
             analyze=analyze,
