@@ -342,4 +342,14 @@ def run(
         typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
         typer.echo(f"plots and verdict.json: {report}/")
     typer.echo(mlflow_ui_hint(spec.mlflow.tracking_uri, spec.mlflow.experiment))
+    if outcome.inconclusive is not None and not outcome.cancelled:
+        from scaling.cli.status_view import EXIT_CELLS_FAILED  # lazy: `scaling --help`
+
+        typer.echo(
+            f"analysis inconclusive (exit status 3): {outcome.inconclusive}; the cells' "
+            "results are kept: fix the cause (`scaling status`), then `scaling run` again",
+            err=True,
+        )
+        _exit_for(outcome.rows)  # failed cells say so first
+        raise typer.Exit(EXIT_CELLS_FAILED)
     _exit_for(outcome.rows, cancelled=outcome.cancelled)
