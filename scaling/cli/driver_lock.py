@@ -28,8 +28,11 @@ _WRITING_S = 5.0  # an empty lock file younger than this is being written by its
 def acquire(folder: Path) -> Path:
     """Make `folder/driver.pid` hold this process's pid; ConfigError if a live process holds
     it. The folder is made if needed (the study's checks passed before)."""
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_NAME
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"{folder}: cannot make the study folder ({err.strerror})") from None
     for _ in range(3):
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -43,8 +46,20 @@ def acquire(folder: Path) -> Path:
                 ) from None
             path.unlink(missing_ok=True)  # stale: its driver is gone
             continue
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"{os.getpid()}\n")
+        except OSError as err:
+            raise ConfigError(
+                f"{path}: cannot write the study's driver lock ({err.strerror}); fix the "
+                "folder's permissions"
+            ) from None
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(f"{os.getpid()}\n")
+        except OSError as err:  # a full disk: one line, and no half-written lock left
+            path.unlink(missing_ok=True)
+            raise ConfigError(
+                f"{path}: cannot write the study's driver lock ({err.strerror}); free space "
+                "or fix the folder's permissions"
+            ) from None
         return path
     raise ConfigError(f"{path}: could not take the study's driver lock; run again")
 
