@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 import yaml
 
 from foundation.atomic import write_text
+from foundation.secrets import mask_userinfo
 
 T = TypeVar("T")
 
@@ -37,10 +38,15 @@ __all__ = [
 
 
 class ConfigError(ValueError):
-    """Invalid config values; the message names each field and its fix, one problem a line."""
+    """Invalid config values; the message names each field and its fix, one problem a line.
+
+    Every problem has any `user:password@` masked (`foundation.secrets.mask_userinfo`): a
+    message may quote a URI or a line of the file, and is printed and logged.
+    """
 
     def __init__(self, problems: str | Iterable[str]) -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        problems = [problems] if isinstance(problems, str) else list(problems)
+        self.problems = [mask_userinfo(p) for p in problems]
         super().__init__("\n".join(self.problems))
 
     def prefixed(self, prefix: str) -> ConfigError:
@@ -242,18 +248,86 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping (PyYAML keeps the
+    last one silently, so a repeated `lr:` would quietly replace the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:
+                continue  # an unhashable key: the base class reports it
+            line = key_node.start_mark.line + 1
+            if first != line:
+                raise _DuplicateKey(
+                    f"line {line}: key {key!r} is given twice (first on line {first}); keep one"
+                )
+        return super().construct_mapping(node, deep)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict:
+    keys = [k for k, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise _DuplicateKey(f"key {key!r} is given twice in one object; keep one")
+    return dict(pairs)
+
+
+def _syntax_error(err: Exception) -> str:
+    """A parser error in one line, by position, never quoting the file's text (a line may
+    hold a password)."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"line {err.lineno}, column {err.colno}: {err.msg}"
+    if isinstance(err, UnicodeDecodeError):
+        return f"byte {err.start} is not UTF-8; save the file as UTF-8"
+    mark = getattr(err, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context, problem = getattr(err, "context", None), getattr(err, "problem", None)
+    started = getattr(err, "context_mark", None)
+    if context and started is not None:
+        context += f" (from line {started.line + 1}, column {started.column + 1})"
+    problem = problem or type(err).__name__
+    return where + (f"{context}: {problem}" if context else problem)
+
+
 def load_file(path: str | Path) -> dict:
-    """Read a YAML or JSON mapping; a missing or malformed file raises ConfigError naming it."""
+    """Read a YAML or JSON mapping; a missing or malformed file raises ConfigError naming it.
+
+    A key given twice in one mapping is refused, naming both lines.
+    """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file; pass the path of a YAML or JSON config")
     try:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such file; pass the path of a YAML or JSON config")
         text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except OSError as err:  # a name too long, a folder without read permission
+        raise ConfigError(f"{path}: cannot read it ({err.strerror}); fix the path") from None
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text, object_pairs_hook=_unique_pairs)
+        else:
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except _DuplicateKey as err:
+        raise ConfigError(f"{path}: {err}") from None
     except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: not valid YAML/JSON ({err})") from err
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise ConfigError(
+            f"{path}: not valid {kind} ({_syntax_error(err)}); fix the syntax there"
+        ) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+        raise ConfigError(
+            f"{path}: expected a mapping of fields at the top level, got "
+            f"{type(data).__name__}; write `name: ...`, `sizes: ...` and so on"
+        )
     return data
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 import stat
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -32,6 +33,7 @@ __all__ = [
     "split_uri_credentials",
     "redact_uri",
     "redact",
+    "mask_userinfo",
     "read_credentials_file",
     "from_environment",
 ]
@@ -40,6 +42,11 @@ USERNAME_ENV = "MLFLOW_TRACKING_USERNAME"
 PASSWORD_ENV = "MLFLOW_TRACKING_PASSWORD"
 MASK = "***"
 _SECTION = "mlflow"
+# `scheme://user:password@` with any scheme, in any case (`HTTP://`, a typo `htp://`), up to the
+# last `@` before a space or quote (a password may hold `/` or `@` unescaped); and a bare
+# `user:password@` (a scheme typo without `//`)
+_URI_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*:/+)[^\s'\"]*@")
+_BARE_USERINFO = re.compile(r"[^\s/?#'\"@:\[\](){},]+:[^\s/?#'\"\[\](){},]*@")
 
 
 class Credentials:
@@ -89,6 +96,15 @@ def redact(text: str, *secrets: str | None) -> str:
     for value in sorted(set(values), key=len, reverse=True):
         text = text.replace(value, MASK)
     return text
+
+
+def mask_userinfo(text: str) -> str:
+    """`text` with every `user:password@` of a URI in it masked as `***@`, and the password in
+    the environment as `***`: for any message that may quote a URI or a line of a study file
+    (a refused URI, a list given as one, a YAML parser error), whether or not it parses."""
+    text = _URI_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
+    text = _BARE_USERINFO.sub(f"{MASK}@", text)
+    return redact(text)
 
 
 def read_credentials_file(path: str | Path, where: str) -> Credentials:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import typer
 
 from analysis.cli import analyze
@@ -11,6 +13,7 @@ from jobs.cli import train
 from scaling.cli import commands
 from scaling.cli.pilot_cli import pilot
 from scaling.cli.plan_command import plan
+from scaling.spec.credentials import tracking_refusal
 
 app = typer.Typer(
     help="Scaling studies: does an attention change still help at scale?",
@@ -42,7 +45,22 @@ app.command("submit")(commands.submit)
 app.command("status")(commands.status)
 app.command("cancel")(commands.cancel)
 app.command("run")(commands.run)
-app.command("analyze")(analyze)
+
+
+@functools.wraps(analyze)
+def _analyze(*args, **kwargs) -> None:
+    """`scaling analyze`, with the tracking server's refusals as one line (exit 2): analysis
+    turns its own user errors into one line; a wrong login reaches it as MLflow's exception."""
+    try:
+        analyze(*args, **kwargs)
+    except Exception as err:
+        if not type(err).__module__.startswith("mlflow."):
+            raise
+        typer.echo(f"error: {tracking_refusal(err)}", err=True)
+        raise typer.Exit(2) from None
+
+
+app.command("analyze")(_analyze)
 
 
 def main() -> None:

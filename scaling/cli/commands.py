@@ -31,13 +31,22 @@ AcceptStaleOpt = Annotated[
 ]
 
 
-def _load(path: Path, check_environment: bool = True, announce: bool = True):
+def _load(path: Path, check_environment: bool = True, announce: bool = True, writes=False):
+    """The study at `path`, resolved and checked, or one `error:` line and exit 2. `writes`:
+    the command makes folders and a store, so they must be writable by this user first (a
+    read-only `status` of someone else's study need not be)."""
     from foundation.config import ConfigError
     from scaling.rounds.environment import load_study_spec  # lazy: `scaling --help` stays fast
+    from scaling.spec.places import check_places  # lazy, as above
 
     # Resolved once here; every command below hands this object on and never re-expands it.
     try:
         spec = load_study_spec(path, check_environment=check_environment)
+        if writes:
+            try:
+                check_places(spec.spec)
+            except ConfigError as err:
+                raise err.prefixed(str(path)) from None
     except ConfigError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
@@ -63,6 +72,23 @@ def _say_if_no_store(spec) -> None:
     store = missing_store(spec.mlflow.tracking_uri)
     if store is not None:
         typer.echo(missing_store_message(store), err=True)
+
+
+@contextlib.contextmanager
+def _one_driver(spec) -> Iterator[None]:
+    """Refuse at once (one line, exit 2) if another process drives this study
+    (`scaling.cli.driver_lock`)."""
+    from foundation.config import ConfigError
+    from scaling.cli.driver_lock import acquire, release  # lazy: `scaling --help` stays fast
+
+    try:
+        path = acquire(spec.folder)
+    except ConfigError as err:
+        _fail(str(err))
+    try:
+        yield
+    finally:
+        release(path)
 
 
 @contextlib.contextmanager
@@ -95,7 +121,9 @@ def _print_table(title: str, header: list[str], rows: list[list[str]], footer: s
 
 
 def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
+    from foundation.secrets import mask_userinfo  # a message may quote a URI
+
+    typer.echo(f"error: {mask_userinfo(message)}", err=True)
     raise typer.Exit(2)
 
 
@@ -115,9 +143,9 @@ def submit(
     """
     from scaling.rounds.driver import submit_rounds  # lazy: `scaling --help` stays fast
 
-    spec = _load(study)
+    spec = _load(study, writes=True)
     _settle_stale(spec, rerun_stale, accept_stale)
-    with _interrupt_is_one_line(spec):
+    with _one_driver(spec), _interrupt_is_one_line(spec):
         result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
     spec = _load(study, announce=False)  # with the cells LR-search rounds added meanwhile
     typer.echo(
@@ -194,8 +222,9 @@ def status(
 
     # LR search: each round that ends is judged and the next one submitted
     driver = StudyRun(spec, say=typer.echo, view=_watch_view(show_all), poll_s=interval)
-    rows = driver.drive(submit_first=False)
-    driver.finish(rows)
+    with _one_driver(spec):
+        rows = driver.drive(submit_first=False)
+        driver.finish(rows)
     _exit_for(rows, cancelled=driver.cancelled() is not None)
 
 
@@ -298,13 +327,13 @@ def run(
     from scaling.rounds.looks import judged_against  # lazy: `scaling --help` stays fast
     from scaling.rounds.run import run_study  # lazy: `scaling --help` stays fast
 
-    spec = _load(study)
+    spec = _load(study, writes=True)
     try:
         spec = judged_against(spec, baseline)  # for the whole run, looks included
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--baseline") from None
     _settle_stale(spec, rerun_stale, accept_stale)
-    with _interrupt_is_one_line(spec):
+    with _one_driver(spec), _interrupt_is_one_line(spec):
         outcome = run_study(
             spec,
             analyze=analyze,
@@ -323,4 +352,14 @@ def run(
         typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
         typer.echo(f"plots and verdict.json: {report}/")
     typer.echo(mlflow_ui_hint(spec.mlflow.tracking_uri, spec.mlflow.experiment))
+    if outcome.inconclusive is not None and not outcome.cancelled:
+        from scaling.cli.status_view import EXIT_CELLS_FAILED  # lazy: `scaling --help`
+
+        typer.echo(
+            f"analysis inconclusive (exit status 3): {outcome.inconclusive}; the cells' "
+            "results are kept: fix the cause (`scaling status`), then `scaling run` again",
+            err=True,
+        )
+        _exit_for(outcome.rows)  # failed cells say so first
+        raise typer.Exit(EXIT_CELLS_FAILED)
     _exit_for(outcome.rows, cancelled=outcome.cancelled)

@@ -35,6 +35,8 @@ class RunOutcome:
     parent_run_id: str | None
     study: ResolvedStudy | None = None  # with the cells LR-search rounds added
     cancelled: bool = False  # `scaling cancel` stopped it: no analysis, the parent KILLED
+    # why the analysis could not judge (e.g. no usable run of the baseline): `run` exits 3
+    inconclusive: str | None = None
 
 
 def run_study(
@@ -71,16 +73,20 @@ def run_study(
         parent = study_parent_run_id(study)
         if driver.cancelled():  # stopped by `scaling cancel`, which ended the parent KILLED
             return RunOutcome(rows, None, None, parent, study, cancelled=True)
-        verdict, report_dir = None, None
+        verdict, report_dir, inconclusive = None, None, None
         if analyze:
             search = read_state(study.folder) if study.spec.lr.search is not None else None
-            verdict, report_dir = analyze_study(study, out_dir, parent, search)
+            try:
+                verdict, report_dir = analyze_study(study, out_dir, parent, search)
+            except ValueError as err:  # the runs cannot be judged (no usable baseline run)
+                inconclusive = str(err).strip().splitlines()[0]
+                say(f"analysis: inconclusive: {inconclusive}")
         # Last: the parent is RUNNING until its analysis is attached, like any run being written.
         driver.end_parent(rows)
     except BaseException as err:
         fail_parent_run(driver.study, err)
         raise
-    return RunOutcome(rows, verdict, report_dir, parent, study)
+    return RunOutcome(rows, verdict, report_dir, parent, study, inconclusive=inconclusive)
 
 
 def interrupted_line(study: ResolvedStudy) -> str:

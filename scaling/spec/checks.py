@@ -10,18 +10,20 @@ What the sections passed through to the run config (`optimizer`, `schedule`, `tr
 
 from __future__ import annotations
 
-import dataclasses
 import re
+from urllib.parse import urlsplit
 
 from foundation.config import ConfigError, Problems
 from foundation.contract import parse_size
 from scaling.spec.ladder import ANY, ARMS, resolve_arm
 from scaling.spec.round_checks import check_search, check_seed_rounds
 from scaling.spec.study import Study
+from scaling.spec.value_checks import section_key_problems
 
-__all__ = ["check_study", "section_key_problems"]
+__all__ = ["check_study"]
 
 _TRACKING_URI = re.compile(r"^(https?|sqlite|postgresql|mysql|databricks)[:+]")
+MAX_NAME_CHARS = 100
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # ModelConfig fields a study sets itself (the ladder gives the shape, the arm the variant).
 _MODEL_FIELDS_OWNED = {
@@ -42,9 +44,14 @@ def check_study(study: Study) -> None:
             f"study.name: {study.name!r} must be letters, digits, '.', '_' or '-' (it names "
             "folders and MLflow tags)"
         )
+    elif len(study.name) > MAX_NAME_CHARS:
+        p.add(
+            f"study.name: {len(study.name)} characters, over {MAX_NAME_CHARS} (it names "
+            "folders, cells and MLflow runs); use a shorter name"
+        )
     if not study.mlflow.experiment:
         p.add("study.mlflow.experiment: empty; name the MLflow experiment")
-    if not _TRACKING_URI.match(study.mlflow.tracking_uri):
+    if not _tracking_uri_ok(study.mlflow.tracking_uri):
         p.add(
             f"study.mlflow.tracking_uri: {study.mlflow.tracking_uri!r} is not a tracking URI; "
             "use e.g. http://127.0.0.1:5000 or sqlite:///path/mlflow.db"
@@ -64,36 +71,14 @@ def check_study(study: Study) -> None:
     p.raise_if_any()
 
 
-def _section_classes() -> dict[str, type]:
-    from jobs.config import DeepSpeedConfig, OptimizerConfig, ScheduleConfig, TrainConfig
-    from models.config import ModelConfig
-
-    return {
-        "model": ModelConfig,
-        "schedule": ScheduleConfig,
-        "optimizer": OptimizerConfig,
-        "train": TrainConfig,
-        "deepspeed": DeepSpeedConfig,
-    }
-
-
-def section_key_problems(sections: dict) -> list[str]:
-    """Unknown keys of the sections passed through to each cell's run config (`schedule`,
-    `optimizer`, ...), read from the spec's mapping: found with the spec's other problems, not
-    only once those are fixed and the cells are built."""
-    problems = []
-    for name, cls in _section_classes().items():
-        section = sections.get(name)
-        if not isinstance(section, dict):
-            continue
-        allowed = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(str(k) for k in section if k not in allowed)
-        if unknown:
-            problems.append(
-                f"study.{name}: unknown field(s) {', '.join(unknown)}; allowed: "
-                f"{', '.join(sorted(allowed))}"
-            )
-    return problems
+def _tracking_uri_ok(uri: str) -> bool:
+    """A known scheme; a server with a host (`http://user:pw@` has none); a SQLite file with
+    `sqlite:///` (`sqlite://host/...` is no file)."""
+    if not _TRACKING_URI.match(uri):
+        return False
+    if uri.startswith(("http:", "https:")):
+        return bool(urlsplit(uri).hostname)
+    return not uri.startswith("sqlite:") or uri.startswith("sqlite:///")
 
 
 def _check_data(study: Study, p: Problems) -> None:
@@ -200,8 +185,14 @@ def _check_grid(study: Study, p: Problems) -> None:
                 f"study.model.{owned}: set by the study's {where}, not in study.model; remove "
                 "it here"
             )
-    if "seq_length" not in study.model:
+    seq_length = study.model.get("seq_length")
+    if seq_length is None:
         p.add("study.model.seq_length: required; the tokens per sequence, e.g. 1024")
+    elif isinstance(seq_length, int) and seq_length < 1:  # its type: value_checks
+        p.add(
+            f"study.model.seq_length: {seq_length!r} must be a whole number >= 1 (tokens per "
+            "sequence, e.g. 1024)"
+        )
 
 
 def _check_recipe(study: Study, p: Problems) -> None:

@@ -26,12 +26,13 @@ from foundation.secrets import (
     USERNAME_ENV,
     Credentials,
     from_environment,
+    mask_userinfo,
     read_credentials_file,
     redact,
     split_uri_credentials,
 )
 
-__all__ = ["take_credentials", "check_login"]
+__all__ = ["take_credentials", "check_login", "tracking_refusal"]
 
 _FILE_FIELD = "study.mlflow.credentials_file"
 _sources: dict[str, str] = {}  # username -> where this process took its password from
@@ -131,3 +132,24 @@ def _refusal(uri: str, status: int, creds: Credentials | None) -> str:
         f"refused access (HTTP 403); ask the server's admin for permission to create and edit "
         "experiments"
     )
+
+
+def tracking_refusal(err: Exception) -> str:
+    """One line for an exception of MLflow's client: what the server said, masked, and the fix.
+
+    A wrong login mid-command (`scaling analyze`, which reads MLflow without the loader's check)
+    reaches the caller as MlflowException with the HTTP status in its first line.
+    """
+    text = str(err).strip()
+    first = mask_userinfo(text.splitlines()[0] if text else type(err).__name__)
+    if "401" in first:
+        return (
+            f"the tracking server refused the login (HTTP 401: wrong username or password, from "
+            f"{USERNAME_ENV} / {PASSWORD_ENV} or study.mlflow.credentials_file); fix it there"
+        )
+    if "403" in first:
+        return (
+            "the tracking server let the login in but refused access (HTTP 403); ask its admin "
+            "for permission to read and edit the experiment"
+        )
+    return f"MLflow: {first[:300]}; check study.mlflow.tracking_uri and the server"

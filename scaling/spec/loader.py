@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -18,13 +19,15 @@ from typing import Any
 
 from foundation.config import ConfigError, from_dict, load_file
 from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
-from scaling.spec.checks import check_study, section_key_problems
+from scaling.spec.checks import check_study
 from scaling.spec.credentials import check_login, take_credentials
-from scaling.spec.grid import expand_cells
+from scaling.spec.grid import expand_cells, learning_rates
 from scaling.spec.look_state import added_look_points
+from scaling.spec.places import check_paths
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.search_state import added_points
 from scaling.spec.study import Study
+from scaling.spec.value_checks import non_finite_problems, section_key_problems
 
 __all__ = [
     "study_from_dict",
@@ -33,9 +36,13 @@ __all__ = [
     "check_mlflow",
     "read_study",
     "resolve",
+    "check_grid_size",
+    "MAX_CELLS",
 ]
 
 PROBE_TIMEOUT_S = 10.0
+MAX_CELLS = 100_000  # a study is a few thousand runs at most; 10^5 is a typo, not a plan
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(?=:)")
 _SQLITE = "sqlite:///"
 
 
@@ -47,13 +54,17 @@ def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     its children's PYTHONPATH) before the variants are imported.
     """
     base = Path(base or Path.cwd()).absolute()
+    data = _lower_scheme(data)
     python_path = _python_path(data.get("python_path"), base)
     add_python_path(python_path)
+    numbers = non_finite_problems(data, "study")  # `.inf` would pass a dict-typed section
     try:
         study = from_dict(Study, data, where="study")
         check_study(study)  # what spans sections, once every section parsed
+        if numbers:
+            raise ConfigError(numbers)
     except ConfigError as err:  # the sections' own typos, with the spec's: all at once
-        more = [q for q in section_key_problems(data) if q not in err.problems]
+        more = [q for q in [*numbers, *section_key_problems(data)] if q not in err.problems]
         raise ConfigError([*err.problems, *more]) from None
     take_credentials(study.mlflow, base)  # a login leaves the URI here, before anything copies it
     study.python_path = [str(p) for p in python_path]
@@ -67,6 +78,17 @@ def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     # jobs run elsewhere (a Slurm node's working dir): a relative store path must not move
     study.mlflow.tracking_uri = resolve_tracking_uri(study.mlflow.tracking_uri, base)
     return study
+
+
+def _lower_scheme(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with the scheme of `mlflow.tracking_uri` in lower case: schemes are
+    case-insensitive (RFC 3986), `HTTP://host` is `http://host`."""
+    mlflow = data.get("mlflow")
+    uri = mlflow.get("tracking_uri") if isinstance(mlflow, dict) else None
+    if not isinstance(uri, str):
+        return data
+    lowered = _SCHEME.sub(lambda m: m.group(0).lower(), uri.strip(), count=1)
+    return {**data, "mlflow": {**mlflow, "tracking_uri": lowered}}
 
 
 def _python_path(value: Any, base: Path) -> list[Path]:
@@ -116,7 +138,9 @@ def read_study(path: str | Path) -> ResolvedStudy:
     """
     data = load_file(path)
     try:
-        return resolve(study_from_dict(data, base=Path(path).absolute().parent))
+        study = study_from_dict(data, base=Path(path).absolute().parent)
+        check_paths(study)  # before `resolve` reads the state files in the study folder
+        return resolve(study)
     except ConfigError as err:
         raise err.prefixed(str(path)) from None
 
@@ -215,4 +239,24 @@ def resolve(study: Study | ResolvedStudy) -> ResolvedStudy:
     # the starting grid, then what LR-search rounds and the looks added (their state files in
     # the study folder)
     added = [*added_points(study), *added_look_points(study)]
+    check_grid_size(study, len(added))
     return ResolvedStudy(study, vocab, tuple(expand_cells(study, vocab, added)))
+
+
+def check_grid_size(study: Study, num_added: int = 0) -> None:
+    """Refuse, at once, a grid over `MAX_CELLS`: counted by arithmetic, before the cells are
+    built (`plan` costs ~13 s and ~140 MB per 10^4 cells: benchmarks/bench_plan_scale.py)."""
+    per_point = max(1, len(study.tokens.branches or []))  # WSD: a run per branch budget
+    scan, followers = len(study.scan_seeds), len(study.seeds) - len(study.scan_seeds)
+    points = sum(  # the starting grid, then (LR search) each follower seed at least once
+        len(learning_rates(study, variant, size)) * scan + followers
+        for size in study.sizes
+        for variant in study.variants
+    )
+    count = points * per_point + num_added
+    if count > MAX_CELLS:
+        raise ConfigError(
+            f"study: {count:,} cells (sizes x variants x learning rates x seeds"
+            f"{' x branches' if per_point > 1 else ''}), over the cap of {MAX_CELLS:,}; split "
+            "it into several studies, or use fewer seeds, learning rates or sizes"
+        )

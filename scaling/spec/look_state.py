@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.atomic import write_text
+from foundation.config import ConfigError
 from scaling.spec.ladder import resolve_arm
 from scaling.spec.study import Study
 
@@ -45,10 +46,10 @@ def read_looks(folder: Path) -> dict[str, Any]:
         missing = sorted({k for look in looks for k in _LOOK_KEYS if k not in look})
         if missing:
             problem = f"a look lacks {', '.join(missing)}"
-    except (ValueError, KeyError, TypeError) as err:
+    except (OSError, ValueError, KeyError, TypeError) as err:  # cut short, not JSON, not ours
         problem = str(err)
     if problem:
-        raise ValueError(
+        raise ConfigError(
             f"{path}: not a sequential-seeds state ({problem}); restore it, or delete it to "
             "judge the looks again from the runs in MLflow (they are kept and reused)"
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundation.atomic import write_text
+from foundation.config import ConfigError
 from scaling.spec.ladder import resolve_arm
 from scaling.spec.study import Study
 
@@ -58,12 +59,12 @@ def read_state(folder: Path) -> SearchState:
     path = state_path(folder)
     if not path.is_file():
         return SearchState()
-    data = json.loads(path.read_text())
     try:
+        data = json.loads(path.read_text())
         added = [AddedLR(**a) for a in data["added"]]
         return SearchState(added, bool(data["ended"]), data["open_arms"], data["stopped_arms"])
-    except (KeyError, TypeError) as err:
-        raise ValueError(
+    except (OSError, ValueError, KeyError, TypeError) as err:  # cut short, not JSON, not ours
+        raise ConfigError(
             f"{path}: not an LR-search state ({err}); restore it, or delete it to restart the "
             "search from the starting grid (its runs in MLflow are kept and reused)"
         ) from None
