@@ -16,7 +16,7 @@ import torch
 
 from jobs.testing import tiny_run_dict
 
-__all__ = ["layout_case", "study_case", "train_emulated"]
+__all__ = ["layout_case", "study_case", "study_case_name", "train_emulated"]
 
 ENGINES = {
     "megatron": {"engine": "megatron"},
@@ -49,6 +49,10 @@ def layout_case(
     return {"name": name, "run": run, "resume": True}
 
 
+def study_case_name(study_file: Path, cell_index: int, engine: str) -> str:
+    return f"study-{study_file.stem}-cell{cell_index}-{engine}"
+
+
 def study_case(
     study_file: Path, cell_index: int, engine: str, tmp_path: Path, data_dir: Path
 ) -> dict[str, Any]:
@@ -74,7 +78,7 @@ def study_case(
         for key in ("query_variant", "qk_norm", "position_embedding", "tie_embeddings")
     }
     kept_model["num_layers"] = 2 * parallel["pipeline_parallel"]
-    name = f"{study_file.stem}-{cell.cell_id}-{engine}"
+    name = study_case_name(study_file, cell_index, engine)
     tiny = tiny_run_dict(
         tmp_path / name,
         data_dir,

@@ -20,7 +20,14 @@ from pathlib import Path
 import pytest
 
 from tests.distributed import run_ranks
-from tests.jobs.emulated_runs import ENGINES, LAYOUTS, layout_case, study_case, train_emulated
+from tests.jobs.emulated_runs import (
+    ENGINES,
+    LAYOUTS,
+    layout_case,
+    study_case,
+    study_case_name,
+    train_emulated,
+)
 
 pytestmark = pytest.mark.slow  # one shared launch of ~140 s (see the module docstring)
 
@@ -92,19 +99,11 @@ def test_default_group_and_devices(emulated):
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-@pytest.mark.parametrize("study", [f"{p.stem}:{i}" for p, i in STUDY_CELLS])
+@pytest.mark.parametrize("study", STUDY_CELLS, ids=lambda c: f"{c[0].stem}:{c[1]}")
 def test_every_shipped_study_takes_its_first_step(emulated, study, engine):
-    stem, index = study.split(":")
-    names = [
-        n
-        for n in emulated["reports"][0]
-        if n.startswith(f"{stem}-")
-        and n.endswith(f"-{engine}")
-        and ("680M" in n) == (index == "-1")
-    ]
-    assert len(names) == 1, names
+    path, index = study
     for reports in emulated["reports"]:
-        report = _ok(reports[names[0]])
+        report = _ok(reports[study_case_name(path, index, engine)])
         assert report["status"] == "completed" and report["steps"] == 1
-        precision = "torch.float32" if stem == "demo" else "torch.bfloat16"  # demo: fp32
+        precision = "torch.float32" if path.stem == "demo" else "torch.bfloat16"  # demo: fp32
         assert set(report["param_dtypes"].values()) == {precision}
