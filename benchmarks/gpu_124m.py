@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -81,6 +82,18 @@ def metric(tracking_uri: str, run_id: str, key: str, skip: int = 0) -> list[floa
     return [m.value for m in sorted(history, key=lambda m: m.step) if m.step > skip]
 
 
+def _failure(stderr: str) -> str:
+    """The training process's own exception line (not torchrun's ChildFailedError wrapper)."""
+    pattern = re.compile(r"^(?:\[\w+\]:)?\s*([\w.]*(?:Error|Exception|OutOfMemory\w*)): (.*)$")
+    found = [
+        m.group(0).strip()
+        for m in map(pattern.match, stderr.splitlines())
+        if m and "ChildFailedError" not in m.group(1)
+    ]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return (found or lines or ["no output"])[-1][:800]
+
+
 def run_arm(args, variant: str, data_dir: Path, work: Path, peak: float) -> dict:
     """Train one arm in its own process; its speed, MFU and peak memory from its MLflow run.
     Raises RuntimeError naming the failure (the job's last stderr lines) if it does not finish."""
@@ -97,9 +110,7 @@ def run_arm(args, variant: str, data_dir: Path, work: Path, peak: float) -> dict
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        errors = [line for line in lines if "Error" in line or "error" in line] or lines
-        raise RuntimeError(f"exit code {done.returncode}: {' | '.join(errors[-3:])[:800]}")
+        raise RuntimeError(f"exit code {done.returncode}: {_failure(done.stderr)}")
     outcome = json.loads((Path(cfg["output_dir"]) / "result.json").read_text())
     uri, run_id = cfg["tracking"]["tracking_uri"], outcome["run_id"]
     step = statistics.median(metric(uri, run_id, "step_time_s", skip=10))
