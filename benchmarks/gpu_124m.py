@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -81,6 +82,56 @@ def metric(tracking_uri: str, run_id: str, key: str, skip: int = 0) -> list[floa
     return [m.value for m in sorted(history, key=lambda m: m.step) if m.step > skip]
 
 
+def _failure(stderr: str) -> str:
+    """The training process's own exception line (not torchrun's ChildFailedError wrapper)."""
+    pattern = re.compile(r"^(?:\[\w+\]:)?\s*([\w.]*(?:Error|Exception|OutOfMemory\w*)): (.*)$")
+    found = [
+        m.group(0).strip()
+        for m in map(pattern.match, stderr.splitlines())
+        if m and "ChildFailedError" not in m.group(1)
+    ]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return (found or lines or ["no output"])[-1][:800]
+
+
+def run_arm(args, variant: str, data_dir: Path, work: Path, peak: float) -> dict:
+    """Train one arm in its own process; its speed, MFU and peak memory from its MLflow run.
+    Raises RuntimeError naming the failure (the job's last stderr lines) if it does not finish."""
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    from models import ModelConfig, accounting
+
+    cfg = run_config(args, variant, data_dir, work, peak)
+    path = work / f"{variant}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command = [*torchrun, "--nproc_per_node", "1", "-m", "jobs", str(path)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"exit code {done.returncode}: {_failure(done.stderr)}")
+    outcome = json.loads((Path(cfg["output_dir"]) / "result.json").read_text())
+    uri, run_id = cfg["tracking"]["tracking_uri"], outcome["run_id"]
+    step = statistics.median(metric(uri, run_id, "step_time_s", skip=10))
+    tokens_per_s = cfg["train"]["global_batch_tokens"] / step
+    flops_per_token = accounting.flops_per_token(ModelConfig(**cfg["model"]))
+    tags = MlflowClient(uri).get_run(run_id).data.tags
+    logged_peak = float(tags["mfu_peak_flops_per_device"])
+    memory = metric(uri, run_id, "peak_device_memory_bytes") or [math.nan]
+    return {
+        "step_time_s": step,
+        "tokens_per_s": tokens_per_s,
+        "mfu": tokens_per_s * flops_per_token / logged_peak,
+        "mfu_peak": logged_peak,
+        "mfu_peak_source": tags["mfu_peak_source"],
+        "mfu_vs_measured_matmul": tokens_per_s * flops_per_token / peak,
+        "peak_memory_gib": max(memory) / 2**30,
+        "flops_per_token": flops_per_token,
+        "final_val_loss": outcome["final_val_loss"],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=150)
@@ -89,11 +140,8 @@ def main() -> int:
     args = parser.parse_args()
 
     import torch
-    import yaml
-    from mlflow.tracking import MlflowClient
 
     from data_prep import DataPrepConfig, prepare
-    from models import ModelConfig, accounting
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not args.tiny:
@@ -120,53 +168,39 @@ def main() -> int:
     )
     results = {"device": device, "matmul_flops_per_s": peak, "arms": {}}
     for variant in ("linear", "nonlinear"):
-        cfg = run_config(args, variant, data_dir, work, peak)
-        path = work / f"{variant}.yaml"
-        path.write_text(yaml.safe_dump(cfg))
-        torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        command = [*torchrun, "--nproc_per_node", "1", "-m", "jobs", str(path)]
-        subprocess.run(command, check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-        outcome = json.loads((Path(cfg["output_dir"]) / "result.json").read_text())
-        uri, run_id = cfg["tracking"]["tracking_uri"], outcome["run_id"]
-        step = statistics.median(metric(uri, run_id, "step_time_s", skip=10))
-        tokens_per_s = cfg["train"]["global_batch_tokens"] / step
-        flops_per_token = accounting.flops_per_token(ModelConfig(**cfg["model"]))
-        tags = MlflowClient(uri).get_run(run_id).data.tags
-        logged_peak = float(tags["mfu_peak_flops_per_device"])
-        memory = metric(uri, run_id, "peak_device_memory_bytes") or [math.nan]
-        results["arms"][variant] = {
-            "step_time_s": step,
-            "tokens_per_s": tokens_per_s,
-            "mfu": tokens_per_s * flops_per_token / logged_peak,
-            "mfu_peak": logged_peak,
-            "mfu_peak_source": tags["mfu_peak_source"],
-            "mfu_vs_measured_matmul": tokens_per_s * flops_per_token / peak,
-            "peak_memory_gib": max(memory) / 2**30,
-            "flops_per_token": flops_per_token,
-            "final_val_loss": outcome["final_val_loss"],
-        }
+        try:
+            results["arms"][variant] = run_arm(args, variant, data_dir, work, peak)
+        except Exception as err:  # noqa: BLE001 - one arm's failure must not hide the other's
+            results["arms"][variant] = {"error": f"{type(err).__name__}: {err}"}
     header = f"{'arm':<10} {'ms/step':>9} {'tokens/s':>10} {'MFU':>7} {'MFU(mm)':>8}"
     print(f"\n{header} {'peak GiB':>9} {'val loss':>9}")
     for variant, r in results["arms"].items():
+        if "error" in r:
+            print(f"{variant:<10} FAILED: {r['error']}")
+            continue
         print(
             f"{variant:<10} {r['step_time_s'] * 1e3:>9.1f} {r['tokens_per_s']:>10.0f} "
             f"{r['mfu']:>7.1%} {r['mfu_vs_measured_matmul']:>8.1%} "
             f"{r['peak_memory_gib']:>9.2f} {r['final_val_loss']:>9.4f}"
         )
-    first = next(iter(results["arms"].values()))
-    print(
-        f"MFU against {first['mfu_peak'] / 1e12:.4g} TFLOP/s ({first['mfu_peak_source']}); "
-        f"MFU(mm) against the measured matmul rate {peak / 1e12:.3g} TFLOP/s"
-    )
-    arms = results["arms"]
-    print(
-        f"nonlinear / linear step time: "
-        f"{arms['nonlinear']['step_time_s'] / arms['linear']['step_time_s']:.3f}"
-    )
+    done = {v: r for v, r in results["arms"].items() if "error" not in r}
+    if done:
+        first = next(iter(done.values()))
+        print(
+            f"MFU against {first['mfu_peak'] / 1e12:.4g} TFLOP/s ({first['mfu_peak_source']}); "
+            f"MFU(mm) against the measured matmul rate {peak / 1e12:.3g} TFLOP/s"
+        )
+    if len(done) == 2:
+        print(
+            f"nonlinear / linear step time: "
+            f"{done['nonlinear']['step_time_s'] / done['linear']['step_time_s']:.3f}"
+        )
+    else:
+        print("nonlinear / linear step time: n/a (an arm failed, see above)")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "gpu_124m.json").write_text(json.dumps(results, indent=2))
-    return 0
+    return 0 if len(done) == len(results["arms"]) else 1
 
 
 if __name__ == "__main__":

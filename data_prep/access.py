@@ -10,7 +10,10 @@ process on every machine gets the same tensor.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import os
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,20 +61,61 @@ class TrainingDataset(torch.utils.data.Dataset):
         return torch.cat([item["tokens"], item["labels"][-1:]])  # [seq_length + 1]
 
 
+# flock refused by the file system (Lustre mounted `noflock`, some NFS setups)
+_NO_FLOCK = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK, errno.EINVAL)
+MKDIR_LOCK_WAIT_S = 1800.0  # how long the fallback lock waits for another job's index build
+
+
 @contextlib.contextmanager
 def _cache_lock(cache_dir: Path) -> Iterator[None]:
     """Serialise index-cache builds across independent jobs sharing one prepared directory.
 
     megatron builds the cache on rank 0 and lets other ranks read it after a barrier, but two
     separate jobs (a sweep) could otherwise write and read the same ``.npy`` files at once.
+    Where the file system refuses ``flock`` the lock is a directory made with ``mkdir``
+    (atomic on every POSIX file system, Lustre and NFS included), with a message saying so.
     """
     cache_dir.mkdir(parents=True, exist_ok=True)
     with open(cache_dir / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError as err:
+            if err.errno not in _NO_FLOCK:
+                raise
+            print(
+                f"[data] flock on {cache_dir / '.lock'} failed ({os.strerror(err.errno)}): the "
+                "file system does not support it (e.g. Lustre mounted without flock); locking "
+                f"with a directory instead ({cache_dir / '.lock.d'})",
+                flush=True,
+            )
+            with _mkdir_lock(cache_dir / ".lock.d"):
+                yield
+            return
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _mkdir_lock(path: Path, wait_s: float = MKDIR_LOCK_WAIT_S) -> Iterator[None]:
+    """Hold `path` (a directory only one process can create) while the block runs."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            path.mkdir()
+            break
+        except FileExistsError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{path} has been held for over {wait_s:g} s; if no other job is building "
+                    f"this dataset's index, a crashed one left it: remove {path} and resubmit"
+                ) from None
+            time.sleep(0.5)
+    try:
+        yield
+    finally:
+        path.rmdir()
 
 
 def training_dataset(data: DataConfig, seq_length: int, num_samples: int) -> TrainingDataset:

@@ -176,7 +176,9 @@ def _fsync_dir(path: Path) -> None:
 
 def _try_load(path: Path) -> dict[str, Any] | None:
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        # mmap: every DP rank reads the same replica file; mapped pages are shared through the
+        # page cache instead of each rank holding its own copy while it loads
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a torn or foreign file raises many types (IndexError among them)
         print(f"[jobs] checkpoint {path} unreadable ({err}); trying an older one", flush=True)
         return None

@@ -15,6 +15,7 @@ those fields are rebuilt by the engine itself.
 
 from __future__ import annotations
 
+import argparse
 import enum
 import os
 from typing import Any
@@ -64,8 +65,9 @@ class _MegatronMpu:
 def deepspeed_config(config: RunConfig, bf16: bool) -> dict[str, Any]:
     """The DeepSpeed JSON config derived from the run config (nothing set twice).
 
-    In bf16, gradients accumulate in fp32 (DeepSpeed's default is the model's dtype), like the
-    megatron engine's `grad_reduce_in_fp32`; DeepSpeed has no fp32 accumulation at stage 0.
+    In bf16, gradients accumulate and are reduced in fp32 (DeepSpeed's defaults are the model's
+    dtype), like the megatron engine's `grad_reduce_in_fp32`; DeepSpeed has no fp32
+    accumulation at stage 0.
     """
     if bf16 and config.deepspeed.zero_stage == 0:
         raise ValueError(
@@ -87,6 +89,9 @@ def deepspeed_config(config: RunConfig, bf16: bool) -> dict[str, Any]:
         "zero_force_ds_cpu_optimizer": False,
         "bf16": {"enabled": bf16},
         "data_types": {"grad_accum_dtype": "fp32"},
+        # bf16 would otherwise make it bf16: BF16_Optimizer (ZeRO-1) then all-reduces the
+        # fp32-accumulated gradients in bf16
+        "communication_data_type": "fp32",
         "steps_per_print": 2**31 - 1,
         "wall_clock_breakdown": False,
     }
@@ -113,6 +118,20 @@ def _plain(obj: Any) -> Any:
     raise TypeError(f"cannot store {type(obj).__name__} in a weights-only checkpoint")
 
 
+def _device_args() -> argparse.Namespace | None:
+    """DeepSpeed's `args` naming the CUDA device `models.runtime` chose for this rank.
+
+    Without it DeepSpeed calls `set_device(LOCAL_RANK)` and puts its engine on
+    `cuda:LOCAL_RANK`; on a site that binds one GPU per task every rank sees one device,
+    index 0, and rank 1 failed with "invalid device ordinal".
+    """
+    if not torch.cuda.is_available():
+        return None
+    from models.runtime import local_cuda_device
+
+    return argparse.Namespace(device_rank=local_cuda_device())
+
+
 class DeepSpeedEngine:
     def __init__(self, config: RunConfig, model: torch.nn.Module, bf16: bool) -> None:
         import deepspeed
@@ -122,6 +141,7 @@ class DeepSpeedEngine:
         self.config = config
         optimizer = build_adamw(model, config.optimizer)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
+            args=_device_args(),
             model=model,
             optimizer=optimizer,
             config=deepspeed_config(config, bf16),

@@ -70,7 +70,8 @@ def build_gpt(
     weight seed is drawn from the current torch RNG (so it depends on each rank's RNG state;
     pass ``seed`` for reproducible, layout-independent weights). Building leaves torch's CPU RNG
     where it was before megatron's (discarded) draws, so it too is the same for any layout.
-    On a GPU machine the model is moved to the current CUDA device.
+    Every floating parameter is in ``params_dtype`` (bf16 runs: all of them bf16). On a GPU
+    machine the model is moved to the current CUDA device.
 
     Under PP the stage is ``parallel_state.get_pipeline_model_parallel_rank()``: the first stage
     has the embeddings (``pre_process``), the last the final norm and output layer
@@ -123,6 +124,20 @@ def build_gpt(
     )
     initialize_weights(model, seed, config.init_std, config.num_layers)
     torch.set_rng_state(rng_state)
+    _cast_floating_params(model, tconfig.params_dtype)
     if torch.cuda.is_available():
         model.cuda(torch.cuda.current_device())
     return model
+
+
+def _cast_floating_params(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Every floating parameter in `dtype` (megatron's `params_dtype`).
+
+    megatron-core 0.16.1 builds the learned position table as a plain ``torch.nn.Embedding``
+    without a dtype, so under ``params_dtype=bf16`` it stayed fp32: word + position embeddings
+    then gave fp32 hidden states that met bf16 LayerNorm weights, which CPU and CUDA kernels
+    both refuse. Casting in place keeps the parameter objects (and their megatron attributes).
+    """
+    for param in model.parameters():
+        if param.is_floating_point() and param.dtype != dtype:
+            param.data = param.data.to(dtype)

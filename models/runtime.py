@@ -85,6 +85,12 @@ def cuda_device_index(local_rank: int) -> int:
     return local_rank % count
 
 
+def local_cuda_device() -> int:
+    """This rank's CUDA device: `cuda_device_index` of its local rank (``LOCAL_RANK``, else
+    ``SLURM_LOCALID``, else 0). The one choice every engine follows (DeepSpeed included)."""
+    return cuda_device_index(_env_int("LOCAL_RANK", "SLURM_LOCALID") or 0)
+
+
 def init_distributed() -> None:
     """Join (or create) the default process group (see `process_group_backend`).
 
@@ -111,8 +117,7 @@ def init_distributed() -> None:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     else:
         if torch.cuda.is_available():
-            local_rank = _env_int("LOCAL_RANK", "SLURM_LOCALID") or 0
-            torch.cuda.set_device(cuda_device_index(local_rank))
+            torch.cuda.set_device(local_cuda_device())
         if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":  # torchrun hosts the store
             dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size)
         else:

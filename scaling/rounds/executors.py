@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from foundation import contract
 from foundation.config import Problems
-from scaling.rounds.local_jobs import LocalRound, local_gpus
+from scaling.rounds.local_jobs import LocalRound, local_gpus, visible_gpu_indices
 from scaling.rounds.slurm_jobs import slurm_parameters
 from scaling.rounds.warmstart import warm_python
 from scaling.spec.grid import Cell
@@ -47,6 +47,21 @@ __all__ = [
 # a local round's warm-server imports and half a status poll (`scaling.costs.wall`)
 LOCAL_ROUND_S = 10.0
 _NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def check_no_oversubscription(spec: Any, num_devices: int, p: Problems) -> None:
+    """On a machine with GPUs every rank of a cell gets its own, whatever the precision: two
+    ranks on one device fail at NCCL's first collective ("duplicate GPU")."""
+    if num_devices == 0:
+        return
+    for size in spec.sizes:
+        world = spec.parallel_for(size).world_size
+        if world > num_devices:
+            p.add(
+                f"study.parallel: size {size} needs {world} GPUs (TP x PP x DP) and this "
+                f"machine shows {num_devices} (CUDA_VISIBLE_DEVICES); lower data_parallel or "
+                "run it on Slurm"
+            )
 
 
 def _job(cell: Cell) -> Any:
@@ -324,6 +339,8 @@ class LocalExecutor(Executor):
     def check_environment(self) -> None:
         p = Problems()
         check_local_devices(self.study.spec, p)
+        if self.study.spec.precision != "bf16":  # bf16: check_local_devices counted them
+            check_no_oversubscription(self.study.spec, len(visible_gpu_indices()), p)
         p.raise_if_any()
 
     def submit(

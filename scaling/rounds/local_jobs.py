@@ -29,7 +29,7 @@ from scaling.state.scheduler import (
 )
 from scaling.state.status import cell_state, submitit_folder
 
-__all__ = ["LocalRound", "local_gpus"]
+__all__ = ["DeviceSlots", "LocalRound", "local_gpus", "visible_gpu_indices"]
 
 LOCAL_POLL_S = 0.25  # how soon a free slot gets its next cell
 CANCEL_WAIT_S = 30.0  # how long an interrupted `submit` waits for its cancelled jobs to end
@@ -59,6 +59,8 @@ class LocalRound:
         self.running: dict[str, Any] = {}
         self.finished: dict[str, Any] = {}  # cell id → its submitit job, ended
         self.ended = dict(states or {})  # cell id → state, for parents not running here
+        self.devices = DeviceSlots(visible_gpu_indices())
+        self.held: dict[str, tuple[int, ...]] = {}  # cell id → the GPUs its job was given
 
     def run(self) -> dict[str, Any]:
         queued_id = f"{QUEUED}{os.getpid()}"
@@ -98,13 +100,17 @@ class LocalRound:
             cell = _next_ready(self.queue, self.running, self.ended)
             if cell is None:
                 return
+            gpus = self.devices.take(cell.world_size) if self.devices.total else ()
+            if gpus is None:
+                return  # its GPUs are held by running cells: start it when one ends
             self.queue.remove(cell)
+            self.held[cell.cell_id] = gpus
             executor = SessionLocalExecutor(folder=self.folder, python=self.python)
             threads = max(1, (os.cpu_count() or 1) // (max_parallel * cell.world_size))
             executor.update_parameters(
                 tasks_per_node=cell.world_size,
                 timeout_min=self.study.spec.local.timeout_min,
-                **local_gpus(cell.world_size),
+                **(_gpu_params(gpus) if self.devices.total else local_gpus(cell.world_size)),
             )
             with _env(OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(threads))):
                 job = executor.submit(self.job(cell))  # the controller copies this environment
@@ -119,6 +125,7 @@ class LocalRound:
         for cid, job in list(self.running.items()):
             if job.done():
                 del self.running[cid]
+                self.devices.give_back(self.held.pop(cid, ()))
                 self.finished[cid] = job
                 self.ended[cid] = _job_state(job)
                 self.say(f"ended {cid}: {job.state}")
@@ -136,6 +143,51 @@ def _env(**values: str) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+class DeviceSlots:
+    """The machine's GPUs, handed out so that concurrent cells never share one.
+
+    Each running cell holds `world_size` devices of its own (its job's
+    ``CUDA_VISIBLE_DEVICES``); a cell waits in the queue while fewer are free, and a cell that
+    needs more than the machine has is refused (it would wait forever).
+    """
+
+    def __init__(self, devices: list[int]) -> None:
+        self.total = len(devices)
+        self.free = list(devices)
+
+    def take(self, world_size: int) -> tuple[int, ...] | None:
+        """`world_size` free devices, or None while running cells hold too many."""
+        if world_size > self.total:
+            raise ValueError(
+                f"a cell needs {world_size} GPUs (TP x PP x DP) and this machine shows "
+                f"{self.total}; lower data_parallel or run the study on Slurm"
+            )
+        if world_size > len(self.free):
+            return None
+        taken, self.free = tuple(self.free[:world_size]), self.free[world_size:]
+        return taken
+
+    def give_back(self, devices: tuple[int, ...]) -> None:
+        self.free = sorted({*self.free, *devices})
+
+
+def visible_gpu_indices() -> list[int]:
+    """The GPU indices local jobs may use: a numeric `CUDA_VISIBLE_DEVICES` the user set, else
+    the driver's device list (no CUDA is initialised here); [] without GPUs, or when the user
+    named devices by UUID (then `local_gpus` shares them as before)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        driver = Path("/proc/driver/nvidia/gpus")
+        return list(range(len(list(driver.iterdir())))) if driver.is_dir() else []
+    devices = [d.strip() for d in visible.split(",") if d.strip()]
+    return [int(d) for d in devices] if all(d.isdigit() for d in devices) else []
+
+
+def _gpu_params(gpus: tuple[int, ...]) -> dict[str, Any]:
+    """submitit's request for exactly these GPUs (one per rank)."""
+    return {"gpus_per_node": len(gpus), "visible_gpus": gpus}
 
 
 def local_gpus(world_size: int) -> dict[str, Any]:

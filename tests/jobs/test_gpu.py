@@ -2,7 +2,8 @@
 
     pytest -m gpu tests/jobs/test_gpu.py
 
-One GPU: both engines train 20 bf16 steps. Two GPUs: a DP=2 run preempted after a checkpoint
+One GPU: both engines train 20 bf16 steps, and a bf16 run preempted after step 1 resumes to
+the losses of an uninterrupted one. Two GPUs: a DP=2 run preempted after a checkpoint
 resumes to the losses of an uninterrupted one. `benchmarks/gpu_124m.py` runs as one command
 within 8 minutes and prints what it promises.
 """
@@ -50,6 +51,20 @@ def test_one_gpu_trains_20_bf16_steps(tmp_path, data_dir, engine):
     losses = result["train_losses"]
     assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0] - 0.5
     assert math.isfinite(result["final_val_loss"])
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_one_gpu_bf16_preempt_and_resume(tmp_path, data_dir, engine):
+    """Stopped after step 1 (what SIGUSR2 sets), saved, resumed to the uninterrupted losses."""
+    over = {**ENGINES[engine], "train": {"steps": 6, "checkpoint_interval": 3}}
+    whole = _cfg(tmp_path / "whole", data_dir, **over)
+    reference = run_ranks(train_ranks, 1, [whole])[0][0]
+    cut = _cfg(tmp_path / "cut", data_dir, **over)
+    (first,) = run_ranks(train_once, 1, cut, True)
+    assert first["status"] == "preempted" and first["steps"] == 1
+    (resumed,) = run_ranks(train_once, 1, cut, False)
+    assert resumed["status"] == "completed" and resumed["steps"] == 6
+    assert resumed["train_losses"] == pytest.approx(reference["train_losses"], rel=1e-5)
 
 
 @two_gpus
