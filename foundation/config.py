@@ -22,6 +22,7 @@ import yaml
 
 from foundation.atomic import write_text
 from foundation.secrets import mask_userinfo
+from foundation.type_errors import type_problems
 
 T = TypeVar("T")
 
@@ -85,84 +86,6 @@ def _model(cls: type) -> Any:
     )
 
 
-def _loc_path(where: str, loc: tuple) -> str:
-    path = where
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path
-
-
-def _field_type(tp: Any, part: Any) -> Any:
-    """The type one step into `tp` along a pydantic error location (None when unknown)."""
-    origin = get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        for arg in get_args(tp):
-            found = _field_type(arg, part)
-            if found is not None:
-                return found
-        return None
-    if dataclasses.is_dataclass(tp):
-        return get_type_hints(tp).get(part)
-    if origin in (list, tuple, dict):
-        return get_args(tp)[-1] if get_args(tp) else Any
-    return None
-
-
-def _class_at(cls: type, loc: tuple) -> Any:
-    tp: Any = cls
-    for part in loc:
-        tp = _field_type(tp, part)
-        if tp is None:
-            return None
-    if get_origin(tp) in (typing.Union, types.UnionType):
-        tp = next((a for a in get_args(tp) if dataclasses.is_dataclass(a)), tp)
-    return tp
-
-
-_EXPECTED = {
-    "int": "an integer",
-    "float": "a number",
-    "bool": "true/false",
-    "string": "a string",
-    "list": "a list",
-    "tuple": "a list",
-    "dict": "a mapping",
-    "dataclass": "a mapping of fields",
-}
-
-
-def _message(err: dict) -> str:
-    kind, value = err["type"], err.get("input")
-    if kind == "missing":
-        return "required field is missing; set it"
-    if kind == "literal_error":
-        allowed = err.get("ctx", {}).get("expected", "").replace(" or ", ", ")
-        return f"{value!r} is not one of {allowed}"
-    family = kind.split("_")[0]
-    if family in _EXPECTED:
-        shown = type(value).__name__ if family in ("list", "tuple", "dict", "dataclass") else ""
-        return f"expected {_EXPECTED[family]}, got {shown} {value!r}".replace("  ", " ")
-    return err["msg"]
-
-
-def _type_problems(cls: type, errors: list[dict], where: str) -> list[str]:
-    problems, unknown = [], {}
-    for err in errors:
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function")))
-        if err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
-            continue
-        problems.append(f"{_loc_path(where, loc)}: {_message(err)}")
-    for parent, names in unknown.items():
-        target = _class_at(cls, parent)
-        allowed = [f.name for f in dataclasses.fields(target)] if target else []
-        hint = f"; allowed: {', '.join(sorted(allowed))}" if allowed else ""
-        problems.append(
-            f"{_loc_path(where, parent)}: unknown field(s) {', '.join(sorted(names))}{hint}"
-        )
-    return problems
-
-
 def _at_field(obj: Any, where: str, message: str) -> str:
     """``where: message``, or ``where.field: rest`` when the message starts with a field name."""
     head, sep, rest = message.partition(": ")
@@ -214,7 +137,7 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
         obj = _model(cls).model_validate({"root": data}).root
     except ValidationError as err:
         errors = [{**e, "loc": e["loc"][1:]} for e in err.errors()]  # drop the "root" step
-        raise ConfigError(_type_problems(cls, errors, where)) from None
+        raise ConfigError(type_problems(cls, errors, data, where)) from None
     problems: list[str] = []
     _validate_tree(obj, where, problems)
     if problems:
