@@ -7,10 +7,15 @@ classic workflow: the UI's own switch (`workflowType`) wins over the experiment'
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
 from foundation import contract
 from foundation.studypaths import missing_store
 
-__all__ = ["UI_URL", "runs_table_url", "mlflow_ui_hint"]
+__all__ = ["UI_URL", "runs_table_url", "mlflow_command", "mlflow_ui_hint"]
 
 UI_URL = "http://127.0.0.1:5000"  # where the printed `mlflow ui` command serves a local store
 
@@ -34,6 +39,14 @@ def _experiment_id(tracking_uri: str, experiment: str) -> str | None:
         return None
 
 
+def mlflow_command() -> str:
+    """The `mlflow` of this environment by its absolute path: the printed command works from
+    any directory (a relative `.venv/bin/mlflow` only from the repository root)."""
+    beside = Path(sys.executable).parent / "mlflow"  # the venv's bin, not resolved past links
+    found = str(beside.absolute()) if beside.exists() else shutil.which("mlflow")
+    return shlex.quote(found) if found else "mlflow"
+
+
 def mlflow_ui_hint(tracking_uri: str, experiment: str) -> str:
     """One line: the link to the study's runs table; for a local (SQLite) store, first the
     `mlflow ui` command that serves it."""
@@ -42,6 +55,7 @@ def mlflow_ui_hint(tracking_uri: str, experiment: str) -> str:
     if tracking_uri.startswith(("http://", "https://")):
         return f"MLflow UI: open {runs_table_url(tracking_uri, exp_id)}{unknown}"
     return (
-        f"MLflow UI: .venv/bin/mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 "
+        f"MLflow UI: {mlflow_command()} ui --backend-store-uri {shlex.quote(tracking_uri)} "
+        "--host 127.0.0.1 "
         f"--port 5000, then open {runs_table_url(UI_URL, exp_id)}{unknown}"
     )

@@ -11,13 +11,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from foundation import contract as C
-from scaling.cli.mlflow_link import UI_URL, mlflow_ui_hint, runs_table_url
+from scaling.cli.mlflow_link import UI_URL, mlflow_command, mlflow_ui_hint, runs_table_url
 
 RUN_NAME = "link-probe-run"
 
@@ -82,7 +83,11 @@ def test_local_store_line_serves_it_then_links_the_runs_table(tmp_path):
     assert missing.endswith(f"then open {UI_URL}/#/experiments (experiment 'demo')")
     exp_id = C.ensure_experiment(C.make_client(uri), "demo", uri)
     line = mlflow_ui_hint(uri, "demo")
+    mlflow = mlflow_command()
     assert line == (
-        f"MLflow UI: .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000, "
+        f"MLflow UI: {mlflow} ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000, "
         f"then open {UI_URL}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
     )
+    # the command works from any directory: an absolute path to this environment's mlflow
+    assert Path(mlflow).is_absolute() and os.access(mlflow, os.X_OK), mlflow
+    assert Path(mlflow).parent == Path(sys.executable).parent
