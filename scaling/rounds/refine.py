@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from foundation import contract
+from foundation.studypaths import missing_store
 from scaling.spec.grid import cell_id
 from scaling.spec.loader import resolve
 from scaling.spec.resolved import ResolvedStudy
@@ -198,12 +199,15 @@ def status_lines(study: ResolvedStudy, rows: list[StatusRow]) -> list[str]:
     if spec.lr.search is None or not rows:
         return []
     state = read_state(study.folder)
+    rounds = spec.lr.search.max_rounds
+    if missing_store(spec.mlflow.tracking_uri) is not None:  # never run: create no store
+        return [f"lr search: round {state.round} of at most {rounds}; no cell has run yet"]
     table = scan_table(study, rows, cell_runs(study))
     scan = table[table["seed"].isin(spec.scan_seeds)]
     frontiers = lr_frontier(scan, step_factor=spec.lr.search.step_factor)
-    rounds = spec.lr.search.max_rounds
     where = "ended" if state.ended else f"round {state.round} of at most {rounds}"
-    lines = [f"lr search: {where}"]
+    # the best LR is picked on the selection windows, not on the val/loss column beside it
+    lines = [f"lr search: {where}", f"lr search: best LR by {contract.VAL_SELECT} (not val/loss)"]
     for f in frontiers:
         best = fmt_lr(f.best_lr) if f.best_lr is not None else "none"
         is_open = f.state in EDGES or f.state == "no_usable_lr"
