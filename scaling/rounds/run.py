@@ -17,6 +17,7 @@ from foundation.quiet import verbose
 from scaling.rounds.driver import StudyRun, View
 from scaling.rounds.looks import judged_against
 from scaling.rounds.submission import fail_parent_run, prepare_study_data, study_parent_run_id
+from scaling.spec.loader import resolve
 from scaling.spec.look_state import looks_summary
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.search_state import SearchState, read_state
@@ -91,9 +92,11 @@ def run_study(
 
 def interrupted_line(study: ResolvedStudy) -> str:
     """What Ctrl-C left: "interrupted: 2 completed, 1 cancelled, 5 not started; run again to
-    continue" (states with no cell left out, but for completed and not started)."""
+    continue" (states with no cell left out, but for completed and not started). The cells
+    are the study's as its state files have them now: the LR search and the looks add cells
+    after start-up, and `study` is the grid `run` started with."""
     try:
-        states = Counter(r.state for r in study_status(study))
+        states = Counter(r.state for r in study_status(resolve(study.spec)))
     except Exception:  # noqa: BLE001 - MLflow unreachable: still one line
         return "interrupted; run again to continue"
     parts = [f"{states[contract.COMPLETED]} completed"]
