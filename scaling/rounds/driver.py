@@ -433,7 +433,8 @@ class StudyRun:
         for row in given_up:
             run = runs.get(row.cell_id)
             if run is not None and run.status != "FAILED":
-                why = f"{row.note}. `scaling submit --retry-failed` tries again"
+                cause = f": {row.cause}" if row.cause else ""  # the job's last error line
+                why = f"{row.note}{cause}. `scaling submit --retry-failed` tries again"
                 fail_cell_run(self.study, self.study.cell(row.cell_id), why)
 
 
