@@ -92,6 +92,19 @@ def _one_driver(spec) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _refusal_is_one_line() -> Iterator[None]:
+    """A tracking server that kept refusing the login mid-study (`scaling.state.tracking_refusal`)
+    or a bad setting of how long it may: one `error:` line, exit 2, no traceback."""
+    from foundation.config import ConfigError
+    from scaling.state.tracking_refusal import TrackingRefused  # lazy: `scaling --help`
+
+    try:
+        yield
+    except (TrackingRefused, ConfigError) as err:
+        _fail(str(err))
+
+
+@contextlib.contextmanager
 def _interrupt_is_one_line(spec) -> Iterator[None]:
     """Ctrl-C: the cells were cancelled or left pending (`scaling.rounds.driver`); say what is
     left in one line and exit 130 (128 + SIGINT, as a shell reports it), with no traceback."""
@@ -145,7 +158,7 @@ def submit(
 
     spec = _load(study, writes=True)
     _settle_stale(spec, rerun_stale, accept_stale)
-    with _one_driver(spec), _interrupt_is_one_line(spec):
+    with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
         result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
     spec = _load(study, announce=False)  # with the cells LR-search rounds added meanwhile
     typer.echo(
@@ -221,8 +234,8 @@ def status(
     from scaling.rounds.driver import StudyRun  # lazy: `scaling --help` stays fast
 
     # LR search: each round that ends is judged and the next one submitted
-    driver = StudyRun(spec, say=typer.echo, view=_watch_view(show_all), poll_s=interval)
-    with _one_driver(spec):
+    with _one_driver(spec), _refusal_is_one_line():
+        driver = StudyRun(spec, say=typer.echo, view=_watch_view(show_all), poll_s=interval)
         rows = driver.drive(submit_first=False)
         driver.finish(rows)
     _exit_for(rows, cancelled=driver.cancelled() is not None)
@@ -333,7 +346,7 @@ def run(
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--baseline") from None
     _settle_stale(spec, rerun_stale, accept_stale)
-    with _one_driver(spec), _interrupt_is_one_line(spec):
+    with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
         outcome = run_study(
             spec,
             analyze=analyze,

@@ -49,8 +49,9 @@ def tally(rows: list[StatusRow]) -> str:
 
 def _state_text(r: StatusRow) -> str:
     """The state, with why (a note) or how far (a running cell's step of its total)."""
-    if r.note:
-        return f"{r.state} ({r.note})"
+    why = "; ".join(part for part in (r.note, r.cause) if part)  # a failed job: its cause
+    if why:
+        return f"{r.state} ({why})"
     if r.state == contract.RUNNING and r.num_steps:
         return f"{r.state} (step {r.step or 0}/{r.num_steps})"
     return r.state

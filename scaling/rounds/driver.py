@@ -47,6 +47,13 @@ from scaling.state.mlflow_state import (
 from scaling.state.scheduler import JobRecord, read_records
 from scaling.state.stale import StaleChoice
 from scaling.state.status import StatusRow, study_status
+from scaling.state.tracking_refusal import (
+    GIVE_UP_ENV,
+    RefusalClock,
+    TrackingRefused,
+    refusal_give_up_s,
+    refusal_status,
+)
 
 __all__ = [
     "StudyRun",
@@ -84,7 +91,9 @@ class StudyRun:
 
     `say` gets every line meant for a person; `view` shows the progress of a round waited for
     (default: a `Reporter` line per change); `poll_s` is the wait between status polls.
-    `study` grows as the LR search adds rounds (`next_cells`).
+    `study` grows as the LR search adds rounds (`next_cells`). `refused_give_up_s`: how long a
+    tracking server refusing the login is retried before `TrackingRefused` (default:
+    `scaling.state.tracking_refusal.refusal_give_up_s`); other failures are retried for good.
     """
 
     def __init__(
@@ -94,6 +103,7 @@ class StudyRun:
         say: Callable[[str], None] = lambda _msg: None,
         view: View | None = None,
         poll_s: float = POLL_S,
+        refused_give_up_s: float | None = None,
     ) -> None:
         self.study = study
         self.executor = executor or executor_for(study)
@@ -102,9 +112,13 @@ class StudyRun:
         self.last: Submitted | None = None  # the latest submission
         self.took: dict[str, float] = {}  # cell → wall seconds, as the progress saw it
         self._said_cancelled = False
+        give_up_s = refusal_give_up_s() if refused_give_up_s is None else refused_give_up_s
+        self._refusals = RefusalClock(study.mlflow.tracking_uri, give_up_s)
 
     def status(self) -> Rows:
-        return study_status(self.study)
+        rows = study_status(self.study)
+        self._refusals.answered()
+        return rows
 
     def submit(
         self,
@@ -377,7 +391,7 @@ class StudyRun:
         submitting.start()
         try:
             rows = self._watched(progress, busy=submitting.is_alive)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, TrackingRefused):
             stop.set()
             submitting.join(timeout=STOP_WAIT_S)
             raise
@@ -395,7 +409,19 @@ class StudyRun:
             return self.wait(callback=callback, busy=busy, on_error=self._unavailable)
 
     def _unavailable(self, err: Exception) -> None:
-        self.say(f"status unavailable ({type(err).__name__}: {str(err)[:200]}); retrying")
+        """A failed status poll: retried, but a refused login only for a bounded time."""
+        status = refusal_status(err)
+        if status is None:
+            self._refusals.answered()
+            self.say(f"status unavailable ({type(err).__name__}: {str(err)[:200]}); retrying")
+            return
+        first = self._refusals.since is None
+        left = self._refusals.refused(status)  # TrackingRefused once the time is up
+        if first:
+            self.say(
+                f"the tracking server refused the login (HTTP {status}); retrying for up to "
+                f"{left:.0f} s ({GIVE_UP_ENV})"
+            )
 
     def _end_given_up_runs(self, rows: Rows) -> None:
         """End FAILED the MLflow run of each cell given up on (`study.retries`), so MLflow and
@@ -407,7 +433,8 @@ class StudyRun:
         for row in given_up:
             run = runs.get(row.cell_id)
             if run is not None and run.status != "FAILED":
-                why = f"{row.note}. `scaling submit --retry-failed` tries again"
+                cause = f": {row.cause}" if row.cause else ""  # the job's last error line
+                why = f"{row.note}{cause}. `scaling submit --retry-failed` tries again"
                 fail_cell_run(self.study, self.study.cell(row.cell_id), why)
 
 

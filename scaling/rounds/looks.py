@@ -170,7 +170,8 @@ def _added(table: pd.DataFrame, look: Look) -> list[dict]:
 
 def _log_to_parent(study: ResolvedStudy, entry: dict) -> None:
     """The look's verdict on the parent run, with the look as the step: MLflow plots how the
-    interval narrowed from look to look."""
+    interval narrowed from look to look. Each metric once per look, however often it is
+    judged."""
     client = client_for(study)
     parent = find_parent_run(study, client)
     if parent is None:
@@ -186,7 +187,10 @@ def _log_to_parent(study: ResolvedStudy, entry: dict) -> None:
             if gain[key] is not None:
                 metrics[f"look/{variant}/top_gain_pct{name}"] = gain[key]
     for key, value in metrics.items():
-        client.log_metric(parent, key, float(value), step=step)
+        # Exactly once: a look judged again (its `looks.json` deleted or rebuilt, then the study
+        # rerun) finds its point on the parent already and adds no second one at its step.
+        if not any(m.step == step for m in client.get_metric_history(parent, key)):
+            client.log_metric(parent, key, float(value), step=step)
     client.set_tag(parent, "look/verdict", entry["verdict"])
     client.set_tag(parent, "look/reason", entry["reason"][:4900])
 

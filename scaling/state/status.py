@@ -16,6 +16,7 @@ from foundation import contract
 from foundation.studypaths import missing_store
 from jobs.spool import last_logged_step
 from scaling.spec.resolved import ResolvedStudy
+from scaling.state.job_errors import job_error_log, last_error_line
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
 from scaling.state.scheduler import live_jobs, read_records
@@ -52,6 +53,7 @@ class StatusRow:
     given_up: bool = False  # failed more than `study.retries` times: `submit` leaves it failed
     step: int | None = None  # a running cell: the last step it logged (of `num_steps`)
     num_steps: int | None = None
+    cause: str = ""  # a failed cell: the last error line of its job's log (`state.job_errors`)
 
     @property
     def retryable(self) -> bool:
@@ -107,6 +109,10 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
             state = contract.STALE  # its model code changed since (`scaling.state.stale`)
         given_up = record is not None and record.given_up(state, study.spec.retries)
         step = last_logged_step(cell.run.output_dir) if state == contract.RUNNING else None
+        cause = None
+        if state == contract.FAILED and record is not None:
+            log = job_error_log(submitit_folder(study), record.executor, record.job_id)
+            cause = last_error_line(log)
         rows.append(
             StatusRow(
                 cell_id=cell.cell_id,
@@ -124,6 +130,7 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
                 given_up=given_up,
                 step=step,
                 num_steps=cell.run.train.steps,
+                cause=cause or "",
             )
         )
     return _parent_notes(study, rows)

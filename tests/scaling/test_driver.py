@@ -95,7 +95,8 @@ def test_a_failing_cell_is_retried_then_given_up_then_retried_on_request(
     run = client.get_run(rows[doomed].run_id)  # MLflow agrees, and says what to do
     assert run.info.status == "FAILED"
     assert run.data.tags[C.TAG_ERROR] == (
-        "gave up after 2 failures; retries: 1. `scaling submit --retry-failed` tries again"
+        "gave up after 2 failures; retries: 1: RuntimeError: injected by the test. "
+        "`scaling submit --retry-failed` tries again"
     )
     parent = study_parent_run_id(study)
     assert client.get_run(parent).info.status == "FAILED"

@@ -65,7 +65,8 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
     assert run.info.status == "FAILED"
     assert (
         run.data.tags[C.TAG_ERROR]
-        == "gave up after 2 failures; retries: 1. `scaling submit --retry-failed` tries again"
+        == "gave up after 2 failures; retries: 1: RuntimeError: injected by the test. "
+        "`scaling submit --retry-failed` tries again"
     )
     assert [r.state for r in rows.values() if r.cell_id != doomed] == [C.COMPLETED]
 
