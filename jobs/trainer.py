@@ -33,6 +33,7 @@ from jobs.fork import load_parent_checkpoint, parent_run_id
 from jobs.optim import lr_at
 from jobs.pause import pause_point
 from jobs.record import LossHistory, RunResult
+from jobs.stop import REQUEUE
 from jobs.tracking import NullTracker, Tracker
 
 __all__ = ["RunResult", "train"]
@@ -41,8 +42,9 @@ __all__ = ["RunResult", "train"]
 def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
     """Train one cell, resuming from the newest checkpoint in `config.output_dir`.
 
-    `stop` (set by `TrainingJob.checkpoint` on preemption) makes the loop finish the current
-    step, save a checkpoint and return status `preempted`.
+    `stop` (set by `TrainingJob` on USR2 or SIGTERM, on any rank) makes the loop finish the
+    current step, save a checkpoint and return status `preempted` (USR2: submitit requeues) or
+    `interrupted` (SIGTERM: the MLflow run is marked KILLED; see jobs/stop.py).
     """
     from models import runtime
 
@@ -272,11 +274,18 @@ class _Trainer:
         return reason
 
     def _preempted(self, state: LossHistory) -> RunResult:
-        """A stop was asked (preemption or time-out): save this step, hand back `preempted`."""
+        """A stop was asked: save this step; `preempted` if submitit requeues (USR2),
+        `interrupted` if the job ends (SIGTERM, on this rank or only on another one)."""
         self._save(state)
+        requeue = self.stop is not None and self.stop.is_set()
+        requeue = requeue and getattr(self.stop, "reason", REQUEUE) == REQUEUE
+        status = "preempted" if requeue else "interrupted"
+        rank0_print(f"{self.config.name}: {status} at step {state.step}, checkpoint saved")
+        if not requeue:  # stopped from outside, not broken: the cell reads as cancelled
+            self.tracker.set_status("KILLED")
         self.tracker.close(timeout_s=10)  # Slurm kills soon; the spool keeps the rest
         return RunResult(
-            "preempted",
+            status,
             math.nan,
             state.step,
             state.tokens_seen,
