@@ -1,11 +1,15 @@
 """`TrainingJob`: the picklable callable submitit runs for one cell, with preemption handling.
 
-Signals have one owner: submitit. On USR2 (preemption or timeout) submitit calls
-`checkpoint()` on global rank 0, then requeues and exits. Python runs signal handlers in the
-main thread, so training runs in a worker thread: `checkpoint()` sets a stop flag, the loop
-finishes its current step, all ranks agree on stopping (an all-reduce of the flag each step),
-save a checkpoint, and only then does `checkpoint()` return the resubmission. The requeued job
-resumes from that checkpoint and continues the same MLflow run (its id is in output_dir).
+Signals: on USR2 (a time-out, or a preemption with `PreemptParameters=send_user_signal`)
+submitit calls `checkpoint()` on global rank 0, then requeues and exits. Python runs signal
+handlers in the main thread, so training runs in a worker thread: `checkpoint()` sets a stop
+flag, the loop finishes its current step, all ranks agree on stopping (an all-reduce of the
+flag each step), save a checkpoint, and only then does `checkpoint()` return the resubmission.
+The requeued job resumes from that checkpoint and continues the same MLflow run (its id is in
+output_dir). SIGTERM (a preemption, or `scancel`) takes the same path on every rank that gets
+it, but nothing is requeued here: the job saves the step, returns `interrupted` and ends, and
+Slurm's `PreemptMode=REQUEUE` (docs/cluster.md) or the next `scaling submit` resumes it, so a
+user's `scancel` still ends the job (jobs/stop.py).
 
 The worker thread must be the first to touch megatron in its process (true for every submitit
 task, which is a fresh process): on CPU, models.runtime's adapter installs a per-thread
@@ -23,6 +27,7 @@ from typing import Any
 import submitit
 
 from jobs.config import RunConfig
+from jobs.stop import REQUEUE, TERMINATE, StopRequest
 
 __all__ = ["TrainingJob"]
 
@@ -35,7 +40,7 @@ class TrainingJob(submitit.helpers.Checkpointable):
     def __init__(self, config: RunConfig, preempt_wait_s: float = 120.0) -> None:
         self.config = config
         self.preempt_wait_s = preempt_wait_s
-        self._stop: threading.Event | None = None
+        self._stop: StopRequest | None = None
         self._worker: threading.Thread | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -61,7 +66,9 @@ class TrainingJob(submitit.helpers.Checkpointable):
         if "MASTER_PORT" not in os.environ:
             dist_env.master_port = rendezvous_port(submitit.JobEnvironment().job_id)
         dist_env.export(set_cuda_visible_devices=False, overwrite=True)
-        self._stop = threading.Event()
+        self._stop = StopRequest()
+        # replaces submitit's SIGTERM handler (which only logs): save this step and end
+        signal.signal(signal.SIGTERM, self._terminate)
         outcome: dict[str, Any] = {}
 
         def work() -> None:
@@ -93,9 +100,16 @@ class TrainingJob(submitit.helpers.Checkpointable):
             raise outcome["error"]
         return outcome["result"]
 
+    def _terminate(self, signum: int, frame: Any) -> None:
+        """SIGTERM: the worker stops after its current step, saves it and returns
+        `interrupted`; the main thread's join loop then returns that result."""
+        print(f"[jobs] {self.config.name}: SIGTERM, saving the current step", flush=True)
+        if self._stop is not None:
+            self._stop.request(TERMINATE)
+
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
         """Called by submitit on USR2: stop after the current step, save, then requeue."""
         if self._stop is not None and self._worker is not None:
-            self._stop.set()
+            self._stop.request(REQUEUE)
             self._worker.join(timeout=self.preempt_wait_s)
         return submitit.helpers.DelayedSubmission(TrainingJob(self.config, self.preempt_wait_s))

@@ -17,8 +17,9 @@ unset (the normal case), the trainer holds no `PausePoint` and pays one `is None
 - Preemption still works: the stop flag that SIGUSR2 sets (`TrainingJob.checkpoint`, rank 0
   only) ends the hold at the next poll on every rank, and the loop then takes its usual path:
   save step N, return `preempted`, requeue. Only the worker thread holds, in short sleeps, so
-  the main thread keeps handling signals: SIGTERM does what it does to a running step (submitit
-  logs and bypasses it; a bare `python -m jobs` dies of it), and SIGKILL kills.
+  the main thread keeps handling signals: SIGTERM does what it does to a running step (a submitit
+  task saves step N and ends as interrupted, see jobs/stop.py; a bare `python -m jobs` dies of
+  it), and SIGKILL kills.
 """
 
 from __future__ import annotations

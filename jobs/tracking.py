@@ -36,10 +36,14 @@ __all__ = [
     "resolve_tracking_uri",
     "upload_spool",
     "METRIC_QUEUE_S",
+    "SystemMetrics",
+    "SYSTEM_METRICS_INTERVAL_S",
 ]
 
 METRIC_QUEUE_S = "time/queue_s"  # seconds from `scaling submit` to the training start
 TAG_QUEUE_S = "queue_s"
+
+SYSTEM_METRICS_INTERVAL_S = 10.0  # MLflow's default; its env var overrides it (see SystemMetrics)
 
 _MAX_METRICS, _MAX_PARAMS, _MAX_TAGS = 1000, 100, 100
 _PARAM_VALUE_LIMIT = 6000
@@ -393,3 +397,50 @@ def upload_spool(output_dir: str | Path, tracking: TrackingConfig, run_name: str
     uploader = _Uploader(Path(output_dir), tracking, run_name)
     uploader.upload()
     return uploader.pending()
+
+
+class SystemMetrics:
+    """MLflow's own system metrics (CPU, host memory, disk, network; GPU utilisation and memory
+    through NVML where a GPU is seen) for one node, logged by the node's local rank 0 as
+    `system/...` (`system/node_<i>/...` on a multi-node job) into the cell's run.
+
+    A daemon thread samples every `SYSTEM_METRICS_INTERVAL_S` seconds (MLflow's
+    `MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL` overrides it; `MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
+    =false` turns it off); the training loop pays nothing per step. Its steps continue across a
+    resume. It stops by itself when the run stops being RUNNING or the server cannot be asked
+    (then this attempt logs no more system metrics; training goes on).
+    """
+
+    def __init__(self, run_id: str, tracking_uri: str, node_id: str | None) -> None:
+        # lazy: mlflow's monitor imports psutil (and pynvml), needed only on a tracked rank
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        self._monitor = SystemMetricsMonitor(
+            run_id,
+            sampling_interval=SYSTEM_METRICS_INTERVAL_S,
+            resume_logging=True,
+            node_id=node_id,
+            tracking_uri=tracking_uri,
+        )
+        self._monitor.start()
+
+    @staticmethod
+    def enabled() -> bool:
+        value = os.environ.get("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "true")
+        return value.strip().lower() not in ("false", "0", "no", "off")
+
+    def stop(self) -> None:
+        """End the sampling thread and send what it still holds (before the run's end status).
+
+        MLflow's own `finish()` drops the samples of an unfinished logging window; here a last
+        sample is taken and that window is published too, so every attempt (even one shorter
+        than the interval) logs at least one point and the last seconds before a stop are kept.
+        """
+        monitor = self._monitor
+        try:
+            monitor.finish()
+            monitor.collect_metrics()
+            monitor.publish_metrics(monitor.aggregate_metrics())
+            monitor.mlflow_logger.flush()
+        except Exception as err:  # noqa: BLE001 - system metrics never fail a run
+            print(f"[jobs] system metrics: {type(err).__name__}: {err}", flush=True)

@@ -12,6 +12,7 @@ and unset they cost one `is None` per step.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from pathlib import Path
@@ -33,7 +34,8 @@ from jobs.fork import load_parent_checkpoint, parent_run_id
 from jobs.optim import lr_at
 from jobs.pause import pause_point
 from jobs.record import LossHistory, RunResult
-from jobs.tracking import NullTracker, Tracker
+from jobs.stop import REQUEUE
+from jobs.tracking import NullTracker, SystemMetrics, Tracker, resolve_tracking_uri
 
 __all__ = ["RunResult", "train"]
 
@@ -41,8 +43,9 @@ __all__ = ["RunResult", "train"]
 def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
     """Train one cell, resuming from the newest checkpoint in `config.output_dir`.
 
-    `stop` (set by `TrainingJob.checkpoint` on preemption) makes the loop finish the current
-    step, save a checkpoint and return status `preempted`.
+    `stop` (set by `TrainingJob` on USR2 or SIGTERM, on any rank) makes the loop finish the
+    current step, save a checkpoint and return status `preempted` (USR2: submitit requeues) or
+    `interrupted` (SIGTERM: the MLflow run is marked KILLED; see jobs/stop.py).
     """
     from models import runtime
 
@@ -102,6 +105,7 @@ class _Trainer:
         self.tracker: Tracker | NullTracker = NullTracker()
         if self.rank == 0 and config.tracking.enabled:
             self.tracker = Tracker(self.output_dir, config.tracking, run_name=config.name)
+        self.system_metrics: SystemMetrics | None = None
 
     # --- the loop -------------------------------------------------------------------------
     def _payload(self, state: LossHistory) -> dict[str, Any]:
@@ -175,6 +179,7 @@ class _Trainer:
         try:
             return self._run()
         except Exception as err:  # a crash (not a divergence): mark the run, keep the record
+            self._stop_system_metrics()
             self.tracker.set_tags({C.TAG_ERROR: f"{type(err).__name__}: {err}"[:1000]})
             self.tracker.set_status("FAILED")
             self.tracker.close(timeout_s=10)
@@ -201,6 +206,29 @@ class _Trainer:
                 lineage[C.TAG_PARENT_CELL_RUN] = parent
             self.tracker.set_tags(lineage)
 
+    def _start_system_metrics(self, resumed: bool) -> None:
+        """MLflow's system metrics on each node's local rank 0 (a background thread; no cost per
+        step). Collective: rank 0 broadcasts the run id, as a CPU tensor over gloo."""
+        if not (self.config.tracking.enabled and SystemMetrics.enabled()):
+            return
+        if resumed and self.rank == 0:
+            self.tracker.flush()  # the run is RUNNING again before the monitor checks it
+        run_id = _broadcast_run_id(self.tracker.run_id if self.rank == 0 else None)
+        if run_id is None or _local_rank() != 0:
+            return
+        num_nodes = int(os.environ.get("SLURM_NNODES") or 1)
+        node_id = f"node_{os.environ.get('SLURM_NODEID', '0')}" if num_nodes > 1 else None
+        uri = resolve_tracking_uri(self.config.tracking, self.output_dir)
+        try:
+            self.system_metrics = SystemMetrics(run_id, uri, node_id)
+        except Exception as err:  # noqa: BLE001 - system metrics never fail a run
+            print(f"[jobs] system metrics off: {type(err).__name__}: {err}", flush=True)
+
+    def _stop_system_metrics(self) -> None:
+        if self.system_metrics is not None:
+            self.system_metrics.stop()
+            self.system_metrics = None
+
     def _step_metrics(
         self, loss: float, lr: float, grad_norm: float, tokens_seen: int, step_time: float
     ) -> dict[str, float]:
@@ -222,6 +250,7 @@ class _Trainer:
         train_cfg = self.config.train
         state, resumed = self._resume()
         self._start_record(resumed)
+        self._start_system_metrics(resumed)
         status, reason = C.COMPLETED, None
         loop_start = time.perf_counter()
         while state.step < train_cfg.steps:
@@ -272,11 +301,19 @@ class _Trainer:
         return reason
 
     def _preempted(self, state: LossHistory) -> RunResult:
-        """A stop was asked (preemption or time-out): save this step, hand back `preempted`."""
+        """A stop was asked: save this step; `preempted` if submitit requeues (USR2),
+        `interrupted` if the job ends (SIGTERM, on this rank or only on another one)."""
         self._save(state)
+        self._stop_system_metrics()
+        requeue = self.stop is not None and self.stop.is_set()
+        requeue = requeue and getattr(self.stop, "reason", REQUEUE) == REQUEUE
+        status = "preempted" if requeue else "interrupted"
+        rank0_print(f"{self.config.name}: {status} at step {state.step}, checkpoint saved")
+        if not requeue:  # stopped from outside, not broken: the cell reads as cancelled
+            self.tracker.set_status("KILLED")
         self.tracker.close(timeout_s=10)  # Slurm kills soon; the spool keeps the rest
         return RunResult(
-            "preempted",
+            status,
             math.nan,
             state.step,
             state.tokens_seen,
@@ -295,6 +332,7 @@ class _Trainer:
         else:
             rank0_print(f"{self.config.name}: diverged at step {state.step}: {reason}")
             self.tracker.set_tags({C.TAG_DIVERGENCE: reason})
+        self._stop_system_metrics()
         result = RunResult(
             status,
             final,
@@ -325,3 +363,24 @@ class _Trainer:
             metrics[C.VAL_SELECT] = select
         self.tracker.log_metrics(metrics, step=state.step)
         return val, select
+
+
+_RUN_ID_BYTES = 64  # MLflow run ids are 32 hex characters
+
+
+def _broadcast_run_id(run_id: str | None) -> str | None:
+    """Global rank 0's MLflow run id on every rank (None if it has none yet: server down)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return run_id
+    buffer = torch.zeros(_RUN_ID_BYTES, dtype=torch.uint8)  # CPU: the default group's gloo part
+    if dist.get_rank() == 0 and run_id:
+        encoded = run_id.encode()[:_RUN_ID_BYTES]
+        buffer[: len(encoded)] = torch.tensor(list(encoded), dtype=torch.uint8)
+    dist.broadcast(buffer, src=0)
+    text = bytes(buffer.tolist()).rstrip(b"\0").decode()
+    return text or None
+
+
+def _local_rank() -> int:
+    """This process's rank on its node (the launcher's LOCAL_RANK, else Slurm's, else 0)."""
+    return int(os.environ.get("LOCAL_RANK") or os.environ.get("SLURM_LOCALID") or 0)

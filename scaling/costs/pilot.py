@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from submitit.core.utils import pickle_load
+
 from foundation.atomic import write_text
 from foundation.config import ConfigError
 from foundation.provenance import git_commit
@@ -44,6 +46,7 @@ __all__ = [
 ]
 
 PILOT_FILE = "pilot.json"
+OOM_POLL_S = 1.0  # how often a running probe's per-rank results are read
 VERSION = 1
 
 
@@ -168,10 +171,17 @@ def _collect(job: Any, timeout_s: float) -> dict[str, Any]:
     """
     deadline = time.monotonic() + timeout_s
     while not job.done():
+        oom = _first_oom(job)
+        if oom is not None:  # its peers may wait in a collective for it: end them now
+            job.cancel(check=False)
+            return {"status": OOM, "error": oom}
         if time.monotonic() > deadline:
             job.cancel(check=False)
             return {"status": "failed", "error": f"no result within {timeout_s:.0f} s; cancelled"}
-        time.sleep(1.0)
+        time.sleep(OOM_POLL_S)
+    oom = _first_oom(job)
+    if oom is not None:  # a peer may have failed when the OOM rank left: the OOM is the cause
+        return {"status": OOM, "error": oom}
     try:
         ranks = job.results()
     except Exception as err:  # noqa: BLE001 - a failed probe is reported, the others go on
@@ -184,6 +194,21 @@ def _collect(job: Any, timeout_s: float) -> dict[str, Any]:
     out = {k: v for k, v in first.items() if k != "rank"}
     out["peak_memory_bytes"] = max(r["peak_memory_bytes"] for r in ranks)  # the fullest rank
     return out
+
+
+def _first_oom(job: Any) -> str | None:
+    """The error of the first rank whose result (already written) is `oom`, else None."""
+    for task_id in range(job.num_tasks):
+        path = job.task(task_id).paths.result_pickle
+        if not path.exists():
+            continue
+        try:
+            outcome, value = pickle_load(path)
+        except Exception:  # noqa: BLE001, S112 - still being written: read it next poll
+            continue
+        if outcome == "success" and isinstance(value, dict) and value.get("status") == OOM:
+            return value["error"]
+    return None
 
 
 def run_pilot(

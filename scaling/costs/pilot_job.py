@@ -8,9 +8,18 @@ Nothing goes to MLflow and the checkpoint is deleted afterwards.
 
 A job that runs out of memory returns status `oom` with the allocator's message instead of
 raising, so the pilot can name the fix for that size while the others are still measured.
+Only the rank that ran out knows: under pipeline or tensor parallelism its peers sit in a
+collective waiting for it (on NCCL until the watchdog, 10 minutes). So the OOM rank returns
+at once, without tearing its process group down (a destroy could wait on those peers), and
+the pilot (`scaling.costs.pilot._collect`) reads each rank's result as it lands and cancels
+the job on the first `oom`.
+
 `memory_limit_bytes` makes the device smaller than it is, to learn what fits a smaller one:
 on a GPU through torch's per-process memory fraction, on CPU as a data-segment limit
 (RLIMIT_DATA) above what the process holds once its libraries are loaded.
+
+Fault tests inject an OOM with `SCALING_TEST_PILOT_OOM_AT=RANK:STEP` (that rank raises
+`torch.OutOfMemoryError` before that step); nothing else sets it.
 """
 
 from __future__ import annotations
@@ -26,9 +35,10 @@ import submitit
 
 from jobs.config import RunConfig
 
-__all__ = ["PilotJob", "OK", "OOM"]
+__all__ = ["PilotJob", "OK", "OOM", "ENV_OOM_AT"]
 
 OK, OOM = "ok", "oom"
+ENV_OOM_AT = "SCALING_TEST_PILOT_OOM_AT"  # tests only: "RANK:STEP"
 _CPU_OOM = ("can't allocate memory", "not enough memory", "out of memory")
 
 
@@ -60,14 +70,17 @@ class PilotJob:
             runtime.initialize_parallel(self.config.parallel)
             if self.memory_limit_bytes:
                 _limit_memory(self.memory_limit_bytes)
-            try:
-                return self._measure()
-            finally:
-                runtime.destroy()
+            result = self._measure()
         except Exception as err:  # noqa: BLE001 - only memory exhaustion is a result
             if not _is_oom(err):
+                runtime.destroy()
                 raise
-            return {"status": OOM, "error": f"{type(err).__name__}: {err}"[:400]}
+            # No destroy: peers may be inside a collective with this rank, and tearing the
+            # group down can wait on them. The pilot cancels the job once this result lands.
+            rank = os.environ.get("RANK", "0")
+            return {"status": OOM, "error": f"rank {rank}: {type(err).__name__}: {err}"[:400]}
+        runtime.destroy()
+        return result
 
     def _measure(self) -> dict[str, Any]:
         import torch
@@ -87,7 +100,10 @@ class PilotJob:
         )
         total = self.warmup_steps + self.steps
         timed = 0.0
+        oom_at = _injected_oom()
         for step in range(total):
+            if oom_at == (trainer.rank, step):
+                raise torch.OutOfMemoryError(f"injected by {ENV_OOM_AT} at step {step}")
             trainer.engine.set_lr(lr_at(step, total, config.optimizer.lr, config.schedule))
             batches = step_microbatches(
                 trainer.dataset,
@@ -126,6 +142,17 @@ class PilotJob:
             "device": torch.cuda.get_device_name() if cuda else "cpu",
             "bf16": trainer.bf16,
         }
+
+
+def _injected_oom() -> tuple[int, int] | None:
+    """(rank, step) from `SCALING_TEST_PILOT_OOM_AT=RANK:STEP`, or None (the normal case)."""
+    value = os.environ.get(ENV_OOM_AT)
+    if not value:
+        return None
+    rank, _, step = value.partition(":")
+    if not (rank.isdigit() and step.isdigit()):
+        raise ValueError(f"{ENV_OOM_AT} must be RANK:STEP (e.g. 1:2), got {value!r}")
+    return int(rank), int(step)
 
 
 def _is_oom(err: BaseException) -> bool:

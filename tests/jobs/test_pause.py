@@ -1,7 +1,8 @@
 """The test-only pause point (jobs/pause.py) on the real trainer: it holds after step N (its
 `.reached` file appears, the step metric stops there), goes on when released, and a SIGTERM or
-SIGUSR2 while held does what it does to a running job: submitit bypasses SIGTERM, and SIGUSR2
-saves step N, requeues, and the resumed attempt finishes without holding again."""
+SIGUSR2 while held does what it does to a running job: SIGUSR2 saves step N, requeues, and the
+resumed attempt finishes without holding again; SIGTERM (a preemption or `scancel`) saves step
+N on every rank and ends the job as interrupted, and a rerun resumes there."""
 
 from __future__ import annotations
 
@@ -112,12 +113,10 @@ def test_holds_after_step_n_until_released(tmp_path, data_dir, mlflow_server):
 
 
 @pytest.mark.slow
-def test_sigterm_then_sigusr2_while_held_preempts_at_step_n(
-    tmp_path, data_dir, mlflow_server, monkeypatch
-):
-    """A submitit job held at step N: SIGTERM is bypassed as on any step (still held); SIGUSR2
-    ends the hold, the loop saves step N and submitit requeues; the resumed attempt starts at
-    step N, so it never reaches the pause point again, and finishes although never released."""
+def test_sigusr2_while_held_preempts_at_step_n(tmp_path, data_dir, mlflow_server, monkeypatch):
+    """A submitit job held at step N: SIGUSR2 ends the hold, the loop saves step N and submitit
+    requeues; the resumed attempt starts at step N, so it never reaches the pause point again,
+    and finishes although never released."""
     import submitit
 
     from foundation.config import from_dict
@@ -137,10 +136,7 @@ def test_sigterm_then_sigusr2_while_held_preempts_at_step_n(
         _wait(lambda: children(int(job.job_id)), lambda: not job.done(), 60, "the task")
         (task,) = children(int(job.job_id))
         _assert_held(cfg, pause, lambda: not job.done())
-        os.kill(task, signal.SIGTERM)
-        _wait(lambda: "Bypassing signal SIGTERM" in (job.stderr() or ""), lambda: True, 60, "")
-        _assert_held(cfg, pause, lambda: not job.done())
-        os.kill(task, signal.SIGUSR2)  # what Slurm sends before a preemption or a time-out
+        os.kill(task, signal.SIGUSR2)  # what Slurm sends before a time-out
         result = job.result()
     finally:
         if not job.done():
@@ -153,3 +149,61 @@ def test_sigterm_then_sigusr2_while_held_preempts_at_step_n(
     assert not pause.released(cfg["name"])  # the resumed attempt finished on its own
     spooled = _spooled(cfg)
     assert sorted(spooled) == list(range(1, STEPS + 1)) and set(spooled.values()) == {1}
+
+
+@pytest.mark.slow
+def test_sigterm_saves_step_n_on_both_ranks_and_the_rerun_ends_bitwise_equal(
+    tmp_path, data_dir, mlflow_server, monkeypatch
+):
+    """A real preemption (or `scancel`) sends SIGTERM to every task. A two-task job (DP=2) held
+    at step N saves step N, ends as interrupted (MLflow run KILLED, not failed) and is not
+    requeued by the job itself; submitting it again resumes at step N and ends bitwise where an
+    uninterrupted two-task run ends."""
+    import submitit
+    from mlflow.tracking import MlflowClient
+
+    from foundation.config import from_dict
+    from jobs import TrainingJob
+    from jobs.config import RunConfig
+    from scaling.rounds.warmstart import warm_python
+
+    cfg = _cfg(tmp_path, data_dir, "sigterm", mlflow_server)
+    cfg["parallel"] = {"data_parallel": 2}
+    ref = _cfg(tmp_path / "ref", data_dir, "reference", mlflow_server)
+    ref["parallel"] = {"data_parallel": 2}
+    pause = PauseFiles(tmp_path / "pause", PAUSE_AT)
+    pause.release(ref["name"])  # the reference runs through
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    for key, value in pause.env().items():
+        monkeypatch.setenv(key, value)
+    job_fn = TrainingJob(from_dict(RunConfig, cfg, where="run"))
+    with warm_python(tmp_path / "warm") as python:  # the ranks forked from one warm server
+        executor = submitit.LocalExecutor(folder=tmp_path / "submitit", python=python)
+        executor.update_parameters(timeout_min=10, tasks_per_node=2)
+        job = executor.submit(job_fn)
+        try:
+            _wait(lambda: len(children(int(job.job_id))) == 2, lambda: not job.done(), 60, "tasks")
+            _assert_held(cfg, pause, lambda: not job.done())
+            for task in children(int(job.job_id)):
+                os.kill(task, signal.SIGTERM)  # as Slurm signals every task of the step
+            _wait(job.done, lambda: True, 60, "the job to end on SIGTERM")
+        finally:
+            if not job.done():
+                job.cancel()
+        first = job.results()
+        assert [r.status for r in first] == ["interrupted"] * 2, job.stdout()
+        assert [r.steps for r in first] == [PAUSE_AT] * 2
+        ckpts = Path(cfg["output_dir"]) / "checkpoints"
+        assert [step for step, _ in list_checkpoints(ckpts)] == [PAUSE_AT]
+        assert MlflowClient(mlflow_server).get_run(first[0].run_id).info.status == "KILLED"
+
+        rerun = executor.submit(job_fn)  # what the next `scaling submit` does
+        reference = executor.submit(TrainingJob(from_dict(RunConfig, ref, where="run")))
+        second, expected = rerun.results(), reference.results()
+    assert f"resumed at step {PAUSE_AT}" in rerun.stdout(), rerun.stdout()[-3000:]
+    assert [r.status for r in second] == ["completed"] * 2
+    assert second[0].train_losses == expected[0].train_losses  # bitwise
+    assert second[0].final_val_loss == expected[0].final_val_loss
+    assert second[0].run_id == first[0].run_id  # the same MLflow run, continued
+    assert MlflowClient(mlflow_server).get_run(first[0].run_id).info.status == "FINISHED"
