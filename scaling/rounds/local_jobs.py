@@ -237,11 +237,14 @@ def _cost(cell: Cell) -> float:
 
 
 def _job_state(job: Any) -> str:
-    """completed / diverged from the job's RunResult; failed if it raised or died."""
+    """completed / diverged from the job's RunResult; cancelled if SIGTERM stopped it (its step
+    saved, its run KILLED: the next submit resumes it); failed if it raised or died."""
     try:
         status = job.results()[0].status
     except Exception:  # noqa: BLE001 - any failure of the job is the cell's failure
         return contract.FAILED
+    if status == "interrupted":  # jobs.trainer: SIGTERM, a cancel or a preemption
+        return contract.CANCELLED
     return status if status in contract.DONE_STATES else contract.FAILED
 
 
