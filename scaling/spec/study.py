@@ -235,7 +235,8 @@ class VerdictSpec:
     below it would not change a recipe. `scaling analyze --margin` overrides it.
 
     `baseline`: the arm the others are judged by, at every look and in the report; one of the
-    study's `variants` (`A,B`: per size the stronger of arms A and B). `scaling run --baseline`
+    study's `variants` (`A,B`: per size the stronger of arms A and B). A study of one arm has
+    nothing to judge, and is not checked. `scaling run --baseline`
     overrides it for the whole run, and is refused once a look was judged against another.
 
     `alpha`: the family-wise level of every claim (`analysis.stats.levels`); a sequential study
@@ -253,7 +254,7 @@ class VerdictSpec:
         out = []
         names = [b.strip() for b in str(self.baseline).split(",")]
         unknown = [b for b in names if b not in arms]
-        if unknown:
+        if unknown and len(set(arms)) > 1:  # one arm trains and is tracked, and judges nothing
             out.append(
                 f"study.verdict.baseline: {self.baseline!r} is not one of the study's arms "
                 f"{arms}; set `verdict: {{baseline: <arm>}}` to the arm the others are judged "

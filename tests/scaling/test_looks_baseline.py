@@ -17,9 +17,9 @@ from scaling.spec.look_state import looks_path
 from tests.scaling.conftest import small_spec
 
 
-def _load(tmp_path, data_dir, verdict=None, seeds=None):
+def _load(tmp_path, data_dir, verdict=None, seeds=None, variants=("linear", "nonlinear")):
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    spec["variants"] = ["linear", "nonlinear"]
+    spec["variants"] = list(variants)
     if verdict is not None:
         spec["verdict"] = verdict
     if seeds is not None:
@@ -71,3 +71,10 @@ def test_baseline_override_is_the_whole_runs_or_refused(tmp_path, data_dir):
     with pytest.raises(ValueError, match="judged against nonlinear.*run with --baseline nonlinear"):
         judged_against(moved, None)
     assert judged_against(moved, "nonlinear").spec.verdict.baseline == "nonlinear"
+
+
+def test_a_study_of_one_arm_loads_whatever_its_baseline(tmp_path, data_dir):
+    """One arm trains and is tracked (a noise or preemption study) and judges nothing: the
+    default baseline is not its arm, and that is not an error."""
+    study = _load(tmp_path, data_dir, variants=["nonlinear"])
+    assert {c.variant for c in study.cells} == {"nonlinear"}
