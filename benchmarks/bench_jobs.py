@@ -47,6 +47,27 @@ def _run(rank: int, world_size: int, cfg: dict) -> dict:
     return {"loop_time_s": result.loop_time_s, "tracking_time_s": result.tracking_time_s}
 
 
+def bench_run_dict(out: Path, data_dir: Path, steps: int, tracking: dict, **extra) -> dict:
+    """The tracking benchmarks' run: 4 layers, d 128, every step logged, `tracking` as given."""
+    from jobs.testing import tiny_run_dict  # lazy: torch only once a run is built, not for --help
+
+    return tiny_run_dict(
+        out,
+        data_dir,
+        model={"num_layers": 4, "hidden_size": 128, "seq_length": 128},
+        # 32 sequences x 128 tokens = 4096 tokens per step, micro-batch 8 -> 4 micro
+        train={
+            "steps": steps,
+            "global_batch_tokens": 4096,
+            "micro_batch_size": 8,
+            "log_interval": 1,
+            "eval_interval": 10,
+        },
+        tracking={**tracking, "flush_interval_s": 5.0},
+        **extra,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
@@ -55,7 +76,6 @@ def main() -> None:
     args = parser.parse_args()
 
     from data_prep.testing import tiny_dataset
-    from jobs.testing import tiny_run_dict
 
     root = Path(tempfile.mkdtemp(prefix="bench_jobs_"))
     data_dir = tiny_dataset(root / "data")
@@ -70,20 +90,8 @@ def main() -> None:
     try:
         for repeat in range(args.repeats):
             for arm, tracking in arms.items():
-                cfg = tiny_run_dict(
-                    root / f"{arm}{repeat}",
-                    data_dir,
-                    engine=args.engine,
-                    model={"num_layers": 4, "hidden_size": 128, "seq_length": 128},
-                    # 32 sequences x 128 tokens = 4096 tokens per step, micro-batch 8 -> 4 micro
-                    train={
-                        "steps": args.steps,
-                        "global_batch_tokens": 4096,
-                        "micro_batch_size": 8,
-                        "log_interval": 1,
-                        "eval_interval": 10,
-                    },
-                    tracking={**tracking, "flush_interval_s": 5.0},
+                cfg = bench_run_dict(
+                    root / f"{arm}{repeat}", data_dir, args.steps, tracking, engine=args.engine
                 )
                 (result,) = run_ranks(_run, 1, cfg)
                 times[arm].append(result["loop_time_s"])

@@ -40,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo, for tests.*
 
+from benchmarks.bench_jobs import bench_run_dict  # noqa: E402
 from tests.conftest import start_mlflow_server  # noqa: E402
 from tests.distributed import run_ranks  # noqa: E402
 
@@ -82,7 +83,6 @@ def main() -> None:
     args = parser.parse_args()
 
     from data_prep.testing import tiny_dataset
-    from jobs.testing import tiny_run_dict
 
     root = Path(tempfile.mkdtemp(prefix="bench_system_metrics_"))
     data_dir = tiny_dataset(root / "data")
@@ -102,25 +102,8 @@ def main() -> None:
                 os.environ.pop("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", None)
                 if interval is not None:
                     os.environ["MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL"] = interval
-                cfg = tiny_run_dict(
-                    root / f"{arm}{repeat}",
-                    data_dir,
-                    model={"num_layers": 4, "hidden_size": 128, "seq_length": 128},
-                    # 32 sequences x 128 tokens = 4096 tokens per step, micro-batch 8 -> 4 micro
-                    train={
-                        "steps": args.steps,
-                        "global_batch_tokens": 4096,
-                        "micro_batch_size": 8,
-                        "log_interval": 1,
-                        "eval_interval": 10,
-                    },
-                    tracking={
-                        "enabled": True,
-                        "tracking_uri": uri,
-                        "experiment": "bench",
-                        "flush_interval_s": 5.0,
-                    },
-                )
+                tracking = {"enabled": True, "tracking_uri": uri, "experiment": "bench"}
+                cfg = bench_run_dict(root / f"{arm}{repeat}", data_dir, args.steps, tracking)
                 (result,) = run_ranks(_run, 1, cfg)
                 times[arm].append(result["loop_time_s"])
                 print(f"{arm:4s} repeat {repeat}: {result['loop_time_s']:.2f} s loop", flush=True)

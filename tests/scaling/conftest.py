@@ -54,3 +54,16 @@ def one_size_spec(data_dir: Path, out: Path, tracking_uri: str, steps: int, **ov
     """`small_spec` cut to its 30K size on one rank, trained for `steps` steps of 256 tokens."""
     one = {"sizes": ["30K"], "parallel": {}, "tokens": {"per_size": {"30K": steps * 256}}}
     return small_spec(data_dir, out, tracking_uri, **(one | overrides))
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory):
+    """A real MLflow basic-auth server (tests/scaling/auth_server.py) for one test module."""
+    from foundation.proc import stop
+    from tests.scaling.auth_server import start_auth_server
+
+    server = start_auth_server(tmp_path_factory.mktemp("auth_server"))
+    try:
+        yield server
+    finally:
+        stop(server.proc)

@@ -83,3 +83,14 @@ def dead(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def assert_one_error_line(proc: subprocess.CompletedProcess, secret: str, starts: str) -> str:
+    """The command was refused as a user should see it: exit 2, no traceback, `secret` nowhere,
+    and one non-empty stderr line starting with `starts`; that line."""
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out and secret not in out, out
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(starts), out
+    return errors[0]

@@ -11,20 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foundation.proc import stop
-from tests.scaling.auth_server import start_auth_server
 from tests.scaling.conftest import one_size_spec
+from tests.scaling.helpers import assert_one_error_line
 
 pytestmark = pytest.mark.slow  # ~20 s: the auth server's start
-
-
-@pytest.fixture(scope="module")
-def auth_server(tmp_path_factory):
-    server = start_auth_server(tmp_path_factory.mktemp("auth_server_analyze"))
-    try:
-        yield server
-    finally:
-        stop(server.proc)
 
 
 def test_analyze_with_a_wrong_login_is_one_line(auth_server, tmp_path, data_dir) -> None:
@@ -42,11 +32,7 @@ def test_analyze_with_a_wrong_login_is_one_line(auth_server, tmp_path, data_dir)
         text=True,
         timeout=300,
     )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2, out
-    assert "Traceback" not in out and wrong not in out, out
-    errors = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(errors) == 1 and errors[0].startswith("error: "), out
-    assert "401" in errors[0] and "MLFLOW_TRACKING_PASSWORD" in errors[0], out
+    error = assert_one_error_line(proc, wrong, "error: ")
+    assert "401" in error and "MLFLOW_TRACKING_PASSWORD" in error, error
     assert not (tmp_path / "study").exists()  # no analysis folder, nothing written
     assert not Path(tmp_path / "results").exists()

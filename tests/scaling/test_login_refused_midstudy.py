@@ -21,6 +21,7 @@ from scaling.rounds.driver import StudyRun
 from scaling.rounds.environment import load_study_spec
 from scaling.state.tracking_refusal import TrackingRefused
 from tests.scaling.conftest import one_size_spec
+from tests.scaling.helpers import assert_one_error_line
 
 PASSWORD = "pw-" + "6f1d2c" * 4
 REFUSAL = b"You are not authenticated. Please see https://mlflow.org/docs/latest/auth.html"
@@ -158,9 +159,5 @@ def test_status_watch_stops_with_one_line_and_exit_2(tmp_path, data_dir, server)
         text=True,
         timeout=60,
     )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2, out
-    assert "Traceback" not in out and PASSWORD not in out, out
-    errors = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(errors) == 1 and errors[0].startswith("error: the tracking server "), out
-    assert "refused the login of user 'alice'" in errors[0], out
+    error = assert_one_error_line(proc, PASSWORD, "error: the tracking server ")
+    assert "refused the login of user 'alice'" in error, error

@@ -13,21 +13,11 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from foundation.proc import stop
 from foundation.secrets import MASK, redact_uri, split_uri_credentials
-from tests.scaling.auth_server import ADMIN, start_auth_server
+from tests.scaling.auth_server import ADMIN
 from tests.scaling.conftest import one_size_spec
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def auth_server(tmp_path_factory):
-    server = start_auth_server(tmp_path_factory.mktemp("auth_server"))
-    try:
-        yield server
-    finally:
-        stop(server.proc)
 
 
 @pytest.fixture
