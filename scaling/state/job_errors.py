@@ -5,7 +5,9 @@ a node without the GPU it asked for) ends with no MLflow tag of its own: its run
 unfinished. Its cause is in the job's stderr, which submitit keeps as
 `<study>/submitit/<executor>/<job id>_0_log.err` (rank 0; Slurm's `srun: error:` lines land
 there too). The last line that reads as an error is the cause: a traceback's final line, or a
-`...: error: ...` line of Slurm or of this project's own commands.
+`...: error: ...` line of Slurm or of this project's own commands. srun's own report that a task
+exited (`srun: error: n1: task 0: Exited with exit code 1`) follows the task's traceback and only
+restates it; it is the cause only when nothing else in the tail names one.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ _ERROR_LINE = re.compile(
     r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b(?::.*)?$"
     r"|(?:[\w.-]+: )?error: .+)"
 )
+# srun's echo of a task's exit: "srun: error: n1: task 0: Exited with exit code 1", "... Killed"
+_TASK_EXIT = re.compile(
+    r"^srun: error: [^:]+: tasks? [\d,-]+: (?:Exited with exit code|Killed|Terminated)"
+)
 
 
 def job_error_log(submitit_folder: Path, executor: str, job_id: str) -> Path:
@@ -43,9 +49,16 @@ def last_error_line(path: Path) -> str | None:
             tail = log.read().decode(errors="replace")
     except OSError:
         return None
+    echo = None
     for line in reversed(tail.splitlines()):
         line = line.rstrip()
-        if _ERROR_LINE.match(line):
-            line = mask_userinfo(line)
-            return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 3] + "..."
-    return None
+        if _TASK_EXIT.match(line):
+            echo = echo or line
+        elif _ERROR_LINE.match(line):
+            return _shown(line)
+    return _shown(echo) if echo else None
+
+
+def _shown(line: str) -> str:
+    line = mask_userinfo(line)
+    return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 3] + "..."

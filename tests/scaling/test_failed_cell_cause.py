@@ -74,6 +74,15 @@ def test_the_last_error_line_of_a_job_log(tmp_path):
     assert last_error_line(log).startswith("slurmstepd: error: *** JOB 12 ON n1 CANCELLED")
     log.write_text("error: the tracking server http://bob:hunter2@host:5000 refused\n" + "x" * 400)
     assert last_error_line(log) == "error: the tracking server http://***@host:5000 refused"
+    # srun's echo of the exit restates the traceback above it; alone, it is the cause
+    log.write_text(
+        "RuntimeError: injected\n"
+        "srun: error: vm: task 0: Exited with exit code 1\n"
+        "srun: error: vm: tasks 1-3: Killed\n"
+    )
+    assert last_error_line(log) == "RuntimeError: injected"
+    log.write_text("step 3\nsrun: error: n1: task 0: Exited with exit code 137\n")
+    assert last_error_line(log) == "srun: error: n1: task 0: Exited with exit code 137"
     log.write_text("KeyboardInterrupt\n")
     assert last_error_line(log) == "KeyboardInterrupt"
     log.write_text("all fine\n  ValueError: indented, inside a traceback's source\n")
