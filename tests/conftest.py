@@ -68,6 +68,18 @@ def pytest_terminal_summary(terminalreporter):
     )
 
 
+# Tests that share the machine's Slurm cluster (its few CPUs, its queue) or start clusters and
+# fleets of their own (tests/reliability/) run one after another in one worker; the rest spread
+# over the workers that scripts/test.sh starts (`-n`, `--dist loadgroup`).
+SERIAL_GROUP = "slurm"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("slurm") or item.nodeid.startswith("tests/reliability/"):
+            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """The net under `skip_unless_required`: in CI, any other skip fails too (except `gpu`)."""
