@@ -10,7 +10,13 @@ from pathlib import Path
 
 import typer
 
-from analysis.tables.spec import DEFAULT_BASELINE, spec_margin, spec_verdict, study_source
+from analysis.tables.spec import (
+    DEFAULT_BASELINE,
+    spec_login,
+    spec_margin,
+    spec_verdict,
+    study_source,
+)
 from foundation import contract
 
 
@@ -82,6 +88,9 @@ def _analyze(
         folder = None
         if study is not None:
             spec_uri, spec_exp, spec_name, folder = study_source(study)
+            login = spec_login(study)
+            if login is not None:
+                login.export()  # as `scaling run` does: MLflow's client reads it from there
             uri, exp, name = uri or spec_uri, exp or spec_exp, name or spec_name
             typer.echo(f"study folder: {folder.parent}")
         if not (uri and exp and name):

@@ -1,5 +1,5 @@
-"""The few keys of a study spec the analysis reads: where its runs are (``mlflow``), its name,
-its output folder and its verdict margin.
+"""The few keys of a study spec the analysis reads: where its runs are (``mlflow``, its login
+file among them), its name, its output folder and its verdict margin.
 
 Read with ``foundation.config.load_file`` alone: analysis imports nothing from the packages
 above it (the spec's full expansion is ``scaling``'s).
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from foundation import contract
 from foundation.config import load_file
+from foundation.secrets import Credentials, read_credentials_file
 from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
 
 # the arm the others are judged by when a study's `verdict.baseline` (or, for a run CSV,
@@ -73,3 +74,19 @@ def spec_verdict(spec_path: Path) -> tuple[str | None, float | None]:
             f"{spec_path}: verdict.alpha {alpha!r}; give a level in (0, 0.5), e.g. 0.05"
         )
     return baseline, None if alpha is None else float(alpha)
+
+
+def spec_login(spec_path: Path) -> Credentials | None:
+    """The login in the spec's ``mlflow.credentials_file`` (relative to the spec's folder), or None
+    when it names none; ValueError naming the field, the file and the fix (never the password).
+    The same file `scaling run` reads (``scaling.spec.credentials``), so `scaling analyze STUDY`
+    reaches a server that needs a login without one in the environment."""
+    mlflow = load_file(spec_path).get("mlflow")
+    path = mlflow.get("credentials_file") if isinstance(mlflow, dict) else None
+    if path is None:
+        return None
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{spec_path}: mlflow.credentials_file {path!r}; name a 0600 file")
+    file = Path(path).expanduser()
+    file = file if file.is_absolute() else Path(spec_path).absolute().parent / file
+    return read_credentials_file(file, f"{spec_path}: mlflow.credentials_file")
