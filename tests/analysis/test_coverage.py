@@ -76,3 +76,5 @@ def test_noise_components_are_recovered_and_inflated_by_t_over_z():
     assert model.df_run == sizes * (cells - 1) * (seeds - 1) - 1  # one df for the N-trend
     expected = stats.t.ppf(0.975, model.df_run) / stats.norm.ppf(0.975)
     assert model.inflate_run == pytest.approx(expected)
+    expected = stats.t.ppf(0.975, model.df_seed) / stats.norm.ppf(0.975)
+    assert model.inflate_seed == pytest.approx(expected)  # the shared part's own df

@@ -101,6 +101,10 @@ def test_a_flat_lr_is_chosen_again_in_every_draw():
     groups = build_groups(usable_cells(table, frontiers), 400, 0, selected_lrs(table, frontiers))
     changed = (groups.best_lr[1:] != groups.best_lr[0]).mean(axis=0)  # [groups]
     assert changed.min() > 0.1 and changed.mean() > 0.3, changed
+    # and each draw's loss is read at that draw's LR: below the data's LR cell where it changed
+    at_data_lr = np.nanmean(groups.draws, axis=2)[:, groups.chosen[0]]  # [B+1, groups]
+    lower = (groups.loss[1:] < at_data_lr[1:]).mean(axis=0)  # [groups]
+    assert np.array_equal(lower, changed) and (groups.loss <= at_data_lr).all(), (lower, changed)
     # the steep default penalty: the LR choice is settled, as the issue found
     steep = noisy_study(1.0, Noise(), rng_seed=3)
     frontiers = lr_frontier(steep)
