@@ -135,8 +135,12 @@ def _group_ranks(group: Any) -> tuple[int, ...]:
 
 
 def _nccl_played_by_gloo(backend: str | None) -> str:
-    """`cpu:gloo,cuda:nccl` -> `cpu:gloo,cuda:gloo`: gloo serves the `cuda` device type."""
+    """`cpu:gloo,cuda:nccl` -> `cpu:gloo,cuda:gloo`: gloo serves the `cuda` device type. A plain
+    `nccl` group serves `cuda` alone, so it becomes `cuda:gloo`, which refuses CPU tensors as
+    NCCL does (a group that cannot carry the CPU-side collectives fails here as on a GPU)."""
     backend = backend or "cpu:gloo,cuda:gloo"
+    if backend == "nccl":
+        return "cuda:gloo"
     if ":" not in backend:
         return "cpu:gloo,cuda:gloo"
     pairs = [pair.split(":") for pair in backend.split(",")]
