@@ -7,22 +7,23 @@ variant may shift or bend its own law. So each arm fits its own law from the siz
 finished, and every new size tests it.
 
 **The law** (`fit_lr_law`): ``log lr* = a + b log N`` by least squares over the finished sizes'
-best grid LRs. A best grid LR only places the optimum within its grid cell (half a step either
-side), and the law has scatter of its own; the interval at a new N (`LRLaw.interval`) is a
-percentile bootstrap over both: each resample moves every observed optimum uniformly within its
-cell, refits, and adds a normal draw with the residual scatter of the fit (0 with 2 sizes),
-itself drawn from its scaled inverse chi-square (a scatter on 1-3 df is barely known).
+optima (`estimate_optimum`: the vertex of a parabola in log LR through the winner and its
+neighbours; a bare best grid LR is known only to its cell, half a step either side). The
+interval at a new N (`LRLaw.interval`) is a percentile bootstrap: each resample moves every
+point uniformly within its `resolution`, refits, and adds a normal draw with the residual
+scatter of the fit (0 with 2 sizes), itself drawn from its scaled inverse chi-square (a
+scatter on 1-3 df is barely known).
 
 **The scan** (`scan_lrs`): the grid LRs whose cell the interval reaches, never fewer than two
 (the nearer neighbour of the point prediction joins a lone LR): two LRs and the arm's loss
 curvature (`curvature`, from its fully scanned sizes) place the optimum (`two_point_optimum`).
+A law whose interval reaches more than `MAX_SCAN` LRs saves nothing: the full grid runs.
 
-**The check** (`check_transfer`): the size's optimum, estimated from its scanned losses (a
-parabola through three LRs about an interior winner, else the two LRs about the winner with the
-arm's curvature), must fall inside the law's interval. Outside, the law is *broken* for that arm:
-the full scan resumes (this size gets its missing grid LRs, the next sizes full grids) and the
-report says so. A falsely broken law only costs the scan the law saved; a law kept when broken
-would mis-tune, so the check errs toward breaking.
+**The check** (`check_transfer`): the size's optimum, estimated from its losses, must fall in
+a grid cell the law scanned (inside the interval, at grid resolution). Outside, the law is
+*broken* for that arm (`plan_arm`): this size's edge is extended as the LR search extends any
+edge, every later size gets the full grid, and the report says so. A falsely broken law only
+costs the scan the law saved; a law kept when broken would mis-tune.
 """
 
 from __future__ import annotations
