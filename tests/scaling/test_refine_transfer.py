@@ -136,3 +136,29 @@ def test_bad_transfer_settings_name_the_key(tmp_path, search, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")) as err:
         _spec(tmp_path, **search)
     print(err.value)
+
+
+def test_plan_prices_the_waves_at_their_worst_case():
+    """`scaling plan` on the shipped ladder with transfer: the starting grid holds the first
+    wave only, and the worst case (every law broken) is the study's without transfer."""
+    from pathlib import Path
+
+    from foundation.config import load_file
+    from scaling.costs.plan import format_search_cost, plan_study, search_cost
+    from scaling.spec.loader import resolve
+
+    ladder = Path(__file__).parents[2] / "studies" / "ladder.yaml"
+    totals, lines = {}, {}
+    for transfer in ("none", "law"):
+        data = load_file(ladder)
+        data["lr"]["search"]["transfer"] = transfer
+        study = resolve(study_from_dict(data, base=ladder.parent))
+        plan = plan_study(study)
+        base = sum(r.gpu_hours for r in plan.rows)
+        cost = search_cost(study, plan)
+        totals[transfer] = (base, base + cost.gpu_hours)
+        lines[transfer] = format_search_cost(cost, plan, study)
+    assert totals["law"][0] < totals["none"][0] / 5  # 350M and 680M wait for their wave
+    assert totals["law"][1] == pytest.approx(totals["none"][1])
+    assert "the starting grid holds 25M, 50M, 85M" in lines["law"]
+    assert "then 350M, 680M one wave each" in lines["law"]
