@@ -265,6 +265,9 @@ def plan_arm(
     best = [(n, estimate_optimum(loss, c)) for n, loss in done]
     checks = []
     for k in range(min_sizes, len(done)):
+        if len(done[k][1]) < 2:  # e.g. the other LR diverged: nothing to check the law with
+            why = f"{variant} at N={done[k][0]:.3g}: under 2 usable LRs, the law is unchecked"
+            return ArmPlan(None, None, why, tuple(checks))
         law = fit_lr_law(variant, best[:k], step, level=level, seed=seed, resolution=resolution)
         check = check_transfer(law, done[k][0], done[k][1], c)
         checks.append(check)

@@ -163,3 +163,11 @@ def test_the_law_s_own_scatter_widens_the_interval():
         lo, hi = law.interval(1.4e9)
         covered += lo <= optima[5] <= hi
     assert covered >= 75  # a 90% interval; a scatter of 3 df is itself uncertain
+
+
+def test_a_size_left_with_one_usable_lr_breaks_the_law_instead_of_raising():
+    done = [(n, {porian(n) * m: 3 + CURVE * math.log(m / 1.2) ** 2 for m in (0.5, 1, 2)})
+            for n in SIZES[:3]]  # fmt: skip
+    done.append((SIZES[3], {porian(SIZES[3]): 3.0}))  # its other law LR diverged
+    plan = lr_law.plan_arm("arm", done, SIZES[4], porian(SIZES[4]), STEP)
+    assert plan.lrs is None and "under 2 usable LRs" in plan.broken
