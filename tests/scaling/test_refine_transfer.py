@@ -140,7 +140,8 @@ def test_bad_transfer_settings_name_the_key(tmp_path, search, field):
 
 def test_plan_prices_the_waves_at_their_worst_case():
     """`scaling plan` on the shipped ladder with transfer: the starting grid holds the first
-    wave only, and the worst case (every law broken) is the study's without transfer."""
+    wave only, the worst case (every law broken) is the study's without transfer, and the
+    wall-clock counts the waves one after another."""
     from pathlib import Path
 
     from foundation.config import load_file
@@ -148,7 +149,9 @@ def test_plan_prices_the_waves_at_their_worst_case():
     from scaling.spec.loader import resolve
 
     ladder = Path(__file__).parents[2] / "studies" / "ladder.yaml"
-    totals, lines = {}, {}
+    from scaling.costs.wall import wall_estimate
+
+    totals, lines, walls = {}, {}, {}
     for transfer in ("none", "law"):
         data = load_file(ladder)
         data["lr"]["search"]["transfer"] = transfer
@@ -158,7 +161,11 @@ def test_plan_prices_the_waves_at_their_worst_case():
         cost = search_cost(study, plan)
         totals[transfer] = (base, base + cost.gpu_hours)
         lines[transfer] = format_search_cost(cost, plan, study)
+        walls[transfer] = wall_estimate(study, plan)
     assert totals["law"][0] < totals["none"][0] / 5  # 350M and 680M wait for their wave
     assert totals["law"][1] == pytest.approx(totals["none"][1])
     assert "the starting grid holds 25M, 50M, 85M" in lines["law"]
     assert "then 350M, 680M one wave each" in lines["law"]
+    # the waves run one after another: longer than launching every size at once
+    assert walls["law"].seconds > walls["none"].seconds
+    assert walls["law"].worst_seconds > walls["none"].worst_seconds
