@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from scaling.costs.plan import Plan, cell_seconds
+from scaling.costs.plan import Plan, cell_seconds, plan_study
 from scaling.rounds.executors import executor_for
 from scaling.spec.resolved import ResolvedStudy
 
@@ -97,7 +97,6 @@ def _waves_wall(study: ResolvedStudy) -> WallEstimate:
     not in its starting grid)."""
     from dataclasses import replace
 
-    from scaling.costs.plan import plan_study
     from scaling.spec.loader import resolve  # lazy: pricing the waves' sizes
 
     spec, executor = study.spec, executor_for(study)
