@@ -362,6 +362,8 @@ def search_cost(study: ResolvedStudy, plan: Plan | None = None) -> SearchCost | 
     search = study.spec.lr.search
     if search is None:
         return None
+    if search.transfer == "law" and set(study.spec.first_wave) != set(study.spec.sizes):
+        return _waves_cost(study)
     plan = plan or plan_study(study)
     spec = study.spec
     num_scan = len(spec.scan_seeds)
@@ -385,12 +387,49 @@ def search_cost(study: ResolvedStudy, plan: Plan | None = None) -> SearchCost | 
     return SearchCost(scan, follow, hours)
 
 
+def _waves_cost(study: ResolvedStudy) -> SearchCost:
+    """`lr.search.transfer: law`: the sizes past the first wave are not in the starting grid;
+    in the worst case each one's law is broken or missing and it runs the full grid, its edges
+    and followers, so the worst case is the study's without transfer, less the first wave."""
+    from dataclasses import replace
+
+    from scaling.spec.loader import resolve  # lazy: pricing only, for a study with waves
+
+    spec = study.spec
+    full = resolve(
+        replace(spec, lr=replace(spec.lr, search=replace(spec.lr.search, transfer="none")))
+    )
+    plan = plan_study(full)
+    first = set(spec.first_wave)
+    waves = [
+        r
+        for r, c in zip(plan.rows, full.cells, strict=True)
+        if c.round == 0 and c.size not in first
+    ]
+    cost = search_cost(full, plan)
+    return SearchCost(
+        cost.num_scan_cells + len(waves),
+        cost.num_follower_cells,
+        cost.gpu_hours + sum(r.gpu_hours for r in waves),
+    )
+
+
 def format_search_cost(
     cost: SearchCost, plan: Plan, study: ResolvedStudy, device: str = "GPU"
 ) -> str:
     """One line for `scaling plan` beside the starting grid's totals."""
     search = study.spec.lr.search
     base = sum(r.gpu_hours for r, c in zip(plan.rows, study.cells, strict=True) if c.round == 0)
+    waves = [s for s in study.spec.sizes if s not in study.spec.first_wave]
+    if search.transfer == "law" and waves:
+        base_sizes = ", ".join(study.spec.first_wave)
+        return (
+            f"lr search with transfer: law: the starting grid holds {base_sizes} "
+            f"({base:.4g} {device}-hours); then {', '.join(waves)} one wave each, smallest first, "
+            f"on each arm's LR law (1-2 LRs) or its full grid; worst case (every law broken) "
+            f"+{cost.num_cells} cells, +{cost.gpu_hours:.4g} {device}-hours; total at most "
+            f"{base + cost.gpu_hours:.4g} {device}-hours"
+        )
     return (
         f"lr search (max_rounds {search.max_rounds}, scan seeds {len(study.spec.scan_seeds)} of "
         f"{len(study.spec.seeds)}): worst case +{cost.num_cells} cells ({cost.num_scan_cells} "

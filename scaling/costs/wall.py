@@ -16,6 +16,8 @@ then up to `max_rounds` refinement rounds (one LR per arm and scan seed each), t
 followers (the other seeds at each arm's winner). The estimate gives the study with no
 refinement round, and with every round (the worst case).
 
+With `transfer: law` the sizes past the first wave run one after another, each a phase of its
+own (`_waves_wall`): the price of the law's saving is this wall-clock.
 The device is named as the study runs: GPUs on a Slurm partition with `gpus_per_node`, else
 CPU processes; locally, GPUs when this machine shows an NVIDIA device to the study.
 """
@@ -25,7 +27,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from scaling.costs.plan import Plan, cell_seconds
+from scaling.costs.plan import Plan, cell_seconds, plan_study
 from scaling.rounds.executors import executor_for
 from scaling.spec.resolved import ResolvedStudy
 
@@ -67,6 +69,8 @@ def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     if search is None:
         total = per_round + _makespan(list(seconds.values()), slots)
         return WallEstimate(total, total, slots, executor.slots_note, executor.device_name)
+    if search.transfer == "law" and set(spec.first_wave) != set(spec.sizes):
+        return _waves_wall(study)
     grid = [seconds[c.cell_id] for c in study.cells if c.round == 0]
     # one grid point of an arm (a cell, or a WSD family) costs alike at every LR and seed
     points: dict[tuple[str, str], dict[tuple[int, float], float]] = {}
@@ -84,6 +88,48 @@ def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     base += (per_round + _makespan(followers, slots)) if followers else 0.0
     worst = base + search.max_rounds * (per_round + _makespan(round_cells, slots))
     return WallEstimate(base, worst, slots, executor.slots_note, executor.device_name)
+
+
+def _waves_wall(study: ResolvedStudy) -> WallEstimate:
+    """`lr.search.transfer: law`: the first wave, then each later size as its own phase (2 LRs
+    per arm on its law; in the worst case its full grid and `max_rounds` edge rounds), then the
+    followers of every size. Priced on the study's cells without transfer (the later sizes are
+    not in its starting grid)."""
+    from dataclasses import replace
+
+    from scaling.spec.loader import resolve  # lazy: pricing the waves' sizes
+
+    spec, executor = study.spec, executor_for(study)
+    search = spec.lr.search
+    full = resolve(replace(spec, lr=replace(spec.lr, search=replace(search, transfer="none"))))
+    slots, per_round = executor.slots, executor.per_round_overhead_s
+    rate, startup, step = spec.cost.flops_per_gpu_s, spec.cost.startup_s, spec.cost.step_s
+    seconds = {r.cell_id: cell_seconds(r, rate, startup, step) for r in plan_study(full).rows}
+    grid: dict[str, list[float]] = {}  # size -> its starting-grid cells
+    point: dict[tuple[str, str], float] = {}  # (arm, size) -> one grid point
+    for cell in full.cells:
+        if cell.round == 0:
+            grid.setdefault(cell.size, []).append(seconds[cell.cell_id])
+            point.setdefault((cell.variant, cell.size), seconds[cell.cell_id])
+    num_scan, num_follow = len(spec.scan_seeds), len(spec.seeds) - len(spec.scan_seeds)
+
+    def phase(durations: list[float]) -> float:
+        return per_round + _makespan(durations, slots) if durations else 0.0
+
+    def edges(sizes) -> float:  # one edge round: an LR per arm and scan seed
+        return phase([t for (_, s), t in point.items() if s in sizes for _ in range(num_scan)])
+
+    first = spec.first_wave
+    base = phase([t for s in first for t in grid[s]])
+    worst = base + search.max_rounds * edges(first)
+    for size in [s for s in full.spec.first_wave if s not in first]:  # smallest first
+        base += phase([t for (_, s), t in point.items() if s == size for _ in range(2 * num_scan)])
+        worst += phase(grid[size]) + search.max_rounds * edges([size])
+    per_arm = num_follow * (1 + 2 * search.follow_neighbours)
+    followers = phase([t for t in point.values() for _ in range(per_arm)])
+    return WallEstimate(
+        base + followers, worst + followers, slots, executor.slots_note, executor.device_name
+    )
 
 
 def rounds_seconds(study: ResolvedStudy, plan: Plan) -> float:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from foundation import contract
 from foundation.studypaths import missing_store
+from scaling.rounds import transfer
 from scaling.spec.grid import cell_id
 from scaling.spec.loader import resolve
 from scaling.spec.resolved import ResolvedStudy
@@ -108,9 +109,10 @@ def decide_round(
     assert search is not None and not state.ended, "decide_round() runs only during a search"
     scan = spec.scan_seeds
     frontiers = lr_frontier(table[table["seed"].isin(scan)], step_factor=search.step_factor)
-    edges = [f for f in frontiers if f.state in EDGES]
+    held = transfer.law_held(spec, state, frontiers) if transfer.is_on(spec) else set()
+    edges = [f for f in frontiers if f.state in EDGES and (f.variant, f.size) not in held]
     step = state.round + 1
-    if edges and state.round < search.max_rounds:
+    if edges and transfer.rounds_since_wave(state) < search.max_rounds:
         new: dict[tuple[str, str, float], AddedLR] = {}
         for f in edges:
             for lr in f.next_lrs:
@@ -122,6 +124,9 @@ def decide_round(
                     new[key] = AddedLR(f.variant, f.size, f.tokens, lr, scan, step, why)
         if new:
             return SearchState([*state.added, *new.values()])
+    wave = transfer.next_wave(spec, frontiers, state, step) if transfer.is_on(spec) else []
+    if wave:  # the next size, smallest first, on each arm's law (or its full grid)
+        return SearchState([*state.added, *wave])
     followers = [s for s in spec.seeds if s not in scan]
     added = []
     for f in frontiers:
@@ -138,6 +143,7 @@ def decide_round(
         ended=True,
         open_arms=[_arm(f) for f in edges],
         stopped_arms=[_arm(f) for f in frontiers if f.state == "no_usable_lr"],
+        broken_laws=transfer.broken_laws(spec, frontiers) if transfer.is_on(spec) else [],
     )
 
 
@@ -146,6 +152,8 @@ def _describe(before: SearchState, after: SearchState) -> list[str]:
     lines = []
     if new:
         rounds = "follower round" if after.ended else "LR-search round"
+        if not after.ended and new[0].reason.startswith(("law", "wave")):
+            rounds = f"size {new[0].size} (LR transfer wave), round"
         lines.append(f"{rounds} {after.round}: {len(new)} LR(s) added")
         lines += [
             f"  {a.variant} {a.size}: lr {a.lr:.3g} seeds {a.seeds} ({a.reason})" for a in new
@@ -154,6 +162,7 @@ def _describe(before: SearchState, after: SearchState) -> list[str]:
         lines.append("LR search ended" + ("" if new else " (no followers to add)"))
         lines += [f"  left at an edge (max_rounds spent): {arm}" for arm in after.open_arms]
         lines += [f"  stopped, every LR lost a seed: {arm}" for arm in after.stopped_arms]
+        lines += [f"  LR law broken, full scan resumed: {why}" for why in after.broken_laws]
     return lines
 
 

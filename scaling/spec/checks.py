@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from foundation.config import ConfigError, Problems
 from foundation.contract import parse_size
 from scaling.spec.ladder import ANY, ARMS, resolve_arm
-from scaling.spec.round_checks import check_search, check_seed_rounds
+from scaling.spec.round_checks import check_search, check_seed_rounds, check_transfer
 from scaling.spec.study import Study
 from scaling.spec.value_checks import section_key_problems
 
@@ -302,6 +302,7 @@ def _check_lr(study: Study, p: Problems) -> None:
                 if not value > 0:
                     p.add(f"study.lr.grid.{variant}.{size}[{i}]: {value} must be > 0")
     check_search(study, p)
+    check_transfer(study, p)
     if lr.law == "none":
         for variant in study.variants:
             keys = (variant, arms.get(variant), ANY)  # as `scaling.spec.grid.learning_rates`

@@ -235,11 +235,12 @@ def _run_dict(
 def grid_points(study: Study) -> list[tuple[str, str, int, float, int]]:
     """(size, variant, seed, lr, round 0) of the starting grid, in a stable order.
 
-    With `lr.search` only its scan seeds run the starting grid; the others follow later.
+    With `lr.search` only its scan seeds run the starting grid; the others follow later, as do
+    the sizes past the first wave with `lr.search.transfer: law`.
     """
     return [
         (size, variant, seed, lr, 0)
-        for size in sorted(study.sizes, key=contract.size_key)  # "2M" before "12M"
+        for size in study.first_wave  # "2M" before "12M"
         for variant in study.variants
         for lr in learning_rates(study, variant, size)
         for seed in study.scan_seeds

@@ -32,6 +32,23 @@ def check_search(study: Study, p: Problems) -> None:
         )
 
 
+def check_transfer(study: Study, p: Problems) -> None:
+    """`lr.search.transfer: law`: sizes in waves; the law needs sizes and one budget per size."""
+    search = study.lr.search
+    if search is None or search.transfer != "law":
+        return
+    if search.law_sizes < 2:
+        p.add(
+            f"study.lr.search.law_sizes: {search.law_sizes} must be >= 2 (the sizes scanned in "
+            "full before each arm's LR-vs-N law is fitted; e.g. 3)"
+        )
+    if study.tokens.branches:
+        p.add(
+            "study.lr.search.transfer: 'law' needs one token budget per size; drop "
+            "study.tokens.branches or set transfer: none"
+        )
+
+
 def check_seed_rounds(study: Study, p: Problems) -> None:
     """`seeds: {start, max, step}` (analysis.stats.sequential.Design holds the same rules)."""
     rounds, search = study.seed_rounds, study.lr.search

@@ -43,6 +43,7 @@ class SearchState:
     ended: bool = False
     open_arms: list[str] = field(default_factory=list)  # still at an edge when it ended
     stopped_arms: list[str] = field(default_factory=list)  # no usable LR: no followers
+    broken_laws: list[str] = field(default_factory=list)  # transfer: law broken for these arms
 
     @property
     def round(self) -> int:
@@ -62,7 +63,10 @@ def read_state(folder: Path) -> SearchState:
     try:
         data = json.loads(path.read_text())
         added = [AddedLR(**a) for a in data["added"]]
-        return SearchState(added, bool(data["ended"]), data["open_arms"], data["stopped_arms"])
+        broken = data.get("broken_laws", [])  # absent in files written before transfer
+        return SearchState(
+            added, bool(data["ended"]), data["open_arms"], data["stopped_arms"], broken
+        )
     except (OSError, ValueError, KeyError, TypeError) as err:  # cut short, not JSON, not ours
         raise ConfigError(
             f"{path}: not an LR-search state ({err}); restore it, or delete it to restart the "

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from analysis.stats.levels import ALPHA
 from analysis.tables.spec import DEFAULT_BASELINE
+from foundation import contract
 from foundation.contract import study_folder
 from scaling.spec.ladder import ANY, ARMS, Shape, resolve_arm, shape_for_size
 
@@ -125,6 +126,10 @@ class LRSearchSpec:
     max_rounds: int = 3  # rounds after the starting grid
     scan_seeds: int | None = 1  # the first K seeds scan; None: every seed scans (no followers)
     follow_neighbours: int = 1  # followers: the winner and this many tried LRs each side (>= 0)
+    # "law": sizes run in waves, smallest first; past the first `law_sizes`, each arm scans only
+    # the LRs its own fitted LR-vs-N law cannot exclude (analysis.stats.lr_law); "none": full grid
+    transfer: Literal["none", "law"] = "none"
+    law_sizes: int = 3  # sizes scanned in full (the first wave) before the law is used (>= 2)
 
 
 @dataclass
@@ -352,6 +357,16 @@ class Study:
         if search is None or search.scan_seeds is None:
             return list(self.seeds)
         return list(self.seeds[: search.scan_seeds])
+
+    @property
+    def first_wave(self) -> list[str]:
+        """The sizes of the starting grid: every size, or with `lr.search.transfer: law` the
+        smallest `law_sizes` (the law needs them; later sizes follow in waves)."""
+        ordered = sorted(self.sizes, key=contract.size_key)
+        search = self.lr.search
+        if search is None or search.transfer != "law":
+            return ordered
+        return ordered[: search.law_sizes]
 
     def parallel_for(self, size: str) -> ParallelSpec:
         return self.parallel.get(size) or self.parallel.get(ANY) or ParallelSpec()
