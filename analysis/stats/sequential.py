@@ -43,6 +43,7 @@ from scipy import stats
 
 from analysis.stats import verdict as rules
 from analysis.stats.core import Analysis, analyse
+from analysis.stats.frontier import lr_frontier
 from analysis.stats.held import decide_held
 from analysis.stats.levels import ALPHA
 from analysis.stats.robust import GainTest
@@ -103,6 +104,9 @@ class Look:
     reason: str
     add_seeds: dict[str, int]  # size -> seeds to add before the next look (empty on stop)
     allocation: tuple[dict, ...] = ()  # the arithmetic behind add_seeds, one row per size
+    # variant -> {size, estimate, lo, hi}: its top-size gain (%) and interval at ``level``
+    top_gains: dict[str, dict] = dataclasses.field(default_factory=dict)
+    added: tuple[dict, ...] = ()  # the cells of add_seeds: {variant, size, tokens, lr, seeds}
 
     def record(self) -> dict:
         """The look as plain data: the fields a study's ``looks.json`` keeps of it."""
@@ -110,6 +114,14 @@ class Look:
         out = {k: getattr(self, k) for k in keys}
         out.update(verdicts=dict(self.verdicts), reason=self.reason)
         return {**out, "add_seeds": dict(self.add_seeds)}
+
+    def entry(self, round_: int, baseline: str) -> dict:
+        """The look as ``looks.json`` keeps it: its record, the round its seeds form, each
+        variant's top gain, the cells it adds and the baseline it was judged against."""
+        added = [] if self.stop else [dict(a) for a in self.added]
+        gains = {v: dict(g) for v, g in self.top_gains.items()}
+        extra = {"round": round_, "top_gain_pct": gains, "added": added, "baseline": baseline}
+        return {**self.record(), **extra}
 
 
 def paired_top_seeds(table: pd.DataFrame, baseline: str) -> int:
@@ -191,6 +203,7 @@ def decide_look(
     num_resamples: int = 1000,
     level: float | None = None,
     analysis: Analysis | None = None,
+    with_cells: bool = True,
 ) -> Look:
     """Judge look ``look`` (1-based) of ``design`` on the finished runs in ``table``.
 
@@ -200,17 +213,20 @@ def decide_look(
     on a design defect (``inconclusive`` with enough seeds: an LR not bracketed, a divergence,
     too few sizes; more seeds change none of these), or at the last look; otherwise it says which
     sizes get ``step`` more seeds. ``analysis``: ``analyse_look(table, design, ...)`` already
-    computed (it is judged again at the look's level). The pooled bootstrap cannot reject below
-    ``1 / (num_resamples + 1)``: at early looks (level ~3e-4 at t = 0.3) it is conservative
-    unless ``num_resamples`` is in the thousands. A pure function of the table: the bootstrap's
-    seed comes from the data (``data_seed``). ``none`` stops a look only when the draws resolve
-    the interval at its level (``draws * level / 2 >= 1``; 1,000 draws: from look 2 of the
+    computed (it is judged again at the look's level). ``with_cells``: name the cells the added
+    seeds run (``Look.added``, each arm at its chosen LR); a replay needs the sizes only. The
+    pooled bootstrap cannot reject below ``1 / (num_resamples + 1)``: at early looks (level
+    ~3e-4 at t = 0.3) it is conservative unless ``num_resamples`` is in the thousands. A pure
+    function of the table: the bootstrap's seed comes from the data (``data_seed``). ``none``
+    stops a look only when the draws resolve the interval at its level (``draws * level / 2 >=
+    1``; 1,000 draws: from look 2 of the
     default design)."""
     n_top, frac, bound = look_level(table, design, look, baseline)
     alpha_k = bound.level if level is None else level
     if analysis is None:
         analysis = analyse_look(table, design, baseline, num_resamples, alpha_k)
     decisions = judge_at(analysis, alpha_k)
+    gains = {"top_gains": top_gains(decisions)}
     verdicts = {v: d["verdict"] for v, d in decisions.items()}
     word = next(iter(verdicts.values())) if len(verdicts) == 1 else _joined(verdicts)
     at = f"look {look} (t = {frac:.2f}, {n_top} paired seeds at the top, level {alpha_k:.3g})"
@@ -223,13 +239,14 @@ def decide_look(
             f"{at}: inconclusive for a design defect ({why}); more seeds do not bracket an LR, "
             "undo a divergence or add a size: fix the design, then look again"
         )
-        return Look(*args, True, reason, {})
+        return Look(*args, True, reason, {}, **gains)
     draws = int(analysis.verdict["num_resamples"])
     thin = [v for v, d in decisions.items() if d["verdict"] == "none" and not _resolved(d, draws)]
     if all(w in DECIDED for w in verdicts.values()) and not thin:
-        return Look(*args, True, f"{at}: decided: {word}", {})
+        return Look(*args, True, f"{at}: decided: {word}", {}, **gains)
     if look == design.num_looks or n_top >= design.max:
-        return Look(*args, True, f"{at}: {word} at the design's maximum of {design.max} seeds", {})
+        reason = f"{at}: {word} at the design's maximum of {design.max} seeds"
+        return Look(*args, True, reason, {}, **gains)
     open_words = {v: w for v, w in verdicts.items() if w not in DECIDED or v in thin}
     add, allocation = allocate(analysis, table, design, open_words)
     sizes = ", ".join(f"+{k} at {s}" for s, k in add.items())
@@ -239,7 +256,49 @@ def decide_look(
             f"; equivalence not resolved with {draws} draws: the pooled interval at this level "
             "is the draws' range (needs >= 2 / level draws)"
         )
-    return Look(*args, False, reason, add, tuple(allocation))
+    cells = tuple(added_cells(table, add)) if with_cells else ()
+    return Look(*args, False, reason, add, tuple(allocation), added=cells, **gains)
+
+
+def top_gains(decisions: dict[str, dict]) -> dict[str, dict]:
+    """Each variant's top-size gain (%) and its interval, as its decision read them."""
+    out = {}
+    for variant, decision in decisions.items():
+        top = decision.get("top_gain_pct") or {}
+        ci = top.get("ci")
+        out[variant] = {
+            "size": top.get("size"),
+            "estimate": _finite(top.get("value")),
+            "lo": _finite(ci[0]) if ci else None,
+            "hi": _finite(ci[1]) if ci else None,
+        }
+    return out
+
+
+def _finite(x) -> float | None:
+    return float(x) if x is not None and math.isfinite(float(x)) else None
+
+
+def added_cells(table: pd.DataFrame, add_seeds: dict[str, int]) -> list[dict]:
+    """The cells of a look's seeds: at each size it names, the next ``k`` seed numbers above
+    every seed run there, for each arm at its chosen LR (the largest budget's frontier)."""
+    if not add_seeds:
+        return []
+    frontiers = lr_frontier(table)
+    out = []
+    for size, k in add_seeds.items():
+        first = int(table[table["size"] == size]["seed"].max()) + 1
+        seeds = list(range(first, first + int(k)))
+        best: dict[str, tuple[float, float]] = {}  # variant -> (tokens, lr)
+        for f in frontiers:
+            if f.size == size and f.best_lr is not None:
+                if f.variant not in best or f.tokens > best[f.variant][0]:
+                    best[f.variant] = (f.tokens, f.best_lr)
+        for variant, (tokens, lr) in sorted(best.items()):
+            out.append(
+                {"variant": variant, "size": size, "tokens": tokens, "lr": lr, "seeds": seeds}
+            )
+    return out
 
 
 def _resolved(decision: dict, draws: int) -> bool:
@@ -391,7 +450,11 @@ def replay(
             key = tuple(sorted(seeds.items()))
             if key not in cache:
                 cache[key] = analyse_look(table, design, baseline, num_resamples)
-            looks.append(decide_look(table, design, k, baseline, level=level, analysis=cache[key]))
+            looks.append(
+                decide_look(
+                    table, design, k, baseline, level=level, analysis=cache[key], with_cells=False
+                )
+            )
             if looks[-1].stop:
                 break
             for size, extra in looks[-1].add_seeds.items():

@@ -16,7 +16,6 @@ a rerun adds no seed twice.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +28,7 @@ from scaling.state.mlflow_state import cell_runs, client_for, find_parent_run
 from scaling.state.status import StatusRow
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from analysis.stats.sequential import Design, Look
+    from analysis.stats.sequential import Design
 
 __all__ = ["design_of", "look_due", "take_look", "status_lines", "judged_against"]
 
@@ -86,21 +83,18 @@ def look_due(study: ResolvedStudy, rows: list[StatusRow]) -> bool:
 def take_look(
     study: ResolvedStudy, rows: list[StatusRow], say: Callable[[str], None] = print
 ) -> ResolvedStudy | None:
-    """Judge the next look, write `looks.json`, log it to the parent run; the study with the
-    look's seeds as cells, or None when the look stopped the study."""
-    from analysis.stats.sequential import analyse_look, decide_look, look_level
+    """Judge the next look (`analysis.stats.sequential.decide_look`: its level, decisions, top
+    gains and the cells it adds), write it to `looks.json`, log it to the parent run; the study
+    with the look's seeds as cells, or None when the look stopped the study."""
+    from analysis.stats.sequential import decide_look  # lazy: scipy and pandas, paid at a look
 
     data = read_looks(study.folder)
     design = design_of(study)
     number = len(data["looks"]) + 1
     baseline = study.spec.verdict.baseline
-    table = scan_table(study, rows, cell_runs(study))
-    _n_top, _frac, bound = look_level(table, design, number, baseline)
-    analysis = analyse_look(table, design, baseline, alpha=bound.level)
-    look = decide_look(table, design, number, baseline, analysis=analysis)
+    look = decide_look(scan_table(study, rows, cell_runs(study)), design, number, baseline)
     round_ = 1 + max((c.round for c in study.cells), default=0)
-    entry = _entry(look, round_, _top_gains(analysis, bound.level), _added(table, look))
-    entry["baseline"] = baseline
+    entry = look.entry(round_, baseline)
     data = {"design": _design_dict(design), "looks": [*data["looks"], entry]}
     write_looks(study.folder, data)
     _log_to_parent(study, entry)
@@ -114,58 +108,6 @@ def take_look(
 def _design_dict(design: Design) -> dict[str, Any]:
     keys = ("start", "max", "step", "margin_pct", "alpha")
     return {k: getattr(design, k) for k in keys}
-
-
-def _entry(look: Look, round_: int, gains: dict, added: list[dict]) -> dict[str, Any]:
-    added = added if not look.stop else []
-    return {**look.record(), "round": round_, "top_gain_pct": gains, "added": added}
-
-
-def _top_gains(analysis, level: float) -> dict[str, dict]:
-    """Each variant's top-size gain (%) and its interval at the look's level."""
-    from analysis.stats.sequential import judge_at
-
-    out = {}
-    for variant, decision in judge_at(analysis, level).items():
-        top = decision.get("top_gain_pct") or {}
-        ci = top.get("ci")
-        value = top.get("value")
-        out[variant] = {
-            "size": top.get("size"),
-            "estimate": _finite(value),
-            "lo": _finite(ci[0]) if ci else None,
-            "hi": _finite(ci[1]) if ci else None,
-        }
-    return out
-
-
-def _finite(x: Any) -> float | None:
-    return float(x) if x is not None and math.isfinite(float(x)) else None
-
-
-def _added(table: pd.DataFrame, look: Look) -> list[dict]:
-    """The cells of the look's seeds: at each size it names, the next `k` seed numbers above
-    every seed run there, for each arm at its chosen LR (largest budget's frontier)."""
-    from analysis.stats.frontier import lr_frontier
-
-    if look.stop or not look.add_seeds:
-        return []
-    frontiers = lr_frontier(table)
-    out = []
-    for size, k in look.add_seeds.items():
-        at = table[table["size"] == size]
-        first = int(at["seed"].max()) + 1
-        seeds = list(range(first, first + int(k)))
-        best: dict[str, tuple[float, float]] = {}  # variant -> (tokens, lr)
-        for f in frontiers:
-            if f.size == size and f.best_lr is not None:
-                if f.variant not in best or f.tokens > best[f.variant][0]:
-                    best[f.variant] = (f.tokens, f.best_lr)
-        for variant, (tokens, lr) in sorted(best.items()):
-            out.append(
-                {"variant": variant, "size": size, "tokens": tokens, "lr": lr, "seeds": seeds}
-            )
-    return out
 
 
 def _log_to_parent(study: ResolvedStudy, entry: dict) -> None:

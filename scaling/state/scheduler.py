@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 from foundation import contract
 from foundation.proc import kill_tree
@@ -136,49 +137,112 @@ def _local_alive(pid: str, folder: Path) -> bool:
     return LOCAL_CONTROLLER in cmdline and str(folder) in cmdline
 
 
+class Backend(Protocol):
+    """A backend's jobs of a study, as `status` and `cancel` ask about them."""
+
+    def live(self, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
+        """cell_id → scheduler state for those of `records` whose job has not ended."""
+
+    def stop(self, records: dict[str, JobRecord]) -> None:
+        """Ask these live jobs to stop (their cells' runs end KILLED)."""
+
+    def kill(self, records: dict[str, JobRecord]) -> None:
+        """End those that did not stop within `ESCALATE_S`."""
+
+
+class SlurmQueue:
+    """Slurm's jobs of a study: `squeue` says which are live, `scancel` stops them."""
+
+    def live(self, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
+        cell_of = {r.job_id: cid for cid, r in records.items()}
+        return {cell_of[jid]: state for jid, state in _squeue(list(cell_of)).items()}
+
+    def stop(self, records: dict[str, JobRecord]) -> None:
+        if not records:
+            return
+        ids = [r.job_id for r in records.values()]
+        proc = subprocess.run(
+            ["scancel", *ids], capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"scancel failed: {proc.stderr.strip()}")
+
+    def kill(self, records: dict[str, JobRecord]) -> None:
+        """Nothing more: Slurm ends a cancelled job itself (KillWait, then SIGKILL)."""
+
+
+class LocalControllers:
+    """Local jobs of a study: each is a submitit controller process (or a `submit` still waiting
+    for a free slot); SIGINT stops one as submitit cancels it, a kill ends one that ignores it."""
+
+    def live(self, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
+        live = {}
+        for cid, rec in records.items():
+            if rec.job_id.startswith(QUEUED):  # waiting in a local `submit` for a free slot
+                if Path(f"/proc/{rec.job_id[len(QUEUED) :]}").exists():
+                    live[cid] = "PENDING"
+            elif _local_alive(rec.job_id, submitit_folder):
+                live[cid] = "RUNNING"
+        return live
+
+    @staticmethod
+    def _pids(records: dict[str, JobRecord]) -> set[str]:
+        """The controllers' pids; a cell queued in a `submit` is stopped by interrupting that
+        submit (it cancels its jobs), unless it is this very process."""
+        return {r.job_id.removeprefix(QUEUED) for r in records.values()} - {str(os.getpid())}
+
+    def stop(self, records: dict[str, JobRecord]) -> None:
+        for pid in self._pids(records):
+            try:
+                os.kill(int(pid), signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
+    def kill(self, records: dict[str, JobRecord]) -> None:
+        # a controller started where SIGINT is ignored (a background shell) never stops on it:
+        # kill it and its tasks
+        for pid in self._pids(records):
+            kill_tree(int(pid))
+
+
+# Each backend's jobs, by the executor name a submission records (`JobRecord.executor`, the
+# `name` of a `scaling.rounds.executors.Executor`): the backend polls and stops its own jobs.
+BACKENDS: dict[str, Backend] = {"slurm": SlurmQueue(), "local": LocalControllers()}
+
+
+def _by_backend(records: dict[str, JobRecord]) -> list[tuple[Backend, dict[str, JobRecord]]]:
+    groups: dict[str, dict[str, JobRecord]] = {}
+    for cid, rec in records.items():
+        if rec.executor not in BACKENDS:
+            raise ValueError(
+                f"{RECORDS}: cell {cid} was submitted by executor {rec.executor!r}, which this "
+                f"version cannot ask about ({', '.join(BACKENDS)}); submit the study again with "
+                "one of those, or restore the jobs.json it wrote"
+            )
+        groups.setdefault(rec.executor, {})[cid] = rec
+    return [(BACKENDS[name], group) for name, group in groups.items()]
+
+
 def live_jobs(records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
     """cell_id → scheduler state (PENDING, RUNNING, ...) for the cells whose job is still live."""
     live: dict[str, str] = {}
-    slurm = {r.job_id: cid for cid, r in records.items() if r.executor == "slurm"}
-    for jid, state in _squeue(list(slurm)).items():
-        live[slurm[jid]] = state
-    for cid, rec in records.items():
-        if rec.executor != "local":
-            continue
-        if rec.job_id.startswith(QUEUED):  # waiting in a local `submit` for a free slot
-            if Path(f"/proc/{rec.job_id[len(QUEUED) :]}").exists():
-                live[cid] = "PENDING"
-        elif _local_alive(rec.job_id, submitit_folder):
-            live[cid] = "RUNNING"
+    for backend, group in _by_backend(records):
+        live.update(backend.live(group, submitit_folder))
     return live
 
 
 def cancel_jobs(records: dict[str, JobRecord], submitit_folder: Path, wait_s: float = 30) -> list:
     """Cancel the live jobs among `records`; returns the cancelled cell ids."""
     live = live_jobs(records, submitit_folder)
-    slurm_ids = [records[c].job_id for c in live if records[c].executor == "slurm"]
-    if slurm_ids:
-        proc = subprocess.run(
-            ["scancel", *slurm_ids], capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"scancel failed: {proc.stderr.strip()}")
-    # SIGINT is how submitit cancels a local job: the controller stops its tasks. Cells still
-    # queued in a local `submit` are cancelled by interrupting that submit (it cancels its jobs).
-    pids = {records[c].job_id.removeprefix(QUEUED) for c in live if records[c].executor == "local"}
-    for pid in pids - {str(os.getpid())}:  # a submit in this very process is not interrupted
-        try:
-            os.kill(int(pid), signal.SIGINT)
-        except ProcessLookupError:
-            pass
+    groups = _by_backend({c: records[c] for c in live})
+    for backend, group in groups:
+        backend.stop(group)
     deadline = time.monotonic() + wait_s
     escalate = time.monotonic() + min(wait_s, ESCALATE_S)
     while time.monotonic() < deadline and live_jobs({c: records[c] for c in live}, submitit_folder):
         if time.monotonic() > escalate:
-            # a controller started where SIGINT is ignored (a background shell) never stops on
-            # it: kill it and its tasks
-            for pid in pids - {str(os.getpid())}:
-                kill_tree(int(pid))
+            for backend, group in groups:
+                backend.kill(group)
             escalate = deadline
         time.sleep(1)
     return sorted(live)

@@ -1,0 +1,186 @@
+"""Judge once, end to end: over synthetic studies in one real MLflow store, the word of the last
+look (`scaling.rounds.looks.take_look`), the report's (`scaling.rounds.run.analyze_study`:
+`load_study_runs`, `run_analysis`, verdict.json and report.md), `status`'s
+(`looks.status_lines`) and the parent run's `look/verdict` tag are one word.
+
+Each study is its own experiment in one SQLite store; its cells' runs are left there as jobs
+leave them (the cell's tags from the study, the job's summary metrics, outcome tag and end
+state). The studies mix what makes two run tables disagree: a variant that declared no FLOPs
+(the FLOPs guard), diverged, failed, crashed (no size logged) and killed cells, an arm whose LR
+optimum sits at the grid's edge, and a seed missing at one size. Nothing trains: the losses
+follow a known law, the variant being the baseline at a compute multiplier k0.
+
+Cost: each study writes 72 runs to MLflow, reads them back three ways and runs two analyses of
+1,000 bootstrap draws: ~12 s a study on 2 lightly loaded cores (4 studies: 48 s wall, 27 s CPU),
+~80 s on 2 cores shared with other test runs. So CI runs `NUM_STUDIES` = 5, which hold every
+kind of study above (study 1: bad cells, 2: a missing seed, 3: an undeclared variant, 4: an LR
+at an edge and bad cells); `SCALING_ONE_WORD_STUDIES=200` runs the issue's 200 (about 40 minutes).
+The table-level twin over 200 studies is `tests/scaling/test_refine_table.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import analysis.api
+from foundation import contract
+from scaling.rounds.environment import load_study_spec
+from scaling.rounds.looks import status_lines, take_look
+from scaling.rounds.run import analyze_study
+from scaling.state.mlflow_state import client_for, ensure_parent_run, find_parent_run
+from scaling.state.status import study_status
+from tests.scaling.conftest import small_spec
+
+NUM_STUDIES = int(os.environ.get("SCALING_ONE_WORD_STUDIES", "5"))
+UNDECLARED = "tests.models.test_flops_declared:undeclared"  # a query variant with no `flops`
+SHAPES = {  # 12 L d^2 non-embedding parameters
+    "30K": {"num_layers": 1, "hidden_size": 48, "num_attention_heads": 2},
+    "60K": {"num_layers": 2, "hidden_size": 48, "num_attention_heads": 2},
+    "100K": {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 2},
+    "200K": {"num_layers": 4, "hidden_size": 64, "num_attention_heads": 2},
+}
+KINDS = ("diverged", "failed", "crashed", "killed")
+END = {"failed": "FAILED", "crashed": "FAILED", "killed": "KILLED"}  # else FINISHED
+_VERDICT_ROW = re.compile(r"^\| [^|]+ \| \*\*(\w+)\*\*", re.MULTILINE)
+_STATUS = re.compile(r"^look \d+ of at most \d+: (.*) \(level [^)]*\); (stopped|continues)$")
+
+
+def _spec(data_dir: Path, root: Path, i: int, uri: str) -> dict:
+    variant = UNDECLARED if i % 4 == 3 else "nonlinear"
+    spec = small_spec(data_dir, root / f"s{i}", uri, sizes=list(SHAPES), parallel={})
+    spec.update(name=f"study-{i}", variants=["linear", variant])
+    spec["mlflow"]["experiment"] = f"one-word-{i}"
+    spec["ladder"] = {"shapes": SHAPES}
+    spec["tokens"] = {"per_size": dict.fromkeys(SHAPES, 3072)}
+    spec["lr"] = {"multipliers": [0.5, 1.0, 2.0]}
+    spec["seeds"] = {"start": 3, "max": 5, "step": 2}
+    return spec
+
+
+def _leave_runs(study, rng: np.random.Generator, edge: bool, num_bad: int) -> None:
+    """Each cell's run as its job leaves it; its loss a law of its FLOPs, LR and seed."""
+    from mlflow.entities import Metric, RunTag
+
+    from models.accounting import flops_counted, num_nonembedding_params
+
+    client = client_for(study)
+    parent = ensure_parent_run(study, client)  # creates the experiment too
+    exp_id = contract.experiment_id(client, study.mlflow.experiment)
+    k0 = float(rng.choice([0.6, 1.0, 1.6, 2.5]))
+    # each arm's best LR multiplier: inside the grid [0.5, 1, 2], or (every 6th study) at an edge
+    best = {"base": 1.0, "variant": float(rng.choice([0.5, 2.0])) if edge else 1.0}
+    shared = rng.normal(0.0, 0.01, size=3)  # same seed = same data order, both arms
+    low = {s: min(c.lr for c in study.cells if c.size == s) for s in SHAPES}
+    bad = {}  # every 3rd study: a few cells diverged, failed, crashed or killed
+    if num_bad:
+        picks = rng.choice(len(study.cells), size=num_bad, replace=False)
+        bad = {study.cells[int(j)].cell_id: str(rng.choice(KINDS)) for j in picks}
+    for cell in study.cells:
+        arm = "base" if cell.variant == "linear" else "variant"
+        k = 1.0 if arm == "base" else k0
+        mult = 0.5 * cell.lr / low[cell.size]  # 0.5, 1 or 2
+        loss = (
+            2.0
+            + 20.0 * (k * cell.flops) ** -0.1
+            + 0.05 * np.log(mult / best[arm]) ** 2
+            + shared[cell.seed]
+            + rng.normal(0.0, 0.005)
+        )
+        kind = bad.get(cell.cell_id, "ok")
+        tags = {contract.TAG_PARENT: parent, **cell.tags}
+        run_id = client.create_run(exp_id, run_name=cell.cell_id, tags=tags).info.run_id
+        metrics, tags = {}, {}
+        if kind != "crashed":  # a crash before the job logged its size and its outcome
+            metrics = {
+                contract.NUM_NONEMBEDDING_PARAMS: float(num_nonembedding_params(cell.run.model)),
+                contract.TOKENS: float(cell.tokens),
+                contract.FLOPS: float(cell.flops),
+            }
+            tags = {
+                contract.TAG_OUTCOME: {"ok": "completed"}.get(kind, kind),
+                contract.TAG_FLOPS_COUNTED: flops_counted(cell.run.model),  # as the job tags it
+            }
+        if kind == "ok":
+            metrics[contract.FINAL_VAL_LOSS] = metrics[contract.FINAL_SELECT_LOSS] = float(loss)
+        if kind in ("failed", "killed"):
+            tags[contract.TAG_OUTCOME] = contract.RUNNING  # it never reported its end
+        client.log_batch(
+            run_id,
+            metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()],
+            tags=[RunTag(k, v) for k, v in tags.items()],
+        )
+        client.set_terminated(run_id, END.get(kind, "FINISHED"))
+
+
+def _without_a_seed(study, rng: np.random.Generator):
+    """The study with one (size, seed)'s cells never run: a seed missing at one size."""
+    gone = (str(rng.choice(list(SHAPES))), int(rng.integers(3)))
+    return dataclasses.replace(
+        study, cells=tuple(c for c in study.cells if (c.size, c.seed) != gone)
+    )
+
+
+def _words(study, out: Path) -> dict[str, str]:
+    """The study's word as the look, the report, `status` and the parent run say it."""
+    try:
+        take_look(study, study_status(study), say=lambda _m: None)
+    except ValueError as err:  # a table no look can judge: the report must refuse it too
+        with pytest.raises(ValueError) as report:
+            analyze_study(study, out, None)
+        assert status_lines(study)[0].startswith("looks: none yet")
+        return {"look": f"refused: {err}", "report": f"refused: {report.value}"}
+    verdict, folder = analyze_study(study, out, None)
+    said = {v["variant"]: v["verdict"] for v in verdict["variants"]}
+    looked = verdict["sequential"]["looks"][-1]["verdicts"]
+    assert verdict["sequential"]["matches_last_look"], (study.name, looked, said)
+    (report_word,) = _VERDICT_ROW.findall((folder / "report.md").read_text())  # the Verdict table
+    assert [v["verdict"] for v in verdict["variants"]] == [report_word]
+    (line, *_) = status_lines(study)
+    match = _STATUS.match(line)
+    assert match, line
+    client = client_for(study)
+    parent = client.get_run(find_parent_run(study, client)).data.tags
+    (look, *_) = json.loads((study.folder / "looks.json").read_text())["looks"][::-1]
+    return {
+        "look": look["verdict"],
+        "report": report_word,
+        "status": match.group(1),
+        "parent": parent["look/verdict"],
+    }
+
+
+@pytest.mark.slow
+def test_the_look_the_report_status_and_the_parent_say_one_word(tmp_path, data_dir, monkeypatch):
+    """Seen: 8/8 studies one word (helps 2, inconclusive 5, undetected 1); slow: ~12 s a study
+    (module docstring). Reintroducing a second table (`scan_table` built without
+    `flops_counted`) fails it at study 3: the look says `helps`, the report `inconclusive`."""
+    words_seen: dict[str, int] = {}
+    # SQLite in memory-backed storage where there is one: MLflow's per-call fsyncs cost more
+    # than the analyses on a busy disk
+    shm = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else tmp_path) as scratch:
+        root = Path(scratch)
+        uri = f"sqlite:///{root / 'mlflow.db'}"
+        for i in range(NUM_STUDIES):
+            if i == 1:  # plots draw the verdict, they do not choose it: drawn for study 0 only
+                monkeypatch.setattr(analysis.api, "all_plots", lambda *_a, **_k: {})
+            rng = np.random.default_rng(i)
+            path = root / f"s{i}.yaml"
+            path.write_text(yaml.safe_dump(_spec(data_dir, root, i, uri)))
+            study = load_study_spec(path, check_environment=False)
+            if i % 5 == 2:
+                study = _without_a_seed(study, rng)
+            _leave_runs(study, rng, edge=i % 6 == 4, num_bad=3 if i % 3 == 1 else 0)
+            words = _words(study, root / f"report-{i}")
+            assert len(set(words.values())) == 1, (i, words)
+            words_seen[words["look"]] = words_seen.get(words["look"], 0) + 1
+    print(f"{NUM_STUDIES} studies, one word each: {words_seen}")
