@@ -47,6 +47,7 @@ from scaling.state.mlflow_state import (
 from scaling.state.scheduler import JobRecord, read_records
 from scaling.state.stale import StaleChoice
 from scaling.state.status import StatusRow, study_status
+from scaling.state.store_check import StoreLost, StoreWatch
 from scaling.state.tracking_refusal import (
     GIVE_UP_ENV,
     RefusalClock,
@@ -114,8 +115,10 @@ class StudyRun:
         self._said_cancelled = False
         give_up_s = refusal_give_up_s() if refused_give_up_s is None else refused_give_up_s
         self._refusals = RefusalClock(study.mlflow.tracking_uri, give_up_s)
+        self._store = StoreWatch(study)  # a SQLite store deleted mid-study stops the driver
 
     def status(self) -> Rows:
+        self._store.check()
         rows = study_status(self.study)
         self._refusals.answered()
         return rows
@@ -391,7 +394,7 @@ class StudyRun:
         submitting.start()
         try:
             rows = self._watched(progress, busy=submitting.is_alive)
-        except (KeyboardInterrupt, TrackingRefused):
+        except (KeyboardInterrupt, TrackingRefused, StoreLost):
             stop.set()
             submitting.join(timeout=STOP_WAIT_S)
             raise
@@ -409,7 +412,11 @@ class StudyRun:
             return self.wait(callback=callback, busy=busy, on_error=self._unavailable)
 
     def _unavailable(self, err: Exception) -> None:
-        """A failed status poll: retried, but a refused login only for a bounded time."""
+        """A failed status poll: retried, but a refused login only for a bounded time, and a
+        SQLite store that vanished not at all (`StoreLost`)."""
+        if isinstance(err, StoreLost):
+            raise err
+        self._store.check()
         status = refusal_status(err)
         if status is None:
             self._refusals.answered()

@@ -20,6 +20,7 @@ from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.run_cache import CellRun, poll_runs
 from scaling.state.run_search import experiment_id_http, is_http, search_http, search_with_client
+from scaling.state.store_check import record_store
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -68,6 +69,7 @@ def ensure_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) 
     found = find_parent_run(study, client)
     if found is not None:
         client.update_run(found, status="RUNNING")
+        record_store(study)
         return found
     exp_id = contract.ensure_experiment(client, study.mlflow.experiment, study.mlflow.tracking_uri)
     run = client.create_run(
@@ -95,6 +97,7 @@ def ensure_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) 
         spec = Path(tmp) / "study.yaml"
         dump_file(study.spec, spec)
         client.log_artifact(run_id, str(spec))
+    record_store(study)  # the store this study's runs are in (`scaling.state.store_check`)
     return run_id
 
 
@@ -175,6 +178,7 @@ def ensure_cell_run(
     client: MlflowClient, exp_id: str, parent_run_id: str, cell: Cell, existing: CellRun | None
 ) -> str:
     """Create (or reuse) the cell's run, mark it SCHEDULED, and write its id for the job."""
+    out = Path(cell.run.output_dir)
     if existing is None:
         run = client.create_run(
             exp_id,
@@ -190,7 +194,6 @@ def ensure_cell_run(
         run_id = existing.run_id
         client.set_tag(run_id, contract.TAG_CONFIG_HASH, cell.config_hash)
     client.update_run(run_id, status="SCHEDULED")
-    out = Path(cell.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / contract.RUN_ID_FILE, run_id)
     dump_file(cell.run, out / "run_config.yaml")
