@@ -29,7 +29,7 @@ from typing import Any
 from foundation.contract import RUN_ID_FILE, TAG_PARENT, ensure_experiment, make_client
 from foundation.studypaths import sqlite_path
 from jobs.config import TrackingConfig
-from jobs.spool import SPOOL
+from jobs.spool import SPOOL, UPLOADED_OFFSET
 
 __all__ = [
     "Tracker",
@@ -72,7 +72,7 @@ class _Uploader:
         self._store = sqlite_path(self.uri)
         self._store_file: tuple[int, int] | None = None  # the SQLite file first written to
         self.spool = output_dir / SPOOL
-        self.offset_file = output_dir / "tracking" / "uploaded_offset"
+        self.offset_file = output_dir / UPLOADED_OFFSET
         self.run_id_file = output_dir / RUN_ID_FILE
         self.run_id: str | None = (
             self.run_id_file.read_text().strip() if self.run_id_file.is_file() else None

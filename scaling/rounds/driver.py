@@ -25,6 +25,7 @@ from scaling.rounds.executors import Executor, executor_for
 from scaling.rounds.looks import look_due, take_look
 from scaling.rounds.progress import CellTimeModel, Progress, Reporter, SearchOutlook
 from scaling.rounds.refine import advance, search_over
+from scaling.rounds.reupload import reupload_results
 from scaling.rounds.submission import Submitted, submit_due
 from scaling.spec.grid import Cell
 from scaling.spec.look_state import looks_over, read_looks
@@ -130,7 +131,9 @@ class StudyRun:
         stop: threading.Event | None = None,
     ) -> Submitted:
         """Submit every cell that is due now (`submit_due`); on Slurm it returns once queued,
-        on the local executor once the cells have ended."""
+        on the local executor once the cells have ended. Completed cells whose runs a lost
+        store took are uploaded again from their folders first (`scaling.rounds.reupload`)."""
+        reupload_results(self.study, self.say)
         result = submit_due(self.study, self.executor, self.say, retry_failed, stale, stop)
         self.submitted += result.submitted
         self.last = result

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from foundation import contract
 from foundation.atomic import write_text
 from foundation.config import dump_file
+from jobs.spool import reset_uploaded
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.run_cache import CellRun, poll_runs
@@ -177,9 +178,16 @@ def cell_runs(
 def ensure_cell_run(
     client: MlflowClient, exp_id: str, parent_run_id: str, cell: Cell, existing: CellRun | None
 ) -> str:
-    """Create (or reuse) the cell's run, mark it SCHEDULED, and write its id for the job."""
+    """Create (or reuse) the cell's run, mark it SCHEDULED, and write its id for the job.
+
+    A cell with no run in the store whose folder names one (its store was lost, or its run
+    deleted) gets a new run, and its whole spool is sent to it again (`reset_uploaded`): what
+    went to the old run is not in the new one.
+    """
     out = Path(cell.run.output_dir)
     if existing is None:
+        if (out / contract.RUN_ID_FILE).is_file():
+            reset_uploaded(out)
         run = client.create_run(
             exp_id,
             run_name=cell.cell_id,
