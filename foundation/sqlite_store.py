@@ -37,8 +37,8 @@ def lock_path(store: Path) -> Path:
 def store_lock(store: Path, shared: bool = False) -> Iterator[None]:
     """Hold `<store>.lock` (exclusive, or `shared` for a reader that only inspects the file).
 
-    Best effort where the folder is not writable (someone else's study, read only): a reader
-    then goes on without the lock; a writer could not create the store there anyway.
+    Best effort where the folder is not writable (someone else's study, read only) or its file
+    system has no `flock`: the caller then goes on without the lock.
     """
     try:
         if not shared:
@@ -48,7 +48,11 @@ def store_lock(store: Path, shared: bool = False) -> Iterator[None]:
         yield
         return
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        except OSError:  # a file system without flock (some NFS): as without the lock
+            yield
+            return
         try:
             yield
         finally:

@@ -21,7 +21,7 @@ from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.run_cache import CellRun, poll_runs
 from scaling.state.run_search import experiment_id_http, is_http, search_http, search_with_client
-from scaling.state.store_check import record_store
+from scaling.state.store_check import record_store, store_trouble
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -118,6 +118,8 @@ def end_parent_run(
 
     `if_running`: only a parent still RUNNING is ended (`scaling cancel`: an ended study keeps
     its status)."""
+    if _store_lost(study):
+        return
     client = client or client_for(study)
     parent = find_parent_run(study, client)
     if parent is None:
@@ -125,6 +127,14 @@ def end_parent_run(
     if if_running and client.get_run(parent).info.status != "RUNNING":
         return
     client.set_terminated(parent, status)
+
+
+def _store_lost(study: ResolvedStudy) -> bool:
+    """The study's SQLite store is gone or broken (`scaling.state.store_check`): a run's end
+    cannot be written, and trying would log MLflow's database traceback. The runs are made
+    anew from the cells' folders by `--new-store`."""
+    uri, experiment = study.mlflow.tracking_uri, study.mlflow.experiment
+    return store_trouble(uri, experiment, study.folder) is not None
 
 
 def parent_run_state(study: ResolvedStudy, client: MlflowClient | None = None) -> str | None:
@@ -214,7 +224,7 @@ def fail_cell_run(study: ResolvedStudy, cell: Cell, reason: str) -> None:
     For a branch whose parent failed: `status` then shows it failed, not pending forever.
     """
     path = Path(cell.run.output_dir) / contract.RUN_ID_FILE
-    if not path.is_file():
+    if not path.is_file() or _store_lost(study):
         return
     client = client_for(study)
     run_id = path.read_text().strip()
@@ -225,7 +235,7 @@ def fail_cell_run(study: ResolvedStudy, cell: Cell, reason: str) -> None:
 def kill_cell_run(study: ResolvedStudy, cell: Cell) -> None:
     """End a cell's run KILLED (its job was cancelled), unless it finished meanwhile."""
     path = Path(cell.run.output_dir) / contract.RUN_ID_FILE
-    if not path.is_file():
+    if not path.is_file() or _store_lost(study):
         return
     client = client_for(study)
     run_id = path.read_text().strip()

@@ -12,11 +12,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from foundation import contract as C
 from foundation.contract import make_client
 from foundation.sqlite_store import head_revision, schema_problem
 from scaling.cli import app
 from scaling.rounds.environment import load_study_spec
-from scaling.state.mlflow_state import ensure_parent_run
+from scaling.state.mlflow_state import end_parent_run, ensure_parent_run, fail_cell_run
 from scaling.state.store_check import MARKER, StoreWatch, adopt_new_store, store_trouble
 from tests.scaling.conftest import one_size_spec
 
@@ -113,3 +114,16 @@ def test_the_driver_notices_the_store_vanish_or_be_replaced(tmp_path, data_dir, 
     shutil.copy(whole_store, store)  # a new file where the store was (a job made one)
     with pytest.raises(ValueError, match="was replaced by another file while the study ran"):
         watch.check()
+
+
+def test_a_run_is_not_ended_in_a_lost_store(tmp_path, data_dir, whole_store, caplog):
+    """The driver ending the parent FAILED as it stops on a lost store writes nothing: no new
+    store file, no MLflow database traceback logged above the one line."""
+    _path, study, store = _study(tmp_path, data_dir, whole_store)
+    out = tmp_path / "study" / "cells" / study.cells[0].cell_id
+    out.mkdir(parents=True)
+    (out / C.RUN_ID_FILE).write_text("0" * 32)  # a run the lost store held
+    store.unlink()
+    end_parent_run(study, "FAILED")
+    fail_cell_run(study, study.cells[0], "why")
+    assert not store.exists() and "Traceback" not in caplog.text, caplog.text
