@@ -32,7 +32,7 @@ print("ok", name)
 """
 
 
-@pytest.mark.slow  # ~25 s on 2 busy cores: two processes import MLflow, one makes the schema
+@pytest.mark.slow  # 15-35 s on 2 busy cores: two processes import MLflow, one makes the schema
 def test_two_processes_make_one_new_store_at_once(tmp_path):
     store = tmp_path / "mlflow.db"
     uri = f"sqlite:///{store}"

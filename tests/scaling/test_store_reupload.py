@@ -42,7 +42,7 @@ def _children(store) -> dict[str, list[tuple[int, float]]]:
         return {name: db.execute(query, (rid, C.TRAIN_LOSS)).fetchall() for name, rid in runs}
 
 
-# ~60 s on 2 cores at load 13 (submit ~35 s, run ~25 s): two real cells train, two stores made
+# 40-60 s on 2 busy cores (submit 20-35 s, run ~25 s): two real cells train, two stores made
 @pytest.mark.slow
 def test_completed_cells_are_uploaded_again_into_a_new_store(tmp_path, data_dir):
     store = tmp_path / "mlflow.db"
