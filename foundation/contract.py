@@ -19,6 +19,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from foundation.sqlite_store import store_lock
+
 __all__ = [
     "STATES",
     "ACTIVE_STATES",
@@ -121,14 +123,25 @@ _SQLITE = "sqlite:///"
 
 
 def make_client(uri: str, max_retries: int = 2, timeout_s: int = 20) -> Any:
-    """An MlflowClient for `uri` with bounded HTTP retries; a SQLite store's folder is made."""
+    """An MlflowClient for `uri` with bounded HTTP retries; a SQLite store's folder is made.
+
+    The first client of a SQLite store in a process is made under the store's lock
+    (`foundation.sqlite_store.store_lock`): making it creates (migrates) the schema of a new
+    store, which two processes must never do at once.
+    """
     from mlflow.tracking import MlflowClient
 
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(max_retries))
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(timeout_s))
-    if uri.startswith(_SQLITE):
-        Path(uri[len(_SQLITE) :]).parent.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri)
+    if not uri.startswith(_SQLITE) or uri == _SQLITE + ":memory:" or uri in _OPENED:
+        return MlflowClient(tracking_uri=uri)
+    with store_lock(Path(uri[len(_SQLITE) :])):  # makes the folder
+        client = MlflowClient(tracking_uri=uri)  # opens the store: creates a new one's schema
+        _OPENED.add(uri)
+    return client
+
+
+_OPENED: set[str] = set()  # SQLite stores this process opened (MLflow keeps one per URI)
 
 
 def artifact_location(uri: str) -> str | None:

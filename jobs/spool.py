@@ -10,9 +10,10 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["SPOOL", "last_logged_step"]
+__all__ = ["SPOOL", "UPLOADED_OFFSET", "last_logged_step", "reset_uploaded"]
 
 SPOOL = Path("tracking") / "spool.jsonl"  # in the run's output dir
+UPLOADED_OFFSET = Path("tracking") / "uploaded_offset"  # how far MLflow has the spool
 _TAIL_BYTES = 16384  # the end of a spool that holds its last metric lines
 
 
@@ -34,3 +35,10 @@ def last_logged_step(output_dir: str | Path) -> int | None:
         if isinstance(record, dict) and record.get("t") == "metric":
             return int(record["step"])
     return None
+
+
+def reset_uploaded(output_dir: str | Path) -> None:
+    """Send the whole spool again on the next upload: the run it went to is gone (a lost
+    tracking store, a deleted run), and the run that replaces it has none of it. Exactly once
+    still holds: the uploader skips what the new run already has (`jobs.tracking`)."""
+    (Path(output_dir) / UPLOADED_OFFSET).unlink(missing_ok=True)

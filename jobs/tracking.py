@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from foundation.contract import RUN_ID_FILE, TAG_PARENT, ensure_experiment, make_client
+from foundation.studypaths import sqlite_path
 from jobs.config import TrackingConfig
-from jobs.spool import SPOOL
+from jobs.spool import SPOOL, UPLOADED_OFFSET
 
 __all__ = [
     "Tracker",
@@ -67,9 +68,11 @@ class _Uploader:
         self.tracking = tracking
         self.run_name = run_name
         self.uri = resolve_tracking_uri(tracking, output_dir)
-        self.client = make_client(self.uri, max_retries=1, timeout_s=10)
+        self._client: Any = None
+        self._store = sqlite_path(self.uri)
+        self._store_file: tuple[int, int] | None = None  # the SQLite file first written to
         self.spool = output_dir / SPOOL
-        self.offset_file = output_dir / "tracking" / "uploaded_offset"
+        self.offset_file = output_dir / UPLOADED_OFFSET
         self.run_id_file = output_dir / RUN_ID_FILE
         self.run_id: str | None = (
             self.run_id_file.read_text().strip() if self.run_id_file.is_file() else None
@@ -78,7 +81,30 @@ class _Uploader:
         self._last_step: dict[str, int] | None = None
         self._checked_start = False
 
+    @property
+    def client(self) -> Any:
+        if self._client is None:  # made on first use: see `_check_store`
+            self._client = make_client(self.uri, max_retries=1, timeout_s=10)
+        return self._client
+
+    def _check_store(self) -> None:
+        """Refuse to upload into a SQLite store that vanished, or was replaced by another file,
+        since this run's id was made: opening it would create a new store (racing the other
+        jobs to create its schema) that lacks the run. The records stay spooled; the study's
+        next `scaling run --new-store` sends them to a new run (`scaling.state.store_check`)."""
+        if self._store is None or self.run_id is None:
+            return
+        try:
+            st = self._store.stat()
+        except OSError:
+            raise FileNotFoundError(f"the MLflow store {self._store} is gone") from None
+        if self._store_file is None:
+            self._store_file = (st.st_dev, st.st_ino)
+        elif self._store_file != (st.st_dev, st.st_ino):
+            raise FileNotFoundError(f"the MLflow store {self._store} was replaced")
+
     def ensure_run(self) -> str:
+        self._check_store()
         if self.run_id is not None and not self._checked_start:
             self._start_scheduled_run()
         if self.run_id is None:
@@ -152,7 +178,7 @@ class _Uploader:
 
         if not self.spool.is_file():
             return
-        run_id = self.ensure_run()
+        run_id = self.ensure_run()  # checks the store is still the one the run is in
         offset = self._offset()
         with open(self.spool, "rb") as f:
             f.seek(offset)

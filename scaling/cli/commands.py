@@ -21,6 +21,14 @@ RetryFailedOpt = Annotated[
     bool,
     typer.Option(help="Also resubmit cells that failed more than `retries` times; count anew."),
 ]
+NewStoreOpt = Annotated[
+    bool,
+    typer.Option(
+        "--new-store",
+        help="The study's SQLite store was lost or left broken: move a broken file aside, make "
+        "a fresh store and upload the completed cells' results on disk into it.",
+    ),
+]
 
 
 RerunStaleOpt = Annotated[
@@ -31,17 +39,28 @@ AcceptStaleOpt = Annotated[
 ]
 
 
-def _load(path: Path, check_environment: bool = True, announce: bool = True, writes=False):
+def _load(
+    path: Path, check_environment: bool = True, announce: bool = True, writes=False, new_store=False
+):
     """The study at `path`, resolved and checked, or one `error:` line and exit 2. `writes`:
     the command makes folders and a store, so they must be writable by this user first (a
-    read-only `status` of someone else's study need not be)."""
+    read-only `status` of someone else's study need not be). `new_store`: a lost or broken
+    SQLite store is replaced first (`scaling.state.store_check.adopt_new_store`)."""
     from foundation.config import ConfigError
-    from scaling.rounds.environment import load_study_spec  # lazy: `scaling --help` stays fast
+    from scaling.rounds.environment import check_study_environment, load_study_spec  # lazy
     from scaling.spec.places import check_places  # lazy, as above
 
     # Resolved once here; every command below hands this object on and never re-expands it.
     try:
-        spec = load_study_spec(path, check_environment=check_environment)
+        spec = load_study_spec(path, check_environment=check_environment and not new_store)
+        if new_store:
+            from scaling.state.store_check import adopt_new_store  # lazy: as above
+
+            adopt_new_store(spec, typer.echo)
+            try:
+                check_study_environment(spec)
+            except ConfigError as err:
+                raise err.prefixed(str(path)) from None
         if writes:
             try:
                 check_places(spec.spec)
@@ -93,8 +112,9 @@ def _one_driver(spec) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _refusal_is_one_line() -> Iterator[None]:
-    """A tracking server that kept refusing the login mid-study (`scaling.state.tracking_refusal`)
-    or a bad setting of how long it may: one `error:` line, exit 2, no traceback."""
+    """A tracking server that kept refusing the login mid-study (`scaling.state.tracking_refusal`),
+    a bad setting of how long it may, or a SQLite store lost mid-study
+    (`scaling.state.store_check.StoreLost`, a ConfigError): one `error:` line, exit 2."""
     from foundation.config import ConfigError
     from scaling.state.tracking_refusal import TrackingRefused  # lazy: `scaling --help`
 
@@ -145,6 +165,7 @@ def submit(
     retry_failed: RetryFailedOpt = False,
     rerun_stale: RerunStaleOpt = False,
     accept_stale: AcceptStaleOpt = False,
+    new_store: NewStoreOpt = False,
 ) -> None:
     """Submit a study's unfinished cells (finished skipped, failed retried, running left alone).
 
@@ -156,7 +177,7 @@ def submit(
     """
     from scaling.rounds.driver import submit_rounds  # lazy: `scaling --help` stays fast
 
-    spec = _load(study, writes=True)
+    spec = _load(study, writes=True, new_store=new_store)
     _settle_stale(spec, rerun_stale, accept_stale)
     with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
         result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
@@ -328,6 +349,7 @@ def run(
     retry_failed: RetryFailedOpt = False,
     rerun_stale: RerunStaleOpt = False,
     accept_stale: AcceptStaleOpt = False,
+    new_store: NewStoreOpt = False,
 ) -> None:
     """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run).
 
@@ -340,7 +362,7 @@ def run(
     from scaling.rounds.looks import judged_against  # lazy: `scaling --help` stays fast
     from scaling.rounds.run import run_study  # lazy: `scaling --help` stays fast
 
-    spec = _load(study, writes=True)
+    spec = _load(study, writes=True, new_store=new_store)
     try:
         spec = judged_against(spec, baseline)  # for the whole run, looks included
     except ValueError as err:

@@ -25,6 +25,7 @@ from scaling.rounds.executors import Executor, executor_for
 from scaling.rounds.looks import look_due, take_look
 from scaling.rounds.progress import CellTimeModel, Progress, Reporter, SearchOutlook
 from scaling.rounds.refine import advance, search_over
+from scaling.rounds.reupload import reupload_results
 from scaling.rounds.submission import Submitted, submit_due
 from scaling.spec.grid import Cell
 from scaling.spec.look_state import looks_over, read_looks
@@ -47,6 +48,7 @@ from scaling.state.mlflow_state import (
 from scaling.state.scheduler import JobRecord, read_records
 from scaling.state.stale import StaleChoice
 from scaling.state.status import StatusRow, study_status
+from scaling.state.store_check import StoreLost, StoreWatch
 from scaling.state.tracking_refusal import (
     GIVE_UP_ENV,
     RefusalClock,
@@ -114,8 +116,10 @@ class StudyRun:
         self._said_cancelled = False
         give_up_s = refusal_give_up_s() if refused_give_up_s is None else refused_give_up_s
         self._refusals = RefusalClock(study.mlflow.tracking_uri, give_up_s)
+        self._store = StoreWatch(study)  # a SQLite store deleted mid-study stops the driver
 
     def status(self) -> Rows:
+        self._store.check()
         rows = study_status(self.study)
         self._refusals.answered()
         return rows
@@ -127,7 +131,9 @@ class StudyRun:
         stop: threading.Event | None = None,
     ) -> Submitted:
         """Submit every cell that is due now (`submit_due`); on Slurm it returns once queued,
-        on the local executor once the cells have ended."""
+        on the local executor once the cells have ended. Completed cells whose runs a lost
+        store took are uploaded again from their folders first (`scaling.rounds.reupload`)."""
+        reupload_results(self.study, self.say)
         result = submit_due(self.study, self.executor, self.say, retry_failed, stale, stop)
         self.submitted += result.submitted
         self.last = result
@@ -391,7 +397,7 @@ class StudyRun:
         submitting.start()
         try:
             rows = self._watched(progress, busy=submitting.is_alive)
-        except (KeyboardInterrupt, TrackingRefused):
+        except (KeyboardInterrupt, TrackingRefused, StoreLost):
             stop.set()
             submitting.join(timeout=STOP_WAIT_S)
             raise
@@ -409,7 +415,11 @@ class StudyRun:
             return self.wait(callback=callback, busy=busy, on_error=self._unavailable)
 
     def _unavailable(self, err: Exception) -> None:
-        """A failed status poll: retried, but a refused login only for a bounded time."""
+        """A failed status poll: retried, but a refused login only for a bounded time, and a
+        SQLite store that vanished not at all (`StoreLost`)."""
+        if isinstance(err, StoreLost):
+            raise err
+        self._store.check()
         status = refusal_status(err)
         if status is None:
             self._refusals.answered()

@@ -13,6 +13,7 @@ from foundation.config import ConfigError
 from scaling.rounds.executors import executor_for
 from scaling.spec.loader import check_mlflow, read_study
 from scaling.spec.resolved import ResolvedStudy
+from scaling.state.store_check import check_store
 
 __all__ = ["load_study_spec", "check_study_environment"]
 
@@ -34,10 +35,12 @@ def load_study_spec(path: str | Path, check_environment: bool = True) -> Resolve
 
 
 def check_study_environment(study: ResolvedStudy) -> None:
-    """Raise ConfigError unless the study's MLflow store and (for Slurm) its cluster answer.
+    """Raise ConfigError unless the study's MLflow store (whole, if SQLite) and (for Slurm) its
+    cluster answer.
 
     Apart from `load_study_spec` so that `scaling plan` can turn the error into a warning: costs are
     worth planning on a laptop before the cluster exists.
     """
     check_mlflow(study.mlflow.tracking_uri)
+    check_store(study)  # a SQLite store lost or half-made: its file and the fix
     executor_for(study).check_environment()  # the cluster and the devices it runs on

@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 from foundation import contract
 from foundation.atomic import write_text
 from foundation.config import dump_file
+from jobs.spool import reset_uploaded
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.run_cache import CellRun, poll_runs
 from scaling.state.run_search import experiment_id_http, is_http, search_http, search_with_client
+from scaling.state.store_check import record_store, store_trouble
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -68,6 +70,7 @@ def ensure_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) 
     found = find_parent_run(study, client)
     if found is not None:
         client.update_run(found, status="RUNNING")
+        record_store(study)
         return found
     exp_id = contract.ensure_experiment(client, study.mlflow.experiment, study.mlflow.tracking_uri)
     run = client.create_run(
@@ -95,6 +98,7 @@ def ensure_parent_run(study: ResolvedStudy, client: MlflowClient | None = None) 
         spec = Path(tmp) / "study.yaml"
         dump_file(study.spec, spec)
         client.log_artifact(run_id, str(spec))
+    record_store(study)  # the store this study's runs are in (`scaling.state.store_check`)
     return run_id
 
 
@@ -114,6 +118,8 @@ def end_parent_run(
 
     `if_running`: only a parent still RUNNING is ended (`scaling cancel`: an ended study keeps
     its status)."""
+    if _store_lost(study):
+        return
     client = client or client_for(study)
     parent = find_parent_run(study, client)
     if parent is None:
@@ -121,6 +127,14 @@ def end_parent_run(
     if if_running and client.get_run(parent).info.status != "RUNNING":
         return
     client.set_terminated(parent, status)
+
+
+def _store_lost(study: ResolvedStudy) -> bool:
+    """The study's SQLite store is gone or broken (`scaling.state.store_check`): a run's end
+    cannot be written, and trying would log MLflow's database traceback. The runs are made
+    anew from the cells' folders by `--new-store`."""
+    uri, experiment = study.mlflow.tracking_uri, study.mlflow.experiment
+    return store_trouble(uri, experiment, study.folder) is not None
 
 
 def parent_run_state(study: ResolvedStudy, client: MlflowClient | None = None) -> str | None:
@@ -174,8 +188,16 @@ def cell_runs(
 def ensure_cell_run(
     client: MlflowClient, exp_id: str, parent_run_id: str, cell: Cell, existing: CellRun | None
 ) -> str:
-    """Create (or reuse) the cell's run, mark it SCHEDULED, and write its id for the job."""
+    """Create (or reuse) the cell's run, mark it SCHEDULED, and write its id for the job.
+
+    A cell with no run in the store whose folder names one (its store was lost, or its run
+    deleted) gets a new run, and its whole spool is sent to it again (`reset_uploaded`): what
+    went to the old run is not in the new one.
+    """
+    out = Path(cell.run.output_dir)
     if existing is None:
+        if (out / contract.RUN_ID_FILE).is_file():
+            reset_uploaded(out)
         run = client.create_run(
             exp_id,
             run_name=cell.cell_id,
@@ -190,7 +212,6 @@ def ensure_cell_run(
         run_id = existing.run_id
         client.set_tag(run_id, contract.TAG_CONFIG_HASH, cell.config_hash)
     client.update_run(run_id, status="SCHEDULED")
-    out = Path(cell.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / contract.RUN_ID_FILE, run_id)
     dump_file(cell.run, out / "run_config.yaml")
@@ -203,7 +224,7 @@ def fail_cell_run(study: ResolvedStudy, cell: Cell, reason: str) -> None:
     For a branch whose parent failed: `status` then shows it failed, not pending forever.
     """
     path = Path(cell.run.output_dir) / contract.RUN_ID_FILE
-    if not path.is_file():
+    if not path.is_file() or _store_lost(study):
         return
     client = client_for(study)
     run_id = path.read_text().strip()
@@ -214,7 +235,7 @@ def fail_cell_run(study: ResolvedStudy, cell: Cell, reason: str) -> None:
 def kill_cell_run(study: ResolvedStudy, cell: Cell) -> None:
     """End a cell's run KILLED (its job was cancelled), unless it finished meanwhile."""
     path = Path(cell.run.output_dir) / contract.RUN_ID_FILE
-    if not path.is_file():
+    if not path.is_file() or _store_lost(study):
         return
     client = client_for(study)
     run_id = path.read_text().strip()
