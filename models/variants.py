@@ -29,11 +29,14 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from foundation.provenance import source_digest
+from models.init_rules import InitRule
 
 __all__ = [
     "BUILTIN_VARIANTS",
     "ENTRY_POINT_GROUP",
     "QueryVariant",
+    "SiteInit",
+    "site_inits",
     "load_variant",
     "is_builtin",
     "variant_module",
@@ -63,6 +66,12 @@ class QueryVariant:
     per weight, the runs are tagged ``flops_counted = weights_only`` and the analysis holds the
     variant's verdict back: a query that multiplies more than its weights (a product of two
     activations, an extra attention) would otherwise buy its gain with uncounted compute.
+
+    `init(config)`: the query module's own initialisation, ``{parameter name inside the query
+    module: models.init_rules rule}`` (e.g. ``{"alpha": zeros(), "conv.weight": normal()}``).
+    The module's constructor init never survives (`models.init` redraws every parameter from
+    the seed, layout-independently). Without a rule, a norm gain starts at one and a matrix at
+    N(0, init_std), like W_Q; any other shape (a 1-D scale, a 3-D kernel) needs a rule.
     """
 
     name: str
@@ -70,6 +79,18 @@ class QueryVariant:
     weights: Callable[[Any], int]
     gains: Callable[[Any], int] = _no_gains
     flops: Callable[[Any], int] | None = None
+    init: Callable[[Any], dict[str, InitRule]] | None = None
+
+
+@dataclass(frozen=True)
+class SiteInit:
+    """The init rules of one variant-owned module of every layer: `site` is its path inside a
+    transformer layer (``self_attention.query``), `rules` map a parameter name inside it to its
+    rule, `owner` says who declared them (variant name and file) for error messages."""
+
+    site: str
+    rules: dict[str, InitRule]
+    owner: str
 
 
 def is_builtin(name: str) -> bool:
@@ -102,12 +123,49 @@ def variant_module(name: str) -> str | None:
     return None
 
 
-def code_digest(name: str) -> str:
-    """Digest of the code that defines a model of variant `name`: the `models` package and the
-    variant's own module. A run records it (`jobs.record`); a finished run whose digest differs
-    from today's was trained by other code, and `scaling status` calls it stale."""
+def _code_modules(name: str) -> list[str]:
+    """The modules whose source defines variant `name`: the one that names it, plus those that
+    define its query module and its init rules (a helper module of rules is code too)."""
     module = variant_module(name)
-    return source_digest(["models"] + ([module] if module else []))
+    if module is None:
+        return []
+    modules = [module]
+    try:
+        variant = load_variant(name)
+    except ValueError:  # not importable today: its own module's source still counts
+        return modules
+    query = getattr(variant.query, "module", variant.query)
+    for obj in (query, variant.init):
+        owner = getattr(obj, "__module__", None)
+        if isinstance(owner, str) and owner not in modules and not owner.startswith("megatron"):
+            modules.append(owner)
+    return modules
+
+
+def code_digest(name: str) -> str:
+    """Digest of the code that defines a model of variant `name`: the `models` package, the
+    variant's own module and the modules of its query class and init rules. A run records it
+    (`jobs.record`); a finished run whose digest differs from today's was trained by other code,
+    and `scaling status` calls it stale."""
+    return source_digest(["models", *_code_modules(name)])
+
+
+def site_inits(name: str, config: Any) -> list[SiteInit]:
+    """The init rules variant `name` declares for `config` (a `ModelConfig`), per site."""
+    if is_builtin(name):
+        return []
+    variant = load_variant(name)
+    rules = variant.init(config) if variant.init is not None else {}
+    is_dict = isinstance(rules, dict)
+    bad = [k for k, r in rules.items() if not isinstance(r, InitRule)] if is_dict else []
+    owner = f"variant {name!r} ({_module_file(variant_module(name) or '')})"
+    if not is_dict or bad:
+        raise ValueError(
+            f"{owner}: init must return a dict of parameter name -> models.init_rules rule "
+            f"(normal(), zeros(), ...); got {type(rules).__name__}"
+            + (f" with non-rule values at {bad}" if bad else "")
+        )
+    return [SiteInit(site="self_attention.query", rules=dict(rules), owner=owner)]
 
 
 def _module_file(module_name: str) -> str:
