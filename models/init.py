@@ -100,6 +100,8 @@ def _site_rule(glob: str, sites: list[SiteInit]) -> tuple[SiteInit, str] | None:
         return None
     in_layer = ".".join(parts[3:])
     for site in sites:
+        if not site.site:  # the whole layer
+            return site, in_layer
         if in_layer.startswith(site.site + "."):
             return site, in_layer[len(site.site) + 1 :]
     return None
@@ -122,10 +124,11 @@ def _no_rule(name: str, shape: tuple[int, ...], found: tuple[SiteInit, str] | No
     if found is None:
         return ValueError(f"{name}: no init rule for shape {shape} (a model parameter)")
     site, local = found
+    key = site.key_prefix + local
     return ValueError(
         f"{name}: the parameter {local!r} of shape {shape} has no init rule; {site.owner} must "
-        f"declare one: add init=lambda config: {{{local!r}: models.init_rules.zeros()}} (or "
-        "normal(), ones(), custom(...)) to its QueryVariant (docs/variants.md)"
+        f"declare one: add init=lambda config: {{{key!r}: models.init_rules.zeros()}} (or "
+        "normal(), ones(), custom(...)) to its variant (docs/variants.md)"
     )
 
 
@@ -172,19 +175,22 @@ def initialize_weights(
 
 def _check_rules_used(sites: list[SiteInit], used: set[tuple[str, str]], model) -> None:
     """A rule that names no parameter is a typo: say so (only where this stage has layers)."""
-    if not any(True for _ in getattr(getattr(model, "decoder", None), "layers", [])):
+    layers = list(getattr(getattr(model, "decoder", None), "layers", []))
+    if not layers:
         return
+    in_layer = [n for n, _ in layers[0].named_parameters()]
     for site in sites:
         for local in site.rules:
             if (site.site, local) not in used:
                 names = [
-                    n.split(site.site + ".", 1)[1]
-                    for n, _ in model.named_parameters()
-                    if f".{site.site}." in n
+                    n[len(site.site) + 1 :] if site.site else n
+                    for n in in_layer
+                    if not site.site or n.startswith(site.site + ".")
                 ]
                 close = difflib.get_close_matches(local, names, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(
-                    f"{site.owner}: init rule {local!r} names no parameter of its module"
+                    f"{site.owner}: init rule {site.key_prefix + local!r} names no parameter of "
+                    f"{site.site or 'the layer'}"
                     f"{hint}; its parameters: {', '.join(sorted(set(names))) or 'none'}"
                 )

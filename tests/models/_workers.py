@@ -28,7 +28,12 @@ CASES: dict[str, dict] = {
     ),
     # a user's variant with its own init rules for a 1-D and a 3-D parameter
     "conv_own_init": dict(query_variant="tests.variants.conv_query:conv_query"),
+    # sites other than the query: a gate on the attention output, a cross-layer value residual
+    "output_gate": dict(query_variant="tests.variants.site_examples:output_gate"),
+    "value_residual": dict(query_variant="tests.variants.site_examples:value_residual"),
 }
+# layer 1's values live on the first stage only (see tests/variants/site_examples.py)
+PIPELINE_CASES = [case for case in CASES if case != "value_residual"]
 
 
 def to_numpy(obj):
@@ -313,6 +318,14 @@ def variant_init_worker(rank: int, world_size: int) -> dict:
         plain, _ = query.linear_q(x)
         out["query_minus_plain"] = (query(x) - plain).abs().max().item()
     out["weights"] = {n: p.detach().clone() for n, p in query.named_parameters()}
+    tokens, labels = batch()
+    for case in ("linear", "value_residual", "output_gate"):
+        built = build_gpt(tiny_config(**CASES[case]), seed=0)
+        loss = built(tokens, _positions(), None, labels=labels).float().mean().item()
+        out.setdefault("sites", {})[case] = {
+            "loss": loss,
+            "weights": {n: p.detach().clone() for n, p in built.named_parameters()},
+        }
     for variant in ("conv_query_without_rules", "conv_query_misspelt"):
         try:
             build_gpt(tiny_config(query_variant=f"tests.variants.conv_query:{variant}"), seed=0)

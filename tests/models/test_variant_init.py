@@ -84,3 +84,20 @@ def test_the_code_digest_changes_when_only_the_init_rules_change(tmp_path, monke
     load_variant.cache_clear()
     for module in ("own_init_pkg", "own_init_pkg.rules", "own_init_pkg.variant"):
         sys.modules.pop(module, None)
+
+
+def test_a_cross_layer_variant_starts_from_the_same_weights_and_changes_the_loss(built):
+    linear, residual = built["sites"]["linear"], built["sites"]["value_residual"]
+    assert linear["weights"].keys() == residual["weights"].keys()
+    for name, weight in linear["weights"].items():
+        np.testing.assert_array_equal(residual["weights"][name], weight, err_msg=name)
+    assert residual["loss"] != linear["loss"]  # layer 2 mixes in layer 1's values
+
+
+def test_an_output_gate_starts_at_its_rule(built):
+    gated = built["sites"]["output_gate"]["weights"]
+    gates = [v for n, v in gated.items() if n.endswith("linear_proj.gate")]
+    assert len(gates) == 2 and all(np.all(g == 2.0) for g in gates)
+    linear = built["sites"]["linear"]["weights"]
+    name = "decoder.layers.0.self_attention.linear_proj.weight"  # same name, same scaled draw
+    np.testing.assert_array_equal(gated[name], linear[name])
