@@ -31,6 +31,7 @@ CASES: dict[str, dict] = {
     # sites other than the query: a gate on the attention output, a cross-layer value residual
     "output_gate": dict(query_variant="tests.variants.site_examples:output_gate"),
     "value_residual": dict(query_variant="tests.variants.site_examples:value_residual"),
+    "swiglu": dict(query_variant="tests.variants.site_examples:swiglu"),
 }
 # layer 1's values live on the first stage only (see tests/variants/site_examples.py)
 PIPELINE_CASES = [case for case in CASES if case != "value_residual"]

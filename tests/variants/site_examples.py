@@ -1,7 +1,9 @@
 """Variants at sites other than the query, written as a user would (nothing in `models` knows
-of them): a sigmoid gate on the attention output, and a value residual from layer 1.
+of them): a sigmoid gate on the attention output, a value residual from layer 1, and a SwiGLU
+MLP at (nearly) equal parameters.
 
-Named in a study as ``tests.variants.site_examples:output_gate`` / ``...:value_residual``.
+Named in a study as ``tests.variants.site_examples:output_gate`` (``value_residual``,
+``swiglu``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from megatron.core.transformer.attention import SelfAttention, SelfAttentionSubm
 from megatron.core.transformer.dot_product_attention import DotProductAttention
 from megatron.core.transformer.enums import AttnMaskType
 from megatron.core.transformer.identity_op import IdentityOp
+from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.spec_utils import ModuleSpec
 
-from models.init_rules import constant
+from models.init_rules import constant, scaled_normal
 from models.variants import Variant
 
 GATE_START = 2.0  # sigmoid(2) ~ 0.88: the gate starts nearly open
@@ -105,4 +108,48 @@ def value_residual() -> Variant:
         flops=lambda config: (
             2 * _attention_weights(config) + 4 * config.seq_length * config.query_width
         ),  # QK^T and AV
+    )
+
+
+def swiglu_width(ffn: int) -> int:
+    """Hidden width h of the SwiGLU MLP: 3 d h ~ the GELU MLP's 2 d ffn, rounded down to a
+    multiple of 8 (so TP up to 8 splits it)."""
+    return (2 * ffn // 3) // 8 * 8
+
+
+class SwiGLUMLP(MegatronModule):
+    """out = W_down(silu(X W_gate) * (X W_up)); W_gate, W_up column-, W_down row-parallel."""
+
+    def __init__(self, config: Any, **_: Any) -> None:
+        super().__init__(config=config)
+        d, h = config.hidden_size, swiglu_width(config.ffn_hidden_size)  # megatron's config
+        column = dict(config=config, init_method=config.init_method, bias=False)
+        self.w_gate = ColumnParallelLinear(d, h, gather_output=False, **column)
+        self.w_up = ColumnParallelLinear(d, h, gather_output=False, **column)
+        self.w_down = RowParallelLinear(
+            h,
+            d,
+            config=config,
+            init_method=config.output_layer_init_method,
+            bias=False,
+            input_is_parallel=True,
+            skip_bias_add=True,
+        )
+
+    def forward(self, hidden_states: torch.Tensor, **_: Any):
+        # [s, b, d] -> [s, b, h / tp] -> ([s, b, d] all-reduced over TP, bias None)
+        gate, _ = self.w_gate(hidden_states)
+        up, _ = self.w_up(hidden_states)
+        return self.w_down(torch.nn.functional.silu(gate) * up)
+
+
+def swiglu() -> Variant:
+    """SwiGLU in place of the GELU MLP, at 3 d h ~ 2 d ffn weights."""
+    return Variant(
+        name="swiglu",
+        sites={"mlp": SwiGLUMLP},
+        weights=lambda config: 3 * config.hidden_size * swiglu_width(config.ffn_size),
+        flops=lambda config: 2 * 3 * config.hidden_size * swiglu_width(config.ffn_size),
+        # W_down writes into the residual stream: GPT-2's scaled init, like linear_fc2
+        init=lambda config: {"mlp.w_down.weight": scaled_normal()},
     )
