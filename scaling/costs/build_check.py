@@ -16,7 +16,7 @@ def check_arms_build(study: ResolvedStudy) -> None:
     """ValueError (naming the arm, its file and line or the count that differs) for the first
     arm of the user's own that does not build, or whose declared counts miss the built model."""
     from models.accounting import num_params  # lazy: the model stack, only when planning
-    from models.build_check import check_build  # lazy: the model stack, only when planning
+    from models.build_check import build_problems  # lazy: the model stack, only when planning
     from models.variants import is_builtin  # lazy: the model stack, only when planning
 
     smallest: dict[str, tuple[int, object, str]] = {}
@@ -27,5 +27,7 @@ def check_arms_build(study: ResolvedStudy) -> None:
         count = num_params(model)
         if model.query_variant not in smallest or count < smallest[model.query_variant][0]:
             smallest[model.query_variant] = (count, model, cell.variant)
-    for _, model, arm in smallest.values():
-        check_build(model, arm)
+    problems = build_problems([(model, arm) for _, model, arm in smallest.values()])
+    for problem in problems:
+        if problem is not None:
+            raise ValueError(problem)
