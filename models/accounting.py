@@ -14,41 +14,59 @@ Conventions (Kaplan et al. 2020; Hoffmann et al. 2022):
 
 from __future__ import annotations
 
-from models.config import BOTTLENECK_QUERY_VARIANTS, ModelConfig, ParallelConfig
-from models.variants import is_builtin, load_variant
+from models.config import ModelConfig, ParallelConfig
+from models.sites import QUERY_SITE
+from models.variants import load_variant
 
 
-def _attention_weights(config: ModelConfig) -> int:
-    """Weight-matrix entries of one attention block (query MLP included)."""
-    d = config.hidden_size
+def _plain_sites(config: ModelConfig) -> dict[str, tuple[int, int, int]]:
+    """Per site of the plain layer (linear query): (weight entries, norm gains, forward FLOPs
+    per token). A variant's own counts replace those of the sites it replaces."""
+    d, seq = config.hidden_size, config.seq_length
     q_width = config.query_width
     kv_width = config.query_groups * config.kv_channels
-    weights = 2 * d * kv_width + q_width * d  # W_K, W_V, W_O
-    if config.query_variant == "linear":
-        weights += d * q_width  # W_Q
-    elif config.query_variant in BOTTLENECK_QUERY_VARIANTS:
-        weights += d * (d // 2) + (d // 2) * d  # W1, W2: d^2 in all, like W_Q
-    elif not is_builtin(config.query_variant):
-        weights += load_variant(config.query_variant).weights(config)  # the user's accounting
-    return weights
+    qk_gains = 2 * config.kv_channels if config.qk_norm else 0
+    query = d * q_width  # W_Q
+    kv = 2 * d * kv_width  # W_K, W_V
+    proj = q_width * d  # W_O
+    core = 2 * 2 * seq * q_width  # QK^T and AV: 2 * seq_length * (head width) per query head
+    mlp = 2 * d * config.ffn_size
+    attention = (query + kv + proj, qk_gains, 2 * (query + kv + proj) + core)
+    sites = {
+        "input_layernorm": (0, d, 0),
+        "self_attention": attention,
+        QUERY_SITE: (query, 0, 2 * query),
+        "self_attention.core_attention": (0, 0, core),
+        "self_attention.linear_proj": (proj, 0, 2 * proj),
+        "pre_mlp_layernorm": (0, d, 0),
+        "mlp": (mlp, 0, 2 * mlp),
+    }
+    sites["layer"] = (attention[0] + mlp, 2 * d + qk_gains, attention[2] + 2 * mlp)
+    return sites
+
+
+def _layer_counts(config: ModelConfig) -> tuple[int, int, int]:
+    """(weight entries, norm gains, forward FLOPs per token) of one layer of this variant: the
+    plain layer's, with each replaced site's counts swapped for the variant's declared ones."""
+    variant = load_variant(config.query_variant)
+    plain = _plain_sites(config)
+    weights, gains, flops = plain["layer"]
+    for site in variant.site_names():
+        site_weights, site_gains, site_flops = plain[site]
+        weights, gains, flops = weights - site_weights, gains - site_gains, flops - site_flops
+    own_weights = variant.weights(config)
+    own_flops = variant.flops(config) if variant.flops is not None else 2 * own_weights
+    return weights + own_weights, gains + variant.gains(config), flops + own_flops
 
 
 def _layer_weights(config: ModelConfig) -> int:
     """Weight-matrix entries of one transformer layer (attention + MLP)."""
-    return _attention_weights(config) + 2 * config.hidden_size * config.ffn_size
+    return _layer_counts(config)[0]
 
 
 def _layer_gains(config: ModelConfig) -> int:
-    """Norm gains of one layer: two pre-norms, optional q/k norms, the query MLP's two norms."""
-    d = config.hidden_size
-    gains = 2 * d
-    if config.qk_norm:
-        gains += 2 * config.kv_channels
-    if config.query_variant in BOTTLENECK_QUERY_VARIANTS:
-        gains += 2 * d  # RMSNorm before W1, LayerNorm after W2
-    elif not is_builtin(config.query_variant):
-        gains += load_variant(config.query_variant).gains(config)
-    return gains
+    """Norm gains of one layer (and other parameters replicated over TP)."""
+    return _layer_counts(config)[1]
 
 
 def num_embedding_params(config: ModelConfig) -> int:
@@ -73,31 +91,19 @@ def num_params(config: ModelConfig) -> int:
     return num_embedding_params(config) + num_nonembedding_params(config)
 
 
-def _declared_query_flops(config: ModelConfig) -> int:
-    """A bring-your-own query's declared forward FLOPs per layer beyond 2 per weight (0 when
-    it declared none, or for a built-in: their FLOPs are their weights')."""
-    if is_builtin(config.query_variant):
-        return 0
+def flops_counted(config: ModelConfig) -> str:
+    """How ``flops_per_token`` counts this model: ``exact`` (checked against torch's counter:
+    the built-ins), ``declared`` (a variant's own ``flops``), or ``weights_only`` (a variant
+    that declared none)."""
     variant = load_variant(config.query_variant)
     if variant.flops is None:
-        return 0
-    return variant.flops(config) - 2 * variant.weights(config)
-
-
-def flops_counted(config: ModelConfig) -> str:
-    """How ``flops_per_token`` counts this model: ``exact`` (built-in), ``declared`` (a
-    variant's own ``flops``), or ``weights_only`` (a variant that declared none)."""
-    if is_builtin(config.query_variant):
-        return "exact"
-    return "weights_only" if load_variant(config.query_variant).flops is None else "declared"
+        return "weights_only"
+    return "exact" if variant.flops_exact else "declared"
 
 
 def forward_flops_per_token(config: ModelConfig) -> int:
-    """Matmul FLOPs of one forward pass, per token."""
-    weights = config.num_layers * _layer_weights(config) + config.hidden_size * config.vocab_size
-    # QK^T and AV: each 2 * seq_length * (head width) per query head.
-    attention = config.num_layers * 2 * 2 * config.seq_length * config.query_width
-    return 2 * weights + attention + config.num_layers * _declared_query_flops(config)
+    """Matmul FLOPs of one forward pass, per token: every layer's, and the output logits."""
+    return config.num_layers * _layer_counts(config)[2] + 2 * config.hidden_size * config.vocab_size
 
 
 def flops_per_token(config: ModelConfig) -> int:

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from models import runtime
 from models.config import ModelConfig, ParallelConfig
+from models.variants import site_inits
 
 
 def transformer_config(config: ModelConfig, parallel: ParallelConfig, **overrides: Any):
@@ -122,7 +123,8 @@ def build_gpt(
             "learned_absolute" if config.position_embedding == "learned" else "rope"
         ),
     )
-    initialize_weights(model, seed, config.init_std, config.num_layers)
+    sites = site_inits(config.query_variant, config)
+    initialize_weights(model, seed, config.init_std, config.num_layers, sites)
     torch.set_rng_state(rng_state)
     _cast_floating_params(model, tconfig.params_dtype)
     if torch.cuda.is_available():

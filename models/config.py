@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from models.variants import BUILTIN_VARIANTS, is_builtin, load_variant
+from models.sites import QUERY_SITE
+from models.variants import BUILTIN_VARIANTS, load_variant
 
 # Built-in names, or a variant of the user's own (`models.variants`: "module:function" or an
 # entry-point name).
 QueryVariant = str
 QUERY_VARIANTS: tuple[str, ...] = BUILTIN_VARIANTS
-# Variants with the d -> d/2 -> d bottleneck f.
-BOTTLENECK_QUERY_VARIANTS: tuple[str, ...] = ("nonlinear", "residual_linear")
 POSITION_EMBEDDINGS: tuple[str, ...] = ("learned", "rope")
 
 
@@ -85,11 +84,10 @@ class ModelConfig:
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 raise ValueError(f"{name}: must be a positive integer or null, got {value!r}")
-        if not is_builtin(self.query_variant):
-            try:
-                load_variant(self.query_variant)
-            except ValueError as err:
-                raise ValueError(f"query_variant: {err}") from err
+        try:
+            variant = load_variant(self.query_variant)
+        except ValueError as err:
+            raise ValueError(f"query_variant: {err}") from err
         if self.position_embedding not in POSITION_EMBEDDINGS:
             raise ValueError(
                 f"position_embedding: {self.position_embedding!r} is unknown; "
@@ -107,17 +105,14 @@ class ModelConfig:
                 f"num_query_groups: {self.query_groups} does not divide num_attention_heads "
                 f"{self.num_attention_heads}; use a divisor of it (or null for one per head)"
             )
-        if self.query_variant != "linear" and self.query_width != self.hidden_size:
+        if QUERY_SITE in variant.site_names() and self.query_width != self.hidden_size:
             raise ValueError(
                 f"head_dim: query variant {self.query_variant!r} builds the query from X itself, "
                 f"so num_attention_heads * head_dim ({self.query_width}) must equal hidden_size "
                 f"({self.hidden_size}); leave head_dim null"
             )
-        if self.query_variant in BOTTLENECK_QUERY_VARIANTS and self.hidden_size % 2:
-            raise ValueError(
-                f"hidden_size: {self.hidden_size} is odd, but query variant {self.query_variant!r} "
-                "has a d/2 bottleneck; use an even hidden_size"
-            )
+        if variant.check is not None:
+            variant.check(self, 1)
         if self.position_embedding == "rope" and self.kv_channels % 2:
             raise ValueError(
                 f"position_embedding: 'rope' rotates pairs of channels, but the head width "
@@ -137,15 +132,9 @@ class ModelConfig:
             (self.vocab_size, "vocab_size", tp, "tensor_parallel"),
             (self.num_layers, "num_layers", pp, "pipeline_parallel"),
         ]
-        if self.query_variant in BOTTLENECK_QUERY_VARIANTS:
-            checks.append(
-                (
-                    self.hidden_size // 2,
-                    "hidden_size // 2 (query bottleneck)",
-                    tp,
-                    "tensor_parallel",
-                )
-            )
+        check = load_variant(self.query_variant).check
+        if check is not None:
+            check(self, tp)
         for value, name, parts, pname in checks:
             if value % parts:
                 raise ValueError(

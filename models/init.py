@@ -13,7 +13,11 @@ PP size, with the distributions megatron would use:
   GPT-2's scaled N(0, init_std / sqrt(2 * num_layers));
 - the query bottleneck's W1/W2 (``query.linear_in``/``linear_out``): unscaled N(0, init_std),
   like the reference (FACTS.md);
-- norm gains: ones; biases (none in this model today): zeros.
+- norm gains: ones; biases (none in this model today): zeros;
+- a variant's own parameters: its declared rules (``models.init_rules``, any shape), drawn the
+  same way (full tensor from the parameter's generator, then this rank's slice). Without a rule
+  its norm gains and matrices get the defaults above; any other shape is an error naming the
+  parameter, the variant's file and the fix.
 
 A tied output layer on the last stage (PP > 1) draws from the embedding's name, so it starts
 equal to the first stage's embedding without any communication.
@@ -21,10 +25,14 @@ equal to the first stage's embedding without any communication.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import math
 
 import torch
+
+from models.init_rules import InitRule
+from models.variants import SiteInit
 
 _NORMS = (torch.nn.LayerNorm, torch.nn.RMSNorm)
 _SCALED = ("self_attention.linear_proj.weight", "mlp.linear_fc2.weight")
@@ -85,26 +93,104 @@ def _full_shape(param: torch.Tensor) -> list[int]:
     return shape
 
 
+def _site_rule(glob: str, sites: list[SiteInit]) -> tuple[SiteInit, str] | None:
+    """(site, parameter name inside it) when ``glob`` lies in a variant-owned site."""
+    parts = glob.split(".")
+    if parts[:2] != ["decoder", "layers"]:
+        return None
+    in_layer = ".".join(parts[3:])
+    for site in sites:
+        if not site.site:  # the whole layer
+            return site, in_layer
+        if in_layer.startswith(site.site + "."):
+            return site, in_layer[len(site.site) + 1 :]
+    return None
+
+
+def _draw(rule: InitRule, shape: list[int], gen: torch.Generator, std: float, scaled: float):
+    """The full tensor of ``shape`` that ``rule`` gives (float32)."""
+    if rule.kind == "constant":
+        return torch.full(shape, rule.value, dtype=torch.float32)
+    if rule.kind in ("normal", "scaled_normal"):
+        sd = scaled if rule.kind == "scaled_normal" else (std if rule.value is None else rule.value)
+        return torch.empty(shape, dtype=torch.float32).normal_(0.0, sd, generator=gen)
+    full = torch.as_tensor(rule.draw(tuple(shape), gen), dtype=torch.float32)
+    if list(full.shape) != shape:
+        raise ValueError(f"custom init returned shape {tuple(full.shape)}, not {tuple(shape)}")
+    return full
+
+
+def _no_rule(name: str, shape: tuple[int, ...], found: tuple[SiteInit, str] | None) -> ValueError:
+    if found is None:
+        return ValueError(f"{name}: no init rule for shape {shape} (a model parameter)")
+    site, local = found
+    key = site.key_prefix + local
+    return ValueError(
+        f"{name}: the parameter {local!r} of shape {shape} has no init rule; {site.owner} must "
+        f"declare one: add init=lambda config: {{{key!r}: models.init_rules.zeros()}} (or "
+        "normal(), ones(), custom(...)) to its variant (docs/variants.md)"
+    )
+
+
 @torch.no_grad()
-def initialize_weights(model: torch.nn.Module, seed: int, init_std: float, num_layers: int) -> None:
+def initialize_weights(
+    model: torch.nn.Module,
+    seed: int,
+    init_std: float,
+    num_layers: int,
+    sites: list[SiteInit] | None = None,
+) -> None:
     """Overwrite every parameter of ``model`` (this rank's stage and TP slice) from ``seed``.
 
     ``num_layers`` is the whole model's depth (for the scaled init), not this stage's.
+    ``sites``: the rules variants declare for the modules they own (`models.variants`).
     """
+    sites = sites or []
     norm_params = {
         id(p) for m in model.modules() if isinstance(m, _NORMS) for p in m.parameters(False)
     }
     scaled_std = init_std / math.sqrt(2.0 * num_layers)
+    used: set[tuple[str, str]] = set()
     for name, glob in global_names(model).items():
         param = model.get_parameter(name)
-        if glob.endswith(".bias"):
+        found = _site_rule(glob, sites)
+        rule = found[0].rules.get(found[1]) if found else None
+        if rule is not None:
+            used.add((found[0].site, found[1]))
+            full = _draw(rule, _full_shape(param), _generator(seed, glob), init_std, scaled_std)
+            param.copy_(_tp_slice(full, param))
+        elif glob.endswith(".bias"):
             param.zero_()
-        elif id(param) in norm_params:
-            assert param.dim() == 1, name
+        elif id(param) in norm_params and param.dim() == 1:
             param.fill_(1.0)
-        else:
-            assert param.dim() == 2, f"{name}: no init rule for shape {tuple(param.shape)}"
+        elif param.dim() == 2:
             std = scaled_std if glob.endswith(_SCALED) else init_std
             full = torch.empty(_full_shape(param), dtype=torch.float32)
             full.normal_(0.0, std, generator=_generator(seed, glob))
             param.copy_(_tp_slice(full, param))
+        else:
+            raise _no_rule(name, tuple(_full_shape(param)), found)
+    _check_rules_used(sites, used, model)
+
+
+def _check_rules_used(sites: list[SiteInit], used: set[tuple[str, str]], model) -> None:
+    """A rule that names no parameter is a typo: say so (only where this stage has layers)."""
+    layers = list(getattr(getattr(model, "decoder", None), "layers", []))
+    if not layers:
+        return
+    in_layer = [n for n, _ in layers[0].named_parameters()]
+    for site in sites:
+        for local in site.rules:
+            if (site.site, local) not in used:
+                names = [
+                    n[len(site.site) + 1 :] if site.site else n
+                    for n in in_layer
+                    if not site.site or n.startswith(site.site + ".")
+                ]
+                close = difflib.get_close_matches(local, names, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(
+                    f"{site.owner}: init rule {site.key_prefix + local!r} names no parameter of "
+                    f"{site.site or 'the layer'}"
+                    f"{hint}; its parameters: {', '.join(sorted(set(names))) or 'none'}"
+                )

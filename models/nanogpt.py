@@ -97,7 +97,7 @@ def _megatron_state(state: dict[str, torch.Tensor], config: ModelConfig) -> dict
             prefix = f"decoder.layers.{parts[2]}."
             local = ".".join(parts[3:])
             if local == "attn.c_attn.weight":
-                if config.query_variant == "linear":
+                if value.shape[0] == 3 * config.hidden_size:  # Q;K;V fused, else K;V
                     out[prefix + "self_attention.linear_qkv.weight"] = _interleave_heads(
                         value, heads, 3
                     )

@@ -1,12 +1,17 @@
-"""Layer specs: the one place where the query variant picks its module.
+"""Layer specs: the one place where a variant's modules enter the model.
 
-All variants share megatron-core's local (non-Transformer-Engine) transformer layer: pre-LN
-(LayerNorm gains, no biases), attention, GELU MLP. Only the attention's ``self_attention`` spec
-differs: ``linear`` is megatron's ``SelfAttention`` with its fused QKV projection; the others are
-``SeparateQueryAttention`` with the variant's query module and a fused K/V projection.
+Every variant starts from megatron-core's local (non-Transformer-Engine) transformer layer:
+pre-LN (LayerNorm gains, no biases), attention with a fused QKV projection, GELU MLP. A variant
+(`models.sites.Variant`) replaces named sites of it: a layer submodule (`input_layernorm`,
+`self_attention`, `pre_mlp_layernorm`, `mlp`), an attention submodule
+(`self_attention.core_attention`, `self_attention.linear_proj`), the query
+(`self_attention.query`: ``SeparateQueryAttention`` with the variant's query module and a fused
+K/V projection), or the whole `layer`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from megatron.core.fusions.fused_bias_dropout import get_bias_dropout_add
 from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
@@ -24,68 +29,58 @@ from megatron.core.transformer.transformer_config import TransformerConfig
 from megatron.core.transformer.transformer_layer import TransformerLayer, TransformerLayerSubmodules
 
 from models.config import ModelConfig
-from models.query import (
-    BottleneckQuery,
-    IdentityQuery,
-    LayerNormNoBias,
-    SeparateQueryAttention,
-    SeparateQuerySubmodules,
-)
-from models.variants import is_builtin, load_variant
-
-_QUERY_MODULES: dict[str, ModuleSpec] = {
-    "identity": ModuleSpec(module=IdentityQuery),
-    "nonlinear": ModuleSpec(module=BottleneckQuery, params={"activation": "gelu"}),
-    "residual_linear": ModuleSpec(module=BottleneckQuery, params={"activation": "none"}),
-}
+from models.query import LayerNormNoBias, SeparateQueryAttention, SeparateQuerySubmodules
+from models.sites import QUERY_SITE
+from models.variants import load_variant
 
 
-def attention_spec(config: ModelConfig) -> ModuleSpec:
-    """Causal self-attention for ``config.query_variant`` (optionally with q/k LayerNorm)."""
+def attention_spec(config: ModelConfig, sites: dict[str, Any] | None = None) -> ModuleSpec:
+    """Causal self-attention (optionally with q/k LayerNorm) with the variant's `sites`."""
+    sites = load_variant(config.query_variant).site_specs(config) if sites is None else sites
     qk_norm = LayerNormNoBias if config.qk_norm else None
-    if config.query_variant == "linear":
-        submodules = SelfAttentionSubmodules(
-            linear_qkv=ColumnParallelLinear,
-            core_attention=DotProductAttention,
-            linear_proj=RowParallelLinear,
-            q_layernorm=qk_norm or IdentityOp,
-            k_layernorm=qk_norm or IdentityOp,
-        )
-        module = SelfAttention
-    else:
-        if is_builtin(config.query_variant):
-            query = _QUERY_MODULES[config.query_variant]
-        else:  # the user's own (models.variants)
-            query = load_variant(config.query_variant).query
+    core = sites.get("self_attention.core_attention", DotProductAttention)
+    proj = sites.get("self_attention.linear_proj", RowParallelLinear)
+    if QUERY_SITE in sites:
         submodules = SeparateQuerySubmodules(
-            query=query,
+            query=sites[QUERY_SITE],
             linear_kv=ColumnParallelLinear,
-            core_attention=DotProductAttention,
-            linear_proj=RowParallelLinear,
+            core_attention=core,
+            linear_proj=proj,
             q_layernorm=qk_norm,
             k_layernorm=qk_norm,
         )
         module = SeparateQueryAttention
+    else:
+        submodules = SelfAttentionSubmodules(
+            linear_qkv=ColumnParallelLinear,
+            core_attention=core,
+            linear_proj=proj,
+            q_layernorm=qk_norm or IdentityOp,
+            k_layernorm=qk_norm or IdentityOp,
+        )
+        module = SelfAttention
     return ModuleSpec(
         module=module, params={"attn_mask_type": AttnMaskType.causal}, submodules=submodules
     )
 
 
 def layer_spec(config: ModelConfig) -> ModuleSpec:
-    """One pre-LN transformer layer."""
+    """One pre-LN transformer layer, with the sites the variant replaces."""
+    sites = load_variant(config.query_variant).site_specs(config)
+    if "layer" in sites:
+        return sites["layer"]
+    mlp = ModuleSpec(
+        module=MLP,
+        submodules=MLPSubmodules(linear_fc1=ColumnParallelLinear, linear_fc2=RowParallelLinear),
+    )
     return ModuleSpec(
         module=TransformerLayer,
         submodules=TransformerLayerSubmodules(
-            input_layernorm=LayerNormNoBias,
-            self_attention=attention_spec(config),
+            input_layernorm=sites.get("input_layernorm", LayerNormNoBias),
+            self_attention=sites.get("self_attention") or attention_spec(config, sites),
             self_attn_bda=get_bias_dropout_add,
-            pre_mlp_layernorm=LayerNormNoBias,
-            mlp=ModuleSpec(
-                module=MLP,
-                submodules=MLPSubmodules(
-                    linear_fc1=ColumnParallelLinear, linear_fc2=RowParallelLinear
-                ),
-            ),
+            pre_mlp_layernorm=sites.get("pre_mlp_layernorm", LayerNormNoBias),
+            mlp=sites.get("mlp", mlp),
             mlp_bda=get_bias_dropout_add,
         ),
     )

@@ -1,16 +1,17 @@
-"""Query variants a user brings: a layer-spec piece and its accounting, found by name.
+"""Variants by name: the built-ins and those a user brings, each a `models.sites.Variant`.
 
-The four built-in variants (`linear`, `identity`, `nonlinear`, `residual_linear`) are wired in
-`models.spec` and `models.accounting`. Any other `ModelConfig.query_variant` names a
-`QueryVariant` defined outside this package, either as
+The four built-in variants (`models.builtin_variants`) are declared like a user's: the sites
+they replace and their accounting. Any other `ModelConfig.query_variant` names a `Variant`
+(any site of `models.sites.SITES`) or a `QueryVariant` (the query site only) defined outside
+this package, either as
 
 - ``"package.module:function"``: the function is imported and called with no arguments, or
 - a name registered in the entry-point group ``nonlinear_query_scaling.variants`` (the entry
   point is that function).
 
-The function returns a `QueryVariant`: the query module's spec and how many weights and norm
-gains it adds per layer, so the scaling law's N and the FLOPs of a plan stay exact. The query
-module is built by `models.query.SeparateQueryAttention` like the built-in ones: it receives
+The function returns a `Variant` or a `QueryVariant`: the modules and how many weights and
+norm gains they hold per layer, so the scaling law's N and the FLOPs of a plan stay exact. A
+query module is built by `models.query.SeparateQueryAttention` like the built-in ones: it receives
 `config` (megatron's TransformerConfig) and `tp_group`, maps X ``[s, b, d]`` (replicated over
 TP) to this rank's slice of a full-width query ``[s, b, d / tp]`` (see `models.query`), and K, V
 stay linear. docs/variants.md walks through writing one.
@@ -29,11 +30,17 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from foundation.provenance import source_digest
+from models.builtin_variants import BUILTINS
+from models.init_rules import InitRule
+from models.sites import QueryVariant, Variant, as_variant
 
 __all__ = [
     "BUILTIN_VARIANTS",
     "ENTRY_POINT_GROUP",
     "QueryVariant",
+    "Variant",
+    "SiteInit",
+    "site_inits",
     "load_variant",
     "is_builtin",
     "variant_module",
@@ -42,34 +49,20 @@ __all__ = [
     "did_you_mean",
 ]
 
-BUILTIN_VARIANTS: tuple[str, ...] = ("linear", "identity", "nonlinear", "residual_linear")
+BUILTIN_VARIANTS: tuple[str, ...] = tuple(BUILTINS)
 ENTRY_POINT_GROUP = "nonlinear_query_scaling.variants"
 
 
-def _no_gains(config: Any) -> int:
-    return 0
-
-
 @dataclass(frozen=True)
-class QueryVariant:
-    """A query projection defined outside the package.
+class SiteInit:
+    """The init rules of one variant-owned module of every layer: `site` is its path inside a
+    transformer layer (``self_attention.query``), `rules` map a parameter name inside it to its
+    rule, `owner` says who declared them (variant name and file) for error messages."""
 
-    `name` is the arm's name in a study (cell ids, the `variant` tag, the analysis table);
-    `query` is a megatron `ModuleSpec` (or module class) of the query; `weights(config)` and
-    `gains(config)` count its weight-matrix entries and norm gains in one layer (a linear W_Q
-    has ``d * d`` weights and no gains). `flops(config)`: the query's forward FLOPs per token
-    in one layer, every matmul it runs at 2 FLOPs per multiply-add (a linear W_Q: ``2 * d *
-    d``); the compute axis of the analysis is built on it. Left out, the accounting counts 2
-    per weight, the runs are tagged ``flops_counted = weights_only`` and the analysis holds the
-    variant's verdict back: a query that multiplies more than its weights (a product of two
-    activations, an extra attention) would otherwise buy its gain with uncounted compute.
-    """
-
-    name: str
-    query: Any
-    weights: Callable[[Any], int]
-    gains: Callable[[Any], int] = _no_gains
-    flops: Callable[[Any], int] | None = None
+    site: str
+    rules: dict[str, InitRule]
+    owner: str
+    key_prefix: str = ""  # what the variant writes before a name in `site` (its init's keys)
 
 
 def is_builtin(name: str) -> bool:
@@ -102,12 +95,67 @@ def variant_module(name: str) -> str | None:
     return None
 
 
-def code_digest(name: str) -> str:
-    """Digest of the code that defines a model of variant `name`: the `models` package and the
-    variant's own module. A run records it (`jobs.record`); a finished run whose digest differs
-    from today's was trained by other code, and `scaling status` calls it stale."""
+def _code_modules(name: str) -> list[str]:
+    """The modules whose source defines variant `name`: the one that names it, plus those that
+    define its query module and its init rules (a helper module of rules is code too)."""
     module = variant_module(name)
-    return source_digest(["models"] + ([module] if module else []))
+    if module is None:
+        return []
+    modules = [module]
+    try:
+        variant = load_variant(name)
+    except ValueError:  # not importable today: its own module's source still counts
+        return modules
+    sites = variant.sites.values() if isinstance(variant.sites, dict) else [variant.sites]
+    for obj in [getattr(spec, "module", spec) for spec in sites] + [variant.init]:
+        owner = getattr(obj, "__module__", None)
+        if isinstance(owner, str) and owner not in modules and not owner.startswith("megatron"):
+            modules.append(owner)
+    return modules
+
+
+def code_digest(name: str) -> str:
+    """Digest of the code that defines a model of variant `name`: the `models` package, the
+    variant's own module and the modules of its query class and init rules. A run records it
+    (`jobs.record`); a finished run whose digest differs from today's was trained by other code,
+    and `scaling status` calls it stale."""
+    return source_digest(["models", *_code_modules(name)])
+
+
+def site_inits(name: str, config: Any) -> list[SiteInit]:
+    """The init rules variant `name` declares for `config` (a `ModelConfig`), per site it
+    replaces (a site without rules too: its parameters are the variant's to initialise)."""
+    if is_builtin(name):
+        return []  # their modules use the defaults of `models.init`
+    variant = load_variant(name)
+    rules = variant.init(config) if variant.init is not None else {}
+    is_dict = isinstance(rules, dict)
+    bad = [k for k, r in rules.items() if not isinstance(r, InitRule)] if is_dict else []
+    owner = f"variant {name!r} ({_module_file(variant_module(name) or '')})"
+    if not is_dict or bad:
+        raise ValueError(
+            f"{owner}: init must return a dict of parameter name -> models.init_rules rule "
+            f"(normal(), zeros(), ...); got {type(rules).__name__}"
+            + (f" with non-rule values at {bad}" if bad else "")
+        )
+    prefix = variant.init_relative_to + "." if variant.init_relative_to else ""
+    paths = {site: "" if site == "layer" else site for site in variant.site_names()}
+    out = {
+        site: SiteInit(path, {}, owner, (path + ".")[len(prefix) :] if path else "")
+        for site, path in paths.items()
+    }
+    for key, rule in rules.items():
+        full = prefix + key
+        inside = [s for s, p in paths.items() if not p or full.startswith(p + ".")]
+        if not inside:
+            raise ValueError(
+                f"{owner}: init rule {key!r} is not inside a site it replaces "
+                f"({', '.join(paths) or 'none'}); name parameters by their path in the layer"
+            )
+        site = max(inside, key=lambda s: len(paths[s]))
+        local = full[len(paths[site]) + 1 :] if paths[site] else full
+        out[site].rules[local] = rule
+    return list(out.values())
 
 
 def _module_file(module_name: str) -> str:
@@ -169,21 +217,30 @@ def _factory(name: str) -> Callable[[], Any]:
 
 
 @functools.cache
-def load_variant(name: str) -> QueryVariant:
-    """The `QueryVariant` that `name` ("module:function" or an entry-point name) refers to.
+def load_variant(name: str) -> Variant:
+    """The `Variant` that `name` (a built-in, "module:function" or an entry-point name) refers
+    to; a `QueryVariant` comes back as the `Variant` of its query site.
 
     Raises ValueError naming what was tried and how to fix it: an import failure is reported as
     itself (module, file, the exception's last line), an unknown name with the valid names.
     """
+    if name in BUILTINS:
+        return BUILTINS[name]
     factory = _factory(name)
     try:
         variant = factory()
     except Exception as err:  # noqa: BLE001 - the user's function: say what it raised
         last = traceback.format_exception_only(type(err), err)[-1].strip()
         raise ValueError(f"query variant {name!r}: calling it raised {last}") from err
-    if not isinstance(variant, QueryVariant):
+    if isinstance(variant, QueryVariant):
+        return as_variant(variant)
+    if not isinstance(variant, Variant):
         raise ValueError(
             f"query variant {name!r}: the function returned {type(variant).__name__}, not a "
-            "models.variants.QueryVariant"
+            "models.variants.Variant or QueryVariant"
         )
+    try:
+        variant.site_names()
+    except ValueError as err:
+        raise ValueError(f"{err} ({_module_file(variant_module(name) or '')})") from err
     return variant

@@ -73,6 +73,7 @@ def plan(
     header, rows, totals = format_plan(the_plan, device)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
+    _check_builds(spec)
     typer.echo(
         format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s, spec.spec.cost.step_s)
     )
@@ -104,6 +105,16 @@ def _warn_undeclared_flops(entries: list[str]) -> None:
             "compute counts its weights only and the analysis will hold its verdict back; "
             "declare them (docs/variants.md)"
         )
+
+
+def _check_builds(spec) -> None:
+    """Each arm of the user's own builds, tiny, with the counts it declares (one child each)."""
+    from scaling.costs.build_check import check_arms_build  # lazy: the model stack
+
+    try:
+        check_arms_build(spec)
+    except ValueError as err:
+        _fail(str(err))
 
 
 def _check_noise_args(noise: str, target_gain: float | None) -> None:

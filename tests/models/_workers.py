@@ -26,7 +26,15 @@ CASES: dict[str, dict] = {
     "nonlinear_gqa_rope": dict(
         query_variant="nonlinear", num_query_groups=2, position_embedding="rope"
     ),
+    # a user's variant with its own init rules for a 1-D and a 3-D parameter
+    "conv_own_init": dict(query_variant="tests.variants.conv_query:conv_query"),
+    # sites other than the query: a gate on the attention output, a cross-layer value residual
+    "output_gate": dict(query_variant="tests.variants.site_examples:output_gate"),
+    "value_residual": dict(query_variant="tests.variants.site_examples:value_residual"),
+    "swiglu": dict(query_variant="tests.variants.site_examples:swiglu"),
 }
+# layer 1's values live on the first stage only (see tests/variants/site_examples.py)
+PIPELINE_CASES = [case for case in CASES if case != "value_residual"]
 
 
 def to_numpy(obj):
@@ -281,3 +289,48 @@ def import_worker(rank: int, world_size: int, checkpoints: dict[str, str]) -> di
         }
     runtime.destroy()
     return out
+
+
+BUILTIN_CASES = [case for case in CASES if "." not in CASES[case]["query_variant"]]
+
+
+def weights_digest(model) -> str:
+    """16 hex of every parameter's name and float32 bytes, in name order."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, param in sorted(model.named_parameters()):
+        h.update(name.encode())
+        h.update(param.detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def variant_init_worker(rank: int, world_size: int) -> dict:
+    """Step-0 weights of the built-ins (digests) and of the conv query variants (or their error)."""
+    from models import build_gpt, runtime
+
+    out: dict = {"digests": {}, "errors": {}}
+    for case in BUILTIN_CASES:
+        out["digests"][case] = weights_digest(build_gpt(tiny_config(**CASES[case]), seed=0))
+    model = build_gpt(tiny_config(**CASES["conv_own_init"]), seed=0)
+    query = model.decoder.layers[0].self_attention.query
+    x = torch.randn(SEQ, BATCH, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        plain, _ = query.linear_q(x)
+        out["query_minus_plain"] = (query(x) - plain).abs().max().item()
+    out["weights"] = {n: p.detach().clone() for n, p in query.named_parameters()}
+    tokens, labels = batch()
+    for case in ("linear", "value_residual", "output_gate"):
+        built = build_gpt(tiny_config(**CASES[case]), seed=0)
+        loss = built(tokens, _positions(), None, labels=labels).float().mean().item()
+        out.setdefault("sites", {})[case] = {
+            "loss": loss,
+            "weights": {n: p.detach().clone() for n, p in built.named_parameters()},
+        }
+    for variant in ("conv_query_without_rules", "conv_query_misspelt"):
+        try:
+            build_gpt(tiny_config(query_variant=f"tests.variants.conv_query:{variant}"), seed=0)
+        except ValueError as err:
+            out["errors"][variant] = str(err)
+    runtime.destroy()
+    return to_numpy(out)

@@ -18,7 +18,14 @@ EXTRA = 3  # a query that runs 3 d^2 more multiply-adds than its weights (e.g. X
 
 
 def undeclared() -> QueryVariant:
-    return QueryVariant(name="undeclared", query=None, weights=lambda c: c.hidden_size**2)
+    """The gated query of tests/variants/gated.py without its FLOPs: it builds (`plan` checks)."""
+    from megatron.core.transformer.spec_utils import ModuleSpec  # lazy: megatron-core
+
+    from tests.variants.gated import GatedQuery  # lazy: imports megatron-core
+
+    return QueryVariant(
+        name="undeclared", query=ModuleSpec(module=GatedQuery), weights=lambda c: c.hidden_size**2
+    )
 
 
 def declared() -> QueryVariant:

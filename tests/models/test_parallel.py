@@ -26,7 +26,7 @@ def tensor_parallel() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def pipeline_parallel() -> list[dict]:
-    return run_ranks(w.pipeline_worker, 2, CASES, 0)
+    return run_ranks(w.pipeline_worker, 2, w.PIPELINE_CASES, 0)
 
 
 def _is_qk_norm(name: str) -> bool:
@@ -60,7 +60,7 @@ def test_tensor_parallel_matches_one_process(case, reference, tensor_parallel):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", w.PIPELINE_CASES)
 def test_pipeline_stages_start_from_one_process_weights(case, reference, pipeline_parallel):
     ref = reference[case]["weights"]
     first, last = (r[case] for r in pipeline_parallel)
@@ -75,7 +75,7 @@ def test_pipeline_stages_start_from_one_process_weights(case, reference, pipelin
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", w.PIPELINE_CASES)
 def test_pipeline_parallel_matches_one_process(case, reference, pipeline_parallel):
     ref = reference[case]
     first, last = (r[case] for r in pipeline_parallel)

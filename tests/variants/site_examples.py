@@ -1,0 +1,155 @@
+"""Variants at sites other than the query, written as a user would (nothing in `models` knows
+of them): a sigmoid gate on the attention output, a value residual from layer 1, and a SwiGLU
+MLP at (nearly) equal parameters.
+
+Named in a study as ``tests.variants.site_examples:output_gate`` (``value_residual``,
+``swiglu``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+from megatron.core.transformer.attention import SelfAttention, SelfAttentionSubmodules
+from megatron.core.transformer.dot_product_attention import DotProductAttention
+from megatron.core.transformer.enums import AttnMaskType
+from megatron.core.transformer.identity_op import IdentityOp
+from megatron.core.transformer.module import MegatronModule
+from megatron.core.transformer.spec_utils import ModuleSpec
+
+from models.init_rules import constant, scaled_normal
+from models.variants import Variant
+
+GATE_START = 2.0  # sigmoid(2) ~ 0.88: the gate starts nearly open
+
+
+class GatedOutputProjection(RowParallelLinear):
+    """W_O applied to ``context * sigmoid(gate)``: one learned gate per channel of the attention
+    output, split over TP like the context itself (each rank gates its own heads)."""
+
+    def __init__(self, input_size: int, output_size: int, **kwargs: Any) -> None:
+        super().__init__(input_size, output_size, **kwargs)
+        # [d / tp]: this rank's channels (megatron's attributes say how it is split)
+        self.gate = torch.nn.Parameter(
+            torch.empty(self.input_size_per_partition, dtype=kwargs["config"].params_dtype)
+        )
+        self.gate.tensor_model_parallel = True
+        self.gate.partition_dim = 0
+        self.gate.partition_stride = 1
+
+    def forward(self, input_: torch.Tensor, *args: Any, **kwargs: Any):
+        # input_: [s, b, d / tp] -> (W_O output [s, b, d], bias)
+        return super().forward(input_ * torch.sigmoid(self.gate), *args, **kwargs)
+
+
+def output_gate() -> Variant:
+    """A per-channel sigmoid gate on the attention output (the `linear_proj` site)."""
+    return Variant(
+        name="output_gate",
+        sites={"self_attention.linear_proj": GatedOutputProjection},
+        weights=lambda config: config.query_width * config.hidden_size + config.query_width,
+        flops=lambda config: 2 * config.query_width * config.hidden_size,  # W_O; gate elementwise
+        init=lambda config: {"self_attention.linear_proj.gate": constant(GATE_START)},
+    )
+
+
+class ValueResidualAttention(SelfAttention):
+    """Layers after the first mix their values with layer 1's: v = (v + v_1) / 2.
+
+    `state` is one dict shared by the layers of one model build (the variant's sites function
+    makes a fresh one per build); layer 1 writes its values there on every forward. Layer 1 must
+    live in the same process: not for pipeline parallelism.
+    """
+
+    def __init__(self, *args: Any, state: dict, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.state = state
+
+    def get_query_key_value_tensors(self, *args: Any, **kwargs: Any):
+        query, key, value = super().get_query_key_value_tensors(*args, **kwargs)
+        # value: [s, b, ng_local, hn]
+        if self.layer_number == 1:
+            self.state["value"] = value
+        else:
+            value = (value + self.state["value"]) * 0.5
+        return query, key, value
+
+
+def _value_residual_sites(config: Any) -> dict[str, Any]:
+    state: dict = {}  # cross-layer: one per built model, seen by all its layers
+    attention = ModuleSpec(
+        module=ValueResidualAttention,
+        params={"attn_mask_type": AttnMaskType.causal, "state": state},
+        submodules=SelfAttentionSubmodules(
+            linear_qkv=ColumnParallelLinear,
+            core_attention=DotProductAttention,
+            linear_proj=RowParallelLinear,
+            q_layernorm=IdentityOp,
+            k_layernorm=IdentityOp,
+        ),
+    )
+    return {"self_attention": attention}
+
+
+def _attention_weights(config: Any) -> int:
+    kv_width = config.query_groups * config.kv_channels
+    return 2 * config.hidden_size * config.query_width + 2 * config.hidden_size * kv_width
+
+
+def value_residual() -> Variant:
+    """Value residual from layer 1 (the whole `self_attention` site; no new parameters)."""
+    return Variant(
+        name="value_residual",
+        sites=_value_residual_sites,
+        replaces=("self_attention",),
+        weights=_attention_weights,
+        flops=lambda config: (
+            2 * _attention_weights(config) + 4 * config.seq_length * config.query_width
+        ),  # QK^T and AV
+    )
+
+
+def swiglu_width(ffn: int) -> int:
+    """Hidden width h of the SwiGLU MLP: 3 d h ~ the GELU MLP's 2 d ffn, rounded down to a
+    multiple of 8 (so TP up to 8 splits it)."""
+    return (2 * ffn // 3) // 8 * 8
+
+
+class SwiGLUMLP(MegatronModule):
+    """out = W_down(silu(X W_gate) * (X W_up)); W_gate, W_up column-, W_down row-parallel."""
+
+    def __init__(self, config: Any, **_: Any) -> None:
+        super().__init__(config=config)
+        d, h = config.hidden_size, swiglu_width(config.ffn_hidden_size)  # megatron's config
+        column = dict(config=config, init_method=config.init_method, bias=False)
+        self.w_gate = ColumnParallelLinear(d, h, gather_output=False, **column)
+        self.w_up = ColumnParallelLinear(d, h, gather_output=False, **column)
+        self.w_down = RowParallelLinear(
+            h,
+            d,
+            config=config,
+            init_method=config.output_layer_init_method,
+            bias=False,
+            input_is_parallel=True,
+            skip_bias_add=True,
+        )
+
+    def forward(self, hidden_states: torch.Tensor, **_: Any):
+        # [s, b, d] -> [s, b, h / tp] -> ([s, b, d] all-reduced over TP, bias None)
+        gate, _ = self.w_gate(hidden_states)
+        up, _ = self.w_up(hidden_states)
+        return self.w_down(torch.nn.functional.silu(gate) * up)
+
+
+def swiglu() -> Variant:
+    """SwiGLU in place of the GELU MLP, at 3 d h ~ 2 d ffn weights."""
+    return Variant(
+        name="swiglu",
+        sites={"mlp": SwiGLUMLP},
+        weights=lambda config: 3 * config.hidden_size * swiglu_width(config.ffn_size),
+        flops=lambda config: 2 * 3 * config.hidden_size * swiglu_width(config.ffn_size),
+        # W_down writes into the residual stream: GPT-2's scaled init, like linear_fc2
+        init=lambda config: {"mlp.w_down.weight": scaled_normal()},
+    )
