@@ -67,7 +67,9 @@ def test_status_watch_ends_the_parent_run_after_a_slurm_submit(
     states = sorted(r.state for r in study_status(study))
     final = client.get_run(parent).info.status
     print(f"[slurm-parent] cells {states}; parent {seen[:1]} -> {final}; exit {watch.returncode}")
-    assert seen and set(seen) == {"RUNNING"}, seen
+    # after `submit` returned the parent was RUNNING with cells queued (asserted above); every
+    # later poll that still saw a cell active saw it RUNNING (fast cells may leave none)
+    assert set(seen) <= {"RUNNING"}, seen
     if one_fails:
         assert states == ["completed", "failed"], out[-3000:]
         assert final == "FAILED"
