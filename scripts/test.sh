@@ -15,8 +15,9 @@ fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # Two workers (CI's 2 cores; SCALING_TEST_WORKERS=0 runs in one process): much of the suite waits
-# on jobs, servers and Slurm, so two overlap; Slurm's tests stay one after another (conftest).
+# on jobs, servers and Slurm, so two overlap; each module stays on one worker and Slurm's tests
+# run one after another, the longest groups first (tests/conftest.py).
 workers=${SCALING_TEST_WORKERS:-2}
 dist=()
-if [ "$workers" != 0 ]; then dist=(-n "$workers" --dist loadgroup); fi
+if [ "$workers" != 0 ]; then dist=(-n "$workers" --dist loadgroup --no-loadscope-reorder); fi
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} .venv/bin/python -m pytest "${dist[@]}" "$@"

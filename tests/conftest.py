@@ -68,16 +68,35 @@ def pytest_terminal_summary(terminalreporter):
     )
 
 
-# Tests that share the machine's Slurm cluster (its few CPUs, its queue) or start clusters and
-# fleets of their own (tests/reliability/) run one after another in one worker; the rest spread
-# over the workers that scripts/test.sh starts (`-n`, `--dist loadgroup`).
+# How scripts/test.sh spreads the suite over its workers (`-n 2 --dist loadgroup
+# --no-loadscope-reorder`): xdist hands out whole groups, in the order of the items.
+# - Tests that use Slurm (the `slurm` mark: the machine's cluster, its few CPUs and its queue, or
+#   a multi-node cluster of their own on Slurm's fixed ports) form one group and run one after
+#   another. The other fault tests own their servers on free ports and spread like the rest.
+# - Every other module is one group: its module-scoped fixtures and cached replays (one launch of
+#   test_cuda_branches, one browser, one null run) are paid once, not once per worker.
+# - The longest groups go first (the serial group, then modules with a `slow` test), so that no
+#   long module starts last and runs alone at the end.
 SERIAL_GROUP = "slurm"
 
 
+def _group(item) -> str:
+    if item.get_closest_marker("slurm"):
+        return SERIAL_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config, items):
+    groups = {item.nodeid: _group(item) for item in items}
+    slow = {groups[item.nodeid] for item in items if item.get_closest_marker("slow")}
     for item in items:
-        if item.get_closest_marker("slurm") or item.nodeid.startswith("tests/reliability/"):
-            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+
+    def rank(item) -> int:
+        group = groups[item.nodeid]
+        return 0 if group == SERIAL_GROUP else 1 if group in slow else 2
+
+    items.sort(key=rank)  # stable: a module's own order is kept
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -144,6 +163,9 @@ def start_mlflow_server(
     """
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
+    # MLflow's job runner (seven huey consumers per server, for its GenAI jobs) doubles the
+    # server's start-up CPU and time; the project uses none of its jobs
+    env = {**(os.environ if env is None else env), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     mlflow_bin = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
     log = open(root / "server.log", "ab")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(
