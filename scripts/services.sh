@@ -16,7 +16,8 @@ start_mlflow() {
   local port backend=$1
   port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   mkdir -p "$dir/mlflow"
-  setsid .venv/bin/mlflow server --host 127.0.0.1 --port "$port" --workers 1 \
+  # without MLflow's job runner (seven huey consumers, for GenAI jobs the project never runs)
+  MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false setsid .venv/bin/mlflow server --host 127.0.0.1 --port "$port" --workers 1 \
     --backend-store-uri "$backend" \
     --artifacts-destination "$dir/mlflow/artifacts" >"$dir/mlflow/server.log" 2>&1 &
   echo $! >"$dir/mlflow/pid"
