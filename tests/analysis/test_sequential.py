@@ -10,8 +10,11 @@ the seeds the design has asked for so far (``analysis.stats.sequential.replay``)
 procedure (every look at 5%) reads the same studies.
 
 Thresholds, from the binomial: a procedure whose false-claim rate is 5% makes more than
-``MAX_CLAIMS`` = 24 claims in 300 null studies with probability about 1%
-(``binom.ppf(0.99, 300, 0.05)``). Power: at least 80% of the gain-at-the-margin studies read a
+``MAX_CLAIMS`` = 16 claims in 180 null studies with probability about 1%
+(``binom.ppf(0.99, 180, 0.05)``). The count is sized by that arithmetic
+(``tests.analysis.bounds.studies_to_catch``): 180 is the fewest null studies at which a procedure
+claiming at 2.5 x the 5% (12.5%: naive re-testing at every look claims about that often) fails
+the bound with probability >= 90%. Power: at least 80% of the gain-at-the-margin studies read a
 decided positive word (persists or grows).
 """
 
@@ -40,15 +43,16 @@ from analysis.stats.sequential import (
 )
 from analysis.stats.spending import obf_spending, spending_boundaries
 from analysis.synthetic.scenarios import compute_law_study, scenario
+from tests.analysis.bounds import max_count, studies_to_catch
 from tests.analysis.pool import map_studies
 
 SIZES = tuple(float(x) for x in np.geomspace(1.2e6, 1e8, 4))
 DESIGN = Design(start=3, max=7, step=2)
 RUN_SD = 0.0065  # paired sd 0.28% of the loss at 100M: a fixed 7-seed study has ~95% power
 NUM_DRAWS = 130  # look 2's top-size level 0.0155 x 130 / 2 >= 1: its interval is resolved
-NULL_STUDIES = 300
+NULL_STUDIES = studies_to_catch(0.05, 2.5)  # 180: see the module docstring
 POWER_STUDIES = 100
-MAX_CLAIMS = int(stats.binom.ppf(0.99, NULL_STUDIES, 0.05))  # 24
+MAX_CLAIMS = max_count(NULL_STUDIES, 0.05)  # 16
 MARGIN = 0.5  # % of the loss, the verdict's default margin
 
 
