@@ -28,6 +28,10 @@ def _ratio(x: float) -> str:
     return f"{x:.2f}x"
 
 
+def _source(inf: dict) -> str:
+    return f" (from {inf['source']})" if inf.get("source") else ""
+
+
 def inference_blocks(verdict: dict) -> list[tuple]:
     inf = verdict.get("inference")
     b: list[tuple] = [("h", "Inference cost")]
@@ -46,8 +50,9 @@ def inference_blocks(verdict: dict) -> list[tuple]:
     b.append(
         (
             "p",
-            f"Measured on {label}. Cost ratio of each arm to `{inf['baseline']}` at the same "
-            "size (above 1: costlier): prefill = time per prompt token, decode = ms per step "
+            f"Measured on {label}{_source(inf)}. Cost ratio of each arm to "
+            f"`{inf['baseline']}` at the same size (above 1: costlier): prefill = time per "
+            "prompt token, decode = ms per step "
             "with the KV cache at batch 1 and 32, memory = peak "
             f"({inf.get('memory_kind') or 'as measured'}). gain = the paired loss gain "
             "(positive: the variant is better).",

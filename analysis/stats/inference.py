@@ -62,6 +62,7 @@ def inference_summary(inference: dict, baseline: str) -> dict:
     return {
         "device": str(inference.get("device", "unknown")),
         "memory_kind": str(inference.get("memory_kind", "")),
+        "source": str(inference.get("source", "")),
         "baseline": base_name,
         "figures": [dict(r) for r in rows],
         "ratios": ratios,
