@@ -41,10 +41,12 @@ class InferenceSettings:
     repeats: int = 5
 
     @classmethod
-    def for_seq_length(cls, seq_length: int, **overrides: Any) -> InferenceSettings:
-        """Half the context as the prompt, then up to 32 decode steps (within seq_length)."""
+    def for_seq_length(
+        cls, seq_length: int, max_decode_steps: int = 32, **overrides: Any
+    ) -> InferenceSettings:
+        """Half the context as the prompt, then up to `max_decode_steps` decode steps."""
         prompt = max(1, seq_length // 2)
-        steps = max(1, min(32, seq_length - prompt))
+        steps = max(1, min(max_decode_steps, seq_length - prompt))
         return cls(**{"prompt_len": prompt, "decode_steps": steps, **overrides})
 
     def validate(self, seq_length: int) -> None:
@@ -91,35 +93,38 @@ def _round(model: Any, settings: InferenceSettings, tokens: Any, cuda: bool) -> 
             decoder.step(tokens[:batch, s.prompt_len + i])
         _sync(cuda)
         out[f"decode_ms_b{batch}"] = 1000 * (time.perf_counter() - start) / s.decode_steps
+        out["cache_bytes"] = _cache_bytes(decoder)  # of the last (largest) batch
         del decoder
     return out
 
 
-def _peak_memory(model: Any, settings: InferenceSettings, tokens: Any, cuda: bool) -> float:
-    """MiB held by the batch-32 prefill + decode (see the module docstring for CPU)."""
+def _cache_bytes(decoder: Any) -> float:
+    pairs = decoder.context.key_value_memory_dict.values()
+    return float(sum(t.numel() * t.element_size() for pair in pairs for t in pair))
+
+
+def _peak_memory(
+    model: Any, settings: InferenceSettings, tokens: Any, cuda: bool, cache_bytes: float
+) -> float:
+    """MiB held by the batch-32 prefill + decode (on CPU: weights + `cache_bytes`)."""
     import torch
 
     from models.decode import Decoder
 
     s, batch = settings, DECODE_BATCHES[-1]
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    if cuda:
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
+    if not cuda:
+        return (weights + cache_bytes) / 2**20
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
     decoder = Decoder(model, batch, s.prompt_len + s.decode_steps)
     decoder.prefill(tokens[:batch, : s.prompt_len])
     for i in range(s.decode_steps):
         decoder.step(tokens[:batch, s.prompt_len + i])
-    if cuda:
-        torch.cuda.synchronize()
-        held = torch.cuda.max_memory_allocated() - before
-    else:
-        held = sum(
-            t.numel() * t.element_size()
-            for pair in decoder.context.key_value_memory_dict.values()
-            for t in pair
-        )
+    torch.cuda.synchronize()
+    held = torch.cuda.max_memory_allocated() - before
+    del decoder
     return (weights + held) / 2**20
 
 
@@ -153,7 +158,8 @@ def measure_built(
     out = {}
     for key, model in models.items():
         figures = {f: statistics.median(r[f] for r in rounds[key]) for f in rounds[key][0]}
-        figures["peak_mem_mb"] = _peak_memory(model, settings, tokens, cuda)
+        cache = figures.pop("cache_bytes")
+        figures["peak_mem_mb"] = _peak_memory(model, settings, tokens, cuda, cache)
         out[key] = {**figures, "device": name, "memory_kind": kind}
     return out
 

@@ -6,7 +6,8 @@ figures (or ``inference.json`` lacks an arm the study now has) and the study run
 machine (executor ``local``: its device is this one), it measures every (size, variant) once,
 side by side, in a child process (megatron's process groups and the CPU adapter stay out of
 the driver) and writes ``inference.json``. Other executors' devices are elsewhere: nothing is
-measured here, and the report says to run `scaling pilot`.
+measured here, and the report says to run `scaling pilot`. ``SCALING_INFERENCE_COST=off``
+turns the measuring off (the test suite sets it: its studies are not about inference cost).
 
 ``python -m scaling.costs.inference_study REQUEST.json`` is that child.
 """
@@ -14,6 +15,7 @@ measured here, and the report says to run `scaling pilot`.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -28,6 +30,7 @@ from scaling.spec.resolved import ResolvedStudy
 __all__ = ["study_inference", "arms"]
 
 TIMEOUT_S = 600.0
+ENV_SWITCH = "SCALING_INFERENCE_COST"  # "off": never measure at analysis time (files still read)
 
 
 def arms(study: ResolvedStudy) -> dict[str, dict[str, Any]]:
@@ -46,6 +49,9 @@ def study_inference(study: ResolvedStudy, say: Callable[[str], None]) -> dict | 
     if found is not None and (found["source"] != INFERENCE_FILE or wanted <= have):
         say(f"inference cost: from {found['source']}")
         return found
+    if os.environ.get(ENV_SWITCH, "on") == "off":
+        say(f"inference cost: not measured ({ENV_SWITCH}=off)")
+        return None
     if study.executor != "local":
         say("inference cost: not measured (run `scaling pilot` on the study's executor)")
         return None
@@ -79,12 +85,15 @@ def _main(request_path: str) -> None:
 
     # lazy: the child alone loads megatron-core
     from models.config import ModelConfig
-    from scaling.costs.inference import measure
+    from scaling.costs.inference import InferenceSettings, measure
 
     request = json.loads(Path(request_path).read_text())
     configs = {key: ModelConfig(**fields) for key, fields in request["arms"].items()}
     bf16 = torch.cuda.is_available() and request["precision"] in ("auto", "bf16")
-    figures = measure(configs, bf16=bf16)
+    seq = min(c.seq_length for c in configs.values())
+    # shorter than the pilot's (5 repeats, 32 steps): this runs inside the analysis
+    settings = InferenceSettings.for_seq_length(seq, max_decode_steps=16, repeats=3)
+    figures = measure(configs, settings, bf16=bf16)
     rows, first = [], next(iter(figures.values()))
     for key, f in figures.items():
         size, variant = key.split("/", 1)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from analysis.tables.inference_io import INFERENCE_FILE
-from scaling.costs.inference_study import study_inference
+from scaling.costs.inference_study import ENV_SWITCH, study_inference
 from scaling.rounds.environment import load_study_spec
 from tests.distributed import run_ranks
 from tests.models._workers import tiny_config
@@ -42,7 +42,8 @@ def test_measurement_gives_positive_cpu_figures_and_the_memory_it_counts():
         assert f["peak_mem_mb"] * 2**20 == pytest.approx(4 * out["params"][variant] + cache)
 
 
-def test_a_local_study_is_measured_once_into_inference_json(tmp_path, data_dir):
+def test_a_local_study_is_measured_once_into_inference_json(tmp_path, data_dir, monkeypatch):
+    monkeypatch.setenv(ENV_SWITCH, "on")  # tests/conftest.py turns it off for other studies
     spec = small_spec(data_dir, tmp_path / "out", f"sqlite:///{tmp_path}/mlflow.db")
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -56,3 +57,15 @@ def test_a_local_study_is_measured_once_into_inference_json(tmp_path, data_dir):
     said.clear()
     assert study_inference(study, said.append) == found  # read back, not measured again
     assert said == [f"inference cost: from {INFERENCE_FILE}"]
+
+
+def test_switched_off_nothing_is_measured(tmp_path, data_dir, monkeypatch):
+    monkeypatch.setenv(ENV_SWITCH, "off")
+    spec = small_spec(data_dir, tmp_path / "out", f"sqlite:///{tmp_path}/mlflow.db")
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = load_study_spec(path)
+    said: list[str] = []
+    assert study_inference(study, said.append) is None
+    assert said == [f"inference cost: not measured ({ENV_SWITCH}=off)"]
+    assert not (study.folder / INFERENCE_FILE).exists()
