@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from analysis.report import fmt
 
-__all__ = ["inference_blocks", "HEADER", "NOT_MEASURED"]
+__all__ = ["inference_blocks", "inference_lines", "HEADER", "NOT_MEASURED"]
 
 HEADER = ["variant", "size", "gain", "prefill", "decode b1", "decode b32", "memory"]
 NOT_MEASURED = "Not measured: run `scaling pilot` (it measures each arm and size on the study's "
@@ -75,3 +75,20 @@ def inference_blocks(verdict: dict) -> list[tuple]:
         sizes = ", ".join(inf["missing_baseline"])
         b.append(("note", f"No baseline figures at {sizes}: no ratio there."))
     return b
+
+
+def inference_lines(verdict: dict) -> list[str]:
+    """One terminal line per arm: its cost ratios at the largest size measured."""
+    inf = verdict.get("inference")
+    if not inf:
+        return []
+    device = "cpu, CPU figures" if inf["device"] == "cpu" else inf["device"]
+    lines = []
+    for variant, by_size in inf["ratios"].items():
+        size, r = list(by_size.items())[-1]
+        lines.append(
+            f"inference cost ({device}) of {variant} vs {inf['baseline']} at {size}: prefill "
+            f"{_ratio(r['prefill'])}, decode b1 {_ratio(r['decode_b1'])}, decode b32 "
+            f"{_ratio(r['decode_b32'])}, memory {_ratio(r['memory'])}"
+        )
+    return lines

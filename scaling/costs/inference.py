@@ -13,6 +13,10 @@ Per model (one arm at one size), on the device it lives on:
   activations are not counted on CPU).
 
 Timing: ``warmup`` untimed rounds, then ``repeats`` timed rounds; the median of each figure.
+The clock: wall time on a GPU (after a synchronize); on CPU with one intra-op thread the
+process's CPU time (``time.process_time``), which other processes' load on a shared machine
+disturbs far less than wall time and which equals the compute time of a one-thread process;
+on CPU with more threads wall time (CPU time would add the threads up).
 `measure` interleaves the models round by round (every model's round r runs before any
 model's round r + 1), so drifting machine load hits all arms alike and their ratios stay fair.
 """
@@ -70,29 +74,36 @@ def _sync(cuda: bool) -> None:
         torch.cuda.synchronize()
 
 
+def _clock(cuda: bool) -> Any:
+    import torch
+
+    return time.process_time if not cuda and torch.get_num_threads() == 1 else time.perf_counter
+
+
 def _round(model: Any, settings: InferenceSettings, tokens: Any, cuda: bool) -> dict[str, float]:
     """One timed round of one model: prefill, then decode at each batch size."""
     from models.decode import Decoder
 
+    clock = _clock(cuda)
     s = settings
     out: dict[str, float] = {}
     max_len = s.prompt_len + s.decode_steps
     decoder = Decoder(model, s.prefill_batch, max_len)
     _sync(cuda)
-    start = time.perf_counter()
+    start = clock()
     decoder.prefill(tokens[: s.prefill_batch, : s.prompt_len])
     _sync(cuda)
-    out["prefill_tok_s"] = s.prefill_batch * s.prompt_len / (time.perf_counter() - start)
+    out["prefill_tok_s"] = s.prefill_batch * s.prompt_len / max(clock() - start, 1e-9)
     del decoder
     for batch in DECODE_BATCHES:
         decoder = Decoder(model, batch, max_len)
         decoder.prefill(tokens[:batch, : s.prompt_len])
         _sync(cuda)
-        start = time.perf_counter()
+        start = clock()
         for i in range(s.decode_steps):
             decoder.step(tokens[:batch, s.prompt_len + i])
         _sync(cuda)
-        out[f"decode_ms_b{batch}"] = 1000 * (time.perf_counter() - start) / s.decode_steps
+        out[f"decode_ms_b{batch}"] = 1000 * max(clock() - start, 1e-9) / s.decode_steps
         out["cache_bytes"] = _cache_bytes(decoder)  # of the last (largest) batch
         del decoder
     return out
@@ -154,13 +165,14 @@ def measure_built(
             if r >= settings.warmup:
                 rounds[key].append(figures)
     name = torch.cuda.get_device_name(device) if cuda else "cpu"
+    clock = "wall" if _clock(cuda) is time.perf_counter else "process CPU time"
     kind = "CUDA max allocated" if cuda else "estimate: weights + KV cache (CPU)"
     out = {}
     for key, model in models.items():
         figures = {f: statistics.median(r[f] for r in rounds[key]) for f in rounds[key][0]}
         cache = figures.pop("cache_bytes")
         figures["peak_mem_mb"] = _peak_memory(model, settings, tokens, cuda, cache)
-        out[key] = {**figures, "device": name, "memory_kind": kind}
+        out[key] = {**figures, "device": name, "memory_kind": kind, "clock": clock}
     return out
 
 

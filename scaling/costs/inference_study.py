@@ -92,7 +92,7 @@ def _main(request_path: str) -> None:
     bf16 = torch.cuda.is_available() and request["precision"] in ("auto", "bf16")
     seq = min(c.seq_length for c in configs.values())
     # shorter than the pilot's (5 repeats, 32 steps): this runs inside the analysis
-    settings = InferenceSettings.for_seq_length(seq, max_decode_steps=16, repeats=3)
+    settings = InferenceSettings.for_seq_length(seq, max_decode_steps=16, repeats=3, warmup=2)
     figures = measure(configs, settings, bf16=bf16)
     rows, first = [], next(iter(figures.values()))
     for key, f in figures.items():

@@ -15,6 +15,7 @@ import pytest
 from analysis.api import run_analysis
 from analysis.report.fmt import with_ci
 from analysis.report.inference import NOT_MEASURED
+from analysis.report.terminal import verdict_lines
 from analysis.tables.runs import load_csv
 
 CSV = Path(__file__).parent / "demo_runs.csv"
@@ -77,6 +78,11 @@ def test_report_rows_show_the_ratios_beside_the_gain(analysed):
         assert cells[0] == with_ci(gain["value"], gain["ci95"], "%")  # this size's own gain
         assert cells[1:] == ["1.25x", f"{1.1 + 0.1 * i:.2f}x", "1.50x", "1.05x"]
     assert "Measured on cpu (CPU figures" in section
+    (line,) = [x for x in verdict_lines(verdict) if x.startswith("inference cost")]
+    assert line == (
+        "inference cost (cpu, CPU figures) of nonlinear vs linear at 800K: prefill 1.25x, "
+        "decode b1 1.40x, decode b32 1.50x, memory 1.05x"
+    )
 
 
 def test_without_figures_the_report_says_how_to_measure(analysed):
