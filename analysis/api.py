@@ -14,6 +14,7 @@ from analysis.report.document import write_report
 from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
 from analysis.stats.core import analyse, check_inputs
+from analysis.stats.inference import inference_summary
 from analysis.stats.sequential import Design, data_seed, paired_top_seeds
 from analysis.stats.verdict import ALPHA
 from analysis.tables.mlflow_io import log_to_parent
@@ -33,6 +34,7 @@ def run_analysis(
     margin_pct: float = 0.5,
     sequential: dict | None = None,
     alpha: float = ALPHA,
+    inference: dict | None = None,
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
@@ -53,6 +55,10 @@ def run_analysis(
     ``margin_pct`` (``margin_pct`` is not used), so on the table that look read the verdict is
     that look's. verdict.json gets the looks under ``sequential`` and the report a "Sequential
     looks" section. A dict without looks (none judged yet) is the same as None.
+
+    ``inference``: measured inference figures (``{"device", "rows"}``, `scaling.costs.inference`);
+    verdict.json gets each arm's cost ratio to the baseline under ``inference``, the report an
+    "Inference cost" section (without it the section says how to measure them).
     """
     if sequential is not None and not sequential.get("looks"):
         sequential = None
@@ -66,6 +72,8 @@ def run_analysis(
     result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct, alpha)
     if lr_search is not None:
         result.verdict["lr_search"] = lr_search
+    if inference is not None:
+        result.verdict["inference"] = inference_summary(inference, baseline)
     if sequential is not None:
         result.verdict["sequential"] = sequential_summary(sequential, result, table, baseline, seed)
         result.verdict["multiple_comparisons"] = _at_look_level(

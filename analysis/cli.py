@@ -72,10 +72,11 @@ def _analyze(
     # --help` and the other commands import this module and stay fast
     from analysis.api import run_analysis
     from analysis.report.terminal import verdict_lines
+    from analysis.tables.inference_io import read_inference
     from analysis.tables.mlflow_io import load_curves, load_study_runs
     from analysis.tables.runs import load_csv
 
-    parent, curves = None, None
+    parent, curves, inference = None, None, None
     if margin is None and study is not None:
         margin = spec_margin(study)
     spec_baseline, alpha = spec_verdict(study) if study is not None else (None, None)
@@ -93,6 +94,7 @@ def _analyze(
                 login.export()  # as `scaling run` does: MLflow's client reads it from there
             uri, exp, name = uri or spec_uri, exp or spec_exp, name or spec_name
             typer.echo(f"study folder: {folder.parent}")
+            inference = read_inference(folder.parent)  # pilot.json / inference.json, if measured
         if not (uri and exp and name):
             raise typer.BadParameter(
                 "without STUDY give --tracking-uri, --experiment, --study-name"
@@ -113,6 +115,7 @@ def _analyze(
         curves=curves,
         margin_pct=0.5 if margin is None else margin,
         **({} if alpha is None else {"alpha": alpha}),  # the spec's verdict.alpha
+        inference=inference,
     )
     for line in verdict_lines(verdict):
         typer.echo(line)

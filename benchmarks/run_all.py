@@ -17,6 +17,8 @@ Sections (targets from the issues):
               all-reduce against a host sync per micro-batch (today's two variants)
   plan_wall   `scaling plan`'s wall-clock estimate / the measured `scaling run` of the CI-sized
               demo copy (0.75-1.25; `bench_plan_wall.py --full`: the demo itself)
+  inference   prefill tok/s, KV-cache decode ms (batch 1, 32), peak memory of every variant,
+              and its ratio to `linear`, per size (CPU figures on CPU)
   demo        `scaling run studies/demo.yaml` from nothing: wall time, and each arm's seed sd
               as % of its loss per size (~15 min; only with --full or --only demo)
 Each benchmark runs in its own process (one at a time, so they do not disturb each other).
@@ -42,6 +44,7 @@ QUICK = {
     "loss_reduction": ["bench_loss_reduction.py", "--steps", "40"],
     "pilot": ["bench_pilot.py", "--steps", "10", "--warmup", "2"],
     "plan_wall": ["bench_plan_wall.py"],
+    "inference": ["bench_inference.py", "--quick"],
     "demo": ["bench_demo.py"],
 }
 SLOW = {"demo"}  # run by --full or when named with --only

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from analysis.report import fmt
 from analysis.report.headline import top_gain
+from analysis.report.inference import inference_lines
 from analysis.report.looks import look_clause
 
 
@@ -48,4 +49,5 @@ def verdict_lines(verdict: dict) -> list[str]:
         lines.append(f"compute: {compute['note']}")
     if len(verdict["variants"]) > 1:
         lines.append(f"multiple comparisons: {verdict['multiple_comparisons']}")
+    lines.extend(inference_lines(verdict))  # measured inference cost ratios, when present
     return lines

@@ -4,6 +4,10 @@ It runs the cell's own trainer set-up (model, engine, data, precision, checkpoin
 path the study's jobs take) for `warmup_steps` untimed and `steps` timed optimiser steps,
 then saves one checkpoint, and returns per rank: mean step time, tokens/s, peak device memory
 (on CPU the process's peak resident memory), MFU and the checkpoint's write time and bytes.
+Then, with the trainer freed, the same model shape's inference cost on the same device
+(`scaling.costs.inference`: prefill tokens/s, KV-cache decode ms at batch 1 and 32, peak
+memory) under ``"inference"``; a model split over pipeline stages is not measured there, and a
+measurement that fails is reported under ``"inference"`` without failing the probe.
 Nothing goes to MLflow and the checkpoint is deleted afterwards.
 
 A job that runs out of memory returns status `oom` with the allocator's message instead of
@@ -128,7 +132,7 @@ class PilotJob:
         tokens_per_s = config.tokens_per_step / step_s
         if trainer.rank == 0:
             shutil.rmtree(trainer.ckpt_root, ignore_errors=True)
-        return {
+        result = {
             "status": OK,
             "rank": trainer.rank,
             "step_time_s": step_s,
@@ -142,6 +146,36 @@ class PilotJob:
             "device": torch.cuda.get_device_name() if cuda else "cpu",
             "bf16": trainer.bf16,
         }
+        bf16 = trainer.bf16
+        del trainer, batches  # the training state goes before the inference model is built
+        if cuda:
+            torch.cuda.empty_cache()
+        result["inference"] = _inference(config, bf16)
+        return result
+
+
+def _inference(config: RunConfig, bf16: bool) -> dict[str, Any]:
+    """This probe's model (same layout, weights from its seed) measured for inference."""
+    if config.parallel.pipeline_parallel > 1:
+        return {"status": "skipped", "error": "pipeline_parallel > 1: decode needs one stage"}
+    import torch
+
+    # lazy: megatron-core and the measurement load only inside the job
+    from models.build import build_gpt
+    from scaling.costs.inference import InferenceSettings, measure_built
+
+    try:
+        overrides = {"bf16": True, "params_dtype": torch.bfloat16} if bf16 else {}
+        model = build_gpt(
+            config.model, config.parallel, seed=config.seed, transformer_overrides=overrides
+        )
+        settings = InferenceSettings.for_seq_length(config.model.seq_length)
+        figures = measure_built({"model": model}, settings, config.model.vocab_size)["model"]
+    except Exception as err:  # noqa: BLE001 - the training figures stand without it
+        if _is_oom(err):
+            return {"status": OOM, "error": f"{type(err).__name__}: {err}"[:400]}
+        return {"status": "failed", "error": f"{type(err).__name__}: {err}"[:400]}
+    return {"status": OK, **figures}
 
 
 def _injected_oom() -> tuple[int, int] | None:

@@ -78,7 +78,7 @@ def run_study(
         if analyze:
             search = read_state(study.folder) if study.spec.lr.search is not None else None
             try:
-                verdict, report_dir = analyze_study(study, out_dir, parent, search)
+                verdict, report_dir = analyze_study(study, out_dir, parent, search, say)
             except ValueError as err:  # the runs cannot be judged (no usable baseline run)
                 inconclusive = str(err).strip().splitlines()[0]
                 say(f"analysis: inconclusive: {inconclusive}")
@@ -118,14 +118,19 @@ def analyze_study(
     out_dir: Path | None,
     parent: str | None,
     search: SearchState | None = None,
+    say: Callable[[str], None] = print,
 ) -> tuple[dict, Path]:
     """Load the study's runs from MLflow, fit, judge, and write the report (also to MLflow).
 
     `search`: the LR search's final state; the report names the arms it left at an edge.
+    `say`: progress lines (where the inference figures come from).
     """
     # lazy: seconds of scipy and pandas, paid only by a run that analyses
     from analysis.api import run_analysis
     from analysis.tables.mlflow_io import load_curves, load_study_runs
+
+    # lazy: the inference measurement runs only when a study is analysed
+    from scaling.costs.inference_study import study_inference
 
     uri = study.mlflow.tracking_uri
     table, parent_id = load_study_runs(uri, study.mlflow.experiment, study.name)
@@ -142,6 +147,7 @@ def analyze_study(
         lr_search=None if search is None else _search_summary(search),
         # sequential seeds: judged at the last look's level, the looks in the report
         sequential=looks_summary(study.folder) if study.spec.seed_rounds else None,
+        inference=study_inference(study, say),  # pilot.json, inference.json, or measured now
     )
     return verdict, out
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from analysis.tables.inference_io import read_inference
 from data_prep.testing import tiny_config
 from foundation.config import to_dict
 from models.accounting import checkpoint_bytes
@@ -80,6 +81,14 @@ def test_pilot_measures_each_probe_and_the_plan_is_priced_from_it(
         if m["data_parallel"] == 1:  # one rank writes all: the formula within 5%
             predicted = checkpoint_bytes(run.model, run.parallel, run.engine, bf16=False)
             assert m["checkpoint_bytes"] == pytest.approx(predicted, rel=0.05)
+        inf = m["inference"]  # measured on the same device after the timed steps
+        assert inf["status"] == "ok" and inf["device"] == "cpu", inf
+        assert all(inf[k] > 0 for k in ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32"))
+        assert inf["peak_mem_mb"] > 0 and "CPU" in inf["memory_kind"]
+    found = read_inference(study.folder)  # what `scaling analyze` / `run` give the report
+    assert {(r["size"], r["variant"]) for r in found["rows"]} == {
+        (m["size"], m["variant"]) for m in pilot["probes"].values()
+    }
     assert not list((study.folder / "pilot").rglob("*.pt"))  # its checkpoints are deleted
     assert study_runs(study) == []  # nothing went to MLflow
 

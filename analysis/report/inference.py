@@ -1,0 +1,94 @@
+"""The report's "Inference cost" section: each arm's cost ratio to the baseline beside its gain.
+
+Read from ``verdict["inference"]`` (`analysis.stats.inference`) and the per-size gains of
+``verdict["variants"]``; without measured figures the section says how to get them.
+"""
+
+from __future__ import annotations
+
+from analysis.report import fmt
+
+__all__ = ["inference_blocks", "inference_lines", "HEADER", "NOT_MEASURED"]
+
+HEADER = ["variant", "size", "gain", "prefill", "decode b1", "decode b32", "memory"]
+NOT_MEASURED = "Not measured: run `scaling pilot` (it measures each arm and size on the study's "
+NOT_MEASURED += "device and writes pilot.json)."
+
+
+def _gain(verdict: dict, variant: str, size: str) -> str:
+    for v in verdict.get("variants", []):
+        if v.get("variant") == variant:
+            g = (v.get("gain_pct_by_size") or {}).get(size)
+            if g:
+                return fmt.with_ci(g["gain_pct"]["value"], g["gain_pct"].get("ci95"), "%")
+    return "n/a"
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.2f}x"
+
+
+def _source(inf: dict) -> str:
+    return f" (from {inf['source']})" if inf.get("source") else ""
+
+
+def inference_blocks(verdict: dict) -> list[tuple]:
+    inf = verdict.get("inference")
+    b: list[tuple] = [("h", "Inference cost")]
+    if not inf:
+        b.append(("p", NOT_MEASURED))
+        return b
+    device = inf["device"]
+    label = f"{device} (CPU figures: not what a GPU would show)" if device == "cpu" else device
+    rows = [
+        [variant, size, _gain(verdict, variant, size)]
+        + [_ratio(r[k]) for k in ("prefill", "decode_b1", "decode_b32", "memory")]
+        for variant, by_size in inf["ratios"].items()
+        for size, r in by_size.items()
+    ]
+    b.append(("table", HEADER, rows))
+    b.append(
+        (
+            "p",
+            f"Measured on {label}{_source(inf)}. Cost ratio of each arm to "
+            f"`{inf['baseline']}` at the same size (above 1: costlier): prefill = time per "
+            "prompt token, decode = ms per step "
+            "with the KV cache at batch 1 and 32, memory = peak "
+            f"({inf.get('memory_kind') or 'as measured'}). gain = the paired loss gain "
+            "(positive: the variant is better).",
+        )
+    )
+    figures = [
+        [
+            r["variant"],
+            r["size"],
+            f"{r['prefill_tok_s']:.0f}",
+            f"{r['decode_ms_b1']:.2f}",
+            f"{r['decode_ms_b32']:.2f}",
+            f"{r['peak_mem_mb']:.1f}",
+        ]
+        for r in inf["figures"]
+    ]
+    header = ["variant", "size", "prefill tok/s", "decode ms b1", "decode ms b32", "peak MiB"]
+    b.append(("table", header, figures))
+    if inf.get("missing_baseline"):
+        sizes = ", ".join(inf["missing_baseline"])
+        b.append(("note", f"No baseline figures at {sizes}: no ratio there."))
+    return b
+
+
+def inference_lines(verdict: dict) -> list[str]:
+    """One terminal line per arm: its cost ratios at the largest size measured."""
+    inf = verdict.get("inference")
+    if not inf:
+        return []
+    device = "cpu, CPU figures" if inf["device"] == "cpu" else inf["device"]
+    lines = []
+    for variant, by_size in inf["ratios"].items():
+        size, r = list(by_size.items())[-1]
+        lines.append(
+            f"inference cost ({device}) of {variant} vs {inf['baseline']} at {size}: prefill "
+            f"{_ratio(r['prefill'])}, decode b1 {_ratio(r['decode_b1'])}, decode b32 "
+            f"{_ratio(r['decode_b32'])}, memory {_ratio(r['memory'])}"
+        )
+    return lines
