@@ -15,6 +15,7 @@ from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
 from analysis.stats.core import analyse, check_inputs
 from analysis.stats.sequential import Design, data_seed, paired_top_seeds
+from analysis.stats.stability import stability_verdict
 from analysis.stats.verdict import ALPHA
 from analysis.tables.mlflow_io import log_to_parent
 
@@ -33,6 +34,7 @@ def run_analysis(
     margin_pct: float = 0.5,
     sequential: dict | None = None,
     alpha: float = ALPHA,
+    stability: bool = False,
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
@@ -53,6 +55,10 @@ def run_analysis(
     ``margin_pct`` (``margin_pct`` is not used), so on the table that look read the verdict is
     that look's. verdict.json gets the looks under ``sequential`` and the report a "Sequential
     looks" section. A dict without looks (none judged yet) is the same as None.
+
+    ``stability`` (the study ran ``lr.search.find_edge``): verdict.json gets ``stability``
+    (``analysis.stats.stability``: each arm's largest stable LR per size, the margin over the
+    (first) baseline and its word) and the report a "Stability" section.
     """
     if sequential is not None and not sequential.get("looks"):
         sequential = None
@@ -66,6 +72,8 @@ def run_analysis(
     result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct, alpha)
     if lr_search is not None:
         result.verdict["lr_search"] = lr_search
+    if stability:
+        result.verdict["stability"] = stability_verdict(table, baseline.split(",")[0].strip())
     if sequential is not None:
         result.verdict["sequential"] = sequential_summary(sequential, result, table, baseline, seed)
         result.verdict["multiple_comparisons"] = _at_look_level(

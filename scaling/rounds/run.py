@@ -142,6 +142,7 @@ def analyze_study(
         lr_search=None if search is None else _search_summary(search),
         # sequential seeds: judged at the last look's level, the looks in the report
         sequential=looks_summary(study.folder) if study.spec.seed_rounds else None,
+        stability=bool(study.spec.lr.search and study.spec.lr.search.find_edge),
     )
     return verdict, out
 
