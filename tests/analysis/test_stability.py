@@ -105,3 +105,18 @@ def test_edges_are_read_below_the_first_divergence():
     assert edge["max_stable_lr"] == 2e-3 and edge["first_diverged_lr"] == 4e-3
     assert edge["lrs"] == [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
     assert edge["step"] == pytest.approx(2.0)
+
+
+def test_report_section_is_written_from_the_verdict_and_absent_without_it():
+    from analysis.report.render import to_markdown
+    from analysis.report.stability import stability_blocks
+
+    rng = np.random.default_rng(0)
+    stability = stability_verdict(_study(rng, SCENARIOS["persists"]), "linear")
+    text = to_markdown(stability_blocks({"stability": stability}))
+    assert "## Stability" in text and "largest stable LR" in text
+    assert "known only to the LR grid's resolution" in text
+    assert f"**{stability['verdict']}**" in text
+    for edge in stability["edges"]:
+        assert f"{edge['max_stable_lr']:.3g}" in text
+    assert stability_blocks({}) == [] and stability_blocks({"stability": None}) == []
