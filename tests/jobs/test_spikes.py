@@ -64,6 +64,7 @@ def test_spike_factor_is_validated_at_load(tmp_path):
         tiny_run_config(tmp_path, tmp_path / "no-data", train={"spike_factor": 1.0})
 
 
+@pytest.mark.slow  # one spawned process, two short trainings, MLflow: 24-34 s on 2 busy cores
 def test_spikes_are_logged_and_survive_a_resume_once(tmp_path, data_dir, mlflow_server):
     # LR 10 warming up over every step, clipped: the loss jumps from 7.6 to ~44 at step 2 and
     # keeps climbing, but the run never diverges (divergence is judged only after warmup)
