@@ -16,6 +16,7 @@ from analysis.report.training_curves import chosen_runs
 from analysis.stats.core import analyse, check_inputs
 from analysis.stats.inference import inference_summary
 from analysis.stats.sequential import Design, data_seed, paired_top_seeds
+from analysis.stats.stability import stability_verdict
 from analysis.stats.verdict import ALPHA
 from analysis.tables.mlflow_io import log_to_parent
 
@@ -35,6 +36,7 @@ def run_analysis(
     sequential: dict | None = None,
     alpha: float = ALPHA,
     inference: dict | None = None,
+    stability: bool = False,
 ) -> dict:
     """Analyse a run table; write verdict.json, plots and the report; return the verdict.
 
@@ -59,6 +61,9 @@ def run_analysis(
     ``inference``: measured inference figures (``{"device", "rows"}``, `scaling.costs.inference`);
     verdict.json gets each arm's cost ratio to the baseline under ``inference``, the report an
     "Inference cost" section (without it the section says how to measure them).
+    ``stability`` (the study ran ``lr.search.find_edge``): verdict.json gets ``stability``
+    (``analysis.stats.stability``: each arm's largest stable LR per size, the margin over the
+    (first) baseline and its word) and the report a "Stability" section.
     """
     if sequential is not None and not sequential.get("looks"):
         sequential = None
@@ -74,6 +79,8 @@ def run_analysis(
         result.verdict["lr_search"] = lr_search
     if inference is not None:
         result.verdict["inference"] = inference_summary(inference, baseline)
+    if stability:
+        result.verdict["stability"] = stability_verdict(table, baseline.split(",")[0].strip())
     if sequential is not None:
         result.verdict["sequential"] = sequential_summary(sequential, result, table, baseline, seed)
         result.verdict["multiple_comparisons"] = _at_look_level(

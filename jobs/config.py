@@ -107,6 +107,9 @@ class TrainConfig:
     # Divergence: a non-finite loss, or a loss above `divergence_factor` x the best loss so far
     # after warmup, ends the run with outcome `diverged`.
     divergence_factor: float = 3.0
+    # A loss spike: a train loss above `spike_factor` x its running EMA (jobs.spikes); counted
+    # and logged as `train/spikes` and `train/spike_step`, never ends the run.
+    spike_factor: float = 3.0
     # Peak FLOP/s of one device for MFU; None: the present GPU's datasheet peak in the run's
     # dtype (jobs.device), measured if unlisted; 1e12 on CPU.
     peak_flops_per_device: float | None = None
@@ -123,6 +126,11 @@ class TrainConfig:
             raise ValueError(f"train.keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
         if self.divergence_factor <= 1:
             raise ValueError(f"train.divergence_factor must be > 1, got {self.divergence_factor}")
+        if not self.spike_factor > 1:
+            raise ValueError(
+                f"train.spike_factor must be > 1 (a loss that many times its running mean is a "
+                f"spike; e.g. 3), got {self.spike_factor}"
+            )
         bad = [s for s in self.keep_steps if not 1 <= s <= self.steps]
         if bad:
             raise ValueError(

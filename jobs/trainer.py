@@ -34,6 +34,7 @@ from jobs.fork import load_parent_checkpoint, parent_run_id
 from jobs.optim import lr_at
 from jobs.pause import pause_point
 from jobs.record import LossHistory, RunResult
+from jobs.spikes import is_spike, next_ema
 from jobs.stop import REQUEUE
 from jobs.tracking import NullTracker, SystemMetrics, Tracker, resolve_tracking_uri
 
@@ -291,8 +292,14 @@ class _Trainer:
         state.losses.append(loss)
         reason = self._diverged(loss, grad_norm, state)
         state.best_loss = min(state.best_loss, loss) if math.isfinite(loss) else state.best_loss
-        if reason or state.step % train_cfg.log_interval == 0:
+        spiked = is_spike(loss, state.loss_ema, train_cfg.spike_factor)
+        state.loss_ema = next_ema(state.loss_ema, loss)
+        if spiked:
+            state.spike_steps.append(state.step)
+            self.tracker.log_metrics({C.TRAIN_SPIKE_STEP: state.step}, step=state.step)
+        if reason or spiked or state.step % train_cfg.log_interval == 0:
             metrics = self._step_metrics(loss, lr, grad_norm, state.tokens_seen, step_time)
+            metrics[C.TRAIN_SPIKES] = len(state.spike_steps)
             self.tracker.log_metrics(metrics, step=state.step)
             rank0_print(
                 f"{config.name} step {state.step}/{train_cfg.steps} loss {loss:.4f} "

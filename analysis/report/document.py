@@ -15,6 +15,7 @@ from analysis.report.headline import headline
 from analysis.report.inference import inference_blocks
 from analysis.report.looks import look_blocks, look_note
 from analysis.report.render import to_html, to_markdown
+from analysis.report.stability import stability_blocks
 from analysis.report.tokens import token_blocks
 from analysis.stats import verdict as verdicts
 from analysis.stats.levels import ALPHA
@@ -329,6 +330,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     b.extend(_noise_blocks(verdict))
     b.extend(_lr_blocks(verdict, figures))
     b.extend(inference_blocks(verdict))  # inference cost ratios beside the gains
+    b.extend(stability_blocks(verdict))  # lr.search.find_edge: each arm's largest stable LR
     b.append(("h", "Training curves"))
     if "training_curves" in figures:
         caption = "Training loss at every logged step (EMA-smoothed; raw faint), validation dots"

@@ -48,7 +48,8 @@ class LRFrontier:
     scanned_lrs: list[float] = dataclasses.field(default_factory=list)  # run by some seeds only
 
 
-def _step(lrs: list[float], step_factor: float | None) -> float:
+def grid_step(lrs: list[float], step_factor: float | None) -> float:
+    """The LR search's step: `step_factor`, else the grid's median geometric step (2: one LR)."""
     if step_factor is not None:
         if step_factor <= 1:
             raise ValueError(f"step_factor must be > 1, got {step_factor}")
@@ -120,7 +121,7 @@ def lr_frontier(table: pd.DataFrame, *, step_factor: float | None = None) -> lis
                 scanned.append(lr)
         best = min(means, key=means.get) if means else None
         brackets = _scan_brackets(group, column, best, scanned)
-        state, next_lrs = _judge(lrs, usable, diverged, best, _step(lrs, step_factor), brackets)
+        state, next_lrs = _judge(lrs, usable, diverged, best, grid_step(lrs, step_factor), brackets)
         out.append(
             LRFrontier(
                 str(variant),

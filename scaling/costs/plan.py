@@ -356,7 +356,8 @@ def search_cost(study: ResolvedStudy, plan: Plan | None = None) -> SearchCost | 
 
     Each round adds at most one LR per arm (two when the arm's grid has a single LR, which is
     at both edges), run by the scan seeds; then the other seeds follow at the winner and
-    `follow_neighbours` LRs either side. An arm's cells all cost the same (LR does not change
+    `follow_neighbours` LRs either side; `find_edge` adds up to one more LR per arm and round
+    (the scan upward). An arm's cells all cost the same (LR does not change
     FLOPs), so a starting-grid cell prices them.
     """
     search = study.spec.lr.search
@@ -380,6 +381,7 @@ def search_cost(study: ResolvedStudy, plan: Plan | None = None) -> SearchCost | 
         family = next(iter(points.values()))
         num_lrs = len({lr for _, lr in points})
         lrs_added = search.max_rounds + (1 if num_lrs == 1 and search.max_rounds else 0)
+        lrs_added += search.max_rounds if search.find_edge else 0  # + one up a round (edge scan)
         arm_scan = lrs_added * num_scan * len(family)
         arm_follow = num_followers * (1 + 2 * search.follow_neighbours) * len(family)
         scan, follow = scan + arm_scan, follow + arm_follow

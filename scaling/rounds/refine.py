@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from analysis.stats.frontier import LRFrontier
 
-__all__ = ["scan_table", "decide_round", "advance", "search_over", "status_lines"]
+__all__ = ["scan_table", "decide_round", "edge_scans", "advance", "search_over", "status_lines"]
 
 EDGES = ("edge_low", "edge_high")
 
@@ -112,21 +112,27 @@ def decide_round(
     held = transfer.law_held(spec, state, frontiers) if transfer.is_on(spec) else set()
     edges = [f for f in frontiers if f.state in EDGES and (f.variant, f.size) not in held]
     step = state.round + 1
-    if edges and transfer.rounds_since_wave(state) < search.max_rounds:
+    wanted = [
+        (f, lr, f"{f.state} at {fmt_lr(f.lrs[0] if f.state == 'edge_low' else f.lrs[-1])}")
+        for f in edges
+        for lr in f.next_lrs
+    ]
+    if search.find_edge:
+        wanted += edge_scans(frontiers, search.step_factor)
+    if wanted and transfer.rounds_since_wave(state) < search.max_rounds:
         new: dict[tuple[str, str, float], AddedLR] = {}
-        for f in edges:
-            for lr in f.next_lrs:
-                lr = float(f"{lr:.10g}")  # 0.1, not 0.10000000000000002, in the state file
-                tried = any(cell_id(f.size, f.variant, s, lr) in known for s in scan)
-                key = (f.variant, f.size, float(f"{lr:.3g}"))
-                if not tried and key not in new:
-                    why = f"{f.state} at {fmt_lr(f.lrs[0] if f.state == 'edge_low' else f.lrs[-1])}"
-                    new[key] = AddedLR(f.variant, f.size, f.tokens, lr, scan, step, why)
+        for f, lr, why in wanted:
+            lr = float(f"{lr:.10g}")  # 0.1, not 0.10000000000000002, in the state file
+            tried = any(cell_id(f.size, f.variant, s, lr) in known for s in scan)
+            key = (f.variant, f.size, float(f"{lr:.3g}"))
+            if not tried and key not in new:
+                new[key] = AddedLR(f.variant, f.size, f.tokens, lr, scan, step, why)
         if new:
             return SearchState([*state.added, *new.values()])
     wave = transfer.next_wave(spec, frontiers, state, step) if transfer.is_on(spec) else []
     if wave:  # the next size, smallest first, on each arm's law (or its full grid)
         return SearchState([*state.added, *wave])
+    found_no_edge = edge_scans(frontiers, search.step_factor) if search.find_edge else []
     followers = [s for s in spec.seeds if s not in scan]
     added = []
     for f in frontiers:
@@ -141,10 +147,35 @@ def decide_round(
     return SearchState(
         [*state.added, *added],
         ended=True,
-        open_arms=[_arm(f) for f in edges],
+        open_arms=[_arm(f) for f in edges] + [_unfound(f) for f, _, _ in found_no_edge],
         stopped_arms=[_arm(f) for f in frontiers if f.state == "no_usable_lr"],
         broken_laws=transfer.broken_laws(spec, frontiers) if transfer.is_on(spec) else [],
     )
+
+
+def edge_scans(
+    frontiers: list[LRFrontier], step_factor: float | None
+) -> list[tuple[LRFrontier, float, str]]:
+    """`find_edge`: (arm, LR, why) one search step above each arm's highest LR, for every arm
+    none of whose scanned cells has diverged yet; the scan stops at the arm's first divergence.
+    """
+    from analysis.stats.frontier import fmt_lr, grid_step  # lazy: pandas, as in decide_round
+
+    return [
+        (
+            f,
+            f.lrs[-1] * grid_step(f.lrs, step_factor),
+            f"find_edge: none diverged up to {fmt_lr(f.lrs[-1])}",
+        )
+        for f in frontiers
+        if not f.diverged_lrs
+    ]
+
+
+def _unfound(f: LRFrontier) -> str:
+    from analysis.stats.frontier import fmt_lr
+
+    return f"{f.variant} {f.size} @{f.tokens:.3g} tokens: no divergence up to {fmt_lr(f.lrs[-1])}"
 
 
 def _describe(before: SearchState, after: SearchState) -> list[str]:

@@ -148,6 +148,7 @@ def analyze_study(
         # sequential seeds: judged at the last look's level, the looks in the report
         sequential=looks_summary(study.folder) if study.spec.seed_rounds else None,
         inference=study_inference(study, say),  # pilot.json, inference.json, or measured now
+        stability=bool(study.spec.lr.search and study.spec.lr.search.find_edge),
     )
     return verdict, out
 

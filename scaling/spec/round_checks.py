@@ -30,6 +30,12 @@ def check_search(study: Study, p: Problems) -> None:
             "followers run the winner only, its neighbours bracket it on the scan seeds; 1: also "
             "one tried LR each side)"
         )
+    if search.find_edge and study.tokens.branches:
+        p.add(
+            "study.lr.search.find_edge: a WSD family's divergence happens in its stable run, "
+            "which the LR frontier does not read, so the edge would never be found; drop "
+            "study.tokens.branches or set find_edge: false"
+        )
 
 
 def check_transfer(study: Study, p: Problems) -> None:

@@ -130,6 +130,9 @@ class LRSearchSpec:
     # the LRs its own fitted LR-vs-N law cannot exclude (analysis.stats.lr_law); "none": full grid
     transfer: Literal["none", "law"] = "none"
     law_sizes: int = 3  # sizes scanned in full (the first wave) before the law is used (>= 2)
+    # extend each arm's scan upward, one LR step a round, until a cell of the arm diverges
+    # (or max_rounds): the largest stable LR per arm and size (analysis.stats.stability)
+    find_edge: bool = False
 
 
 @dataclass

@@ -14,8 +14,8 @@ Thresholds, from the binomial: a procedure whose false-claim rate is 5% makes mo
 (``binom.ppf(0.99, 180, 0.05)``). The count is sized by that arithmetic
 (``tests.analysis.bounds.studies_to_catch``): 180 is the fewest null studies at which a procedure
 claiming at 2.5 x the 5% (12.5%) fails the bound with probability >= 90%. Measured (seeds
-20000-20179): the design claims 3/180, naive re-testing 10/180. Power: at least 80% of the gain-at-the-margin studies read a
-decided positive word (persists or grows).
+20000-20179): the design claims 3/180, naive re-testing 10/180. Power: at least 80% of the
+gain-at-the-margin studies read a decided positive word (persists or grows).
 """
 
 from __future__ import annotations
