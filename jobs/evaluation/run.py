@@ -64,9 +64,7 @@ def task_problems(tasks: list[str]) -> list[str]:
             others.append(task)
     if not others:
         return problems
-    from lm_eval.tasks import TaskManager  # lazy: indexing the harness's tasks takes seconds
-
-    manager = TaskManager(include_path=str(TASKS_DIR))
+    manager = _task_manager(others)
     known = set(manager.all_tasks)
     for task in others:
         if task not in known:
@@ -107,6 +105,15 @@ def _dataset_path(entry: Any) -> str | None:
     return None
 
 
+def _task_manager(tasks: list[str]):
+    """The harness's task index over the local tasks, plus its own only when a task needs them
+    (indexing the harness's ~10,000 task files costs seconds per cell)."""
+    from lm_eval.tasks import TaskManager  # lazy: lm_eval only where tasks are loaded
+
+    own = any(task not in LOCAL_TASKS for task in tasks)
+    return TaskManager(include_path=str(TASKS_DIR), include_defaults=own)
+
+
 def _bpb(sample: dict) -> float:
     """The correct continuation's bits per byte in one harness sample (multiple choice)."""
     target = int(sample["target"])
@@ -126,7 +133,6 @@ def evaluate(
     """`{eval/<task>/acc, eval/<task>/bpb}` for `model` on `tasks` (first `limit` items each);
     `tokenizer` is (tokenizer, end-of-document id), as `harness.load_tokenizer` returns."""
     import lm_eval
-    from lm_eval.tasks import TaskManager
 
     from jobs.evaluation.harness import MegatronLM  # lazy, like lm_eval above
 
@@ -135,7 +141,7 @@ def evaluate(
         model=lm,
         tasks=list(tasks),
         limit=limit,
-        task_manager=TaskManager(include_path=str(TASKS_DIR)),
+        task_manager=_task_manager(tasks),
         log_samples=True,
         bootstrap_iters=0,  # the harness's own stderr is not used: the verdict pairs seeds
         verbosity="ERROR",
