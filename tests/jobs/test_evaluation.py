@@ -107,3 +107,22 @@ def test_a_cell_scores_and_logs_its_tasks_once_even_when_rerun_after_scoring(
     assert calls == [["scaling_local"]]
     history = client.get_metric_history(first.run_id, bpb)
     assert [(m.value, m.step) for m in history] == [(metrics[bpb], config.train.steps)]
+
+
+def test_data_parallel_ranks_wait_for_rank_0_to_score(tmp_path, data_dir):
+    """DP=2 on two gloo processes: rank 0 scores, rank 1 waits at the barrier, both finish."""
+    from jobs.testing import tiny_run_dict
+    from tests.distributed import run_ranks
+    from tests.jobs.helpers import train_ranks
+
+    cfg = tiny_run_dict(
+        tmp_path,
+        data_dir,
+        train={"steps": 4},
+        parallel={"data_parallel": 2},
+        evaluation={"tasks": ["scaling_local"], "limit": 8},
+    )
+    results = run_ranks(train_ranks, 2, [cfg])
+    assert [r["status"] for (r,) in results] == [C.COMPLETED] * 2
+    scores = json.loads((tmp_path / "run" / "evaluation.json").read_text())
+    assert sorted(scores) == [C.eval_metric("scaling_local", m) for m in ("acc", "bpb")]
