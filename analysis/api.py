@@ -14,6 +14,7 @@ from analysis.report.document import write_report
 from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
 from analysis.stats.core import analyse, check_inputs
+from analysis.stats.downstream import at_chosen_lrs, downstream_verdict
 from analysis.stats.inference import inference_summary
 from analysis.stats.sequential import Design, data_seed, paired_top_seeds
 from analysis.stats.stability import stability_verdict
@@ -75,6 +76,10 @@ def run_analysis(
     if sequential is not None:
         seed = data_seed(table)
     result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct, alpha)
+    runs = at_chosen_lrs(result.usable, result.groups)  # downstream tasks, at the loss's LRs
+    downstream = downstream_verdict(runs, baseline, num_resamples, seed, margin_pct, alpha)
+    if downstream is not None:
+        result.verdict["downstream"] = downstream
     if lr_search is not None:
         result.verdict["lr_search"] = lr_search
     if inference is not None:

@@ -115,6 +115,17 @@ NUM_PARAMS_TOTAL = "num_params_total"
 NUM_NONEMBEDDING_PARAMS = "num_nonembedding_params"
 TOKENS = "tokens"  # D trained
 FLOPS = "flops"  # C = flops_per_token x D
+# downstream tasks (jobs/evaluation): eval/<task>/acc and eval/<task>/bpb (correct-answer bits
+# per byte, lower is better) on the cell's run
+EVAL_PREFIX = "eval/"
+EVAL_MEASURES = ("acc", "bpb")
+
+
+def eval_metric(task: str, measure: str) -> str:
+    """The MLflow metric of one downstream task's measure, e.g. ``eval/scaling_local/bpb``."""
+    return f"{EVAL_PREFIX}{task}/{measure}"
+
+
 LEGACY_METRICS = {  # old MLflow metric name → its name now (runs logged before the rename)
     "n_params": NUM_PARAMS_TOTAL,
     "n_nonembedding_params": NUM_NONEMBEDDING_PARAMS,

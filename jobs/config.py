@@ -24,6 +24,7 @@ __all__ = [
     "DeepSpeedConfig",
     "TrackingConfig",
     "InitFrom",
+    "EvaluationConfig",
     "RunConfig",
     "load_run_config",
 ]
@@ -193,6 +194,23 @@ class InitFrom:
 
 
 @dataclass
+class EvaluationConfig:
+    """Downstream tasks the cell's job runs after its last step (`jobs.evaluation`): harness
+    task names (or the local `scaling_local`), the first `limit` items of each (None: all)."""
+
+    tasks: list[str] = field(default_factory=list)
+    limit: int | None = None
+
+    def validate(self) -> None:
+        if not self.tasks:
+            raise ValueError("evaluation.tasks: empty; name at least one task, e.g. scaling_local")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"evaluation.tasks: {self.tasks} names a task twice; list each once")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"evaluation.limit: {self.limit} must be >= 1 (or null: every item)")
+
+
+@dataclass
 class RunConfig:
     """One grid cell, resolved: what `scaling train` and `jobs.TrainingJob` run."""
 
@@ -211,6 +229,7 @@ class RunConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
     init_from: InitFrom | None = None  # a cooldown branch: the parent's checkpoint to start at
+    evaluation: EvaluationConfig | None = None  # downstream tasks after the last step
 
     # --- derived quantities: one place, named ---------------------------------------------
     @property
@@ -285,6 +304,8 @@ class RunConfig:
         self.model.validate_parallel(self.parallel)
         if self.init_from is not None:
             self._validate_init_from(self.init_from)
+        if self.evaluation is not None:
+            self.evaluation.validate()
 
     def _validate_init_from(self, init: InitFrom) -> None:
         """A branch forks a constant-LR run, so it must fork before its own decay starts."""

@@ -89,6 +89,7 @@ class _Trainer:
             config.model, config.parallel, seed=config.seed, transformer_overrides=overrides
         )
         self.engine = build_engine(config, model, self.bf16)
+        self.model = model  # the engine trains these parameters; downstream tasks score them
         seqs = config.global_batch_sequences
         # the sample order is drawn for num_dataset_steps (a WSD family shares it), not `steps`
         num_samples = config.train.num_dataset_steps * seqs
@@ -336,6 +337,7 @@ class _Trainer:
         if status == C.COMPLETED:
             final, final_select = self._evaluate(state)
             self._save(state)  # the finished state: a rerun only re-evaluates
+            self._downstream(state)
         else:
             rank0_print(f"{self.config.name}: diverged at step {state.step}: {reason}")
             self.tracker.set_tags({C.TAG_DIVERGENCE: reason})
@@ -358,6 +360,18 @@ class _Trainer:
         if self.rank == 0:
             record.write_result(self.config, result)
         return result
+
+    def _downstream(self, state: LossHistory) -> None:
+        """The study's downstream tasks (`jobs.evaluation`), once per cell, scored on rank 0
+        (TP = PP = 1: every rank holds the whole model); the other ranks wait for it."""
+        if self.config.evaluation is None:
+            return
+        if self.rank == 0:
+            from jobs.evaluation.run import evaluate_cell  # lazy: lm_eval only when asked
+
+            evaluate_cell(self.config, self.model, self.tracker, state.step)
+        if self.world > 1:
+            dist.barrier()
 
     def _evaluate(self, state: LossHistory) -> tuple[float, float]:
         """(loss on the reported windows, loss on the LR-selection windows or NaN)."""

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from analysis.report import fmt
+from analysis.report.downstream import downstream_blocks
 from analysis.report.headline import headline
 from analysis.report.inference import inference_blocks
 from analysis.report.looks import look_blocks, look_note
@@ -325,6 +326,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     b.extend(look_blocks(verdict))  # sequential seeds: the looks and the level they set
     b.extend(_gain_blocks(verdict, figures))
     b.extend(token_blocks(verdict, figures))  # the token axis, when measured
+    b.extend(downstream_blocks(verdict))  # downstream tasks, when the runs logged any
     b.extend(_extrapolation_blocks(verdict))
     b.extend(_fit_blocks(verdict, figures))
     b.extend(_noise_blocks(verdict))

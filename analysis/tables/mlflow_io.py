@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.tables.runs import is_eval_column
 from analysis.tables.study_table import run_record, run_state, run_table
 from foundation import contract
 from foundation.studypaths import missing_store, missing_store_message
@@ -107,6 +108,7 @@ def study_rows(cells: list, study: str) -> list[dict]:
                 select_val_loss=metrics.get(contract.FINAL_SELECT_LOSS),
                 status=_status(run),
                 run_id=run.info.run_id,
+                **{k: v for k, v in metrics.items() if is_eval_column(k)},
             )
         )
     return rows + _unstarted_rows(unstarted, rows)

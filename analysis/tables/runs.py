@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from foundation import contract
+
 COLUMNS = [
     "variant",
     "size",
@@ -51,6 +53,14 @@ _NUMERIC = [
 # nonlinear +2d per layer). A cut at 1.3x separates the two.
 SAME_SIZE_RATIO = 1.3
 NA = "not available"  # a count or number that is missing or not finite
+
+
+def is_eval_column(name: str) -> bool:
+    """A downstream task's measure, ``eval/<task>/<acc|bpb>`` (``foundation.contract``): the
+    table carries one column per task and measure that any run logged."""
+    parts = str(name).split("/")
+    measure = parts[-1] if len(parts) == 3 else ""
+    return f"{parts[0]}/" == contract.EVAL_PREFIX and measure in contract.EVAL_MEASURES
 
 
 def size_label(n_params: float) -> str:
@@ -172,7 +182,10 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
     if "run_id" not in out.columns:
         out["run_id"] = [f"row{i + 1}" for i in range(len(out))]
     out["run_id"] = out["run_id"].astype(str)
-    return out[COLUMNS + ["flops_estimated", "flops_counted"]].reset_index(drop=True)
+    evals = [c for c in out.columns if is_eval_column(c)]  # downstream tasks, where logged
+    for col in evals:
+        out[col] = _numbers(out, col, source)
+    return out[COLUMNS + ["flops_estimated", "flops_counted", *evals]].reset_index(drop=True)
 
 
 def load_csv(path: str | Path) -> pd.DataFrame:

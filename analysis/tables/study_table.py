@@ -11,7 +11,7 @@ import math
 
 import pandas as pd
 
-from analysis.tables.runs import normalise
+from analysis.tables.runs import is_eval_column, normalise
 from foundation import contract
 
 # every column of a study's run table, in order; `run_record` needs each one
@@ -39,10 +39,11 @@ def run_record(**fields) -> dict:
     """One row of the table: every column of ``STUDY_COLUMNS`` given (None / NaN where not
     known), and nothing else; a builder that leaves one out fails here, not in the verdict."""
     missing = [c for c in STUDY_COLUMNS if c not in fields]
-    extra = [c for c in fields if c not in STUDY_COLUMNS]
+    extra = [c for c in fields if c not in STUDY_COLUMNS and not is_eval_column(c)]
     if missing or extra:
         raise TypeError(f"run_record: missing {missing}, unknown {extra}")
     out = {c: fields[c] for c in STUDY_COLUMNS}
+    out.update((c, v) for c, v in fields.items() if is_eval_column(c))  # downstream tasks
     for c in ("num_params_total", "flops", "lr", "final_val_loss", "select_val_loss"):
         out[c] = math.nan if out[c] is None else out[c]
     out["flops_counted"] = out["flops_counted"] or ""
@@ -51,4 +52,6 @@ def run_record(**fields) -> dict:
 
 def run_table(records: list[dict], source: str) -> pd.DataFrame:
     """The normalised run table (``analysis.tables.runs.normalise``) of ``run_record`` rows."""
-    return normalise(pd.DataFrame.from_records(records, columns=list(STUDY_COLUMNS)), source)
+    evals = sorted({c for record in records for c in record if is_eval_column(c)})
+    frame = pd.DataFrame.from_records(records, columns=[*STUDY_COLUMNS, *evals])
+    return normalise(frame, source)

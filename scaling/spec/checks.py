@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from foundation.config import ConfigError, Problems
 from foundation.contract import parse_size
+from jobs.evaluation.run import task_problems
 from scaling.spec.ladder import ANY, ARMS, resolve_arm
 from scaling.spec.round_checks import check_search, check_seed_rounds, check_transfer
 from scaling.spec.study import Study
@@ -61,6 +62,8 @@ def check_study(study: Study) -> None:
     _check_recipe(study, p)
     _check_lr(study, p)
     _check_resources(study, p)
+    if study.evaluation is not None and study.evaluation.tasks:
+        _check_evaluation(study, p)
     margin = study.verdict.margin_pct
     if not (isinstance(margin, int | float) and 0 < margin < 100):
         p.add(f"study.verdict.margin_pct: {margin!r}; give a positive % of the loss, e.g. 0.5")
@@ -72,6 +75,20 @@ def check_study(study: Study) -> None:
     for problem in section_key_problems(vars(study)):
         p.add(problem)
     p.raise_if_any()
+
+
+def _check_evaluation(study: Study, p: Problems) -> None:
+    """Tasks the harness knows (with their data), on sizes one process can score."""
+    for problem in task_problems(study.evaluation.tasks):
+        p.add(problem)
+    for size in study.sizes:
+        par = study.parallel_for(size)
+        if par.tensor_parallel > 1 or par.pipeline_parallel > 1:
+            p.add(
+                f"study.evaluation: size {size} runs with tensor_parallel={par.tensor_parallel}, "
+                f"pipeline_parallel={par.pipeline_parallel}; the in-job evaluation scores with "
+                "the whole model in one process, so use TP 1 and PP 1 there or drop evaluation"
+            )
 
 
 def _tracking_uri_ok(uri: str) -> bool:

@@ -107,7 +107,8 @@ class Cell:
         """Fingerprint of what the cell trains (not where it logs or writes): a finished run
         with another fingerprint was trained under a different recipe."""
         data = to_dict(self.run)
-        for where in ("tracking", "output_dir"):
+        # evaluation: what a cell is scored on after training, not what it trains
+        for where in ("tracking", "output_dir", "evaluation"):
             data.pop(where)
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -229,6 +230,7 @@ def _run_dict(
         },
         "precision": study.precision,
         "output_dir": str(study.folder / "cells" / cid),
+        "evaluation": None if study.evaluation is None else vars(study.evaluation),
     }
 
 
@@ -327,7 +329,9 @@ def _split_problems(study: Study, size: str) -> list[str]:
 
 
 # Run-config sections copied from the study section of the same name.
-_FROM_STUDY = re.compile(r"^run\.(optimizer|schedule|train|deepspeed|model|precision|engine)\b")
+_FROM_STUDY = re.compile(
+    r"^run\.(optimizer|schedule|train|deepspeed|model|precision|engine|evaluation)\b"
+)
 
 
 # Model fields the size's shape sets: an explicit shape's own field, else the ladder rule's.

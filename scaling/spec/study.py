@@ -23,6 +23,7 @@ from analysis.stats.levels import ALPHA
 from analysis.tables.spec import DEFAULT_BASELINE
 from foundation import contract
 from foundation.contract import study_folder
+from jobs.config import EvaluationConfig
 from scaling.spec.ladder import ANY, ARMS, Shape, resolve_arm, shape_for_size
 
 if TYPE_CHECKING:
@@ -322,6 +323,8 @@ class Study:
     cost: CostSpec = field(default_factory=CostSpec)
     verdict: VerdictSpec = field(default_factory=VerdictSpec)
     seed_rounds: SeedRounds | None = None  # from `seeds: {start, max, step}`
+    # downstream tasks each cell's job runs after its last step (jobs.evaluation; None: none)
+    evaluation: EvaluationConfig | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.seeds, SeedRounds):  # the first round's seeds; the design is kept
