@@ -52,6 +52,8 @@ PRELOAD = (
     "models",
     "data_prep",
     "matplotlib.pyplot",
+    "lm_eval",  # a study's `evaluation` (jobs/evaluation/): 1 s a cell, no thread started
+    "jobs.evaluation.harness",
 )
 # native threads a fork may drop safely: jemalloc re-creates its background thread on demand
 _FORK_SAFE_THREADS = {"jemalloc_bg_thd"}
