@@ -26,7 +26,8 @@ def plan(
         str | None,
         typer.Option(
             help="Seed noise for a power table: a number (seed sd as % of loss), a run CSV, or "
-            "a finished study (spec path, or name in this study's MLflow experiment)."
+            "a finished study (spec path, or name in this study's MLflow experiment). Also "
+            "needed for the expected seed cost and the 'cost vs naive' line."
         ),
     ] = None,
     target_gain: Annotated[
@@ -47,7 +48,9 @@ def plan(
     With --noise, also per size the smallest paired gain the study's seeds detect (80% power,
     the verdict's top-size test) and, with --target-gain, the seeds that gain needs. With
     `seeds: {start, max, step}`, the seed runs' minimum, expected (simulated at --noise and
-    --target-gain, and at no gain) and maximum device-hours.
+    --target-gain, and at no gain) and maximum device-hours. With --noise, for a study with an
+    LR search or sequential seeds: `cost vs naive`, its expected device-hours against 3 LRs x the
+    fixed seeds of equal power at the margin, at every arm and size (not printed without --noise).
     """
     # lazy: `scaling --help` stays fast
     from scaling.costs.plan import (
@@ -87,6 +90,7 @@ def plan(
     sd = _read_noise(spec, noise, baseline) if noise is not None else None
     _print_seed_cost(spec, the_plan, device, sd, noise, target_gain)
     if sd is not None:
+        _print_naive_cost(spec, the_plan, device, sd)
         _print_power(spec, sd, noise, target_gain)
     if check_environment:
         _warn_environment(study, spec)
@@ -156,6 +160,18 @@ def _print_seed_cost(spec, the_plan, device: str, sd, noise, target_gain) -> Non
 
         top = sd_for_sizes(sd, [cost.top])[cost.top]
     typer.echo(format_seed_cost(cost, device, top, target_gain, noise))
+
+
+def _print_naive_cost(spec, the_plan, device: str, sd: dict[str, float]) -> None:
+    """The study's expected device-hours against the naive grid's at equal power (one line)."""
+    from analysis.stats.power import sd_for_sizes  # lazy: scipy and pandas
+    from foundation.contract import size_key
+    from scaling.costs.naive import format_naive_cost, naive_cost  # lazy: `scaling --help`
+
+    top = max(spec.spec.sizes, key=size_key)
+    cost = naive_cost(spec, the_plan, sd_for_sizes(sd, [top])[top])
+    if cost is not None:
+        typer.echo(format_naive_cost(cost, device))
 
 
 def _print_power(spec, sd: dict[str, float], noise: str, target_gain: float | None) -> None:

@@ -11,7 +11,8 @@ Three figures, in the study's device-hours:
   gain's interval holds 0 only the top size gets seeds, so the other sizes keep `start`.
 
 A seed a look adds runs each arm once at its chosen LR (`scaling.rounds.looks`), so one more seed
-at a size costs one grid point per arm there (a WSD family whole), priced from the plan's rows.
+at a size costs one grid point per arm there (a WSD family whole), priced from the plan's rows
+(with `lr.search.transfer: law`, the sizes past the first wave from the full grid's plan).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from foundation.contract import size_key
 from scaling.costs.plan import Plan, plan_study
 from scaling.spec.resolved import ResolvedStudy
 
-__all__ = ["SeedCost", "seed_cost", "format_seed_cost"]
+__all__ = [
+    "SeedCost",
+    "seed_cost",
+    "format_seed_cost",
+    "point_hours",
+    "first_round",
+    "format_hours",
+]
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,48 @@ class SeedCost:
         return Design(self.start, self.max, self.step, self.margin_pct)
 
 
+def point_hours(study: ResolvedStudy, plan: Plan | None = None) -> dict[tuple[str, str], float]:
+    """Device-hours of one grid point (one seed at one LR: a cell, or a WSD family whole) of each
+    (size, arm), from the starting grid's rows; an arm's points all cost the same (LR does not
+    change FLOPs). With `lr.search.transfer: law` the sizes past the first wave are not in the
+    starting grid: they are priced from the same study without transfer, as the search's worst
+    case (`scaling.costs.plan.search_cost`) prices them."""
+    search = study.spec.lr.search
+    if search is not None and search.transfer == "law":
+        if set(study.spec.first_wave) != set(study.spec.sizes):
+            from dataclasses import replace
+
+            from scaling.spec.loader import resolve  # lazy: pricing only, for a study in waves
+
+            spec = study.spec
+            lr = replace(spec.lr, search=replace(search, transfer="none"))
+            study, plan = resolve(replace(spec, lr=lr)), None
+    plan = plan or plan_study(study)
+    points: dict[tuple[str, str], dict[tuple[int, float], float]] = {}
+    for cell, row in zip(study.cells, plan.rows, strict=True):
+        if cell.round == 0:
+            arm = points.setdefault((row.size, row.variant), {})
+            key = (cell.seed, cell.lr)
+            arm[key] = arm.get(key, 0.0) + row.gpu_hours
+    return {key: next(iter(arm.values())) for key, arm in points.items()}
+
+
+def first_round(
+    study: ResolvedStudy, plan: Plan, points: dict[tuple[str, str], float]
+) -> tuple[float, int, int]:
+    """(device-hours, follower seeds, LRs each follower runs per arm) of the first round: the
+    starting grid (round 0) and, with an LR search, the seeds past the scan at each arm's winner
+    and `follow_neighbours` LRs either side, at every size. `points`: `point_hours`."""
+    spec = study.spec
+    hours = sum(r.gpu_hours for c, r in zip(study.cells, plan.rows, strict=True) if c.round == 0)
+    search = spec.lr.search
+    if search is None:
+        return hours, 0, 0
+    num_followers = len(spec.seeds) - len(spec.scan_seeds)
+    follower_lrs = 1 + 2 * search.follow_neighbours
+    return hours + num_followers * follower_lrs * sum(points.values()), num_followers, follower_lrs
+
+
 def seed_cost(study: ResolvedStudy, plan: Plan | None = None) -> SeedCost | None:
     """The study's seed runs at the minimum and maximum; None without `seeds: {start, max, step}`.
 
@@ -73,39 +123,27 @@ def seed_cost(study: ResolvedStudy, plan: Plan | None = None) -> SeedCost | None
         return None
     plan = plan or plan_study(study)
     spec = study.spec
-    # one grid point = one cell, or a WSD family (stable + branches): priced whole
-    points: dict[tuple[str, str], dict[tuple[int, float], float]] = {}
-    first_round = 0.0
-    for cell, row in zip(study.cells, plan.rows, strict=True):
-        if cell.round == 0:
-            arm = points.setdefault((row.size, row.variant), {})
-            key = (cell.seed, cell.lr)
-            arm[key] = arm.get(key, 0.0) + row.gpu_hours
-            first_round += row.gpu_hours
+    points = point_hours(study, plan)
     sizes = tuple(sorted(spec.sizes, key=size_key))
     per_seed = dict.fromkeys(sizes, 0.0)
-    for (size, _), arm in points.items():
-        per_seed[size] += next(iter(arm.values()))  # an arm's points all cost the same
-    search = spec.lr.search
-    num_followers = follower_lrs = 0
-    if search is not None:
-        num_followers = len(spec.seeds) - len(spec.scan_seeds)
-        follower_lrs = 1 + 2 * search.follow_neighbours
-        first_round += num_followers * follower_lrs * sum(per_seed.values())
+    for (size, _), hours in points.items():
+        per_seed[size] += hours
+    first, num_followers, follower_lrs = first_round(study, plan, points)
     return SeedCost(
         rounds.start,
         rounds.max,
         rounds.step,
         spec.verdict.margin_pct,
         sizes,
-        first_round,
+        first,
         per_seed,
         num_followers,
         follower_lrs,
     )
 
 
-def _hours(value: float) -> str:
+def format_hours(value: float) -> str:
+    """Device-hours as the plan's seed lines print them: whole hours from 100, else 3 digits."""
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
@@ -136,10 +174,10 @@ def format_seed_cost(
         f"sequential seeds (start {cost.start}, max {cost.max}, step {cost.step}; looks at "
         f"{looks} paired seeds at {cost.top}): {unit} of the seed runs",
         "  one more seed (each arm once, at its chosen LR): "
-        + ", ".join(f"{s} {_hours(cost.per_seed[s])}" for s in cost.sizes)
+        + ", ".join(f"{s} {format_hours(cost.per_seed[s])}" for s in cost.sizes)
         + f" {unit}",
-        f"  minimum {_hours(cost.minimum)} {unit}: {cost.start} seeds at every size, the study "
-        f"stopping at look 1 ({first})",
+        f"  minimum {format_hours(cost.minimum)} {unit}: {cost.start} seeds at every size, the "
+        f"study stopping at look 1 ({first})",
     ]
     if sd is None:
         lines.append(
@@ -154,7 +192,7 @@ def format_seed_cost(
             what = f"at a {gain:g}% gain" if gain else "at no gain"
             claims = f"; claims it in {out.claim_rate:.0%} of studies" if gain else ""
             parts.append(
-                f"{_hours(cost.at_top_seeds(out.mean_top_seeds))} {unit} {what} "
+                f"{format_hours(cost.at_top_seeds(out.mean_top_seeds))} {unit} {what} "
                 f"({out.mean_top_seeds:.2f} seeds at {cost.top} on average{claims})"
             )
         lines.append("  expected " + ", ".join(parts))
@@ -167,5 +205,5 @@ def format_seed_cost(
         )
         if target_gain is None:
             lines.append("    at a target gain: add --target-gain PCT")
-    lines.append(f"  maximum {_hours(cost.maximum)} {unit}: {cost.max} seeds at every size")
+    lines.append(f"  maximum {format_hours(cost.maximum)} {unit}: {cost.max} seeds at every size")
     return "\n".join(lines)

@@ -1,0 +1,117 @@
+"""`scaling plan --noise`'s `cost vs naive` line (scaling.costs.naive): the study's expected
+device-hours against 3 LRs x the fixed seeds of equal power at the margin, at every arm and size,
+checked against the plan's own per-cell costs."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from analysis.stats.power import power_of
+from analysis.stats.seq_cost import expected_seeds
+from analysis.stats.sequential import Design
+from scaling.cli import app
+from scaling.costs.plan import plan_study
+from scaling.spec.loader import read_study
+from tests.scaling.conftest import small_spec
+
+NUMBER = r"([0-9][0-9,]*\.?[0-9]*(?:e[-+][0-9]+)?)"
+LINE = rf"cost vs naive: {NUMBER}× \(expected {NUMBER} CPU-h: .*; naive {NUMBER} CPU-h at equal "
+LINE += rf"power: 3 LRs × {NUMBER} fixed seeds"
+MULTIPLIERS = [0.5, 1.0, 2.0]
+SHAPES = {
+    "30K": {"num_layers": 1, "hidden_size": 48, "num_attention_heads": 2},
+    "60K": {"num_layers": 2, "hidden_size": 48, "num_attention_heads": 2},
+    "90K": {"num_layers": 3, "hidden_size": 48, "num_attention_heads": 2},
+}
+
+
+def _write(tmp_path: Path, data_dir: Path, name: str, **overrides) -> Path:
+    spec = small_spec(data_dir, tmp_path / name, f"sqlite:///{tmp_path}/m.db", **overrides)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _plan(path: Path, *args: str) -> str:
+    res = CliRunner().invoke(app, ["plan", str(path), "--no-check-environment", *args])
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def _line(output: str) -> tuple[float, float, float, int]:
+    """(ratio, expected, naive, fixed seeds) as printed."""
+    match = re.search(LINE, output)
+    assert match, f"no cost vs naive line in:\n{output}"
+    ratio, expected, naive, seeds = (float(g.replace(",", "")) for g in match.groups())
+    return ratio, expected, naive, int(seeds)
+
+
+def _point(path: Path) -> dict[tuple[str, str], float]:
+    """CPU-hours of one run of each (size, arm), from the plan's rows (every size in round 0)."""
+    study = read_study(path)
+    out: dict[tuple[str, str], float] = {}
+    for cell, row in zip(study.cells, plan_study(study).rows, strict=True):
+        assert cell.round == 0
+        assert math.isclose(out.setdefault((row.size, row.variant), row.gpu_hours), row.gpu_hours)
+    return out
+
+
+def close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=6e-3)  # the plan prints 3 significant digits
+
+
+def test_a_fixed_seed_study_against_3_lrs_at_its_own_seed_count(tmp_path, data_dir):
+    """4 listed seeds, seed 0 scans 3 LRs and seeds 1-3 follow at the winner only: 3 + 3 = 6
+    runs per (arm, size) expected; naive 3 LRs x 4 seeds (4 fixed seeds have its own power), so
+    the ratio is 6 / 12. Without --noise no line; nor for a fixed grid without a search."""
+    search = {"max_rounds": 2, "scan_seeds": 1, "follow_neighbours": 0}
+    lr = {"law": "porian", "multipliers": MULTIPLIERS, "search": search}
+    path = _write(tmp_path, data_dir, "fixed", seeds=[0, 1, 2, 3], lr=lr)
+    point = sum(_point(path).values())  # one run of every (arm, size)
+
+    out = _plan(path, "--noise", "0.3")
+    ratio, expected, naive, seeds = _line(out)
+    assert seeds == 4
+    assert close(expected, (3 + 3) * point) and close(naive, 3 * 4 * point)
+    assert abs(ratio - 0.5) < 0.006
+    assert "the starting grid and 3 follower seed(s), no edge round" in out
+    assert f"power {power_of(0.5, 0.3, 4):.3f} at the 0.5% margin (its fixed seeds'" in out
+
+    assert "cost vs naive" not in _plan(path)  # needs --noise
+    grid = _write(tmp_path, data_dir, "grid", seeds=[0, 1], lr={"multipliers": MULTIPLIERS})
+    assert "cost vs naive" not in _plan(grid, "--noise", "0.3")  # a fixed grid is the naive
+
+
+def test_sequential_seeds_in_waves_at_the_designs_power(tmp_path, data_dir):
+    """`seeds: {start 3, max 7, step 2}` with `transfer: law` on 3 sizes (the first wave 30K and
+    60K): expected = the first wave's grid (seed 0 at 3 LRs), seeds 1-2 at each winner at every
+    size, 90K at 2 LRs by seed 0, and the looks' seeds at 90K at a gain equal to the margin;
+    naive = 3 LRs x the fixed seeds whose power at the margin reaches the design's simulated."""
+    seeds = {"start": 3, "max": 7, "step": 2}
+    search = {"max_rounds": 2, "scan_seeds": 1, "follow_neighbours": 0}
+    common = {"seeds": seeds, "sizes": list(SHAPES), "ladder": {"shapes": SHAPES}}
+    common["tokens"] = {"per_size": dict.fromkeys(SHAPES, 3072)}
+    lr = {"law": "porian", "multipliers": MULTIPLIERS}
+    waves = search | {"transfer": "law", "law_sizes": 2}
+    path = _write(tmp_path, data_dir, "waves", **common, lr=lr | {"search": waves})
+    # the same study without transfer: every size in its starting grid, priced by hand
+    point = _point(_write(tmp_path, data_dir, "all", **common, lr=lr | {"search": search}))
+    at = {size: sum(h for (s, _), h in point.items() if s == size) for size in SHAPES}
+
+    out = _plan(path, "--noise", "0.3")
+    ratio, expected, naive, num_seeds = _line(out)
+    sim = expected_seeds(Design(3, 7, 2, 0.5), 0.5, 0.3)
+    hand = 3 * (at["30K"] + at["60K"]) + 2 * sum(at.values()) + 2 * at["90K"]
+    hand += (sim.mean_top_seeds - 3) * at["90K"]
+    n = next(n for n in range(2, 1000) if power_of(0.5, 0.3, n) >= sim.claim_rate)
+    assert num_seeds == n
+    assert close(expected, hand) and close(naive, 3 * n * sum(at.values()))
+    assert abs(ratio - hand / (3 * n * sum(at.values()))) < 0.006
+    assert "90K at 2 LRs per arm (each arm's LR law holding)" in out
+    assert f"{sim.mean_top_seeds:.2f} seeds at 90K on average at a 0.5% gain" in out
+    assert f"power {sim.claim_rate:.3f} at the 0.5% margin (the design's, simulated" in out
