@@ -78,9 +78,15 @@ def pytest_terminal_summary(terminalreporter):
 #   another. The other fault tests own their servers on free ports and spread like the rest.
 # - Every other module is one group: its module-scoped fixtures and cached replays (one launch of
 #   test_cuda_branches, one browser, one null run) are paid once, not once per worker.
-# - The longest groups go first (the serial group, then modules with a `slow` test), so that no
+# - The longest groups go first (the Slurm group, then modules with a `slow` test), so that no
 #   long module starts last and runs alone at the end.
+# xdist's own `xdist_group` marks do not group under pytest 9 (xdist 3.8 renames `item._nodeid`,
+# which pytest 9's `nodeid` no longer reads: every test was a group of its own and Slurm's tests
+# ran on both workers at once). So the workers write each test's group to a file the controller
+# named (`SCALING_TEST_GROUPS`), and the controller's scheduler (`pytest_xdist_make_scheduler`)
+# reads its scopes from it.
 SERIAL_GROUP = "slurm"
+GROUPS_ENV = "SCALING_TEST_GROUPS"
 
 
 def _group(item) -> str:
@@ -89,17 +95,53 @@ def _group(item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+def pytest_configure(config):
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        import tempfile
+
+        # the controller, before it starts its workers (they inherit the environment)
+        os.environ[GROUPS_ENV] = os.path.join(tempfile.mkdtemp(prefix="scaling-groups-"), "g")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     groups = {item.nodeid: _group(item) for item in items}
     slow = {groups[item.nodeid] for item in items if item.get_closest_marker("slow")}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
 
     def rank(item) -> int:
         group = groups[item.nodeid]
         return 0 if group == SERIAL_GROUP else 1 if group in slow else 2
 
     items.sort(key=rank)  # stable: a module's own order is kept
+    path = os.environ.get(GROUPS_ENV)
+    if path and hasattr(config, "workerinput"):
+        import json
+
+        tmp = f"{path}.{config.workerinput['workerid']}"
+        with open(tmp, "w") as f:
+            json.dump(groups, f)
+        os.replace(tmp, path)  # every worker writes the same map
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup`: whole groups per worker, the groups read from the workers' map."""
+    if config.getvalue("dist") != "loadgroup" or not os.environ.get(GROUPS_ENV):
+        return None
+    import json
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                with open(os.environ[GROUPS_ENV]) as f:
+                    self.groups = json.load(f)
+            return self.groups.get(nodeid) or nodeid.split("::", 1)[0]
+
+    return GroupScheduling(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)
