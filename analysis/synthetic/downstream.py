@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.tables.runs import normalise, size_label
+from analysis.synthetic.studies import run_row
+from analysis.tables.runs import normalise
 from foundation import contract
 
 SIZES = (2e6, 8e6, 3e7)
@@ -44,21 +45,13 @@ def task_study(
     rows = []
     for n in sizes:
         tokens = 20.0 * n
-        for s in range(num_seeds):
-            for arm in (baseline, variant):
-                rows.append(
-                    {
-                        "variant": arm,
-                        "size": size_label(n),
-                        "num_nonembedding_params": n,
-                        "tokens": tokens,
-                        "flops": 6.0 * n * tokens,
-                        "seed": s,
-                        "lr": np.nan,
-                        "final_val_loss": 4.0 * (n / 1e6) ** -0.05,
-                        "status": "completed",
-                    }
-                )
+        loss = 4.0 * (n / 1e6) ** -0.05
+        runs = {
+            (arm, s): run_row(arm, n, tokens, 6.0 * n * tokens, s, np.nan, loss)
+            for s in range(num_seeds)
+            for arm in (baseline, variant)
+        }
+        rows.extend(runs.values())
         for task, gain in gains_pct.items():
             mean = 2.5 * (n / 1e6) ** -0.03  # bits per byte of the correct answer
             shared = _t_noise(rng, part * mean, num_seeds)
@@ -66,13 +59,6 @@ def task_study(
                 own = _t_noise(rng, part * mean, num_seeds)
                 values = mean * factor + shared + own
                 for s in range(num_seeds):
-                    row = next(
-                        r
-                        for r in rows
-                        if r["variant"] == arm
-                        and r["num_nonembedding_params"] == n
-                        and r["seed"] == s
-                    )
-                    row[contract.eval_metric(task, "bpb")] = float(values[s])
-                    row[contract.eval_metric(task, "acc")] = 0.25
+                    runs[arm, s][contract.eval_metric(task, "bpb")] = float(values[s])
+                    runs[arm, s][contract.eval_metric(task, "acc")] = 0.25
     return normalise(pd.DataFrame(rows), "synthetic downstream study")

@@ -42,6 +42,23 @@ def seed_sd(n_params: float) -> float:
     return 0.003 * (n_params / 1e8) ** -0.35
 
 
+def run_row(
+    variant: str, n: float, tokens: float, flops: float, seed: int, lr: float, loss: float
+) -> dict:
+    """One completed run of a synthetic study, in the run table's columns."""
+    return {
+        "variant": variant,
+        "size": size_label(n),
+        "num_nonembedding_params": n,
+        "tokens": tokens,
+        "flops": flops,
+        "seed": seed,
+        "lr": lr,
+        "final_val_loss": loss,
+        "status": "completed",
+    }
+
+
 def make_study(
     effects: dict[str, Effect],
     sizes: tuple[float, ...] = DEFAULT_SIZES,
@@ -66,19 +83,9 @@ def make_study(
                 penalty = 0.0 if lr is None else 0.02 * np.log(lr / lr_opt) ** 2
                 own = rng.normal(0.0, 0.6 * seed_sd(n), size=num_seeds)
                 for s in range(num_seeds):
-                    rows.append(
-                        {
-                            "variant": variant,
-                            "size": size_label(n),
-                            "num_nonembedding_params": n,
-                            "tokens": tokens,
-                            "flops": compute,
-                            "seed": s,
-                            "lr": np.nan if lr is None else lr,
-                            "final_val_loss": clean + penalty + shared[s] + own[s],
-                            "status": "completed",
-                        }
-                    )
+                    loss = clean + penalty + shared[s] + own[s]
+                    lr_s = np.nan if lr is None else lr
+                    rows.append(run_row(variant, n, tokens, compute, s, lr_s, loss))
     return normalise(pd.DataFrame(rows), "synthetic study")
 
 
@@ -143,19 +150,9 @@ def make_nd_study(
                     own = rng.normal(0.0, 0.6 * sd * branch_share, size=num_seeds)
                     clean = law.loss(n, tokens) + penalty
                     for s in range(num_seeds):
-                        rows.append(
-                            {
-                                "variant": arm,
-                                "size": size_label(n),
-                                "num_nonembedding_params": n,
-                                "tokens": tokens,
-                                "flops": 6.0 * n * tokens,
-                                "seed": s,
-                                "lr": np.nan if mult is None else mult * lr_opt,
-                                "final_val_loss": clean + shared[s] + trunk[s] + own[s],
-                                "status": "completed",
-                            }
-                        )
+                        loss = clean + shared[s] + trunk[s] + own[s]
+                        lr = np.nan if mult is None else mult * lr_opt
+                        rows.append(run_row(arm, n, tokens, 6.0 * n * tokens, s, lr, loss))
     return normalise(pd.DataFrame(rows), "synthetic L(N, D) study")
 
 

@@ -9,15 +9,14 @@ import re
 from pathlib import Path
 
 import yaml
-from typer.testing import CliRunner
 
 from analysis.stats.power import power_of
 from analysis.stats.seq_cost import expected_seeds
 from analysis.stats.sequential import Design
-from scaling.cli import app
 from scaling.costs.plan import plan_study
 from scaling.spec.loader import read_study
 from tests.scaling.conftest import small_spec
+from tests.scaling.test_plan_seeds import _plan, close
 
 NUMBER = r"([0-9][0-9,]*\.?[0-9]*(?:e[-+][0-9]+)?)"
 LINE = rf"cost vs naive: {NUMBER}× \(expected {NUMBER} CPU-h: .*; naive {NUMBER} CPU-h at equal "
@@ -37,12 +36,6 @@ def _write(tmp_path: Path, data_dir: Path, name: str, **overrides) -> Path:
     return path
 
 
-def _plan(path: Path, *args: str) -> str:
-    res = CliRunner().invoke(app, ["plan", str(path), "--no-check-environment", *args])
-    assert res.exit_code == 0, res.output
-    return res.output
-
-
 def _line(output: str) -> tuple[float, float, float, int]:
     """(ratio, expected, naive, fixed seeds) as printed."""
     match = re.search(LINE, output)
@@ -59,10 +52,6 @@ def _point(path: Path) -> dict[tuple[str, str], float]:
         assert cell.round == 0
         assert math.isclose(out.setdefault((row.size, row.variant), row.gpu_hours), row.gpu_hours)
     return out
-
-
-def close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=6e-3)  # the plan prints 3 significant digits
 
 
 def test_a_fixed_seed_study_against_3_lrs_at_its_own_seed_count(tmp_path, data_dir):
