@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.tables.study_table import run_state
 from foundation import contract
 from foundation.studypaths import missing_store
 from jobs.spool import last_logged_step
@@ -67,7 +68,8 @@ STALE_NOTE = "model code changed since; --rerun-stale or --accept-stale"
 def cell_state(run: CellRun | None, live: str | None) -> str:
     """One of `foundation.contract.STATES` from MLflow's `run` and the scheduler's `live` state."""
     if run is not None and contract.run_status_state(run.status) is None:  # FINISHED
-        return contract.DIVERGED if run.outcome == contract.DIVERGED else contract.COMPLETED
+        # the report's own mapping: a run that finished without its final loss failed
+        return run_state(run.status, run.outcome, run.final_val_loss is not None)
     if live is not None:
         return contract.QUEUED if live in _WAITING else contract.RUNNING
     if run is None:

@@ -15,8 +15,8 @@ from scaling.state.status import cell_state
 from tests.scaling.conftest import small_spec
 
 
-def _run(status: str, outcome: str | None = None) -> CellRun:
-    return CellRun("r", status, outcome, None, None, 0, None)
+def _run(status: str, outcome: str | None = None, final: float | None = None) -> CellRun:
+    return CellRun("r", status, outcome, final, final, 0, None)
 
 
 @pytest.mark.parametrize(
@@ -28,8 +28,11 @@ def _run(status: str, outcome: str | None = None) -> CellRun:
         (_run("SCHEDULED"), "REQUEUED", "queued"),
         (_run("RUNNING", "running"), "RUNNING", "running"),
         (_run("RUNNING", "running"), "COMPLETING", "running"),
-        (_run("FINISHED", "completed"), None, "completed"),
-        (_run("FINISHED", "completed"), "COMPLETING", "completed"),
+        (_run("FINISHED", "completed", 3.0), None, "completed"),
+        (_run("FINISHED", "completed", 3.0), "COMPLETING", "completed"),
+        # finished without its final loss: failed, as the report's table says (`run_state`)
+        (_run("FINISHED", "completed"), None, "failed"),
+        (_run("FINISHED", "running", 3.0), None, "failed"),
         (_run("FINISHED", "diverged"), None, "diverged"),
         (_run("RUNNING", "running"), None, "failed"),  # its job died without finishing the run
         (_run("SCHEDULED"), None, "failed"),  # its job never started and is gone

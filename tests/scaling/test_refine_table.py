@@ -95,11 +95,13 @@ def _world(study, rng: np.random.Generator):
     optimum = {v: float(rng.choice([1e-4, 1e-3, 1e-2])) for v in {c.variant for c in cells}}
     rows, runs, records = [], {}, []
     for i, cell in enumerate(cells):
-        kind = rng.choice(["ok", "ok", "ok", "ok", "diverged", "failed", "crashed", "killed"])
+        kind = rng.choice(["ok", "ok", "ok", "ok", "diverged", "failed", "crashed", "killed",
+                           "unlogged"])  # fmt: skip
         loss = 3.0 + (np.log(cell.lr / optimum[cell.variant])) ** 2 / 10 + rng.normal(0, 0.01)
         status, outcome = {"ok": ("FINISHED", "completed"), "diverged": ("FINISHED", "diverged"),
                            "failed": ("FAILED", "running"), "crashed": ("FAILED", None),
-                           "killed": ("KILLED", "running")}[kind]  # fmt: skip
+                           "killed": ("KILLED", "running"),
+                           "unlogged": ("FINISHED", "completed")}[kind]  # fmt: skip
         final = loss if kind == "ok" else None
         run = CellRun(f"r{i}", status, outcome, final, final, 0, None)
         runs[cell.cell_id] = run
