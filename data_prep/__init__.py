@@ -12,6 +12,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from foundation.megatron_jit import defer_megatron_compile
+
+defer_megatron_compile()  # before any megatron import: its fused kernels compile on first use
+
 _EXPORTS = {
     "DataPrepConfig": "data_prep.config",
     "DataConfig": "data_prep.config",

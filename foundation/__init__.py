@@ -10,5 +10,6 @@
 - `foundation.atomic`: atomic file writes;
 - `foundation.provenance`: code version, package versions, host and device of a run;
 - `foundation.log`: the rank-0 print helper;
-- `foundation.secrets`: the tracking server's login, and masking it in everything recorded.
+- `foundation.secrets`: the tracking server's login, and masking it in everything recorded;
+- `foundation.megatron_jit`: megatron-core's fused kernels compiled on first use, not at import.
 """

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.config import ModelConfig, ParallelConfig
+from foundation.megatron_jit import defer_megatron_compile
+from models.config import ModelConfig, ParallelConfig  # imports no megatron
+
+defer_megatron_compile()  # before any megatron import: its fused kernels compile on first use
 
 __all__ = ["ModelConfig", "ParallelConfig", "build_gpt", "import_nanogpt", "logits"]
 
