@@ -68,14 +68,26 @@ def demo_table(path: Path = DEMO6) -> pd.DataFrame:
     return normalise(frame[seeds == seeds.max()], str(path))
 
 
-def seed_cost(study_path: Path = LADDER, start: int = Design().start) -> SeedCost:
-    """The plan's prices for seeds of the study at ``study_path`` run as ``seeds: {start, ...}``
-    (``max`` and ``step`` change no price: ``dataclasses.replace`` them per design)."""
+def fixed_lr_ladder(study_path: Path = LADDER) -> dict:
+    """The study at ``study_path`` as this benchmark measures it: every size scanning its full
+    LR grid and seeds 1-2 following at the winner and one LR each side (``transfer: none``,
+    ``follow_neighbours: 1``), whatever the file ships (the ladder transfers LRs since issue 37:
+    ``benchmarks/bench_ladder_cost.py`` measures that)."""
     from foundation.config import load_file
+
+    data = load_file(study_path)
+    data["lr"]["search"].update({"transfer": "none", "follow_neighbours": 1})
+    return data
+
+
+def seed_cost(study_path: Path = LADDER, start: int = Design().start) -> SeedCost:
+    """The plan's prices for seeds of the study at ``study_path`` (``fixed_lr_ladder``) run as
+    ``seeds: {start, ...}`` (``max`` and ``step`` change no price: ``dataclasses.replace`` them
+    per design)."""
     from scaling.costs.seeds import seed_cost as plan_seed_cost
     from scaling.spec.loader import resolve, study_from_dict
 
-    data = load_file(study_path)
+    data = fixed_lr_ladder(study_path)
     data["seeds"] = {"start": start, "max": start, "step": 1}
     return plan_seed_cost(resolve(study_from_dict(data, base=study_path.absolute().parent)))
 

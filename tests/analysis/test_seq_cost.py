@@ -66,10 +66,10 @@ def test_the_benchmark_prices_a_look_seed_at_one_lr_per_arm():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     from scaling.costs.plan import plan_study
-    from scaling.spec.loader import read_study
+    from scaling.spec.loader import resolve, study_from_dict
 
     cost = bench.seed_cost()
-    ladder = read_study(bench.LADDER)
+    ladder = resolve(study_from_dict(bench.fixed_lr_ladder(), base=bench.LADDER.parent))
     seed0 = {}
     for row in plan_study(ladder).rows:
         if row.seed == 0:

@@ -16,7 +16,7 @@ import torch
 
 from jobs.testing import tiny_run_dict
 
-__all__ = ["layout_case", "study_case", "study_case_name", "train_emulated"]
+__all__ = ["layout_case", "study_case", "study_case_name", "study_cell", "train_emulated"]
 
 ENGINES = {
     "megatron": {"engine": "megatron"},
@@ -49,14 +49,35 @@ def layout_case(
     return {"name": name, "run": run, "resume": True}
 
 
-def study_case_name(study_file: Path, cell_index: int, engine: str) -> str:
-    return f"study-{study_file.stem}-cell{cell_index}-{engine}"
+def study_case_name(study_file: Path, size: str | None, engine: str) -> str:
+    return f"study-{study_file.stem}-{size or 'first'}-{engine}"
+
+
+def study_cell(study_file: Path, size: str | None = None):
+    """The study's first cell, or with `size` its first cell of that size. A size past the first
+    wave (`lr.search.transfer: law`) is not in the starting grid: its cell is built as its wave
+    adds it (`expand_cells` with an added point: the arm's middle grid LR, the first scan seed)."""
+    from scaling.spec.grid import expand_cells, learning_rates
+    from scaling.spec.loader import read_study
+
+    resolved = read_study(study_file)
+    cells = [c for c in resolved.cells if size is None or c.size == size]
+    if cells:
+        return cells[0]
+    spec = resolved.spec
+    if size not in spec.sizes:
+        raise ValueError(f"{study_file.name}: no size {size!r} in study.sizes {spec.sizes}")
+    variant = spec.variants[0]
+    grid = learning_rates(spec, variant, size)
+    point = (size, variant, spec.scan_seeds[0], grid[len(grid) // 2], 1)
+    return expand_cells(spec, resolved.vocab_size, added=[point])[-1]
 
 
 def study_case(
-    study_file: Path, cell_index: int, engine: str, tmp_path: Path, data_dir: Path
+    study_file: Path, size: str | None, engine: str, tmp_path: Path, data_dir: Path
 ) -> dict[str, Any]:
-    """The first step of a shipped study's cell, shrunk to run on two CPU processes.
+    """The first step of a shipped study's cell (`study_cell`), shrunk to run on two CPU
+    processes.
 
     Kept from the study: precision, engine settings (ZeRO stage), tensor and pipeline
     parallelism, the query variant, position embedding, QK-norm and tying, the optimiser and
@@ -65,9 +86,8 @@ def study_case(
     tracking (off). `engine` replaces the study's engine (each study runs on both).
     """
     from foundation.config import to_dict
-    from scaling.spec.loader import read_study
 
-    cell = read_study(study_file).cells[cell_index]
+    cell = study_cell(study_file, size)
     run = to_dict(cell.run)
     parallel = dict(run["parallel"])
     parallel["data_parallel"] = max(
@@ -78,7 +98,7 @@ def study_case(
         for key in ("query_variant", "qk_norm", "position_embedding", "tie_embeddings")
     }
     kept_model["num_layers"] = 2 * parallel["pipeline_parallel"]
-    name = study_case_name(study_file, cell_index, engine)
+    name = study_case_name(study_file, size, engine)
     tiny = tiny_run_dict(
         tmp_path / name,
         data_dir,

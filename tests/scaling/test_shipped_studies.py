@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from scaling.costs.plan import plan_study
+from scaling.costs.plan import plan_study, search_cost
 from scaling.rounds.environment import load_study_spec
 from scaling.spec.search_state import AddedLR, SearchState, write_state
 from tests.shipped import shipped_names, shipped_study
@@ -34,8 +34,23 @@ def test_shipped_study_validates_and_plans(name, tmp_path):
         for row in plan.rows:
             lrs[(row.variant, row.size)].add(row.lr)
         assert min(len(v) for v in lrs.values()) >= 3
-        assert plan.gpu_hours > 100
         assert study.lr.search is not None  # the grid grows while an arm's best is at an edge
+        # the ladder's starting grid is its first wave only (the test below): price the worst case
+        assert plan.gpu_hours + search_cost(resolved, plan).gpu_hours > 100
+
+
+def test_the_shipped_ladder_transfers_lrs_and_adds_seeds_in_looks(tmp_path):
+    """Issue 37's defaults: sizes in waves on each arm's LR law, the other seeds at the winner
+    only, seeds added in looks; the plan starts with the first wave's scan (seed 0, 3 LRs)."""
+    resolved = load_study_spec(shipped_study("ladder", tmp_path), check_environment=False)
+    study = resolved.spec
+    search = study.lr.search
+    assert (search.transfer, search.follow_neighbours, search.scan_seeds) == ("law", 0, 1)
+    rounds = study.seed_rounds
+    assert (rounds.start, rounds.max, rounds.step) == (3, 10, 2) and study.seeds == [0, 1, 2]
+    plan = plan_study(resolved)
+    assert sorted({row.size for row in plan.rows}) == ["25M", "50M", "85M"]
+    assert plan.num_runs == 3 * 4 * 3 and {row.seed for row in plan.rows} == {0}
 
 
 def test_plan_command_prints_the_cost_table(tmp_path):
