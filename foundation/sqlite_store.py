@@ -79,11 +79,40 @@ def _connect(store: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{store.absolute().as_uri()}?mode=ro", uri=True, timeout=10)
 
 
+def _roll_back_hot_journal(store: Path) -> bool:
+    """Roll back the transaction a killed writer left in `<store>-journal` (a hot journal).
+
+    A read-only connection cannot: SQLite must undo the dead transaction before anyone reads,
+    and says "attempt to write a readonly database". Opening the file read-write and reading it
+    once makes SQLite roll back, exactly as the next writer would: the store is again as its
+    last commit left it, and the dead transaction, never committed, is gone either way. True if
+    there was a journal to roll back.
+    """
+    if not store.with_name(store.name + "-journal").is_file():
+        return False
+    with contextlib.closing(sqlite3.connect(store, timeout=10)) as db:
+        db.execute("select count(*) from sqlite_master").fetchall()
+    return True
+
+
+def _read_only(store: Path) -> sqlite3.Connection:
+    """A read-only connection that can read: a killed writer's hot journal rolled back first."""
+    db = _connect(store)
+    try:
+        db.execute("select count(*) from sqlite_master").fetchall()
+    except sqlite3.OperationalError as err:
+        db.close()
+        if "readonly" not in str(err) or not _roll_back_hot_journal(store):
+            raise
+        db = _connect(store)
+    return db
+
+
 def schema_problem(store: Path) -> str | None:
     """What is wrong with the MLflow schema of the existing, non-empty SQLite file `store`, in
     words; None if it is whole (its revision is this MLflow's newest)."""
     try:
-        with contextlib.closing(_connect(store)) as db:
+        with contextlib.closing(_read_only(store)) as db:
             tables = {row[0] for row in db.execute("select name from sqlite_master")}
             if "alembic_version" not in tables:
                 return f"half-made: no table alembic_version among its {len(tables)} tables"
@@ -109,7 +138,7 @@ def schema_problem(store: Path) -> str | None:
 
 def has_experiment(store: Path, name: str) -> bool:
     """Whether the whole store `store` holds an active experiment called `name`."""
-    with contextlib.closing(_connect(store)) as db:
+    with contextlib.closing(_read_only(store)) as db:
         found = db.execute(
             "select 1 from experiments where name = ? and lifecycle_stage = 'active'", (name,)
         ).fetchall()

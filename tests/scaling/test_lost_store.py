@@ -127,3 +127,33 @@ def test_a_run_is_not_ended_in_a_lost_store(tmp_path, data_dir, whole_store, cap
     end_parent_run(study, "FAILED")
     fail_cell_run(study, study.cells[0], "why")
     assert not store.exists() and "Traceback" not in caplog.text, caplog.text
+
+
+def test_a_writer_killed_mid_transaction_leaves_a_store_that_still_reads_whole(
+    tmp_path, data_dir, whole_store
+):
+    """`scaling run` killed while its SQLite store was mid-write leaves a hot journal; a
+    read-only check could not roll it back ("attempt to write a readonly database") and called
+    the whole store broken. The journal is rolled back instead: the committed runs are read."""
+    path, study, store = _study(tmp_path, data_dir, whole_store)
+    killed = (
+        "import os, sqlite3\n"
+        f"db = sqlite3.connect({str(store)!r}, isolation_level=None)\n"
+        "db.execute('pragma cache_size = 1')\n"  # spill: the journal and the file both written
+        "db.execute('begin')\n"
+        "db.execute(\"update experiments set name = name || '-dead'\")\n"
+        "db.execute('create table filler(x)')\n"
+        "[db.execute('insert into filler values (?)', (i,)) for i in range(20000)]\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", killed], check=False, timeout=120)
+    assert store.with_name(store.name + "-journal").stat().st_size  # a hot journal
+    assert schema_problem(store) is None
+    assert load_study_spec(path).name == study.name  # the environment check reads it whole
+    with sqlite3.connect(f"{store.absolute().as_uri()}?mode=ro", uri=True) as db:
+        tables = {row[0] for row in db.execute("select name from sqlite_master")}
+        names = {row[0] for row in db.execute("select name from experiments")}
+    assert "filler" not in tables and not any(n.endswith("-dead") for n in names)
