@@ -19,6 +19,7 @@ from analysis.stats.inference import inference_summary
 from analysis.stats.sequential import Design, data_seed, paired_top_seeds
 from analysis.stats.stability import stability_verdict
 from analysis.stats.verdict import ALPHA
+from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import log_to_parent
 
 
@@ -65,6 +66,10 @@ def run_analysis(
     ``stability`` (the study ran ``lr.search.find_edge``): verdict.json gets ``stability``
     (``analysis.stats.stability``: each arm's largest stable LR per size, the margin over the
     (first) baseline and its word) and the report a "Stability" section.
+
+    verdict.json's ``code_digests``: the model code each variant's judged runs trained with
+    (``analysis.tables.digests``); a variant whose runs carry two digests is refused
+    (ValueError) before anything is written.
     """
     if sequential is not None and not sequential.get("looks"):
         sequential = None
@@ -73,9 +78,11 @@ def run_analysis(
         alpha = float(last["level"])
         margin_pct = float(sequential["design"]["margin_pct"])
     check_inputs(table, baseline, num_resamples, margin_pct)
+    code_digests = judged_digests(table)  # refuses a variant judged on two versions of its code
     if sequential is not None:
         seed = data_seed(table)
     result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct, alpha)
+    result.verdict["code_digests"] = code_digests
     runs = at_chosen_lrs(result.usable, result.groups)  # downstream tasks, at the loss's LRs
     downstream = downstream_verdict(runs, baseline, num_resamples, seed, margin_pct, alpha)
     if downstream is not None:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from analysis.report import fmt
+from analysis.report.code import code_note
 from analysis.report.downstream import downstream_blocks
 from analysis.report.headline import headline
 from analysis.report.inference import inference_blocks
@@ -322,6 +323,8 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
         b.append(("note", f"Compute axis: {note}."))
     if look_note(verdict):
         b.append(("note", look_note(verdict)))
+    if code_note(verdict):  # the model code each variant's runs trained with
+        b.append(("note", code_note(verdict)))
     b.extend(_verdict_blocks(verdict))
     b.extend(look_blocks(verdict))  # sequential seeds: the looks and the level they set
     b.extend(_gain_blocks(verdict, figures))

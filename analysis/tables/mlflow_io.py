@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.tables.runs import is_eval_column
-from analysis.tables.study_table import run_record, run_state, run_table
+from analysis.tables.study_table import effective_digest, run_record, run_state, run_table
 from foundation import contract
 from foundation.studypaths import missing_store, missing_store_message
 
@@ -24,6 +24,13 @@ def _status(run) -> str:
     """The run's state by the study table's one mapping (``study_table.run_state``)."""
     has_loss = contract.FINAL_VAL_LOSS in run.data.metrics
     return run_state(run.info.status, run.data.tags.get(contract.TAG_OUTCOME), has_loss)
+
+
+def _digest(tags: dict) -> str:
+    """The model code the run's result stands for (``study_table.effective_digest``)."""
+    return effective_digest(
+        tags.get(contract.TAG_CODE_DIGEST), tags.get(contract.TAG_CODE_ACCEPTED)
+    )
 
 
 def load_study_runs(
@@ -102,6 +109,7 @@ def study_rows(cells: list, study: str) -> list[dict]:
                 tokens=metrics[contract.TOKENS],
                 flops=metrics.get(contract.FLOPS),
                 flops_counted=tags.get(contract.TAG_FLOPS_COUNTED),
+                code_digest=_digest(tags),
                 seed=tags[contract.TAG_SEED],
                 lr=tags.get(contract.TAG_LR),
                 final_val_loss=metrics.get(contract.FINAL_VAL_LOSS),
@@ -138,6 +146,7 @@ def _unstarted_rows(runs: list, rows: list[dict]) -> list[dict]:
                 tokens=float(budget) if budget else sibling["tokens"],
                 flops=None,  # estimated from N and D
                 flops_counted=sibling["flops_counted"],
+                code_digest=_digest(tags),
                 seed=tags[contract.TAG_SEED],
                 lr=tags.get(contract.TAG_LR),
                 final_val_loss=None,

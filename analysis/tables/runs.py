@@ -178,6 +178,10 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
     # bring-your-own variant declared no FLOPs; blank when not recorded
     counted = out["flops_counted"] if "flops_counted" in out.columns else ""
     out["flops_counted"] = pd.Series(counted, index=out.index).fillna("").astype(str)
+    # the model code a run's result stands for (`analysis.tables.digests`); blank when not
+    # recorded (a CSV, a synthetic study, a run from before digests)
+    digest = out["code_digest"] if "code_digest" in out.columns else ""
+    out["code_digest"] = pd.Series(digest, index=out.index).fillna("").astype(str)
     out["flops"] = out["flops"].fillna(approx_flops(out["num_nonembedding_params"], out["tokens"]))
     if "run_id" not in out.columns:
         out["run_id"] = [f"row{i + 1}" for i in range(len(out))]
@@ -185,7 +189,8 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
     evals = [c for c in out.columns if is_eval_column(c)]  # downstream tasks, where logged
     for col in evals:
         out[col] = _numbers(out, col, source)
-    return out[COLUMNS + ["flops_estimated", "flops_counted", *evals]].reset_index(drop=True)
+    extra = ["flops_estimated", "flops_counted", "code_digest"]
+    return out[COLUMNS + extra + evals].reset_index(drop=True)
 
 
 def load_csv(path: str | Path) -> pd.DataFrame:

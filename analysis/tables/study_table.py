@@ -1,7 +1,8 @@
 """A study's run table, assembled in one place: the LR search, every look and `status` (through
 ``scaling.rounds.refine.scan_table``) and the report (``analysis.tables.mlflow_io.load_study_runs``)
 build their rows with ``run_record`` and their states with ``run_state``, so none of them can drop
-a column the verdict reads (``flops_counted``: the FLOPs guard of a variant that declared none)
+a column the verdict reads (``flops_counted``: the FLOPs guard of a variant that declared none;
+``code_digest``: the model code each run trained, of which a verdict judges one per variant)
 or name a run's state differently.
 """
 
@@ -17,7 +18,8 @@ from foundation import contract
 # every column of a study's run table, in order; `run_record` needs each one
 STUDY_COLUMNS = (
     "variant", "size", "num_nonembedding_params", "num_params_total", "tokens", "flops",
-    "flops_counted", "seed", "lr", "final_val_loss", "select_val_loss", "status", "run_id",
+    "flops_counted", "code_digest", "seed", "lr", "final_val_loss", "select_val_loss", "status",
+    "run_id",
 )  # fmt: skip
 
 
@@ -35,6 +37,12 @@ def run_state(status: str, outcome: str | None, has_final_loss: bool) -> str:
     return contract.COMPLETED
 
 
+def effective_digest(code_digest: str | None, code_accepted: str | None) -> str:
+    """The code a run's result stands for: the digest it was accepted for (`--accept-stale`,
+    tag ``scaling.code_accepted``) if any, else the one it trained with; "" if not recorded."""
+    return code_accepted or code_digest or ""
+
+
 def run_record(**fields) -> dict:
     """One row of the table: every column of ``STUDY_COLUMNS`` given (None / NaN where not
     known), and nothing else; a builder that leaves one out fails here, not in the verdict."""
@@ -47,6 +55,7 @@ def run_record(**fields) -> dict:
     for c in ("num_params_total", "flops", "lr", "final_val_loss", "select_val_loss"):
         out[c] = math.nan if out[c] is None else out[c]
     out["flops_counted"] = out["flops_counted"] or ""
+    out["code_digest"] = out["code_digest"] or ""  # "": not recorded (`analysis.tables.digests`)
     return out
 
 

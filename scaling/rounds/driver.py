@@ -46,7 +46,7 @@ from scaling.state.mlflow_state import (
     parent_status,
 )
 from scaling.state.scheduler import JobRecord, read_records
-from scaling.state.stale import StaleChoice
+from scaling.state.stale import StaleChoice, stop_if_stale
 from scaling.state.status import StatusRow, study_status
 from scaling.state.store_check import StoreLost, StoreWatch
 from scaling.state.tracking_refusal import (
@@ -207,7 +207,10 @@ class StudyRun:
     def next_cells(self, rows: Rows) -> list[Cell]:
         """What the study runs after a round, decided from its runs alone; [] when it is over.
 
-        The failed cells again, while each has `study.retries` left; else the LR search's next
+        Cells gone stale meanwhile (their model code changed while they trained) stop it
+        first (`scaling.state.stale.StaleCode`): no round, look or report judges them with
+        runs of the new code. Else the failed cells again, while each has `study.retries` left;
+        else the LR search's next
         round (a round whose only unfinished cells were given up on is judged with them
         failed; one held by cancelled cells too); else, with sequential seeds, the next look's
         seeds (`scaling.rounds.looks`); else nothing. Like `lr_search.json` and `looks.json`, a
@@ -217,6 +220,8 @@ class StudyRun:
             return []  # the round has not ended
         if self.cancelled():
             return []  # `scaling cancel`: no round is judged with its cells, none submitted
+        if any(r.state == contract.STALE for r in rows):
+            stop_if_stale(self.study)  # code changed mid-study: StaleCode, nothing judged
         following = advance(self.study, rows, self.say)
         if following is None and any(r.retryable for r in rows):
             self.say(f"retrying the failed cells (study.retries: {self.study.spec.retries})")

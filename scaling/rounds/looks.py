@@ -25,6 +25,7 @@ from scaling.spec.loader import resolve
 from scaling.spec.look_state import looks_over, read_looks, write_looks
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.mlflow_state import cell_runs, client_for, find_parent_run
+from scaling.state.stale import stop_if_stale
 from scaling.state.status import StatusRow
 
 if TYPE_CHECKING:
@@ -92,7 +93,9 @@ def take_look(
     design = design_of(study)
     number = len(data["looks"]) + 1
     baseline = study.spec.verdict.baseline
-    look = decide_look(scan_table(study, rows, cell_runs(study)), design, number, baseline)
+    runs = cell_runs(study)
+    stop_if_stale(study, runs)  # the code changed mid-study: StaleCode, the look not judged
+    look = decide_look(scan_table(study, rows, runs), design, number, baseline)
     round_ = 1 + max((c.round for c in study.cells), default=0)
     entry = look.entry(round_, baseline)
     data = {"design": _design_dict(design), "looks": [*data["looks"], entry]}

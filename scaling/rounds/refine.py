@@ -34,7 +34,7 @@ from scaling.spec.search_state import AddedLR, SearchState, read_state, write_st
 from scaling.spec.study import Study
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
-from scaling.state.status import StatusRow, study_status
+from scaling.state.status import StatusRow, cell_state, study_status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,9 +56,11 @@ def scan_table(
     `flops_counted` among them), but through the study's cells: a crashed cell never logged its
     `tokens`, and the search must still count it (as failed) instead of refusing the whole table.
     A WSD stable run is left out, as the report leaves it out: its branches are the measurements.
+    A stale cell (`status` says so) keeps its run's own state and code digest, so `status`'s
+    LR-search lines read it as the report would.
     """
     # lazy: pandas and the analysis, paid when a round ends or a look is due
-    from analysis.tables.study_table import run_record, run_table
+    from analysis.tables.study_table import effective_digest, run_record, run_table
     from models.accounting import flops_counted, num_nonembedding_params
 
     cells = {c.cell_id: c for c in study.cells}
@@ -76,11 +78,14 @@ def scan_table(
                 tokens=cell.tokens,
                 flops=cell.flops,
                 flops_counted=flops_counted(cell.run.model),  # what the job tags its run with
+                code_digest=effective_digest(run.code_digest, run.code_accepted) if run else None,
                 seed=cell.seed,
                 lr=cell.lr,
                 final_val_loss=run.final_val_loss if run else None,
                 select_val_loss=run.select_loss if run else None,
-                status=row.state,
+                # a stale cell's result is its run's (the report's state); its digest says
+                # which code it stands for, and a run stops before judging it (`stop_if_stale`)
+                status=cell_state(run, None) if row.state == contract.STALE else row.state,
                 run_id=run.run_id if run else row.cell_id,
             )
         )

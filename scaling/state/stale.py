@@ -13,6 +13,12 @@ would otherwise be analysed under the new N). `scaling status` shows such cells 
   `scaling.code_accepted` = today's digest, so the choice is recorded where the result is.
 
 Runs from before digests were recorded have none and count as fresh.
+
+A change while a study runs (the user edits the variant while a round trains) is caught where
+the analysis would start: `scaling run` (and `submit`, `status --watch`) stops before each LR
+search round, sequential look and the final report (`stop_if_stale`, `StaleCode`), so the old
+and the new code are never judged together. The report refuses mixed digests too
+(`analysis.tables.digests`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from foundation import contract
+from foundation.config import ConfigError
 from models.variants import code_digest
 from scaling.state.mlflow_state import cell_runs, client_for
 from scaling.state.run_cache import CellRun
@@ -37,6 +44,8 @@ __all__ = [
     "StaleChoice",
     "code_digests",
     "stale_cells",
+    "StaleCode",
+    "stop_if_stale",
     "settle_stale",
     "settle_from_flags",
 ]
@@ -64,6 +73,34 @@ def stale_cells(study: ResolvedStudy, runs: dict[str, CellRun]) -> list[str]:
     ]
 
 
+class StaleCode(ConfigError):
+    """Finished cells turned stale while the study ran; str: the cells and both fixes."""
+
+
+def _stale_line(study: ResolvedStudy, stale: list[str]) -> str:
+    """What is stale: how many cells, the first few ids and their variants."""
+    variant = {cell.cell_id: cell.run.model.query_variant for cell in study.cells}
+    variants = sorted({variant[cid] for cid in stale})
+    shown = ", ".join(stale[:3]) + (", ..." if len(stale) > 3 else "")
+    return (
+        f"study {study.name}: {len(stale)} finished cell(s) were trained by model code that "
+        f"has changed since ({shown}; variants {', '.join(variants)}: their module or models/)"
+    )
+
+
+def stop_if_stale(study: ResolvedStudy, runs: dict[str, CellRun] | None = None) -> None:
+    """Raise `StaleCode` when finished cells are stale now: the model code changed while the
+    study ran. Called before anything judges the runs (an LR search round, a look, the
+    report), so no analysis mixes two versions of the code. `runs`: as just read, else read."""
+    stale = stale_cells(study, cell_runs(study) if runs is None else runs)
+    if stale:
+        raise StaleCode(
+            _stale_line(study, stale) + " while the study ran; stopped before any analysis, "
+            "nothing judged. Run `scaling run STUDY --rerun-stale` to train them again, or "
+            "`scaling run STUDY --accept-stale` to keep their results (recorded on each run)"
+        )
+
+
 def settle_stale(
     study: ResolvedStudy,
     choice: StaleChoice = None,
@@ -80,14 +117,10 @@ def settle_stale(
         return False
     variant = {cell.cell_id: cell.run.model.query_variant for cell in study.cells}
     if choice is None:
-        variants = sorted({variant[cid] for cid in stale})
-        shown = ", ".join(stale[:3]) + (", ..." if len(stale) > 3 else "")
         raise ValueError(
-            f"study {study.name}: {len(stale)} finished cell(s) were trained by model code that "
-            f"has changed since ({shown}; variants {', '.join(variants)}: their module or "
-            "models/). Mixing them with runs of today's code would analyse two models as one. "
-            "Pass --rerun-stale to train them again, or --accept-stale to keep their results "
-            "(recorded on each run); `scaling status` marks them stale"
+            _stale_line(study, stale) + ". Mixing them with runs of today's code would analyse "
+            "two models as one. Pass --rerun-stale to train them again, or --accept-stale to "
+            "keep their results (recorded on each run); `scaling status` marks them stale"
         )
     client = client or client_for(study)
     digests = code_digests(study)

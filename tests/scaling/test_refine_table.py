@@ -60,7 +60,8 @@ def test_one_state_mapping_and_no_row_without_every_column():
 
 NUM_WORLDS = 200
 COMPARED = ["variant", "size", "seed", "lr", "num_nonembedding_params", "tokens", "flops",
-            "flops_counted", "final_val_loss", "select_val_loss", "status"]  # fmt: skip
+            "flops_counted", "code_digest", "final_val_loss", "select_val_loss",
+            "status"]  # fmt: skip
 
 
 def _mlflow_run(cell, run: CellRun, sized: bool, flops_counted: str) -> Run:
@@ -73,6 +74,10 @@ def _mlflow_run(cell, run: CellRun, sized: bool, flops_counted: str) -> Run:
             contract.TAG_STUDY: "tiny-study"}  # fmt: skip
     if run.outcome is not None:
         tags[contract.TAG_OUTCOME] = run.outcome
+    if run.code_digest is not None:
+        tags[contract.TAG_CODE_DIGEST] = run.code_digest
+    if run.code_accepted is not None:
+        tags[contract.TAG_CODE_ACCEPTED] = run.code_accepted
     metrics = {}
     if sized:
         metrics.update({contract.NUM_NONEMBEDDING_PARAMS: num_nonembedding_params(cell.run.model),
@@ -87,7 +92,8 @@ def _mlflow_run(cell, run: CellRun, sized: bool, flops_counted: str) -> Run:
 
 def _world(study, rng: np.random.Generator):
     """One study's ended cells: an LR optimum per arm that may sit at the grid's edge, a seed
-    missing at one size, diverged and failed cells (some before they logged their size)."""
+    missing at one size, diverged and failed cells (some before they logged their size), code
+    digests recorded, accepted or not recorded."""
     from models.accounting import flops_counted
 
     gone = (study.cells[int(rng.integers(len(study.cells)))].size, int(rng.integers(3)))
@@ -103,7 +109,10 @@ def _world(study, rng: np.random.Generator):
                            "killed": ("KILLED", "running"),
                            "unlogged": ("FINISHED", "completed")}[kind]  # fmt: skip
         final = loss if kind == "ok" else None
-        run = CellRun(f"r{i}", status, outcome, final, final, 0, None)
+        # the code it trained with: not recorded (an old run), today's, or an older one that was
+        # accepted for today's (`--accept-stale`)
+        digest, accepted = [(None, None), ("today", None), ("older", "today")][int(rng.integers(3))]
+        run = CellRun(f"r{i}", status, outcome, final, final, 0, None, None, digest, accepted)
         runs[cell.cell_id] = run
         state = cell_state(run, None)  # what `status` shows
         rows.append(StatusRow(cell.cell_id, cell.size, cell.variant, cell.seed, cell.lr, state,
