@@ -53,3 +53,21 @@ def test_checkpoints_kept_are_counted_without_listing_the_saves():
         steps=2 * 10**294, checkpoint_interval=1000, keep_checkpoints=2, keep_steps=[1000]
     )
     assert num_checkpoints_kept(huge) == 3  # at once: 2 rotating + the kept step 1000
+
+
+@pytest.mark.parametrize(
+    "name, key, value, expected",
+    [
+        ("paper-124m-tokens", "branches", [2.5e9, 1e300], "study.tokens.branches[1]: 1e+300"),
+        ("demo", "per_size", {"12K": 1e16}, "study.tokens.per_size.12K: 1e+16"),
+    ],
+)
+def test_a_budget_over_1e15_tokens_is_one_line_naming_it(tmp_path, name, key, value, expected):
+    path = shipped_study(name, tmp_path)  # 1e300 tokens: FLOPs and seconds overflowed in plan
+    spec = yaml.safe_load(path.read_text())
+    spec["tokens"][key] = spec["tokens"][key] | value if key == "per_size" else value
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError) as err:
+        load_study_spec(path, check_environment=False)
+    (problem,) = err.value.problems
+    assert problem.endswith(f"{expected} tokens is over 1e+15"), problem
