@@ -22,8 +22,12 @@ def cell_checkpoint_bytes(study: ResolvedStudy, run) -> int:
 def num_checkpoints_kept(train) -> int:
     """Checkpoints a finished run leaves: the newest `keep_checkpoints` of its rotating saves
     (every `checkpoint_interval` steps and the final one) plus every `keep_steps` one."""
-    saves = {train.steps}
-    if train.checkpoint_interval:
-        saves |= set(range(train.checkpoint_interval, train.steps + 1, train.checkpoint_interval))
+    # counted, not listed: plan prices any step count, however large (a set of 1e294 saves
+    # took all the memory)
+    steps, interval = train.steps, train.checkpoint_interval
+    num_saves = steps // interval + (steps % interval != 0) if interval else 1
     kept = set(train.keep_steps)
-    return min(train.keep_checkpoints, len(saves - kept)) + len(kept)
+    kept_saves = sum(
+        0 < s <= steps and (s == steps or bool(interval) and s % interval == 0) for s in kept
+    )
+    return min(train.keep_checkpoints, num_saves - kept_saves) + len(kept)

@@ -27,10 +27,12 @@ from foundation.atomic import write_text
 from foundation.config import ConfigError
 from foundation.provenance import git_commit
 from jobs.config import RunConfig
+from models.variants import variant_module
 from scaling.costs.pilot_job import OK, OOM, PilotJob
 from scaling.rounds.executors import executor_for
 from scaling.rounds.warmstart import warm_python
 from scaling.spec.resolved import ResolvedStudy
+from scaling.state.job_errors import failure_reason
 from scaling.state.status import submitit_folder
 
 __all__ = [
@@ -163,8 +165,9 @@ def _submit(study: ResolvedStudy, probe: Probe, folder: Path, python: str | None
     return executor_for(study).probe_executor(folder, world, python).submit(job)
 
 
-def _collect(job: Any, timeout_s: float) -> dict[str, Any]:
-    """One measurement from the job's per-rank results (a crash: status failed, its error).
+def _collect(job: Any, timeout_s: float, own_file: str | None = None) -> dict[str, Any]:
+    """One measurement from the job's per-rank results (a crash: status failed, its error
+    line and where it arose, in `own_file` if it did: `state.job_errors.failure_reason`).
 
     Bounded: a job that died without a result (node failure, no accounting) must not hang
     the pilot; it is cancelled and reported failed after `timeout_s`.
@@ -185,8 +188,8 @@ def _collect(job: Any, timeout_s: float) -> dict[str, Any]:
     try:
         ranks = job.results()
     except Exception as err:  # noqa: BLE001 - a failed probe is reported, the others go on
-        lines = str(err).strip().splitlines()
-        return {"status": "failed", "error": lines[-1][:400] if lines else type(err).__name__}
+        reason = failure_reason(str(err), own_file)
+        return {"status": "failed", "error": reason or type(err).__name__}
     oom = [r for r in ranks if r["status"] == OOM]
     if oom:
         return {"status": OOM, "error": oom[0]["error"]}
@@ -194,6 +197,13 @@ def _collect(job: Any, timeout_s: float) -> dict[str, Any]:
     out = {k: v for k, v in first.items() if k != "rank"}
     out["peak_memory_bytes"] = max(r["peak_memory_bytes"] for r in ranks)  # the fullest rank
     return out
+
+
+def _variant_file(probe: Probe) -> str | None:
+    """The tail of the path of the user's variant module ("pkg/mod.py"), where a failed
+    probe's error is placed if it arose there; None for a built-in variant."""
+    module = variant_module(probe.config.model.query_variant)
+    return module.replace(".", "/") + ".py" if module else None
 
 
 def _first_oom(job: Any) -> str | None:
@@ -238,12 +248,14 @@ def run_pilot(
         for probe in todo:
             say(f"pilot {probe.config.name}: {executor.label} job {jobs[probe.key].job_id}")
         for probe in todo:
-            results[probe.key] = _measurement(probe, _collect(jobs[probe.key], timeout_s), say)
+            result = _collect(jobs[probe.key], timeout_s, _variant_file(probe))
+            results[probe.key] = _measurement(probe, result, say)
     else:  # one at a time: probes sharing this machine would time each other
         with warm_python(folder / executor.name) as python:
             for probe in todo:
                 job = _submit(study, probe, folder, python)
-                results[probe.key] = _measurement(probe, _collect(job, timeout_s), say)
+                result = _collect(job, timeout_s, _variant_file(probe))
+                results[probe.key] = _measurement(probe, result, say)
     pilot = {
         "version": VERSION,
         "study": study.name,
@@ -330,9 +342,13 @@ def load_pilot(folder: Path) -> dict[str, Any] | None:
 
 
 def format_pilot(pilot: dict[str, Any]) -> tuple[list[str], list[list[str]], str]:
-    """(header, rows, footer) of the measurements, for `scaling pilot`'s table."""
+    """(header, rows, footer) of the measurements, for `scaling pilot`'s table; a probe that
+    did not measure shows why in a last column, `reason` (its error line)."""
     header = ["size", "variant", "TP/PP/DP", "micro", "status", "ms/step", "tokens/s", "MFU"]
     header += ["peak memory", "ckpt write", "ckpt size"]
+    any_failed = any(m["status"] != OK for m in pilot["probes"].values())
+    if any_failed:
+        header.append("reason")
     rows = []
     for m in pilot["probes"].values():
         layout = f"{m['tensor_parallel']}/{m['pipeline_parallel']}/{m['data_parallel']}"
@@ -348,6 +364,8 @@ def format_pilot(pilot: dict[str, Any]) -> tuple[list[str], list[list[str]], str
             ]
         else:
             row += [""] * 6
+        if any_failed:
+            row.append("" if m["status"] == OK else m.get("error", ""))
         rows.append(row)
     footer = (
         f"{pilot['steps']} timed steps after {pilot['warmup_steps']} warm-up, executor "

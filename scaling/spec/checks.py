@@ -10,6 +10,7 @@ What the sections passed through to the run config (`optimizer`, `schedule`, `tr
 
 from __future__ import annotations
 
+import math
 import re
 from urllib.parse import urlsplit
 
@@ -25,6 +26,11 @@ __all__ = ["check_study"]
 
 _TRACKING_URI = re.compile(r"^(https?|sqlite|postgresql|mysql|databricks)[:+]")
 MAX_NAME_CHARS = 100
+# Far past any study (Chinchilla's optimum is 20 tokens per parameter, heavily over-trained
+# models ~2,000; the largest runs ~15T tokens); beyond them a budget's FLOPs and seconds can
+# overflow a float (plan: OverflowError, no error line)
+MAX_TOKENS_PER_PARAM = 1e6
+MAX_TOKENS = 1e15
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # ModelConfig fields a study sets itself (the ladder gives the shape, the arm the variant).
 _MODEL_FIELDS_OWNED = {
@@ -221,8 +227,16 @@ def _check_recipe(study: Study, p: Problems) -> None:
     for size, value in tokens.per_size.items():
         if not value > 0:
             p.add(f"study.tokens.per_size.{size}: {value} must be > 0 tokens")
+        elif MAX_TOKENS < value < math.inf:  # inf: value_checks
+            p.add(f"study.tokens.per_size.{size}: {value:g} tokens is over {MAX_TOKENS:g}")
     if tokens.tokens_per_param is not None and not tokens.tokens_per_param > 0:
         p.add(f"study.tokens.tokens_per_param: {tokens.tokens_per_param} must be > 0 (e.g. 20)")
+    elif MAX_TOKENS_PER_PARAM < (tokens.tokens_per_param or 0) < math.inf:  # inf: value_checks
+        p.add(
+            f"study.tokens.tokens_per_param: {tokens.tokens_per_param:g} is over "
+            f"{MAX_TOKENS_PER_PARAM:g} tokens per parameter; give the ratio (e.g. 20), or the "
+            "tokens of each size in tokens.per_size"
+        )
     missing = [s for s in study.sizes if s not in tokens.per_size]
     explicit_counts = bool(tokens.branches) and all(b > 1 for b in tokens.branches)
     if tokens.tokens_per_param is None and missing and not explicit_counts:
@@ -262,6 +276,8 @@ def _check_branches(study: Study, p: Problems) -> None:
     for i, b in enumerate(branches):
         if not b > 0:
             p.add(f"{where}.branches[{i}]: {b} must be > 0 (a fraction <= 1 or a token count)")
+        elif MAX_TOKENS < b < math.inf:  # inf: value_checks
+            p.add(f"{where}.branches[{i}]: {b:g} tokens is over {MAX_TOKENS:g}")
     fractions = [b <= 1 for b in branches if b > 0]
     if fractions and any(fractions) and not all(fractions):
         p.add(

@@ -1,4 +1,5 @@
-"""Why a cell's job failed: the last error line of its log, for `scaling status` and MLflow.
+"""Why a cell's job failed: the last error line of its log, for `scaling status` and MLflow
+(and of a pilot probe's job, for `scaling pilot`: `failure_reason`).
 
 A job that dies before its training loop starts (a data cache it cannot lock, an import error,
 a node without the GPU it asked for) ends with no MLflow tag of its own: its run only shows as
@@ -13,11 +14,12 @@ restates it; it is the cause only when nothing else in the tail names one.
 from __future__ import annotations
 
 import re
+import sysconfig
 from pathlib import Path
 
 from foundation.secrets import mask_userinfo
 
-__all__ = ["job_error_log", "last_error_line"]
+__all__ = ["job_error_log", "last_error_line", "last_error_in", "failure_reason"]
 
 TAIL_BYTES = 64 * 1024  # a traceback's last line is near the end; a log may be gigabytes
 MAX_CHARS = 300
@@ -31,6 +33,10 @@ _ERROR_LINE = re.compile(
 _TASK_EXIT = re.compile(
     r"^srun: error: [^:]+: tasks? [\d,-]+: (?:Exited with exit code|Killed|Terminated)"
 )
+
+# a traceback's frame: '  File "/home/me/my_query.py", line 12, in __init__'
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
+_LIBRARIES = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
 
 
 def job_error_log(submitit_folder: Path, executor: str, job_id: str) -> Path:
@@ -49,8 +55,14 @@ def last_error_line(path: Path) -> str | None:
             tail = log.read().decode(errors="replace")
     except OSError:
         return None
+    return last_error_in(tail)
+
+
+def last_error_in(text: str) -> str | None:
+    """The last error line of `text` (a log's tail, a job's traceback), masked and at most 300
+    characters; None if no line reads as an error."""
     echo = None
-    for line in reversed(tail.splitlines()):
+    for line in reversed(text.splitlines()):
         line = line.rstrip()
         if _TASK_EXIT.match(line):
             echo = echo or line
@@ -62,3 +74,27 @@ def last_error_line(path: Path) -> str | None:
 def _shown(line: str) -> str:
     line = mask_userinfo(line)
     return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 3] + "..."
+
+
+def failure_reason(text: str, own_file: str | None = None) -> str:
+    """Why a job failed, from submitit's report of it (the job's traceback, then where its
+    logs are): the traceback's last error line and where it arose, e.g. "ValueError: ... (at
+    /home/me/my_query.py:12)": the deepest frame in a file whose path ends with `own_file` (a
+    user's variant module), else the deepest outside Python and its installed packages. The
+    report's first line if no line reads as an error (a job that left no result)."""
+    reason = last_error_in(text)
+    if reason is None:
+        lines = text.strip().splitlines()
+        return _shown(lines[0]) if lines else ""
+    frames = [m for m in _FRAME.finditer(text) if not _in_library(m["path"])]
+    own = [m for m in frames if own_file and m["path"].endswith(own_file)]
+    where = (own or frames)[-1] if frames else None
+    return f"{reason} (at {where['path']}:{where['line']})" if where else reason
+
+
+def _in_library(path: str) -> bool:
+    """A frame of Python itself or of an installed package (also on a node whose prefix differs
+    from this machine's: by the folder names pip and Debian install into)."""
+    if path.startswith("<") or "/site-packages/" in path or "/dist-packages/" in path:
+        return True
+    return any(path.startswith(root + "/") for root in _LIBRARIES if root)

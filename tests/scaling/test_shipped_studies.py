@@ -11,13 +11,14 @@ import sys
 
 import pytest
 
+from analysis.stats.verdict import MIN_SEEDS, MIN_SIZES
 from scaling.costs.plan import plan_study, search_cost
 from scaling.rounds.environment import load_study_spec
 from scaling.spec.search_state import AddedLR, SearchState, write_state
 from tests.shipped import shipped_names, shipped_study
 
 
-@pytest.mark.parametrize("name", ["demo", "paper-124m", "paper-124m-tokens", "ladder"])
+@pytest.mark.parametrize("name", ["demo", "quick", "paper-124m", "paper-124m-tokens", "ladder"])
 def test_shipped_study_validates_and_plans(name, tmp_path):
     resolved = load_study_spec(shipped_study(name, tmp_path), check_environment=False)
     plan = plan_study(resolved)
@@ -25,7 +26,7 @@ def test_shipped_study_validates_and_plans(name, tmp_path):
     variants = {row.variant for row in plan.rows}
     assert {"linear", "nonlinear"} <= variants
     assert plan.num_runs == len({row.cell_id for row in plan.rows})
-    if name == "demo":  # CPU-sized: >= 4 sizes x 2 arms x >= 2 seeds, small enough for a laptop
+    if name in ("demo", "quick"):  # CPU: >= 4 sizes x 2 arms x >= 2 seeds, for a laptop
         assert len(study.sizes) >= 4 and len(study.seeds) >= 2 and study.executor == "local"
         assert plan.total_flops < 1e14
     else:  # cluster-sized: GPU jobs on Slurm, every arm with an LR sweep
@@ -70,6 +71,29 @@ def test_plan_command_prints_the_cost_table(tmp_path):
     # seed 0 scans the starting grid (4 arms x 4 LRs); the LR search's worst case is beside it
     assert "124M-nonlinear-s0-lr0.0008" in out and "16 runs" in out and "GPU-hours" in out
     assert "lr search (max_rounds 2, scan seeds 1 of 3): worst case +32 cells" in out
+
+
+def test_quick_is_the_smallest_study_the_verdict_can_judge(tmp_path):
+    """studies/quick.yaml: exactly what the verdict rule needs not to say `inconclusive` (4 sizes,
+    3 paired seeds, 3 LRs for the scan seed so that an interior best is bracketed), 2 arms; its
+    header states its cell count, which `scaling plan` gives."""
+    path = shipped_study("quick", tmp_path)
+    resolved = load_study_spec(path, check_environment=False)
+    study, plan = resolved.spec, plan_study(resolved)
+    assert len(study.sizes) == MIN_SIZES and len(study.seeds) == MIN_SEEDS
+    assert study.variants == ["linear", "nonlinear"] and study.lr.search is not None
+    assert study.scan_seeds == [0] and study.lr.search.follow_neighbours == 0
+    lrs: dict[tuple[str, str], set[float]] = {}
+    for row in plan.rows:
+        lrs.setdefault((row.variant, row.size), set()).add(row.lr)
+    assert {row.seed for row in plan.rows} == {0}  # the scan; seeds 1-2 follow its winner
+    assert {len(v) for v in lrs.values()} == {3}  # the fewest with a best inside the grid
+    search = search_cost(resolved)
+    expected = plan.num_runs + search.num_follower_cells  # the scan, then seeds 1-2 at its winner
+    assert (plan.num_runs, expected, expected + search.num_scan_cells) == (24, 40, 48)
+    assert f"# {expected} cells expected, {expected + search.num_scan_cells} at most" in (
+        path.read_text()
+    )
 
 
 def _plant_demo_state(root) -> None:
