@@ -36,7 +36,7 @@ def _spec(workdir: Path, full: bool) -> Path:
         spec["output_dir"] = "runs/demo"
         spec["mlflow"]["tracking_uri"] = "sqlite:///runs/demo/mlflow.db"
     else:
-        from tests.scaling.test_run import ci_demo_spec
+        from tests.scaling.helpers import ci_demo_spec
 
         spec = ci_demo_spec(workdir)
     path = workdir / "study.yaml"

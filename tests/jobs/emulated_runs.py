@@ -185,6 +185,12 @@ def train_emulated(
     }
 
 
+def between_runs() -> None:
+    """Ready this process for another `train()`: DeepSpeed's handles dropped, a fresh port."""
+    _forget_deepspeed()
+    _next_rendezvous_port()
+
+
 def _next_rendezvous_port() -> None:
     """A fresh rendezvous port for the next `train()` in this process (same on every rank): the
     previous run's TCP store may outlive it (DeepSpeed keeps references), and its stale keys

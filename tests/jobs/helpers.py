@@ -220,3 +220,19 @@ def usr2_at_step_5(executor: Any, job_fn: Any) -> tuple[list, str]:
     for task in children(int(job.job_id)):
         os.kill(task, signal.SIGUSR2)
     return job.results(), job.stdout()
+
+
+def whole_then_cut_and_resumed(
+    rank: int, world_size: int, whole: dict, cut: dict
+) -> tuple[dict, dict]:
+    """In one launch: train `whole` to its end, then `cut` stopped after step 1 (saved) and
+    resumed from its checkpoint under the backend a CUDA machine requests
+    (`train_with_gpu_groups`); the whole run's and the resumed run's results. Three launches
+    would pay each rank's imports three times."""
+    from tests.jobs.emulated_runs import between_runs
+
+    (first,) = train_ranks(rank, world_size, [whole])
+    between_runs()
+    train_with_gpu_groups(rank, world_size, cut, True)
+    between_runs()
+    return first, train_with_gpu_groups(rank, world_size, cut, False)

@@ -12,7 +12,7 @@ from jobs.testing import tiny_run_config, tiny_run_dict
 from models.accounting import checkpoint_bytes, num_params, num_stored_params
 from models.config import ParallelConfig
 from tests.distributed import run_ranks
-from tests.jobs.helpers import train_ranks, train_with_gpu_groups
+from tests.jobs.helpers import whole_then_cut_and_resumed
 
 ENGINES = {
     "megatron": {},
@@ -31,7 +31,9 @@ def test_dp_ranks_write_only_unique_state_and_resume_exactly(tmp_path, data_dir,
     train = {"steps": 3, "checkpoint_interval": 1, "keep_checkpoints": 1}
     over = {**ENGINES[engine], "parallel": {"data_parallel": 2}}
     cfg = tiny_run_dict(tmp_path / "whole", data_dir, train=train, **over)
-    whole = run_ranks(train_ranks, 2, [cfg])[0][0]
+    cut = tiny_run_dict(tmp_path / "cut", data_dir, train=train, **over)
+    ranks = run_ranks(whole_then_cut_and_resumed, 2, cfg, cut)  # the cut stops after step 1
+    whole = ranks[0][0]
     sizes = _files(cfg["output_dir"])
     config = tiny_run_config(tmp_path, data_dir, **over)
     zero_stage = config.deepspeed.zero_stage
@@ -43,10 +45,7 @@ def test_dp_ranks_write_only_unique_state_and_resume_exactly(tmp_path, data_dir,
     else:  # its half of the fp32 master and moments (12 of 16 bytes per parameter)
         assert second == pytest.approx(0.375 * sum(sizes.values()), rel=0.05)
 
-    cut = tiny_run_dict(tmp_path / "cut", data_dir, train=train, **over)
-    run_ranks(train_with_gpu_groups, 2, cut, True)  # stops and saves after step 1
-    resumed = run_ranks(train_with_gpu_groups, 2, cut, False)
-    for result in resumed:
+    for _, result in ranks:
         assert result["train_losses"] == whole["train_losses"]
         assert result["final_val_loss"] == whole["final_val_loss"]
 

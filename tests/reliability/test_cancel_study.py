@@ -22,8 +22,7 @@ from scaling.state.cancel_mark import CANCEL_FILE
 from scaling.state.scheduler import read_records
 from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, start_cli, wait_held
-from tests.scaling.helpers import poll, scaling_cli
-from tests.scaling.test_run import ci_demo_spec
+from tests.scaling.helpers import ci_demo_spec, poll, scaling_cli
 
 pytestmark = pytest.mark.slow
 

@@ -94,3 +94,27 @@ def assert_one_error_line(proc: subprocess.CompletedProcess, secret: str, starts
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith(starts), out
     return errors[0]
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ci_demo_spec(tmp_path: Path) -> dict:
+    """studies/demo.yaml, shrunk: the same design (4 sizes x 2 arms, a one-seed 3-LR scan with
+    one refinement round, then the other seeds at each arm's winner), tiny cells, and 3 seeds
+    instead of 6: seeds 1-2 follow the winners by the same path as seeds 1-5, for 24 cells less."""
+    spec = yaml.safe_load((REPO / "studies" / "demo.yaml").read_text())
+    spec["name"] = "demo-ci"
+    spec["seeds"] = [0, 1, 2]
+    del spec["evaluation"]  # every cell scoring a task: tests/scaling/test_downstream_e2e.py
+    del spec["output_dir"]  # the default: runs/demo-ci beside the spec (the demo's is ../runs)
+    spec["mlflow"] = {"experiment": "demo-ci", "tracking_uri": "sqlite:///mlruns/mlflow.db"}
+    spec["data"]["prepare"].update(output_dir=str(tmp_path / "data"), max_bytes=1_500_000)
+    spec["data"]["num_val_windows"] = 8
+    spec["data"]["num_select_windows"] = 8
+    spec["model"]["seq_length"] = 32
+    spec["tokens"]["per_size"] = {size: 12_288 for size in spec["sizes"]}
+    spec["batch"] = {"rule": "fixed", "tokens": 512, "micro_batch_size": 16}  # 24 steps
+    spec["schedule"]["warmup_steps"] = 4
+    spec["train"] = {"eval_interval": 12, "log_interval": 4}
+    return spec

@@ -1,5 +1,6 @@
-"""Sequential seeds end to end: the CI copy of the demo (4 sizes x 2 arms, an LR search, real
-tiny models, the local executor, a SQLite MLflow store) with `seeds: {start: 3, max: 5, step: 2}`.
+"""`scaling run` end to end, with sequential seeds: the CI copy of the demo (4 sizes x 2 arms,
+an LR search, real tiny models, the local executor, a SQLite MLflow store) with
+`seeds: {start: 3, max: 5, step: 2}`.
 
 Look 1 reads 3 paired seeds at a nominal level of 1.1% (O'Brien-Fleming-type spending over looks
 at 3 and 5 seeds): tiny models' seed noise (a top-size interval tens of % wide) leaves it
@@ -11,6 +12,11 @@ no seed twice and judges no look twice.
 Both runs are `scaling run --baseline nonlinear` (the study's `verdict.baseline` is linear): every
 look, the report, `status` and the parent run judge `linear` against `nonlinear`, and a third
 run with `--baseline linear` is refused, since its report would read another arm than the looks.
+
+The one end-to-end test of `scaling run` from raw text to report on local jobs: prepared data,
+the LR search, the looks, MLflow's tree (a parent, one child per cell), the terminal's verdict
+lines, verdict.json, the HTML report and plots, and a rerun that trains nothing. (A fixed-seed
+copy of the demo drove the same path, the looks aside, and was folded in here.)
 """
 
 from __future__ import annotations
@@ -29,8 +35,7 @@ from scaling.rounds.looks import judged_against, take_look
 from scaling.rounds.submission import study_parent_run_id
 from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, start_cli
-from tests.scaling.helpers import poll, scaling_cli, study_runs
-from tests.scaling.test_run import ci_demo_spec
+from tests.scaling.helpers import ci_demo_spec, poll, scaling_cli, study_runs
 
 pytestmark = pytest.mark.slow
 
@@ -119,6 +124,32 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     assert [k["look"] for k in verdict["sequential"]["looks"]] == [1, 2]
     report = (tmp_path / "runs" / "looks-ci" / "analysis" / "report.md").read_text()
     assert "Sequential looks" in report
+    num_cells = len(study.cells)
+    assert f"{num_cells}/{num_cells} done ({num_cells} completed" in out, out[-3000:]
+    assert "linear vs nonlinear:" in out and "report:" in out and "MLflow UI:" in out
+    assert entry["reason"] and len(entry["gain_pct_by_size"]) == 4
+    # the terminal prints the same verdict lines as `scaling analyze`: rounded, no None
+    from analysis.report.terminal import verdict_lines
+
+    for line in verdict_lines(verdict):
+        assert line in out, (line, out[-3000:])
+    assert not any("None" in line or "not available" in line for line in verdict_lines(verdict))
+    analysis = tmp_path / "runs" / "looks-ci" / "analysis"
+    html = (analysis / "report.html").read_text()
+    if entry["verdict"] == "undetected":  # the headline says so, with what it can detect
+        assert "not resolved" in html and "detects gains of" in html
+    assert "<img" in html and "nonlinear" in html and "seed sd" in html
+    assert list(analysis.glob("*.png")) and list(analysis.glob("*.svg"))
+    assert {r.info.status for r in children} == {"FINISHED"}
+    assert {r.data.tags.get("mlflow.parentRunId") for r in children} == {parent.info.run_id}
+    assert all("final_select_loss" in r.data.metrics for r in children)
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "analysis")}
+    assert "analysis/verdict.json" in artifacts and "analysis/report.html" in artifacts
+
+    # re-running finds every cell done: nothing is trained again, no run is added
+    again = scaling_cli("run", str(path), *OVERRIDE, "--no-analyze", cwd=tmp_path, timeout=300)
+    assert f"{num_cells} cells, {num_cells} already done" in again.stdout, again.stdout[-2000:]
+    assert len(study_runs(study)) == num_cells + 1
 
     # the looks read nonlinear: a run that would report against linear is refused, nothing run
     args = [sys.executable, "-m", "scaling", "run", str(path), "--baseline", "linear"]
