@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import pandas as pd
 
+from foundation.config import ConfigError
+
 UNRECORDED = "unrecorded"
 JUDGED_STATES = ("completed", "diverged")  # a result: what the verdict and the LR choice read
+
+
+class MixedCode(ConfigError):
+    """A variant's judged runs come from two versions of its code: refused, not inconclusive."""
 
 
 def judged_digests(table: pd.DataFrame) -> dict[str, dict]:
     """verdict.json's ``code_digests``: per variant, how many runs with a result it judges and
     how many of them carry each digest (``unrecorded``: none recorded). ValueError when a
-    variant's runs carry two or more recorded digests, naming them, their counts and the fix."""
+    variant's runs carry two or more recorded digests (MixedCode, a ValueError), naming them,
+    their counts and the fix."""
     digests = table["code_digest"] if "code_digest" in table.columns else ""
     digests = pd.Series(digests, index=table.index).fillna("").astype(str)
     judged = table["status"].isin(JUDGED_STATES)
@@ -35,7 +42,7 @@ def judged_digests(table: pd.DataFrame) -> dict[str, dict]:
             shown = ", ".join(f"{d} ({n} run(s))" for d, n in counts.items())
             mixed.append(f"variant {variant}: {shown}")
     if mixed:
-        raise ValueError(
+        raise MixedCode(
             "the runs judged come from different model code (code digests): "
             + "; ".join(mixed)
             + ". A verdict would average two versions of the code as one model; nothing was "

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.tables.digests import MixedCode
 from foundation import contract
 from foundation.quiet import verbose
 from scaling.rounds.driver import StudyRun, View
@@ -79,6 +80,8 @@ def run_study(
             search = read_state(study.folder) if study.spec.lr.search is not None else None
             try:
                 verdict, report_dir = analyze_study(study, out_dir, parent, search, say)
+            except MixedCode:  # two versions of a variant's code: a refusal, not a word
+                raise
             except ValueError as err:  # the runs cannot be judged (no usable baseline run)
                 inconclusive = str(err).strip().splitlines()[0]
                 say(f"analysis: inconclusive: {inconclusive}")

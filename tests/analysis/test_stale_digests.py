@@ -18,6 +18,7 @@ from analysis.tables.mlflow_io import study_rows
 from analysis.tables.runs import load_csv
 from analysis.tables.study_table import run_table
 from foundation import contract
+from foundation.config import ConfigError
 
 DEMO = Path(__file__).parent / "demo_runs.csv"
 OLD, NEW, LATER = "0123456789abcdef", "fedcba9876543210", "00112233aabbccdd"
@@ -55,7 +56,8 @@ def test_a_variant_judged_on_two_versions_of_its_code_is_refused(tmp_path):
     table.loc[later, "code_digest"] = LATER  # trained after the variant was edited
     table.loc[later[0], "status"] = "diverged"  # a result too: it is judged
     out = tmp_path / "analysis"
-    with pytest.raises(ValueError) as err:
+    # a refusal (ConfigError: one line, exit 2 from `scaling run`), never an inconclusive word
+    with pytest.raises(ConfigError) as err:
         run_analysis(table, out, "linear", num_resamples=0)
     message = str(err.value)
     assert f"variant nonlinear: {LATER} (3 run(s)), {NEW} (4 run(s)), unrecorded (4 run(s))" in (
