@@ -12,10 +12,12 @@ __all__ = ["slurm_parameters"]
 
 
 def slurm_parameters(study: Study, world_size: int) -> dict[str, Any]:
-    """sbatch options of a job of `world_size` processes: whole nodes, one task per GPU."""
+    """sbatch options of a job of `world_size` processes: whole nodes, one task per GPU (on CPU
+    nodes `slurm.tasks_per_node` tasks a node, else all on one)."""
     slurm = study.slurm
-    if slurm.gpus_per_node > 0:
-        nodes = max(1, world_size // slurm.gpus_per_node)
+    per_node = slurm.gpus_per_node or slurm.tasks_per_node  # GPUs: one task per GPU
+    if per_node:
+        nodes = max(1, world_size // per_node)
         tasks = world_size // nodes
     else:
         nodes, tasks = 1, world_size

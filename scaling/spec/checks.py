@@ -18,6 +18,7 @@ from foundation.config import ConfigError, Problems
 from foundation.contract import parse_size
 from jobs.evaluation.run import task_problems
 from scaling.spec.ladder import ANY, ARMS, resolve_arm
+from scaling.spec.resources import check_tasks_per_node
 from scaling.spec.round_checks import check_search, check_seed_rounds, check_transfer
 from scaling.spec.study import Study
 from scaling.spec.value_checks import section_key_problems
@@ -380,6 +381,8 @@ def _check_resources(study: Study, p: Problems) -> None:
             p.add(f"study.slurm.{name}: {getattr(slurm, name)} must be >= 1")
     if slurm.gpus_per_node < 0:
         p.add(f"study.slurm.gpus_per_node: {slurm.gpus_per_node} must be >= 0")
+    if slurm.tasks_per_node is not None:
+        check_tasks_per_node(study, p)
     if slurm.gpus_per_node > 0:
         for size in study.sizes:
             world = study.parallel_for(size).world_size

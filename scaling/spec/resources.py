@@ -19,6 +19,7 @@ from foundation.config import ConfigError, Problems
 from scaling.spec.study import Study
 
 __all__ = [
+    "check_tasks_per_node",
     "check_local_devices",
     "check_slurm_gpus",
     "check_slurm",
@@ -148,3 +149,23 @@ def check_slurm(partition: str | None = None) -> None:
             f"study.slurm.partition: {partition!r} is not a partition of this cluster "
             f"({', '.join(sorted(partitions))}); pick one of them"
         )
+
+
+def check_tasks_per_node(study: Study, p: Problems) -> None:
+    """`slurm.tasks_per_node` (CPU nodes only): >= 1, and a whole number of nodes per job."""
+    per_node = study.slurm.tasks_per_node
+    if study.slurm.gpus_per_node > 0:
+        p.add(
+            "study.slurm.tasks_per_node: only for CPU nodes (gpus_per_node 0); with GPUs a "
+            "job has one task per GPU, so remove it"
+        )
+    elif per_node < 1:
+        p.add(f"study.slurm.tasks_per_node: {per_node} must be >= 1 (or left out: one node)")
+    else:
+        for size in study.sizes:
+            world = study.parallel_for(size).world_size
+            if world > per_node and world % per_node:
+                p.add(
+                    f"study.parallel: size {size} has {world} ranks, not a whole number of "
+                    f"nodes of study.slurm.tasks_per_node={per_node}; use a divisor of {world}"
+                )

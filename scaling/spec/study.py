@@ -185,6 +185,8 @@ class SlurmSpec:
     qos: str | None = None
     time_limit_min: int = 60
     gpus_per_node: int = 0  # 0: CPU-only nodes (one task per process, no GPU request)
+    # CPU nodes: ranks per node (None: a job's ranks share one node); 1 spreads DP over nodes
+    tasks_per_node: int | None = None
     cpus_per_task: int = 1
     mem_gb: float | None = None
     constraint: str | None = None

@@ -10,7 +10,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from scaling.state.status import study_status
 from tests.conftest import REPO
+from tests.scaling.conftest import small_spec
+from tests.scaling.helpers import study_runs
 
 SCALING = str(Path(sys.executable).with_name("scaling"))
 
@@ -86,3 +89,53 @@ def wait_held(
         return all(pause.reached(name) for name in names)
 
     poll(held, timeout_s, f"{list(names)} to hold at step {pause.step}", 0.1)
+
+
+def scaling_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> str:
+    out = subprocess.run(
+        [SCALING, *args],
+        env=cli_env(**(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def slurm_spec(tmp_path, data_dir, uri, steps: int, **overrides) -> dict:
+    """A tiny Slurm study of `steps` steps a cell (tests.scaling.conftest.small_spec)."""
+    base = {
+        "executor": "slurm",
+        "sizes": ["30K"],
+        "variants": ["linear", "nonlinear"],
+        "parallel": {},
+        "tokens": {"per_size": {"30K": steps * 256}},
+        "train": {"checkpoint_interval": 20},
+        "slurm": {"time_limit_min": 20, "array_parallelism": 2, "cpus_per_task": 1},
+    }
+    return small_spec(data_dir, tmp_path / "study", uri, **{**base, **overrides})
+
+
+def child_runs(study) -> list:
+    return [r for r in study_runs(study) if r.data.tags.get("scaling.role") != "study"]
+
+
+def job_logs(study) -> str:
+    return "".join(p.read_text() for p in (study.folder / "submitit").rglob("*_log.out"))
+
+
+def ended_rows(study) -> list | None:
+    """The status rows once no cell is pending or running (None before)."""
+    rows = study_status(study)
+    return rows if all(r.state not in ("queued", "running") for r in rows) else None
+
+
+def assert_each_step_once(uri: str, rows, steps: int) -> int:
+    total = 0
+    for row in rows:
+        received = step_counts(uri, row.run_id)
+        assert sorted(received) == list(range(1, steps + 1)), row.cell_id
+        assert set(received.values()) == {1}, row.cell_id
+        total += sum(received.values())
+    return total

@@ -8,11 +8,15 @@ one CPU each, so the array's two cells land on different nodes), never on the sh
 checkpoint of step 20 (the test-only pause point, jobs/pause.py), when the node goes down, and
 the victim resumes at exactly the step it last saved: step 20 if Slurm's SIGKILL came before
 its SIGTERM save (then its next attempt holds there again), else step 30.
+
+The same cluster runs one cell whose two data-parallel ranks sit on the two nodes, preempted
+and resumed there.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,7 +28,18 @@ import pytest
 from scaling.state.status import study_status
 from tests.conftest import REPO, skip_unless_required
 from tests.distributed import free_port
-from tests.reliability.helpers import SCALING, cli_env, step_counts, wait_held
+from tests.reliability.helpers import (
+    SCALING,
+    assert_each_step_once,
+    child_runs,
+    cli_env,
+    ended_rows,
+    job_logs,
+    scaling_cli,
+    slurm_spec,
+    step_counts,
+    wait_held,
+)
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 
@@ -173,3 +188,45 @@ def test_a_node_going_down_under_an_array(
         f"{sum(sum(step_counts(mlflow_server, r.run_id).values()) for r in rows)}; "
         f"{len(children)} MLflow runs for {len(rows)} cells; states seen {seen}"
     )
+
+
+def test_usr2_preemption_of_a_cell_whose_ranks_span_two_nodes(
+    tmp_path, data_dir, mlflow_server, two_node_cluster, monkeypatch, hold_at
+):
+    """One data-parallel cell across both nodes (`slurm.tasks_per_node: 1`: a rank a node,
+    gloo between them, the rendezvous at the first node's name), preempted while held past its
+    checkpoint: every task saves the held step, the job requeues, resumes there and logs each
+    step once."""
+    monkeypatch.setenv("SLURM_CONF", two_node_cluster)
+    steps, hold = 50, 25  # held past the checkpoint of step 20 when the USR2 comes
+    spec = slurm_spec(
+        tmp_path,
+        data_dir,
+        mlflow_server,
+        steps,
+        sizes=["60K"],
+        variants=["nonlinear"],
+        tokens={"per_size": {"60K": steps * 256}},
+        parallel={"60K": {"data_parallel": 2}},
+    )
+    spec["slurm"]["tasks_per_node"] = 1
+    study = write_and_load(spec, tmp_path / "s.yaml")
+    pause = hold_at(hold)
+    scaling_cli("submit", str(tmp_path / "s.yaml"), env=pause.env())
+    (row,) = study_status(study)
+    wait_held(pause, [row.cell_id], timeout_s=300)
+    (row,) = study_status(study)
+    placed = subprocess.run(["squeue", "-h", "-j", row.job_id, "-o", "%D %T"],
+                            capture_output=True, text=True, timeout=30).stdout.split()  # fmt: skip
+    assert placed == ["2", "RUNNING"], placed  # its two ranks on two nodes
+    # what a preemption sends to every task of the job (submitit's job._interrupt() does this)
+    subprocess.run(["scancel", "--signal=USR2", row.job_id], check=True, timeout=30)
+    rows = poll(lambda: ended_rows(study), 600, "the cell to end", 2)
+    logs = job_logs(study)
+    assert [r.state for r in rows] == ["completed"], logs[-3000:]
+    resumed = [int(s) for s in re.findall(r"resumed at step (\d+)", logs)]
+    assert resumed == [hold] and not pause.released(row.cell_id), logs[-3000:]  # its stop saved it
+    (run,) = child_runs(study)
+    assert run.data.tags["world_size"] == "2"
+    total = assert_each_step_once(mlflow_server, rows, steps)
+    print(f"[slurm-2-nodes] cell preempted, resumed at step {resumed[0]}; points {total}")

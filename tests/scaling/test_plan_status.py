@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from typer.testing import CliRunner
 
+from foundation.config import ConfigError
 from scaling.cli import app
 from scaling.costs.plan import plan_study
 from scaling.spec.grid import expand_cells
@@ -159,3 +162,22 @@ def test_slurm_job_parameters_follow_each_cell_parallelism(tmp_path, data_dir):
     cpu = slurm_parameters(study_from_dict(spec), world_size=2)
     assert (cpu["nodes"], cpu["ntasks_per_node"], "gpus_per_node" in cpu) == (1, 2, False)
     assert 'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"' in cpu["setup"]
+    spec["slurm"] = {"tasks_per_node": 1}  # CPU nodes, a rank a node: DP over nodes
+    spread = slurm_parameters(study_from_dict(spec), world_size=2)
+    assert (spread["nodes"], spread["ntasks_per_node"], "gpus_per_node" in spread) == (2, 1, False)
+
+
+@pytest.mark.parametrize(
+    "slurm,says",
+    [
+        ({"tasks_per_node": 0}, "study.slurm.tasks_per_node: 0 must be >= 1"),
+        ({"tasks_per_node": 1, "gpus_per_node": 8}, "only for CPU nodes (gpus_per_node 0)"),
+        ({"tasks_per_node": 2}, "size 60K has 3 ranks, not a whole number of nodes"),
+    ],
+)
+def test_tasks_per_node_is_checked_at_load(tmp_path, data_dir, slurm, says):
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
+    spec["slurm"] = slurm
+    spec["parallel"] = {"60K": {"data_parallel": 3}}
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        study_from_dict(spec)
