@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue as queues
+import shutil
 import socket
+import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +24,37 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _worker(fn, rank, world_size, port, args, queue) -> None:
+RENDEZVOUS_DIR_ENV = "TEST_RENDEZVOUS_DIR"  # where rank 0 tells the others each next port
+
+
+def next_rendezvous_port() -> None:
+    """A fresh MASTER_PORT for the next process group of this launch, the same on every rank.
+
+    Rank 0 takes a port the kernel says is free at this moment and leaves it in the launch's
+    folder; the other ranks wait for it. (Counting up from the first port collided with ports
+    other test workers held meanwhile: one rank's TCP store failed to bind, the other waited.)
+    """
+    count = int(os.environ.get("TEST_RENDEZVOUS_COUNT", "0")) + 1
+    os.environ["TEST_RENDEZVOUS_COUNT"] = str(count)
+    path = os.path.join(os.environ[RENDEZVOUS_DIR_ENV], f"port-{count}")
+    if os.environ["RANK"] == "0":
+        with open(path + ".tmp", "w") as out:
+            out.write(str(free_port()))
+        os.replace(path + ".tmp", path)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank 0 gave no rendezvous port ({path})")
+        time.sleep(0.05)
+    with open(path) as given:
+        os.environ["MASTER_PORT"] = given.read()
+
+
+def _worker(fn, rank, world_size, port, folder, args, queue) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
+        TEST_RENDEZVOUS_DIR=folder,
         RANK=str(rank),
         LOCAL_RANK=str(rank),
         WORLD_SIZE=str(world_size),
@@ -44,16 +75,24 @@ def run_ranks(fn: Callable[..., Any], world_size: int, *args: Any, timeout: floa
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = free_port()
+    folder = tempfile.mkdtemp(prefix="ranks-")
     procs = [
-        ctx.Process(target=_worker, args=(fn, rank, world_size, port, args, queue), daemon=True)
+        ctx.Process(
+            target=_worker, args=(fn, rank, world_size, port, folder, args, queue), daemon=True
+        )
         for rank in range(world_size)
     ]
     for proc in procs:
         proc.start()
     results: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
     try:
-        for _ in range(world_size):
-            rank, ok, value = queue.get(timeout=timeout)
+        while len(results) < world_size:
+            try:
+                rank, ok, value = queue.get(timeout=1.0)
+            except queues.Empty:
+                _check_alive(procs, results, queue, deadline, timeout)
+                continue
             if not ok:
                 raise RuntimeError(f"rank {rank} failed:\n{value}")
             results[rank] = value
@@ -62,4 +101,24 @@ def run_ranks(fn: Callable[..., Any], world_size: int, *args: Any, timeout: floa
             proc.join(timeout=10)
             if proc.is_alive():
                 proc.kill()
+        shutil.rmtree(folder, ignore_errors=True)
     return [results[r] for r in range(world_size)]
+
+
+def _check_alive(procs, results, queue, deadline: float, timeout: float) -> None:
+    """Raise at once when a rank died without a word (a crash in C++), or past the deadline."""
+    dead = [r for r, p in enumerate(procs) if p.exitcode is not None and r not in results]
+    if dead:
+        try:  # what it put just before its exit may still be in the pipe
+            rank, ok, value = queue.get(timeout=2.0)
+        except queues.Empty:
+            codes = {r: procs[r].exitcode for r in dead}
+            raise RuntimeError(f"rank(s) {dead} exited with {codes} and reported nothing") from None
+        if not ok:
+            raise RuntimeError(f"rank {rank} failed:\n{value}")
+        results[rank] = value
+    elif time.monotonic() > deadline:
+        raise TimeoutError(
+            f"ranks {sorted(set(range(len(procs))) - set(results))} gave no "
+            f"result within {timeout:.0f} s"
+        )

@@ -195,9 +195,9 @@ def _next_rendezvous_port() -> None:
     """A fresh rendezvous port for the next `train()` in this process (same on every rank): the
     previous run's TCP store may outlive it (DeepSpeed keeps references), and its stale keys
     would send the next run's gloo to closed sockets."""
-    import os
+    from tests.distributed import next_rendezvous_port
 
-    os.environ["MASTER_PORT"] = str(int(os.environ["MASTER_PORT"]) + 1)
+    next_rendezvous_port()
 
 
 def _forget_deepspeed() -> None:
