@@ -2,7 +2,7 @@
 of them): a sigmoid gate on the attention output, a value residual from layer 1, and a SwiGLU
 MLP at (nearly) equal parameters.
 
-Named in a study as ``tests.variants.site_examples:output_gate`` (``value_residual``,
+Named in a study as ``examples.site_examples:output_gate`` (``value_residual``,
 ``swiglu``).
 """
 

@@ -17,6 +17,7 @@ import os
 import traceback
 from typing import Any
 
+from foundation.quiet import silence_known_warnings, verbose
 from models import accounting
 from models.config import ModelConfig
 from models.variants import _module_file, load_variant, variant_module
@@ -63,7 +64,10 @@ def build_problems(arms: list[tuple[ModelConfig, str]]) -> list[str | None]:
     other, in one child process on CPU (megatron's globals stay there)."""
     if not arms:
         return []
-    with mp.get_context("spawn").Pool(1) as pool:
+    # a spawned child starts with no warning filters: it silences megatron's import-time ones as
+    # the command did, unless the command is verbose
+    quiet = None if verbose() else silence_known_warnings
+    with mp.get_context("spawn").Pool(1, initializer=quiet) as pool:
         built = pool.map(_build_and_count, [config for config, _ in arms])
     return [_problem(config, arm, one) for (config, arm), one in zip(arms, built, strict=True)]
 

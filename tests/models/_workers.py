@@ -29,11 +29,11 @@ CASES: dict[str, dict] = {
     # a user's variant with its own init rules for a 1-D and a 3-D parameter
     "conv_own_init": dict(query_variant="tests.variants.conv_query:conv_query"),
     # sites other than the query: a gate on the attention output, a cross-layer value residual
-    "output_gate": dict(query_variant="tests.variants.site_examples:output_gate"),
-    "value_residual": dict(query_variant="tests.variants.site_examples:value_residual"),
-    "swiglu": dict(query_variant="tests.variants.site_examples:swiglu"),
+    "output_gate": dict(query_variant="examples.site_examples:output_gate"),
+    "value_residual": dict(query_variant="examples.site_examples:value_residual"),
+    "swiglu": dict(query_variant="examples.site_examples:swiglu"),
 }
-# layer 1's values live on the first stage only (see tests/variants/site_examples.py)
+# layer 1's values live on the first stage only (see examples/site_examples.py)
 PIPELINE_CASES = [case for case in CASES if case != "value_residual"]
 
 
