@@ -19,8 +19,8 @@ from megatron.core.transformer.identity_op import IdentityOp
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.spec_utils import ModuleSpec
 
-from models.init_rules import constant, scaled_normal
-from models.variants import Variant
+from models.catalog.init_rules import constant, scaled_normal
+from models.catalog.variants import Variant
 
 GATE_START = 2.0  # sigmoid(2) ~ 0.88: the gate starts nearly open
 

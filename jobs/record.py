@@ -22,7 +22,7 @@ from foundation.config import dump_file, flatten, to_dict
 from foundation.provenance import device_name, git_commit, host_name, versions
 from foundation.secrets import redact_uri
 from jobs.config import RunConfig
-from models.variants import code_digest
+from models.catalog.variants import code_digest
 
 __all__ = [
     "RunResult",

@@ -2,6 +2,8 @@
 
 Public API: ``ModelConfig``, ``ParallelConfig``, ``build_gpt``, ``import_nanogpt``, ``logits``;
 ``models.accounting`` for parameter and FLOP counts; ``models.runtime`` for process groups.
+Sub-packages:
+  catalog  the variant registry, built-in variants, their sites and init rules
 Heavy imports (torch, megatron) happen on first use of ``build_gpt``/``import_nanogpt``/``logits``.
 """
 

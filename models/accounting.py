@@ -14,9 +14,9 @@ Conventions (Kaplan et al. 2020; Hoffmann et al. 2022):
 
 from __future__ import annotations
 
+from models.catalog.sites import QUERY_SITE
+from models.catalog.variants import load_variant
 from models.config import ModelConfig, ParallelConfig
-from models.sites import QUERY_SITE
-from models.variants import load_variant
 
 
 def _plain_sites(config: ModelConfig) -> dict[str, tuple[int, int, int]]:

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from models import runtime
+from models.catalog.variants import site_inits
 from models.config import ModelConfig, ParallelConfig
-from models.variants import site_inits
 
 
 def transformer_config(config: ModelConfig, parallel: ParallelConfig, **overrides: Any):

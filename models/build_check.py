@@ -1,7 +1,8 @@
 """Build a variant's model once, tiny, before anything is trained, and hold its declared counts
 against what was built.
 
-A variant declares its weights, gains and FLOPs by hand (`models.sites.Variant`); a slip there
+A variant declares its weights, gains and FLOPs by hand (`models.catalog.sites.Variant`); a
+slip there
 silently moves the arm on the scaling law's N and C axes. A variant that cannot build (a missing
 init rule, a shape error in its module) would otherwise fail every cell of a study at its first
 step. `build_problems` builds the models in a fresh process (megatron's global state and the CPU
@@ -19,8 +20,8 @@ from typing import Any
 
 from foundation.quiet import silence_known_warnings, verbose
 from models import accounting
+from models.catalog.variants import _module_file, load_variant, variant_module
 from models.config import ModelConfig
-from models.variants import _module_file, load_variant, variant_module
 
 FLOPS_RTOL = 0.02  # the declared forward FLOPs of the whole model, against torch's counter
 
@@ -105,4 +106,4 @@ def _problem(config: ModelConfig, arm: str, built: dict[str, Any]) -> str | None
 
 def _file(name: str) -> str:
     module = variant_module(name)
-    return _module_file(module) if module else "models/builtin_variants.py"
+    return _module_file(module) if module else "models/catalog/builtin_variants.py"

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from models.sites import QUERY_SITE
-from models.variants import BUILTIN_VARIANTS, load_variant
+from models.catalog.sites import QUERY_SITE
+from models.catalog.variants import BUILTIN_VARIANTS, load_variant
 
-# Built-in names, or a variant of the user's own (`models.variants`: "module:function" or an
+# Built-in names, or a variant of the user's own (`models.catalog.variants`: "module:function" or an
 # entry-point name).
 QueryVariant = str
 QUERY_VARIANTS: tuple[str, ...] = BUILTIN_VARIANTS

@@ -14,7 +14,8 @@ PP size, with the distributions megatron would use:
 - the query bottleneck's W1/W2 (``query.linear_in``/``linear_out``): unscaled N(0, init_std),
   like the reference (FACTS.md);
 - norm gains: ones; biases (none in this model today): zeros;
-- a variant's own parameters: its declared rules (``models.init_rules``, any shape), drawn the
+- a variant's own parameters: its declared rules (``models.catalog.init_rules``, any shape), drawn
+  the
   same way (full tensor from the parameter's generator, then this rank's slice). Without a rule
   its norm gains and matrices get the defaults above; any other shape is an error naming the
   parameter, the variant's file and the fix.
@@ -31,8 +32,8 @@ import math
 
 import torch
 
-from models.init_rules import InitRule
-from models.variants import SiteInit
+from models.catalog.init_rules import InitRule
+from models.catalog.variants import SiteInit
 
 _NORMS = (torch.nn.LayerNorm, torch.nn.RMSNorm)
 _SCALED = ("self_attention.linear_proj.weight", "mlp.linear_fc2.weight")
@@ -127,7 +128,7 @@ def _no_rule(name: str, shape: tuple[int, ...], found: tuple[SiteInit, str] | No
     key = site.key_prefix + local
     return ValueError(
         f"{name}: the parameter {local!r} of shape {shape} has no init rule; {site.owner} must "
-        f"declare one: add init=lambda config: {{{key!r}: models.init_rules.zeros()}} (or "
+        f"declare one: add init=lambda config: {{{key!r}: models.catalog.init_rules.zeros()}} (or "
         "normal(), ones(), custom(...)) to its variant (docs/variants.md)"
     )
 
@@ -143,7 +144,7 @@ def initialize_weights(
     """Overwrite every parameter of ``model`` (this rank's stage and TP slice) from ``seed``.
 
     ``num_layers`` is the whole model's depth (for the scaled init), not this stage's.
-    ``sites``: the rules variants declare for the modules they own (`models.variants`).
+    ``sites``: the rules variants declare for the modules they own (`models.catalog.variants`).
     """
     sites = sites or []
     norm_params = {

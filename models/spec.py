@@ -2,7 +2,7 @@
 
 Every variant starts from megatron-core's local (non-Transformer-Engine) transformer layer:
 pre-LN (LayerNorm gains, no biases), attention with a fused QKV projection, GELU MLP. A variant
-(`models.sites.Variant`) replaces named sites of it: a layer submodule (`input_layernorm`,
+(`models.catalog.sites.Variant`) replaces named sites of it: a layer submodule (`input_layernorm`,
 `self_attention`, `pre_mlp_layernorm`, `mlp`), an attention submodule
 (`self_attention.core_attention`, `self_attention.linear_proj`), the query
 (`self_attention.query`: ``SeparateQueryAttention`` with the variant's query module and a fused
@@ -28,10 +28,10 @@ from megatron.core.transformer.transformer_block import (
 from megatron.core.transformer.transformer_config import TransformerConfig
 from megatron.core.transformer.transformer_layer import TransformerLayer, TransformerLayerSubmodules
 
+from models.catalog.sites import QUERY_SITE
+from models.catalog.variants import load_variant
 from models.config import ModelConfig
 from models.query import LayerNormNoBias, SeparateQueryAttention, SeparateQuerySubmodules
-from models.sites import QUERY_SITE
-from models.variants import load_variant
 
 
 def attention_spec(config: ModelConfig, sites: dict[str, Any] | None = None) -> ModuleSpec:

@@ -12,7 +12,7 @@ along its own). The paired seeds stay paired: each seed's loss is moved along th
 curve, so the paired-seed test is read at matched compute and carries the move's noise.
 
 The compute axis itself comes from the run table's ``flops`` (the project's accounting, or a
-bring-your-own variant's declared FLOPs, ``models.variants.QueryVariant.flops``). A table
+bring-your-own variant's declared FLOPs, ``models.catalog.variants.QueryVariant.flops``). A table
 without ``flops`` is analysed with C = 6 N D; a variant that declared no FLOPs counts its
 weights only, and its verdict is held back (``analysis.stats.held``: inconclusive, with
 what it would be were its weights all its FLOPs).
@@ -139,7 +139,7 @@ def undeclared_guard(variant: str, arms: list[str]) -> list[str]:
     if variant not in arms:
         return []
     return [
-        f"{variant} declares no FLOPs per token (models.variants.QueryVariant.flops): its "
+        f"{variant} declares no FLOPs per token (models.catalog.variants.QueryVariant.flops): its "
         "compute counts its weights only, so a per-FLOP comparison cannot be trusted"
     ]
 

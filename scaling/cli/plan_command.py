@@ -98,7 +98,7 @@ def plan(
 
 def _warn_undeclared_flops(entries: list[str]) -> None:
     """A bring-your-own variant without `flops`: say so before anything is trained."""
-    from models.variants import is_builtin, load_variant
+    from models.catalog.variants import is_builtin, load_variant
     from scaling.spec.ladder import ARMS  # lazy: `scaling --help` stays fast
 
     for entry in entries:

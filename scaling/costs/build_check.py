@@ -17,7 +17,7 @@ def check_arms_build(study: ResolvedStudy) -> None:
     arm of the user's own that does not build, or whose declared counts miss the built model."""
     from models.accounting import num_params  # lazy: the model stack, only when planning
     from models.build_check import build_problems  # lazy: the model stack, only when planning
-    from models.variants import is_builtin  # lazy: the model stack, only when planning
+    from models.catalog.variants import is_builtin  # lazy: the model stack, only when planning
 
     smallest: dict[str, tuple[int, object, str]] = {}
     for cell in study.cells:

@@ -27,7 +27,7 @@ from foundation.atomic import write_text
 from foundation.config import ConfigError
 from foundation.provenance import git_commit
 from jobs.config import RunConfig
-from models.variants import variant_module
+from models.catalog.variants import variant_module
 from scaling.costs.pilot_job import OK, OOM, PilotJob
 from scaling.rounds.executors import executor_for
 from scaling.rounds.warmstart import warm_python

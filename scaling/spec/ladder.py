@@ -105,12 +105,12 @@ def resolve_arm(entry: str) -> tuple[str, dict]:
     """(arm name, ModelConfig overrides) of one entry of a study's `variants`.
 
     An entry is a built-in arm (`ARMS`) or the user's own query variant: ``"module:function"``
-    or an entry-point name (`models.variants`), whose arm name is the variant's `name`.
+    or an entry-point name (`models.catalog.variants`), whose arm name is the variant's `name`.
     Raises ValueError naming the choices.
     """
     if entry in ARMS:
         return entry, dict(ARMS[entry])
-    from models.variants import did_you_mean, entry_point_names, load_variant
+    from models.catalog.variants import did_you_mean, entry_point_names, load_variant
 
     registered = entry_point_names()
     if ":" not in entry and entry not in registered:

@@ -60,7 +60,7 @@ class CellRun:
     start_time: int
     config_hash: str | None  # tag: the resolved run config this run trains (cells.config_hash)
     select_loss: float | None = None  # on the LR-selection windows, when the job has them
-    code_digest: str | None = None  # tag: the model code it trained with (`models.variants`)
+    code_digest: str | None = None  # tag: the model code it trained with (`catalog.variants`)
     code_accepted: str | None = None  # tag: the later code digest its result was accepted for
 
     def stale(self, digest: str) -> bool:

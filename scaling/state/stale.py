@@ -1,7 +1,7 @@
 """Stale results: finished cells whose model code has changed since they trained.
 
 Each run records the digest of the code that built its model when its job starts
-(`models.variants.code_digest`: the `models` package and the variant's own module, tag
+(`models.catalog.variants.code_digest`: the `models` package and the variant's own module, tag
 `scaling.code_digest`). A finished cell whose digest differs from today's is `stale`: its
 result describes a model that no longer exists (a user's variant edited from rank d/2 to d/4
 would otherwise be analysed under the new N). `scaling status` shows such cells as `stale`;
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 
 from foundation import contract
 from foundation.config import ConfigError
-from models.variants import code_digest
+from models.catalog.variants import code_digest
 from scaling.state.mlflow_state import cell_runs, client_for
 from scaling.state.run_cache import CellRun
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.builtin_variants import BUILTINS
+from models.catalog.builtin_variants import BUILTINS
 from tests.distributed import run_ranks
 from tests.models._workers import tiny_config
 

@@ -11,8 +11,8 @@ import pytest
 
 from foundation.shapes import NAMED_SHAPES
 from models.accounting import flops_counted, flops_per_token, num_nonembedding_params
+from models.catalog.variants import QueryVariant
 from models.config import ModelConfig
-from models.variants import QueryVariant
 
 EXTRA = 3  # a query that runs 3 d^2 more multiply-adds than its weights (e.g. X W X^T-like)
 

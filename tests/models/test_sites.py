@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from models.sites import Variant
-from models.variants import load_variant
+from models.catalog.sites import Variant
+from models.catalog.variants import load_variant
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def test_a_bad_site_is_refused_naming_the_file(factory, needle):
 def test_no_module_branches_on_a_builtin_variants_name():
     names = "linear|identity|nonlinear|residual_linear"
     pattern = re.compile(rf"(==|!=|\bin\b)\s*\(?[\"']({names})[\"']|[\"']({names})[\"']\s*(==|!=)")
-    files = [*sorted((ROOT / "models").glob("*.py")), ROOT / "scaling/cli/plan_command.py"]
+    files = [*sorted((ROOT / "models").rglob("*.py")), ROOT / "scaling/cli/plan_command.py"]
     hits = [
         f"{path.name}:{n}: {line.strip()}"
         for path in files

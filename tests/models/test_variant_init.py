@@ -52,7 +52,7 @@ def test_a_variant_that_starts_as_the_plain_query_shows_its_init(built):
 def test_a_parameter_without_a_rule_names_itself_the_file_and_the_fix(built):
     err = built["errors"]["conv_query_without_rules"]
     assert "self_attention.query.conv: the parameter 'conv' of shape (32, 1, 3)" in err
-    assert FILE in err and "init=lambda config: {'conv': models.init_rules.zeros()}" in err
+    assert FILE in err and "init=lambda config: {'conv': models.catalog.init_rules.zeros()}" in err
 
 
 def test_a_rule_naming_no_parameter_is_refused_with_a_near_miss(built):
@@ -62,17 +62,18 @@ def test_a_rule_naming_no_parameter_is_refused_with_a_near_miss(built):
 
 
 def test_the_code_digest_changes_when_only_the_init_rules_change(tmp_path, monkeypatch):
-    from models.variants import code_digest, load_variant
+    from models.catalog.variants import code_digest, load_variant
 
     pkg = tmp_path / "own_init_pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "rules.py").write_text(
-        "from models.init_rules import zeros\n\n\ndef rules(config):\n"
+        "from models.catalog.init_rules import zeros\n\n\ndef rules(config):\n"
         "    return {'alpha': zeros()}\n"
     )
     (pkg / "variant.py").write_text(
-        "from models.variants import QueryVariant\nfrom own_init_pkg.rules import rules\n\n\n"
+        "from models.catalog.variants import QueryVariant\n"
+        "from own_init_pkg.rules import rules\n\n\n"
         "def make():\n"
         "    return QueryVariant('own', None, weights=lambda c: c.hidden_size**2, init=rules)\n"
     )

@@ -123,7 +123,7 @@ def test_lr_grid_keys_accept_the_arm_name_as_the_docs_say(tmp_path, data_dir, im
 
 def test_the_code_digest_follows_the_variants_module_and_the_model_code(tmp_path, import_path):
     from foundation.provenance import source_digest
-    from models.variants import code_digest, variant_module
+    from models.catalog.variants import code_digest, variant_module
     from scaling.state.run_cache import CellRun
 
     module = tmp_path / "digest_variant.py"

@@ -8,7 +8,7 @@ import torch
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.spec_utils import ModuleSpec
 
-from models.variants import QueryVariant
+from models.catalog.variants import QueryVariant
 from tests.variants.gated import GatedQuery
 
 

@@ -2,7 +2,8 @@
 
 ``conv3`` is a causal depthwise convolution of width 3 over the sequence (a 3-D kernel
 ``[d, 1, 3]``), ``alpha`` a 1-D per-channel scale that starts at zero, so at step 0 the query is
-exactly X W_Q. Both shapes need the variant's own init rules (`models.init_rules`); the module's
+exactly X W_Q. Both shapes need the variant's own init rules (`models.catalog.init_rules`); the
+module's
 constructor values never survive the project's layout-independent init. Named in a study as
 ``tests.variants.conv_query:conv_query``; nothing in `models` knows of it.
 """
@@ -17,8 +18,8 @@ from megatron.core import tensor_parallel
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.spec_utils import ModuleSpec
 
-from models.init_rules import normal, zeros
-from models.variants import QueryVariant
+from models.catalog.init_rules import normal, zeros
+from models.catalog.variants import QueryVariant
 
 KERNEL = 3
 CONV_STD = 0.5  # large on purpose: the step-0 weights show that this rule, not N(0, 0.02), ran

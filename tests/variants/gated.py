@@ -12,7 +12,7 @@ from megatron.core import tensor_parallel
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.spec_utils import ModuleSpec
 
-from models.variants import QueryVariant
+from models.catalog.variants import QueryVariant
 
 
 class GatedQuery(MegatronModule):

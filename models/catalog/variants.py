@@ -1,8 +1,8 @@
-"""Variants by name: the built-ins and those a user brings, each a `models.sites.Variant`.
+"""Variants by name: the built-ins and those a user brings, each a `models.catalog.sites.Variant`.
 
-The four built-in variants (`models.builtin_variants`) are declared like a user's: the sites
+The four built-in variants (`models.catalog.builtin_variants`) are declared like a user's: the sites
 they replace and their accounting. Any other `ModelConfig.query_variant` names a `Variant`
-(any site of `models.sites.SITES`) or a `QueryVariant` (the query site only) defined outside
+(any site of `models.catalog.sites.SITES`) or a `QueryVariant` (the query site only) defined outside
 this package, either as
 
 - ``"package.module:function"``: the function is imported and called with no arguments, or
@@ -30,9 +30,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from foundation.provenance import source_digest
-from models.builtin_variants import BUILTINS
-from models.init_rules import InitRule
-from models.sites import QueryVariant, Variant, as_variant
+from models.catalog.builtin_variants import BUILTINS
+from models.catalog.init_rules import InitRule
+from models.catalog.sites import QueryVariant, Variant, as_variant
 
 __all__ = [
     "BUILTIN_VARIANTS",
@@ -134,7 +134,7 @@ def site_inits(name: str, config: Any) -> list[SiteInit]:
     owner = f"variant {name!r} ({_module_file(variant_module(name) or '')})"
     if not is_dict or bad:
         raise ValueError(
-            f"{owner}: init must return a dict of parameter name -> models.init_rules rule "
+            f"{owner}: init must return a dict of parameter name -> models.catalog.init_rules rule "
             f"(normal(), zeros(), ...); got {type(rules).__name__}"
             + (f" with non-rule values at {bad}" if bad else "")
         )
@@ -197,7 +197,7 @@ def _factory(name: str) -> Callable[[], Any]:
             raise ValueError(
                 f"query variant {name!r} is unknown{did_you_mean(name, known)}; valid: "
                 f"{', '.join(known)}, or a 'module:function' returning a "
-                f"models.variants.QueryVariant (entry points: group {ENTRY_POINT_GROUP})"
+                f"models.catalog.variants.QueryVariant (entry points: group {ENTRY_POINT_GROUP})"
             )
         return found[0].load()
     module_name, _, attr = name.partition(":")
@@ -237,7 +237,7 @@ def load_variant(name: str) -> Variant:
     if not isinstance(variant, Variant):
         raise ValueError(
             f"query variant {name!r}: the function returned {type(variant).__name__}, not a "
-            "models.variants.Variant or QueryVariant"
+            "models.catalog.variants.Variant or QueryVariant"
         )
     try:
         variant.site_names()

@@ -1,4 +1,5 @@
-"""The four built-in query variants, declared like any user's variant (`models.sites.Variant`).
+"""The four built-in query variants, declared like any user's variant
+(`models.catalog.sites.Variant`).
 
 ``linear`` is the plain layer (megatron's fused QKV, no site replaced). The others replace the
 query site with a module of `models.query` (see its docstring for the maths):
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.sites import QUERY_SITE, Variant
+from models.catalog.sites import QUERY_SITE, Variant
 
 __all__ = ["BUILTINS"]
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.init_rules import InitRule
+from models.catalog.init_rules import InitRule
 
 __all__ = ["SITES", "Variant", "QueryVariant", "as_variant", "QUERY_SITE"]
 
@@ -53,7 +53,7 @@ class Variant:
     plain layer holds there (`models.accounting`). `flops(config)`: forward matmul FLOPs per token
     of those modules in one layer (2 per multiply-add); left out, 2 per weight and the runs are
     tagged ``flops_counted = weights_only``. `init(config)`: ``{parameter path inside the layer
-    (e.g. "self_attention.linear_proj.gate"): models.init_rules rule}``. `check(config,
+    (e.g. "self_attention.linear_proj.gate"): models.catalog.init_rules rule}``. `check(config,
     tensor_parallel)`: raise ValueError for a shape the variant cannot build.
     `flops_exact`: the FLOPs are checked against torch's counter (the built-ins).
     """
@@ -121,7 +121,8 @@ class QueryVariant:
     activations, an extra attention) would otherwise buy its gain with uncounted compute.
 
     `init(config)`: the query module's own initialisation, ``{parameter name inside the query
-    module: models.init_rules rule}`` (e.g. ``{"alpha": zeros(), "conv.weight": normal()}``).
+    module: models.catalog.init_rules rule}``
+    (e.g. ``{"alpha": zeros(), "conv.weight": normal()}``).
     The module's constructor init never survives (`models.init` redraws every parameter from
     the seed, layout-independently). Without a rule, a norm gain starts at one and a matrix at
     N(0, init_std), like W_Q; any other shape (a 1-D scale, a 3-D kernel) needs a rule.

@@ -1,0 +1,1 @@
+"""The variant catalog: the registry, the built-in variants, their sites and init rules."""
