@@ -67,7 +67,7 @@ def plan(
     elif target_gain is not None:
         _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
     from scaling.costs.wall import format_wall, wall_estimate  # lazy: `scaling --help` stays fast
-    from scaling.rounds.executors import executor_for  # lazy: `scaling --help` stays fast
+    from scaling.rounds.backends.executors import executor_for  # lazy: `scaling --help` stays fast
 
     spec = _load(study, check_environment=False)
     _say_if_no_store(spec)

@@ -29,7 +29,7 @@ from foundation.provenance import git_commit
 from jobs.config import RunConfig
 from models.catalog.variants import variant_module
 from scaling.costs.pilot_job import OK, OOM, PilotJob
-from scaling.rounds.executors import executor_for
+from scaling.rounds.backends.executors import executor_for
 from scaling.rounds.warmstart import warm_python
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import failure_reason

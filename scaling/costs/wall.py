@@ -5,7 +5,8 @@ rate (`cost.flops_per_gpu_s` per device), plus `cost.startup_s` of work that is 
 (process start, model and data set-up, checkpoints, tracking). Cells run `slots` at a time:
 `local.max_parallel` on the local executor, `slurm.array_parallelism` on Slurm (an upper
 bound: the cluster may run fewer). A free slot takes the longest waiting cell, as
-`scaling.rounds.executors.LocalExecutor` does, so a phase lasts what that greedy schedule says. A
+`scaling.rounds.backends.executors.LocalExecutor` does, so a phase lasts what that greedy
+schedule says. A
 local round also starts a warm server (`scaling.rounds.warmstart`: torch, megatron-core and mlflow
 imported, about 8 CPU s) and is seen to end at the next status poll (`scaling.rounds.driver.POLL_S`,
 5 s: 2.5 s on average): the executor's `per_round_overhead_s`. A Slurm round's queue wait is the
@@ -28,7 +29,7 @@ import heapq
 from dataclasses import dataclass
 
 from scaling.costs.plan import Plan, cell_seconds, plan_study
-from scaling.rounds.executors import executor_for
+from scaling.rounds.backends.executors import executor_for
 from scaling.spec.resolved import ResolvedStudy
 
 __all__ = [

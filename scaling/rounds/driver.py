@@ -6,7 +6,7 @@ next (`StudyRun.next_cells`): the failed cells again (each up to `study.retries`
 search's next round (`scaling.rounds.refine`), or nothing, and the study is over. The parent run
 ends with the study. `scaling run`, `scaling submit` and `scaling status --watch` are thin calls on
 `StudyRun` (`run_study`, `submit_rounds`, `watch`); which executor runs the cells is the
-executor's business (`scaling.rounds.executors`).
+executor's business (`scaling.rounds.backends.executors`).
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from foundation import contract
 from jobs import load_run_config
 from jobs.tracking import upload_spool
-from scaling.rounds.executors import Executor, executor_for
+from scaling.rounds.backends.executors import Executor, executor_for
 from scaling.rounds.looks import look_due, take_look
 from scaling.rounds.progress import CellTimeModel, Progress, Reporter, SearchOutlook
 from scaling.rounds.refine import advance, search_over
 from scaling.rounds.reupload import reupload_results
 from scaling.rounds.submission import Submitted, submit_due
 from scaling.spec.grid import Cell
-from scaling.spec.look_state import looks_over, read_looks
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search_state import read_state
+from scaling.spec.search.look_state import looks_over, read_looks
+from scaling.spec.search.search_state import read_state
 from scaling.state.cancel_mark import (
     cancel_line,
     clear_cancel_mark,

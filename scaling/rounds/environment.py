@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundation.config import ConfigError
-from scaling.rounds.executors import executor_for
+from scaling.rounds.backends.executors import executor_for
 from scaling.spec.loader import check_mlflow, read_study
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.store_check import check_store

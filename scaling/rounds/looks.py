@@ -6,7 +6,8 @@ finished runs at the look's nominal level (O'Brien-Fleming-type spending) and sa
 which sizes get `step` more seeds. Those seeds run at each arm's chosen LR (the LR frontier's
 best on all its seeds so far), numbered on from the highest seed run at that size.
 
-State: `<study folder>/looks.json` (`scaling.spec.look_state`), written atomically *before* the
+State: `<study folder>/looks.json` (`scaling.spec.search.look_state`), written atomically
+*before* the
 look's seeds are submitted; `scaling.spec.loader.resolve` expands it into cells. A look in the
 file is never judged again, so a crash between looks recomputes the same decision from MLflow
 (the look is a pure function of the finished runs: the bootstrap's seed is a hash of them) and
@@ -22,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from foundation import contract
 from scaling.rounds.refine import scan_table, search_over
 from scaling.spec.loader import resolve
-from scaling.spec.look_state import looks_over, read_looks, write_looks
 from scaling.spec.resolved import ResolvedStudy
+from scaling.spec.search.look_state import looks_over, read_looks, write_looks
 from scaling.state.mlflow_state import cell_runs, client_for, find_parent_run
 from scaling.state.stale import stop_if_stale
 from scaling.state.status import StatusRow

@@ -19,9 +19,9 @@ from scaling.rounds.driver import StudyRun, View
 from scaling.rounds.looks import judged_against
 from scaling.rounds.submission import fail_parent_run, prepare_study_data, study_parent_run_id
 from scaling.spec.loader import resolve
-from scaling.spec.look_state import looks_summary
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search_state import SearchState, read_state
+from scaling.spec.search.look_state import looks_summary
+from scaling.spec.search.search_state import SearchState, read_state
 from scaling.state.status import StatusRow, study_status
 
 __all__ = ["RunOutcome", "run_study", "interrupted_line", "analyze_study"]

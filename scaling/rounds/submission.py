@@ -20,7 +20,7 @@ from typing import Any
 from data_prep import prepare
 from data_prep.manifest import MANIFEST_NAME
 from foundation import contract
-from scaling.rounds.executors import Executor
+from scaling.rounds.backends.executors import Executor
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.mlflow_state import (

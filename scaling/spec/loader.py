@@ -22,10 +22,10 @@ from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_trac
 from scaling.spec.checks import check_study
 from scaling.spec.credentials import check_login, take_credentials
 from scaling.spec.grid import expand_cells, learning_rates
-from scaling.spec.look_state import added_look_points
 from scaling.spec.places import check_paths
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search_state import added_points
+from scaling.spec.search.look_state import added_look_points
+from scaling.spec.search.search_state import added_points
 from scaling.spec.study import Study
 from scaling.spec.value_checks import non_finite_problems, section_key_problems
 
@@ -116,7 +116,7 @@ def _python_path(value: Any, base: Path) -> list[Path]:
 def add_python_path(folders: list[Path] | list[str]) -> None:
     """Put `folders` first on this process's import path and in PYTHONPATH, which every
     process it starts inherits: local jobs, the warm-start server, sbatch (Slurm jobs also
-    export it in their setup, `scaling.rounds.executors`)."""
+    export it in their setup, `scaling.rounds.backends.executors`)."""
     current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     for folder in reversed([str(f) for f in folders]):
         if folder not in sys.path:

@@ -206,7 +206,8 @@ class LocalControllers:
 
 
 # Each backend's jobs, by the executor name a submission records (`JobRecord.executor`, the
-# `name` of a `scaling.rounds.executors.Executor`): the backend polls and stops its own jobs.
+# `name` of a `scaling.rounds.backends.executors.Executor`): the backend polls and stops its
+# own jobs.
 BACKENDS: dict[str, Backend] = {"slurm": SlurmQueue(), "local": LocalControllers()}
 
 

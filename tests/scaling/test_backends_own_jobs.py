@@ -10,7 +10,7 @@ import inspect
 
 import pytest
 
-from scaling.rounds.executors import LocalExecutor, SlurmExecutor
+from scaling.rounds.backends.executors import LocalExecutor, SlurmExecutor
 from scaling.state import scheduler
 from scaling.state.scheduler import JobRecord, live_jobs, read_records, write_records
 

@@ -15,11 +15,11 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-import scaling.rounds.executors
+import scaling.rounds.backends.executors
 from foundation import contract as C
+from scaling.rounds.backends.executors import LocalExecutor, SlurmExecutor, executor_for
 from scaling.rounds.driver import StudyRun
 from scaling.rounds.environment import load_study_spec
-from scaling.rounds.executors import LocalExecutor, SlurmExecutor, executor_for
 from scaling.rounds.submission import study_parent_run_id
 from scaling.state.scheduler import read_records
 from scaling.state.status import StatusRow
@@ -74,9 +74,9 @@ def test_a_failing_cell_is_retried_then_given_up_then_retried_on_request(
     spec = one_size_spec(data_dir, tmp_path / "study", mlflow_server, 8, retries=1, **extra)
     study = write_and_load(spec, tmp_path / "study.yaml")
     doomed = next(c.cell_id for c in study.cells if c.variant == "nonlinear")
-    real = scaling.rounds.executors._job
+    real = scaling.rounds.backends.executors._job
     monkeypatch.setattr(
-        scaling.rounds.executors,
+        scaling.rounds.backends.executors,
         "_job",
         lambda cell: _Crash() if cell.cell_id == doomed else real(cell),
     )
@@ -103,7 +103,7 @@ def test_a_failing_cell_is_retried_then_given_up_then_retried_on_request(
     assert driver.next_cells(list(rows.values())) == []  # given up: not resubmitted
 
     # on request it is tried again with a fresh count; fixed, it completes and the study too
-    monkeypatch.setattr(scaling.rounds.executors, "_job", real)
+    monkeypatch.setattr(scaling.rounds.backends.executors, "_job", real)
     again = StudyRun(study, say=said.append, poll_s=1.0)
     rows = {r.cell_id: r for r in again.drive(retry_failed=True)}
     again.finish(list(rows.values()))

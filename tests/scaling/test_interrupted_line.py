@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from scaling.rounds.environment import load_study_spec
 from scaling.rounds.run import interrupted_line
-from scaling.spec.search_state import AddedLR, SearchState, write_state
+from scaling.spec.search.search_state import AddedLR, SearchState, write_state
 from tests.shipped import shipped_study
 
 

@@ -11,8 +11,8 @@ import pytest
 import submitit
 
 from foundation.config import Problems
-from scaling.rounds.executors import check_no_oversubscription
-from scaling.rounds.local_jobs import DeviceSlots, _gpu_params, visible_gpu_indices
+from scaling.rounds.backends.executors import check_no_oversubscription
+from scaling.rounds.backends.local_jobs import DeviceSlots, _gpu_params, visible_gpu_indices
 
 REPO = Path(__file__).resolve().parents[2]
 

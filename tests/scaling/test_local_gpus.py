@@ -7,7 +7,7 @@ import os
 
 import submitit
 
-from scaling.rounds.local_jobs import local_gpus
+from scaling.rounds.backends.local_jobs import local_gpus
 
 
 def _visible() -> str:

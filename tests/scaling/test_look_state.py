@@ -11,7 +11,7 @@ import yaml
 from foundation import contract as C
 from scaling.rounds.environment import load_study_spec
 from scaling.rounds.progress import Progress
-from scaling.spec.look_state import looks_over, write_looks
+from scaling.spec.search.look_state import looks_over, write_looks
 from scaling.state.status import StatusRow
 from tests.scaling.conftest import small_spec
 

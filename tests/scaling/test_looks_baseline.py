@@ -13,7 +13,7 @@ import yaml
 from foundation.config import ConfigError
 from scaling.rounds.environment import load_study_spec
 from scaling.rounds.looks import design_of, judged_against
-from scaling.spec.look_state import looks_path
+from scaling.spec.search.look_state import looks_path
 from tests.scaling.conftest import small_spec
 
 

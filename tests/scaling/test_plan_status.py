@@ -127,7 +127,7 @@ def test_cli_reports_a_bad_spec_without_a_traceback(tmp_path, data_dir):
 def test_slurm_job_parameters_follow_each_cell_parallelism(tmp_path, data_dir):
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from scaling.rounds.executors import slurm_parameters
+    from scaling.rounds.backends.executors import slurm_parameters
 
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
     spec["slurm"] = {

@@ -19,8 +19,8 @@ from scaling.cli.live import LiveProgress
 from scaling.cli.status_view import status_tables
 from scaling.costs.plan import cell_seconds, plan_study
 from scaling.costs.wall import wall_estimate
+from scaling.rounds.backends.executors import LOCAL_ROUND_S
 from scaling.rounds.environment import load_study_spec
-from scaling.rounds.executors import LOCAL_ROUND_S
 from scaling.rounds.progress import Progress
 from scaling.state.status import StatusRow
 from tests.scaling.conftest import small_spec

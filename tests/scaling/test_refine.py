@@ -20,7 +20,7 @@ from foundation.config import ConfigError
 from scaling.rounds.refine import decide_round
 from scaling.spec.grid import cell_id
 from scaling.spec.loader import study_from_dict
-from scaling.spec.search_state import SearchState, read_state, write_state
+from scaling.spec.search.search_state import SearchState, read_state, write_state
 
 from .conftest import small_spec
 
@@ -228,7 +228,7 @@ def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
     import yaml
 
     from scaling.rounds.environment import load_study_spec
-    from scaling.spec.search_state import AddedLR
+    from scaling.spec.search.search_state import AddedLR
 
     spec = small_spec(
         data_dir,

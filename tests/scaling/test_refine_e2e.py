@@ -22,7 +22,7 @@ from scaling.rounds.environment import load_study_spec
 from scaling.rounds.refine import advance, status_lines
 from scaling.rounds.run import run_study
 from scaling.rounds.submission import study_parent_run_id
-from scaling.spec.search_state import STATE_FILE, read_state
+from scaling.spec.search.search_state import STATE_FILE, read_state
 from scaling.state.scheduler import read_records
 from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, start_cli

@@ -17,7 +17,7 @@ from scaling.rounds.refine import decide_round
 from scaling.spec.grid import cell_id, grid_points
 from scaling.spec.ladder import nominal_params, porian_lr
 from scaling.spec.loader import study_from_dict
-from scaling.spec.search_state import SearchState
+from scaling.spec.search.search_state import SearchState
 
 from .conftest import small_spec
 

@@ -9,13 +9,13 @@ import yaml
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-import scaling.rounds.executors
+import scaling.rounds.backends.executors
 from foundation import contract as C
 from scaling.cli import app
 from scaling.cli.status_view import EXIT_CELLS_FAILED
 from scaling.rounds.driver import submit_rounds, submit_study
 from scaling.spec.loader import resolve
-from scaling.spec.search_state import read_state
+from scaling.spec.search.search_state import read_state
 from scaling.state.scheduler import read_records
 from scaling.state.status import study_status
 from tests.conftest import REPO
@@ -34,9 +34,9 @@ class _Crash:
 
 def _crash(monkeypatch, doomed: str):
     """Make `doomed`'s jobs crash; returns the real job factory."""
-    real = scaling.rounds.executors._job
+    real = scaling.rounds.backends.executors._job
     monkeypatch.setattr(
-        scaling.rounds.executors,
+        scaling.rounds.backends.executors,
         "_job",
         lambda cell: _Crash() if cell.cell_id == doomed else real(cell),
     )
@@ -80,7 +80,7 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
     assert any("--retry-failed" in m for m in said)
 
     # the CLI's flag retries it with a fresh count; fixed, it completes
-    monkeypatch.setattr(scaling.rounds.executors, "_job", real)
+    monkeypatch.setattr(scaling.rounds.backends.executors, "_job", real)
     out = CliRunner().invoke(app, ["submit", str(path), "--retry-failed"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
     assert "submitted 1 cell(s)" in out.output

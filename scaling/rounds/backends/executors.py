@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 
 from foundation import contract
 from foundation.config import Problems
-from scaling.rounds.local_jobs import LocalRound, local_gpus, visible_gpu_indices
-from scaling.rounds.slurm_jobs import slurm_parameters
+from scaling.rounds.backends.local_jobs import LocalRound, local_gpus, visible_gpu_indices
+from scaling.rounds.backends.slurm_jobs import slurm_parameters
 from scaling.rounds.warmstart import warm_python
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy

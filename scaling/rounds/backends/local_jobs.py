@@ -1,7 +1,7 @@
 """The machinery of one local round: a queue of cells run as local submitit jobs, a few at once.
 
-`LocalExecutor.submit` (`scaling.rounds.executors`) makes one `LocalRound` per call and runs it
-to its end: cells start longest first in free slots, a WSD branch once its parent has a
+`LocalExecutor.submit` (`scaling.rounds.backends.executors`) makes one `LocalRound` per call and
+runs it to its end: cells start longest first in free slots, a WSD branch once its parent has a
 result, and an interrupt cancels the running jobs and ends their runs KILLED.
 """
 
@@ -93,7 +93,7 @@ class LocalRound:
 
     def _start_ready(self) -> None:
         # lazy: submitit's import is paid by a local round only, not by `scaling plan` or `status`
-        from scaling.rounds.session_executor import SessionLocalExecutor
+        from scaling.rounds.backends.session_executor import SessionLocalExecutor
 
         max_parallel = self.study.spec.local.max_parallel
         while len(self.running) < max_parallel:

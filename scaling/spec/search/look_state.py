@@ -1,6 +1,6 @@
 """The sequential seeds' state file, `<study folder>/looks.json`: every look and the seeds it added.
 
-Part of the study's expansion, like `lr_search.json` (`scaling.spec.search_state`):
+Part of the study's expansion, like `lr_search.json` (`scaling.spec.search.search_state`):
 `scaling.spec.loader.resolve` turns the seeds each look added into cells through the same
 `scaling.spec.grid` path as the starting grid. How a look is judged and the file written is the
 round driver's (`scaling.rounds.looks`); the statistics are `analysis.stats.sequential`'s.

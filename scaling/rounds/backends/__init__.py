@@ -1,0 +1,1 @@
+"""The executors, one class per backend (local, Slurm, session), and the jobs each one runs."""
