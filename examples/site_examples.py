@@ -1,9 +1,9 @@
 """Variants at sites other than the query, written as a user would (nothing in `models` knows
-of them): a sigmoid gate on the attention output, a value residual from layer 1, and a SwiGLU
-MLP at (nearly) equal parameters.
+of them): a sigmoid gate on the attention output, a value residual from layer 1, a SwiGLU
+MLP at (nearly) equal parameters, and keys shared with the values.
 
 Named in a study as ``examples.site_examples:output_gate`` (``value_residual``,
-``swiglu``).
+``swiglu``, ``shared_kv``).
 """
 
 from __future__ import annotations
@@ -152,4 +152,36 @@ def swiglu() -> Variant:
         flops=lambda config: 2 * 3 * config.hidden_size * swiglu_width(config.ffn_size),
         # W_down writes into the residual stream: GPT-2's scaled init, like linear_fc2
         init=lambda config: {"mlp.w_down.weight": scaled_normal()},
+    )
+
+
+class SharedKeyValue(ColumnParallelLinear):
+    """One projection serves as both key and value (k = v = X W): half of W_K, W_V's weights.
+
+    Built where megatron builds the fused K/V projection, with its arguments; this rank's output
+    keeps that projection's layout, ``[k_g; v_g]`` per query group, so TP ranks own whole groups.
+    """
+
+    def __init__(self, input_size: int, output_size: int, **kwargs: Any) -> None:
+        super().__init__(input_size, output_size // 2, **kwargs)  # [W_K; W_V] -> one W
+
+    def forward(self, input_: torch.Tensor, *args: Any, **kwargs: Any):
+        # input_: [s, b, d] -> one [s, b, ng * hn / tp] -> [s, b, ng_local, 2 * hn] flattened
+        shared, bias = super().forward(input_, *args, **kwargs)
+        width = self.config.kv_channels
+        groups = shared.view(*shared.shape[:2], -1, width)
+        return torch.cat([groups, groups], dim=-1).flatten(2), bias
+
+
+def _kv_width(config: Any) -> int:
+    return config.query_groups * config.kv_channels
+
+
+def shared_kv() -> Variant:
+    """Keys and values from one projection (the `linear_kv` site)."""
+    return Variant(
+        name="shared_kv",
+        sites={"self_attention.linear_kv": SharedKeyValue},
+        weights=lambda config: config.hidden_size * _kv_width(config),
+        flops=lambda config: 2 * config.hidden_size * _kv_width(config),
     )

@@ -14,7 +14,7 @@ Conventions (Kaplan et al. 2020; Hoffmann et al. 2022):
 
 from __future__ import annotations
 
-from models.catalog.sites import QUERY_SITE
+from models.catalog.sites import KV_SITE, QUERY_SITE
 from models.catalog.variants import load_variant
 from models.config import ModelConfig, ParallelConfig
 
@@ -36,6 +36,7 @@ def _plain_sites(config: ModelConfig) -> dict[str, tuple[int, int, int]]:
         "input_layernorm": (0, d, 0),
         "self_attention": attention,
         QUERY_SITE: (query, 0, 2 * query),
+        KV_SITE: (kv, 0, 2 * kv),
         "self_attention.core_attention": (0, 0, core),
         "self_attention.linear_proj": (proj, 0, 2 * proj),
         "pre_mlp_layernorm": (0, d, 0),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from models.catalog.sites import QUERY_SITE
+from models.catalog.sites import SEPARATE_QKV
 from models.catalog.variants import BUILTIN_VARIANTS, load_variant
 
 # Built-in names, or a variant of the user's own (`models.catalog.variants`: "module:function" or an
@@ -105,9 +105,11 @@ class ModelConfig:
                 f"num_query_groups: {self.query_groups} does not divide num_attention_heads "
                 f"{self.num_attention_heads}; use a divisor of it (or null for one per head)"
             )
-        if QUERY_SITE in variant.site_names() and self.query_width != self.hidden_size:
+        separate = set(SEPARATE_QKV) & set(variant.site_names())
+        if separate and self.query_width != self.hidden_size:
             raise ValueError(
-                f"head_dim: query variant {self.query_variant!r} builds the query from X itself, "
+                f"head_dim: variant {self.query_variant!r} replaces {sorted(separate)[0]}, which "
+                "splits the fused QKV projection; the query is then built from X itself, "
                 f"so num_attention_heads * head_dim ({self.query_width}) must equal hidden_size "
                 f"({self.hidden_size}); leave head_dim null"
             )

@@ -44,6 +44,29 @@ class LayerNormNoBias:
         return torch.nn.LayerNorm(hidden_size, eps=eps, bias=False, dtype=config.params_dtype)
 
 
+class LinearQuery(MegatronModule):
+    """q = X W_Q, column-parallel: the plain query, when a variant replaces only K/V."""
+
+    def __init__(self, config: TransformerConfig, tp_group: Any = None):
+        super().__init__(config=config)
+        self.linear = tensor_parallel.ColumnParallelLinear(
+            config.hidden_size,
+            config.hidden_size,
+            config=config,
+            init_method=config.init_method,
+            gather_output=False,
+            bias=False,
+            skip_bias_add=False,
+            is_expert=False,
+            tp_group=tp_group,
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        # x: [s, b, d] (replicated over TP) -> [s, b, d / tp]
+        q, _ = self.linear(x)
+        return q
+
+
 class IdentityQuery(MegatronModule):
     """q = X / 2 (W_Q = I; the /2 is the reference's halved softmax scale, moved into q)."""
 

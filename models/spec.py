@@ -6,7 +6,8 @@ pre-LN (LayerNorm gains, no biases), attention with a fused QKV projection, GELU
 `self_attention`, `pre_mlp_layernorm`, `mlp`), an attention submodule
 (`self_attention.core_attention`, `self_attention.linear_proj`), the query
 (`self_attention.query`: ``SeparateQueryAttention`` with the variant's query module and a fused
-K/V projection), or the whole `layer`.
+K/V projection), the K/V projection (`self_attention.linear_kv`: the same attention with a linear
+query), or the whole `layer`.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ from megatron.core.transformer.transformer_block import (
 from megatron.core.transformer.transformer_config import TransformerConfig
 from megatron.core.transformer.transformer_layer import TransformerLayer, TransformerLayerSubmodules
 
-from models.catalog.sites import QUERY_SITE
+from models.catalog.sites import KV_SITE, QUERY_SITE, SEPARATE_QKV
 from models.catalog.variants import load_variant
 from models.config import ModelConfig
-from models.query import LayerNormNoBias, SeparateQueryAttention, SeparateQuerySubmodules
+from models.query import (
+    LayerNormNoBias,
+    LinearQuery,
+    SeparateQueryAttention,
+    SeparateQuerySubmodules,
+)
 
 
 def attention_spec(config: ModelConfig, sites: dict[str, Any] | None = None) -> ModuleSpec:
@@ -40,10 +46,10 @@ def attention_spec(config: ModelConfig, sites: dict[str, Any] | None = None) -> 
     qk_norm = LayerNormNoBias if config.qk_norm else None
     core = sites.get("self_attention.core_attention", DotProductAttention)
     proj = sites.get("self_attention.linear_proj", RowParallelLinear)
-    if QUERY_SITE in sites:
+    if any(site in sites for site in SEPARATE_QKV):
         submodules = SeparateQuerySubmodules(
-            query=sites[QUERY_SITE],
-            linear_kv=ColumnParallelLinear,
+            query=sites.get(QUERY_SITE, LinearQuery),
+            linear_kv=sites.get(KV_SITE, ColumnParallelLinear),
             core_attention=core,
             linear_proj=proj,
             q_layernorm=qk_norm,

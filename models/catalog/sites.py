@@ -4,8 +4,9 @@ A site is a submodule that megatron-core's layer spec names (``TransformerLayerS
 ``SelfAttentionSubmodules``), written as its path inside one layer; ``layer`` is the whole layer.
 A variant maps sites to megatron ``ModuleSpec``s (or module classes); `models.spec` puts them in
 the one layer spec, so no other module knows which variant it builds. ``self_attention.query``
-is this project's own site: the attention then computes Q with that module and K, V with one
-fused ``linear_kv`` (`models.query.SeparateQueryAttention`).
+and ``self_attention.linear_kv`` are this project's own sites: the attention then computes Q with
+the query module (a plain linear one unless replaced) and K, V with the ``linear_kv`` module (one
+fused column-parallel projection unless replaced) (`models.query.SeparateQueryAttention`).
 
 Plain data (no torch here): configs and planners import it cheaply.
 """
@@ -19,14 +20,29 @@ from typing import Any
 
 from models.catalog.init_rules import InitRule
 
-__all__ = ["SITES", "Variant", "QueryVariant", "as_variant", "QUERY_SITE"]
+__all__ = [
+    "SITES",
+    "Variant",
+    "QueryVariant",
+    "as_variant",
+    "QUERY_SITE",
+    "KV_SITE",
+    "SEPARATE_QKV",
+]
 
 QUERY_SITE = "self_attention.query"
+KV_SITE = "self_attention.linear_kv"
+# the sites that split the fused QKV projection (`models.query.SeparateQueryAttention`)
+SEPARATE_QKV = (QUERY_SITE, KV_SITE)
 # site -> what it is (for errors and docs)
 SITES: dict[str, str] = {
     "input_layernorm": "the norm before attention",
     "self_attention": "the whole attention block (q, k, v, core attention, output projection)",
     QUERY_SITE: "the query projection: X [s, b, d] -> this TP rank's q [s, b, d / tp]",
+    KV_SITE: (
+        "the key and value projection: X [s, b, d] -> (this TP rank's [k_g; v_g] per query "
+        "group [s, b, 2 * kv_width / tp], bias), built as megatron builds a ColumnParallelLinear"
+    ),
     "self_attention.core_attention": "softmax(q k^T) v (megatron's DotProductAttention)",
     "self_attention.linear_proj": "the attention output projection W_O (a gate goes here)",
     "pre_mlp_layernorm": "the norm before the MLP",

@@ -32,6 +32,8 @@ CASES: dict[str, dict] = {
     "output_gate": dict(query_variant="examples.site_examples:output_gate"),
     "value_residual": dict(query_variant="examples.site_examples:value_residual"),
     "swiglu": dict(query_variant="examples.site_examples:swiglu"),
+    # the K/V projection replaced, the query left linear (grouped queries: whole groups per rank)
+    "shared_kv": dict(query_variant="examples.site_examples:shared_kv", num_query_groups=2),
 }
 # layer 1's values live on the first stage only (see examples/site_examples.py)
 PIPELINE_CASES = [case for case in CASES if case != "value_residual"]
@@ -334,3 +336,27 @@ def variant_init_worker(rank: int, world_size: int) -> dict:
             out["errors"][variant] = str(err)
     runtime.destroy()
     return to_numpy(out)
+
+
+def shared_kv_worker(rank: int, world_size: int) -> dict:
+    """What the `linear_kv` site holds and computes in the shared-K/V example: its weight shapes
+    and the largest |k - v| of layer 0's keys and values on one batch."""
+    from models import build_gpt, runtime
+
+    config = tiny_config(**CASES["shared_kv"])
+    model = build_gpt(config, seed=0)
+    seen = {}
+    kv = model.decoder.layers[0].self_attention.linear_kv
+
+    def keep(module, args, out) -> None:  # None: the module's output stays as it is
+        seen.setdefault("kv", out[0].detach())
+
+    kv.register_forward_hook(keep)
+    tokens, labels = batch()
+    model(tokens, _positions(), None, labels=labels)
+    hn = config.kv_channels
+    mixed = seen["kv"].view(*seen["kv"].shape[:2], config.query_groups, 2 * hn)
+    key, value = torch.split(mixed, hn, dim=3)
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters() if "layers.0." in n}
+    runtime.destroy()
+    return {"shapes": shapes, "k_minus_v": float((key - value).abs().max())}

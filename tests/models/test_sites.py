@@ -47,3 +47,19 @@ def test_no_module_branches_on_a_builtin_variants_name():
         if pattern.search(line)
     ]
     assert hits == []
+
+
+def test_the_kv_site_replaces_only_keys_and_values():
+    """`self_attention.linear_kv` alone: the query stays a plain d x d projection, the fused QKV
+    is gone, and the example's one projection serves as both key and value."""
+    from tests.distributed import run_ranks
+    from tests.models._workers import shared_kv_worker
+
+    (out,) = run_ranks(shared_kv_worker, 1)
+    prefix = "decoder.layers.0.self_attention."
+    shapes = {n[len(prefix) :]: s for n, s in out["shapes"].items() if n.startswith(prefix)}
+    # d = 32, 2 query groups of 8 channels: one [16, 32] projection instead of [W_K; W_V] [32, 32]
+    assert shapes["linear_kv.weight"] == (16, 32), shapes
+    assert shapes["query.linear.weight"] == (32, 32), shapes
+    assert not any("linear_qkv" in n for n in shapes), shapes
+    assert out["k_minus_v"] == 0.0
