@@ -28,6 +28,7 @@ def pilot(
     cells they cover. A size that runs out of memory is reported with the fix. Exit status 3
     when a probe ran out of memory or failed, 2 for a bad study.
     """
+    # lazy: `scaling --help` imports only typer (scaling.cli)
     from foundation.config import ConfigError
     from scaling.costs.pilot import format_pilot, run_pilot  # lazy: `scaling --help` stays fast
     from scaling.costs.pilot_job import OK  # lazy: `scaling --help` stays fast

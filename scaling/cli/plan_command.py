@@ -98,6 +98,7 @@ def plan(
 
 def _warn_undeclared_flops(entries: list[str]) -> None:
     """A bring-your-own variant without `flops`: say so before anything is trained."""
+    # lazy: `scaling --help` imports only typer (scaling.cli)
     from models.catalog.variants import is_builtin, load_variant
     from scaling.spec.ladder import ARMS  # lazy: `scaling --help` stays fast
 
@@ -165,6 +166,8 @@ def _print_seed_cost(spec, the_plan, device: str, sd, noise, target_gain) -> Non
 def _print_naive_cost(spec, the_plan, device: str, sd: dict[str, float]) -> None:
     """The study's expected device-hours against the naive grid's at equal power (one line)."""
     from analysis.stats.power import sd_for_sizes  # lazy: scipy and pandas
+
+    # lazy: `scaling --help` imports only typer (scaling.cli)
     from foundation.contract import size_key
     from scaling.costs.naive import format_naive_cost, naive_cost  # lazy: `scaling --help`
 
@@ -183,6 +186,7 @@ def _print_power(spec, sd: dict[str, float], noise: str, target_gain: float | No
 
 def _warn_environment(path: Path, spec) -> None:
     """Print (to stderr) why `submit` would refuse this study here, if it would."""
+    # lazy: `scaling --help` imports only typer (scaling.cli)
     from foundation.config import ConfigError
 
     # lazy: `scaling --help` stays fast

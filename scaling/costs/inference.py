@@ -82,6 +82,7 @@ def _clock(cuda: bool) -> Any:
 
 def _round(model: Any, settings: InferenceSettings, tokens: Any, cuda: bool) -> dict[str, float]:
     """One timed round of one model: prefill, then decode at each batch size."""
+    # lazy: torch, paid only when a measurement runs
     from models.decode import Decoder
 
     clock = _clock(cuda)
@@ -120,6 +121,7 @@ def _peak_memory(
     """MiB held by the batch-32 prefill + decode (on CPU: weights + `cache_bytes`)."""
     import torch
 
+    # lazy: torch, paid only when a measurement runs
     from models.decode import Decoder
 
     s, batch = settings, DECODE_BATCHES[-1]

@@ -23,6 +23,7 @@ from typing import Any
 
 from submitit.core.utils import pickle_load
 
+from data_prep.manifest import MANIFEST_NAME
 from foundation.atomic import write_text
 from foundation.config import ConfigError
 from foundation.provenance import git_commit
@@ -118,7 +119,6 @@ def probes(study: ResolvedStudy, warmup: int, steps: int) -> list[Probe]:
 
 def check_data_prepared(study: ResolvedStudy) -> None:
     """The pilot trains on the study's data; say how to prepare them if they are not there."""
-    from data_prep.manifest import MANIFEST_NAME
 
     path = study.spec.dataset_path
     if (path / MANIFEST_NAME).is_file():

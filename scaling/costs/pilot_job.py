@@ -62,6 +62,7 @@ class PilotJob:
         self.memory_limit_bytes = memory_limit_bytes
 
     def __call__(self) -> dict[str, Any]:
+        # lazy: torch, in the probe's own process only
         from models import runtime
 
         if os.environ.get("SUBMITIT_EXECUTOR") in ("slurm", "local"):

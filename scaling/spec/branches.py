@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundation import contract
+from jobs.config import ScheduleConfig
 from scaling.spec.ladder import nominal_params
 
 if TYPE_CHECKING:
@@ -64,7 +65,6 @@ def budgets(study: Study, size: str) -> list[float]:
 
 def family(study: Study, size: str, step_tokens: int, warmup_steps: int) -> list[Branch]:
     """The size's branches, rounded to whole steps (see the module docstring)."""
-    from jobs.config import ScheduleConfig
 
     out = []
     for budget in budgets(study, size):

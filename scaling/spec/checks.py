@@ -14,7 +14,8 @@ import math
 import re
 from urllib.parse import urlsplit
 
-from foundation.config import ConfigError, Problems
+from data_prep.config import DataPrepConfig
+from foundation.config import ConfigError, Problems, from_dict
 from foundation.contract import parse_size
 from jobs.evaluation.run import task_problems
 from scaling.spec.ladder import ANY, ARMS, resolve_arm
@@ -109,8 +110,6 @@ def _tracking_uri_ok(uri: str) -> bool:
 
 
 def _check_data(study: Study, p: Problems) -> None:
-    from data_prep.config import DataPrepConfig
-    from foundation.config import from_dict
 
     data = study.data
     if not data.path and not data.prepare:

@@ -26,10 +26,11 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from foundation import contract
 from foundation.config import ConfigError, from_dict, to_dict
+from jobs.config import RunConfig
 from scaling.spec.branches import budgets, expand_family
 from scaling.spec.ladder import (
     ANY,
@@ -42,9 +43,6 @@ from scaling.spec.ladder import (
     resolve_arm,
 )
 from scaling.spec.study import Study
-
-if TYPE_CHECKING:
-    from jobs.config import RunConfig
 
 __all__ = [
     "Cell",
@@ -261,8 +259,6 @@ def expand_cells(
     resolved run configs that are invalid (e.g. TP does not divide a size's heads) and cells that
     would coincide.
     """
-    from jobs.config import RunConfig
-
     cells: list[Cell] = []
     seen: dict[str, str] = {}
     problems: dict[str, str] = {}  # problem → where it showed first

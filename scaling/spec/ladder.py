@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 
 from foundation.contract import parse_size
+from models.catalog.variants import did_you_mean, entry_point_names, load_variant
 
 ANY = "*"  # key in per-size / per-variant tables that applies to every size / variant
 
@@ -110,7 +111,6 @@ def resolve_arm(entry: str) -> tuple[str, dict]:
     """
     if entry in ARMS:
         return entry, dict(ARMS[entry])
-    from models.catalog.variants import did_you_mean, entry_point_names, load_variant
 
     registered = entry_point_names()
     if ":" not in entry and entry not in registered:

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from data_prep.config import BPE, DataConfig
 from foundation.config import ConfigError, from_dict, load_file
 from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
 from scaling.spec.checks import check_study
@@ -150,7 +151,7 @@ def vocab_size(study: Study) -> int:
 
     A dataset that is neither on disk nor preparable is the "missing dataset" error.
     """
-    from data_prep.config import BPE
+    # lazy: numpy (data_prep.manifest), paid only when a prepared dataset is read
     from data_prep.manifest import MANIFEST_NAME, load_manifest
 
     path = study.dataset_path
@@ -185,7 +186,7 @@ def vocab_size(study: Study) -> int:
 def check_validation_windows(study: Study) -> None:
     """The loss and LR-selection windows (disjoint) must fit in a prepared dataset's validation
     split; an unprepared one is checked by the trainer, which raises the same message."""
-    from data_prep.config import DataConfig
+    # lazy: numpy (data_prep.manifest), paid only when a prepared dataset is read
     from data_prep.manifest import MANIFEST_NAME, load_manifest
 
     path = study.dataset_path

@@ -17,17 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from analysis.stats.levels import ALPHA
 from analysis.tables.spec import DEFAULT_BASELINE
+from data_prep.config import DataPrepConfig
 from foundation import contract
+from foundation.config import from_dict
 from foundation.contract import study_folder
 from jobs.config import EvaluationConfig
 from scaling.spec.ladder import ANY, ARMS, Shape, resolve_arm, shape_for_size
-
-if TYPE_CHECKING:
-    from data_prep.config import DataPrepConfig
 
 __all__ = [
     "MlflowSpec",
@@ -351,8 +350,6 @@ class Study:
 
     def prepare_config(self) -> DataPrepConfig | None:
         """`data.prepare` as the DataPrepConfig it was checked as (None: data.path only)."""
-        from data_prep.config import DataPrepConfig
-        from foundation.config import from_dict
 
         if self.data.prepare is None:
             return None

@@ -12,6 +12,9 @@ import functools
 import math
 import typing
 
+from jobs.config import DeepSpeedConfig, OptimizerConfig, ScheduleConfig, TrainConfig
+from models.config import ModelConfig
+
 __all__ = ["non_finite_problems", "section_key_problems"]
 
 
@@ -28,8 +31,6 @@ def non_finite_problems(data: object, where: str) -> list[str]:
 
 
 def _section_classes() -> dict[str, type]:
-    from jobs.config import DeepSpeedConfig, OptimizerConfig, ScheduleConfig, TrainConfig
-    from models.config import ModelConfig
 
     return {
         "model": ModelConfig,

@@ -22,6 +22,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from foundation import contract
+
 __all__ = [
     "FoundRun",
     "is_http",
@@ -80,7 +82,6 @@ def search_http(uri: str, exp_id: str, filter_string: str) -> list[FoundRun]:
 
 def search_with_client(client: Any, exp_id: str, filter_string: str) -> list[FoundRun]:
     """The same records through an MlflowClient (any store MLflow supports)."""
-    from foundation import contract
 
     return [
         FoundRun(
