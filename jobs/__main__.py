@@ -4,6 +4,7 @@ from pathlib import Path
 
 import typer
 
+from foundation.quiet import silence_known_warnings
 from jobs.cli import train
 
 
@@ -16,8 +17,6 @@ def main(
 ) -> None:
     """Train one run from a run-config file (see `scaling train --help`)."""
     if not verbose:
-        from foundation.quiet import silence_known_warnings
-
         silence_known_warnings()
     train(run_config, dry_run)
 

@@ -19,6 +19,7 @@ def train(
     """
     import yaml
 
+    # lazy: `python -m jobs --help` imports only typer
     from foundation.config import ConfigError, to_dict
     from jobs.config import load_run_config  # lazy: the CLI registers commands cheaply
 
@@ -31,6 +32,8 @@ def train(
         typer.echo(yaml.safe_dump(to_dict(config), sort_keys=False))
         return
     from jobs.trainer import train as run_training  # lazy: torch and megatron-core
+
+    # lazy: torch
     from models.runtime import launched_world_size
 
     try:

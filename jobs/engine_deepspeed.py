@@ -27,6 +27,7 @@ from jobs.collectives import sum_over
 from jobs.config import RunConfig
 from jobs.engine_megatron import global_grad_norm
 from jobs.optim import build_adamw
+from models.runtime import local_cuda_device
 
 __all__ = ["DeepSpeedEngine", "deepspeed_config"]
 
@@ -127,7 +128,6 @@ def _device_args() -> argparse.Namespace | None:
     """
     if not torch.cuda.is_available():
         return None
-    from models.runtime import local_cuda_device
 
     return argparse.Namespace(device_rank=local_cuda_device())
 

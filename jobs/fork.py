@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation import contract as C
-from foundation.config import load_file
+from foundation.config import load_file, to_dict
 from jobs import checkpoint as ckpt
 from jobs.config import RunConfig
 
@@ -48,7 +48,6 @@ def check_parent_config(config: RunConfig) -> None:
     The parent's `run_config.yaml` (written by `scaling submit`, or its end-of-run artifact) is
     compared when present; a parent run by hand without one is trusted.
     """
-    from foundation.config import to_dict
 
     assert config.init_from is not None
     parent_dir = Path(config.init_from.output_dir)

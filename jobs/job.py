@@ -57,6 +57,7 @@ class TrainingJob(submitit.helpers.Checkpointable):
             # called directly or by submitit's in-process debug executor: nobody sends USR2,
             # so train in this thread (no stop flag needed)
             return train(self.config)
+        # lazy: torch (the submitting process pickles this job without importing it)
         from models.runtime import rendezvous_port
 
         # one task = one rank; CUDA_VISIBLE_DEVICES stays (models.runtime picks by LOCAL_RANK).

@@ -22,6 +22,7 @@ from foundation.config import dump_file, flatten, to_dict
 from foundation.provenance import device_name, git_commit, host_name, versions
 from foundation.secrets import redact_uri
 from jobs.config import RunConfig
+from models.accounting import num_nonembedding_params, num_params
 from models.catalog.variants import code_digest
 
 __all__ = [
@@ -125,6 +126,7 @@ def dataset_input(data_path: str | Path) -> dict[str, Any]:
     From the data_prep manifest, so the digest names the token files, not the path: runs in
     two studies on the same tokens show the same dataset in MLflow.
     """
+    # lazy: numpy (data_prep.manifest), paid when the run logs its dataset
     from data_prep.manifest import load_manifest
 
     manifest = load_manifest(data_path)
@@ -174,7 +176,6 @@ def finish(
     tracker: Any, config: RunConfig, result: RunResult, history: LossHistory, flops_per_token: int
 ) -> None:
     """Summary metrics, artifacts (config, curve CSV and plot), outcome tag, FINISHED."""
-    from models.accounting import num_nonembedding_params, num_params
 
     summary = {
         C.NUM_PARAMS_TOTAL: num_params(config.model),

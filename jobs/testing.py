@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from data_prep.testing import TINY_VOCAB_SIZE, tiny_dataset
 from foundation.config import from_dict
 from jobs.config import RunConfig
 from jobs.pause import ENV_FILE, ENV_STEP, PausePoint
@@ -38,10 +39,7 @@ def tiny_run_dict(
     """The plain-dict form of `tiny_run_config` (for writing run-config files in tests)."""
     tmp_path = Path(tmp_path)
     if data_dir is None:
-        from data_prep.testing import tiny_dataset
-
         data_dir = tiny_dataset(tmp_path / "data")
-    from data_prep.testing import TINY_VOCAB_SIZE
 
     base = {
         "name": "tiny",

@@ -37,6 +37,7 @@ from jobs.record import LossHistory, RunResult
 from jobs.spikes import is_spike, next_ema
 from jobs.stop import REQUEUE
 from jobs.tracking import NullTracker, SystemMetrics, Tracker, resolve_tracking_uri
+from models import runtime
 
 __all__ = ["RunResult", "train"]
 
@@ -48,7 +49,6 @@ def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
     current step, save a checkpoint and return status `preempted` (USR2: submitit requeues) or
     `interrupted` (SIGTERM: the MLflow run is marked KILLED; see jobs/stop.py).
     """
-    from models import runtime
 
     config.check_world_size(runtime.launched_world_size())  # before any process group exists
     finished = record.finished_result(config)
@@ -65,6 +65,8 @@ class _Trainer:
     def __init__(self, config: RunConfig, stop: threading.Event | None) -> None:
         from megatron.core import parallel_state
 
+        # lazy: the data loaders and the model's megatron-core modules, imported only when a cell
+        # trains (a finished cell's rerun returns before)
         from data_prep import training_dataset, validation_windows
         from models.accounting import flops_per_token
         from models.build import build_gpt

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from lm_eval.api.model import LM
 
+from data_prep.manifest import load_manifest
+
 __all__ = ["MegatronLM", "check_layout", "load_tokenizer"]
 
 BATCH_SIZE = 16  # sequences per forward pass; right-padded (causal, so padding never leaks back)
@@ -41,8 +43,6 @@ def load_tokenizer(data_path: str | Path) -> tuple[Any, int]:
     """(tokenizer, end-of-document id) the study's dataset was prepared with (its
     `tokenizer.json` and manifest)."""
     from tokenizers import Tokenizer
-
-    from data_prep.manifest import load_manifest
 
     path = Path(data_path) / "tokenizer.json"
     if not path.is_file():

@@ -124,6 +124,7 @@ def _check_builds(spec) -> None:
 
 def _check_noise_args(noise: str, target_gain: float | None) -> None:
     """A bad --noise or --target-gain is refused before the study is read."""
+    # lazy: scipy and pandas
     from analysis.stats.power import noise_source_kind
 
     try:
@@ -137,6 +138,7 @@ def _check_noise_args(noise: str, target_gain: float | None) -> None:
 def _read_noise(spec, noise: str, baseline: str) -> dict[str, float]:
     from mlflow.exceptions import MlflowException
 
+    # lazy: scipy and pandas
     from analysis.stats.power import noise_from_source
 
     try:

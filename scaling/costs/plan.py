@@ -15,6 +15,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from foundation import contract
+from foundation.contract import size_key
+from models.accounting import flops_per_token, num_nonembedding_params, num_params
 from scaling.costs.disk import cell_checkpoint_bytes, num_checkpoints_kept
 from scaling.costs.pilot import PILOT_FILE, load_pilot, probe_key
 from scaling.spec.resolved import ResolvedStudy
@@ -108,7 +111,6 @@ class Plan:
 
 def plan_study(study: ResolvedStudy) -> Plan:
     """Cost every cell of the (resolved) study; writes and submits nothing."""
-    from models.accounting import num_nonembedding_params, num_params
 
     flops_per_gpu_s = study.spec.cost.flops_per_gpu_s
     pilot = load_pilot(study.folder)
@@ -166,7 +168,6 @@ def _eval_flops(run) -> float:
     """Forward FLOPs of a run's evaluations: one at every `eval_interval` before the end and
     one at the end, each over the loss and the LR-selection windows; a forward pass costs a
     third of a training token's FLOPs (the backward pass two thirds)."""
-    from models.accounting import flops_per_token
 
     train, data = run.train, run.data
     start = run.init_from.step if run.init_from is not None else 0
@@ -256,8 +257,8 @@ def power_plan(
     """(header, rows, note): per size of the study, the seed sd (``analysis.stats.power``'s
     paired-difference sd in % of loss, from ``noise_from_source``), the minimum detectable
     paired gain with the study's seeds and, with ``target_gain`` (%), the seeds it needs."""
+    # lazy: scipy (analysis.stats.power)
     from analysis.stats.power import MAX_SEEDS, power_table, sd_for_sizes
-    from foundation.contract import size_key
 
     sizes = sorted(study.spec.sizes, key=size_key)
     num_seeds = len(study.spec.seeds)
@@ -299,7 +300,6 @@ class BranchSaving:
 def branch_saving(study: ResolvedStudy, plan: Plan | None = None) -> BranchSaving | None:
     """What WSD branches save (None for a study without them): each branch replaced by a full
     run to its budget, each stable run dropped. GPU-hours scale with FLOPs per cell."""
-    from foundation import contract
 
     plan = plan or plan_study(study)
     kinds = {c.cell_id: c.kind for c in study.cells}

@@ -93,6 +93,7 @@ def scan_table(
 
 
 def _arm(f: LRFrontier) -> str:
+    # lazy: pandas (analysis.stats.frontier)
     from analysis.stats.frontier import fmt_lr
 
     best = "no usable LR" if f.best_lr is None else f"best {fmt_lr(f.best_lr)}"
@@ -178,6 +179,7 @@ def edge_scans(
 
 
 def _unfound(f: LRFrontier) -> str:
+    # lazy: pandas (analysis.stats.frontier)
     from analysis.stats.frontier import fmt_lr
 
     return f"{f.variant} {f.size} @{f.tokens:.3g} tokens: no divergence up to {fmt_lr(f.lrs[-1])}"
