@@ -46,8 +46,7 @@ def _load(
     the command makes folders and a store, so they must be writable by this user first (a
     read-only `status` of someone else's study need not be). `new_store`: a lost or broken
     SQLite store is replaced first (`scaling.state.store_check.adopt_new_store`)."""
-    # lazy: `scaling --help` imports only typer (scaling.cli)
-    from foundation.config import ConfigError
+    from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
     from scaling.rounds.environment import check_study_environment, load_study_spec  # lazy
     from scaling.spec.places import check_places  # lazy, as above
 
@@ -87,8 +86,7 @@ def _settle_stale(spec, rerun_stale: bool, accept_stale: bool) -> None:
 
 def _say_if_no_store(spec) -> None:
     """A read-only command names the SQLite store the spec points at when it does not exist."""
-    # lazy: `scaling --help` imports only typer (scaling.cli)
-    from foundation.studypaths import missing_store, missing_store_message
+    from foundation.studypaths import missing_store, missing_store_message  # lazy: fast --help
 
     store = missing_store(spec.mlflow.tracking_uri)
     if store is not None:
@@ -99,8 +97,7 @@ def _say_if_no_store(spec) -> None:
 def _one_driver(spec) -> Iterator[None]:
     """Refuse at once (one line, exit 2) if another process drives this study
     (`scaling.cli.driver_lock`)."""
-    # lazy: `scaling --help` imports only typer (scaling.cli)
-    from foundation.config import ConfigError
+    from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
     from scaling.cli.driver_lock import acquire, release  # lazy: `scaling --help` stays fast
 
     try:
@@ -118,8 +115,7 @@ def _refusal_is_one_line() -> Iterator[None]:
     """A tracking server that kept refusing the login mid-study (`scaling.state.tracking_refusal`),
     a bad setting of how long it may, or a SQLite store lost mid-study
     (`scaling.state.store_check.StoreLost`, a ConfigError): one `error:` line, exit 2."""
-    # lazy: `scaling --help` imports only typer (scaling.cli)
-    from foundation.config import ConfigError
+    from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
     from scaling.state.tracking_refusal import TrackingRefused  # lazy: `scaling --help`
 
     try:
@@ -383,8 +379,7 @@ def run(
         )
     _status_table(outcome.study or spec)  # the cells the LR search added too
     if outcome.verdict is not None:
-        # lazy: pandas, paid once the run has a verdict
-        from analysis.report.terminal import verdict_lines
+        from analysis.report.terminal import verdict_lines  # lazy: pandas, once there is one
 
         for line in verdict_lines(outcome.verdict):
             typer.echo(line)
