@@ -25,7 +25,8 @@ top size, each arm at its chosen LR. Naive: 3 LRs x n seeds at every (arm, size)
 fixed seed count whose power at the +-0.5% margin (`analysis.stats.power.power_of`) reaches the
 sequential design's simulated power. Floor: what a perfect law would cost (3 LRs at the law
 sizes, 2 at every later size, no edges, no break, the same seeds): the part of the ratio that
-LR transfer cannot remove, because the seeds (3 at each winner, then the looks) remain. False claims on identical arms: "tuned", both arms at their
+LR transfer cannot remove, because the seeds (3 at each winner, then the looks) remain.
+False claims on identical arms: "tuned", both arms at their
 true optimum; "with grid tuning error", the loss penalty (% of the loss) of the baseline's and
 nonlinear's chosen top-size LRs enters as a gain, for the pipeline's sequential looks and for the
 naive grid's fixed test (its best of Porian x {0.5, 1, 2}; a grid's resolution alone leaves a
@@ -207,7 +208,8 @@ def main() -> None:
                   f"{np.mean(false):.3f} (naive {np.mean(naive_false):.3f}) | "
                   f"{within.mean():.3f} | {np.mean([s['scan_runs'] for s in studies]):.1f} | "
                   f"{np.mean([s['search'] for s in studies]):.0f} | "
-                  f"{broken}/{len(studies)} | {(floor_search + seq_seeds) / naive:.2f}x")  # fmt: skip
+                  f"{broken}/{len(studies)} | "
+                  f"{(floor_search + seq_seeds) / naive:.2f}x")  # fmt: skip
     print(f"took {time.time() - started:.0f} s")
 
 
