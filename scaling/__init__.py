@@ -6,8 +6,9 @@ The rooms (arrows point one way: spec ← state ← rounds ← costs ← cli):
   past the loader.
 - `scaling.state`: the MLflow-backed state: parent and child runs, each cell's state, the run
   cache, the REST reader, stale code, the job records and what the scheduler says about them.
-- `scaling.rounds`: running rounds: the round driver `StudyRun`, the executors (one class each),
-  local warm start, the LR search's judging, the progress and ETA, `scaling run`'s course.
+- `scaling.rounds`: running rounds: the round driver `StudyRun` and its watcher `RoundWatcher`,
+  the executors (one class each), local warm start, the LR search's judging, the progress and
+  ETA, `scaling run`'s course.
 - `scaling.costs`: what a study costs before it runs: plan, wall-clock, disk, pilot.
 - `scaling.cli`: the `scaling` command and its views (tables, live bar, MLflow link).
 

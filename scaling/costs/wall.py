@@ -8,9 +8,9 @@ bound: the cluster may run fewer). A free slot takes the longest waiting cell, a
 `scaling.rounds.backends.executors.LocalExecutor` does, so a phase lasts what that greedy
 schedule says. A
 local round also starts a warm server (`scaling.rounds.warmstart`: torch, megatron-core and mlflow
-imported, about 8 CPU s) and is seen to end at the next status poll (`scaling.rounds.driver.POLL_S`,
-5 s: 2.5 s on average): the executor's `per_round_overhead_s`. A Slurm round's queue wait is the
-cluster's, not counted.
+imported, about 8 CPU s) and is seen to end at the next status poll
+(`scaling.rounds.watcher.POLL_S`, 5 s: 2.5 s on average): the executor's `per_round_overhead_s`.
+A Slurm round's queue wait is the cluster's, not counted.
 
 With `lr.search` a study runs in phases, each waiting for the one before: the starting grid,
 then up to `max_rounds` refinement rounds (one LR per arm and scan seed each), then the

@@ -6,16 +6,15 @@ next (`StudyRun.next_cells`): the failed cells again (each up to `study.retries`
 search's next round (`scaling.rounds.refine`), or nothing, and the study is over. The parent run
 ends with the study. `scaling run`, `scaling submit` and `scaling status --watch` are thin calls on
 `StudyRun` (`run_study`, `submit_rounds`, `watch`); which executor runs the cells is the
-executor's business (`scaling.rounds.backends.executors`).
+executor's business (`scaling.rounds.backends.executors`). The waiting (polls, tracking outages,
+progress and ETA) is its `RoundWatcher`'s (`scaling.rounds.watcher`); `StudyRun` decides.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from foundation import contract
@@ -23,14 +22,13 @@ from jobs import load_run_config
 from jobs.tracking import upload_spool
 from scaling.rounds.backends.executors import Executor, executor_for
 from scaling.rounds.looks import look_due, take_look
-from scaling.rounds.progress import CellTimeModel, Progress, Reporter, SearchOutlook
 from scaling.rounds.refine import advance, search_over
 from scaling.rounds.reupload import reupload_results
 from scaling.rounds.submission import Submitted, submit_due
+from scaling.rounds.watcher import POLL_S, RoundWatcher, Rows, View
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search.look_state import looks_over, read_looks
-from scaling.spec.search.search_state import read_state
+from scaling.spec.search.look_state import looks_over
 from scaling.state.cancel_mark import (
     cancel_line,
     clear_cancel_mark,
@@ -47,15 +45,8 @@ from scaling.state.mlflow_state import (
 )
 from scaling.state.scheduler import JobRecord, read_records
 from scaling.state.stale import StaleChoice, stop_if_stale
-from scaling.state.status import StatusRow, study_status
-from scaling.state.store_check import StoreLost, StoreWatch
-from scaling.state.tracking_refusal import (
-    GIVE_UP_ENV,
-    RefusalClock,
-    TrackingRefused,
-    refusal_give_up_s,
-    refusal_status,
-)
+from scaling.state.store_check import StoreLost
+from scaling.state.tracking_refusal import TrackingRefused
 
 __all__ = [
     "StudyRun",
@@ -67,15 +58,8 @@ __all__ = [
     "cancel_study",
 ]
 
-POLL_S = 5.0
 UPLOAD_WAIT_S = 600.0  # how long a round waits for MLflow to take leftover spools
 STOP_WAIT_S = 120.0  # how long Ctrl-C waits for the local submit to cancel its cells
-
-Rows = list[StatusRow]
-# What shows a round's progress while it is waited for, given the study as it is now (with the
-# rounds the search added): a context (a live bar is drawn while it is open) whose value is
-# called with every poll's rows.
-View = Callable[[Progress, ResolvedStudy], AbstractContextManager[Callable[[Rows], None]]]
 
 
 @dataclass(frozen=True)
@@ -107,22 +91,25 @@ class StudyRun:
         poll_s: float = POLL_S,
         refused_give_up_s: float | None = None,
     ) -> None:
-        self.study = study
         self.executor = executor or executor_for(study)
-        self.say, self.view, self.poll_s = say, view, poll_s
+        self.say = say
+        # polls, outages and progress: the watcher's (it is told the study as it grows)
+        self.watcher = RoundWatcher(study, self.executor, say, view, poll_s, refused_give_up_s)
         self.submitted: list[str] = []  # cell ids submitted by this object, every round
         self.last: Submitted | None = None  # the latest submission
-        self.took: dict[str, float] = {}  # cell → wall seconds, as the progress saw it
         self._said_cancelled = False
-        give_up_s = refusal_give_up_s() if refused_give_up_s is None else refused_give_up_s
-        self._refusals = RefusalClock(study.mlflow.tracking_uri, give_up_s)
-        self._store = StoreWatch(study)  # a SQLite store deleted mid-study stops the driver
+
+    @property
+    def study(self) -> ResolvedStudy:
+        """The study as it is now: it grows as the LR search and the looks add rounds."""
+        return self.watcher.study
+
+    @study.setter
+    def study(self, study: ResolvedStudy) -> None:
+        self.watcher.study = study
 
     def status(self) -> Rows:
-        self._store.check()
-        rows = study_status(self.study)
-        self._refusals.answered()
-        return rows
+        return self.watcher.status()
 
     def submit(
         self,
@@ -146,32 +133,8 @@ class StudyRun:
         busy: Callable[[], bool] | None = None,
         on_error: Callable[[Exception], None] | None = None,
     ) -> Rows:
-        """Poll the grid until no cell is queued or running (and `busy()`, if given, is False).
-
-        `callback` sees every poll's rows. With `on_error`, a failed status query (MLflow or its
-        database restarting) is passed to it and the loop keeps polling: the cells keep
-        training and spool their metrics meanwhile. TimeoutError after `timeout_s`.
-        """
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            try:
-                rows = self.status()
-            except Exception as err:  # noqa: BLE001 - any tracking-server failure
-                if on_error is None:
-                    raise
-                on_error(err)
-                time.sleep(self.poll_s)
-                continue
-            if callback is not None:
-                callback(rows)
-            active = [r.cell_id for r in rows if r.state in contract.ACTIVE_STATES]
-            if not active and (busy is None or not busy()):
-                return rows
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"study {self.study.name}: still active after {timeout_s} s: {active}"
-                )
-            time.sleep(self.poll_s)
+        """Poll the grid until no cell is queued or running (`RoundWatcher.wait`)."""
+        return self.watcher.wait(callback, timeout_s, busy, on_error)
 
     def drive(
         self, wait: bool = True, retry_failed: bool = False, submit_first: bool = True
@@ -191,7 +154,7 @@ class StudyRun:
             self.resume_cancelled()
         while True:
             if not due:
-                rows = self._watched(self._progress(set()))
+                rows = self.watcher.watched(self.watcher.progress(set()))
             elif wait:
                 rows = self._submit_and_wait(retry_failed)
             else:
@@ -334,60 +297,17 @@ class StudyRun:
         except Exception:  # noqa: BLE001 - a flapping server: keep the rows we have
             return rows
 
-    def _progress(self, done_before: set[str]) -> Progress:
-        """The round's progress: each cell's FLOPs per device, timed as the plan assumes until
-        cells end (`scaling.rounds.progress`), and what the LR search can still add."""
-        cost = self.study.spec.cost
-        return Progress(
-            {c.cell_id: _work(c) for c in self.study.cells},
-            done_before,
-            slots=self.executor.slots,
-            prior=CellTimeModel(cost.startup_s, 1 / cost.flops_per_gpu_s),
-            search=self._search_outlook(),
-            look=self._last_look(),
-            took=self.took,
-        )
-
-    def _last_look(self) -> tuple[int, str] | None:
-        """The latest look's number and verdict while the seeds it added run (None: no look yet,
-        or the study stopped)."""
-        looks = read_looks(self.study.folder)["looks"] if self.study.spec.seed_rounds else []
-        if not looks or looks[-1]["stop"]:
-            return None
-        return int(looks[-1]["look"]), str(looks[-1]["verdict"])
-
-    def _search_outlook(self) -> SearchOutlook | None:
-        """The most an LR search still adds: `max_rounds` rounds of a cell per arm and scan
-        seed, then the followers (the other seeds at each winner and its neighbours)."""
-        spec = self.study.spec
-        search = spec.lr.search
-        if search is None or search_over(self.study):
-            return None
-        arms: dict[tuple[str, str], float] = {}
-        for cell in self.study.cells:
-            if cell.round == 0:
-                arms.setdefault((cell.variant, cell.size), _work(cell))
-        num_scan = len(spec.scan_seeds)
-        num_follow = (len(spec.seeds) - num_scan) * (1 + 2 * search.follow_neighbours)
-        return SearchOutlook(
-            round=read_state(self.study.folder).round,
-            max_rounds=search.max_rounds,
-            round_work=[w for w in arms.values() for _ in range(num_scan)],
-            follower_work=[w for w in arms.values() for _ in range(num_follow)],
-            per_round_s=self.executor.per_round_overhead_s,
-        )
-
     def _submit_and_wait(self, retry_failed: bool) -> Rows:
         """Submit the due cells and wait until none is queued or running, showing progress."""
         before = {r.cell_id for r in self.status() if r.state in contract.DONE_STATES}
-        progress = self._progress(before)
+        progress = self.watcher.progress(before)
         self.say(
             f"study {self.study.name}: {len(self.study.cells)} cells, {len(before)} already done"
         )
         if not self.executor.runs_cells_in_submit:
             submitted = self.submit(retry_failed)
             self.say(f"submitted {len(submitted.submitted)} cell(s) to {self.executor.label}")
-            return self._watched(progress)
+            return self.watcher.watched(progress)
         # The cells run while `submit` blocks; watch from this thread.
         errors: list[BaseException] = []
         stop = threading.Event()  # Ctrl-C here: the submitting thread cancels what it started
@@ -401,7 +321,7 @@ class StudyRun:
         submitting = threading.Thread(target=submit, name="scaling-submit", daemon=True)
         submitting.start()
         try:
-            rows = self._watched(progress, busy=submitting.is_alive)
+            rows = self.watcher.watched(progress, busy=submitting.is_alive)
         except (KeyboardInterrupt, TrackingRefused, StoreLost):
             stop.set()
             submitting.join(timeout=STOP_WAIT_S)
@@ -409,34 +329,6 @@ class StudyRun:
         if errors:
             raise errors[0]
         return rows
-
-    def _watched(self, progress: Progress, busy: Callable[[], bool] | None = None) -> Rows:
-        """`wait`, with the round's progress shown by the view."""
-        if self.view is None:
-            shown = contextlib.nullcontext(Reporter(progress, self.say))
-        else:
-            shown = self.view(progress, self.study)
-        with shown as callback:
-            return self.wait(callback=callback, busy=busy, on_error=self._unavailable)
-
-    def _unavailable(self, err: Exception) -> None:
-        """A failed status poll: retried, but a refused login only for a bounded time, and a
-        SQLite store that vanished not at all (`StoreLost`)."""
-        if isinstance(err, StoreLost):
-            raise err
-        self._store.check()
-        status = refusal_status(err)
-        if status is None:
-            self._refusals.answered()
-            self.say(f"status unavailable ({type(err).__name__}: {str(err)[:200]}); retrying")
-            return
-        first = self._refusals.since is None
-        left = self._refusals.refused(status)  # TrackingRefused once the time is up
-        if first:
-            self.say(
-                f"the tracking server refused the login (HTTP {status}); retrying for up to "
-                f"{left:.0f} s ({GIVE_UP_ENV})"
-            )
 
     def _end_given_up_runs(self, rows: Rows) -> None:
         """End FAILED the MLflow run of each cell given up on (`study.retries`), so MLflow and
@@ -451,11 +343,6 @@ class StudyRun:
                 cause = f": {row.cause}" if row.cause else ""  # the job's last error line
                 why = f"{row.note}{cause}. `scaling submit --retry-failed` tries again"
                 fail_cell_run(self.study, self.study.cell(row.cell_id), why)
-
-
-def _work(cell: Cell) -> float:
-    """What a cell's compute time scales with: its FLOPs per device."""
-    return cell.flops / cell.world_size
 
 
 def submit_study(

@@ -89,7 +89,8 @@ def _watch(study, said: list[str], give_up_s: float) -> None:
         assert time.monotonic() - start < 30, f"still retrying after 30 s: {said[-3:]}"
 
     run = StudyRun(study, say=say, poll_s=0.05, refused_give_up_s=give_up_s)
-    run._watched(run._progress(set()))  # what `run`, `submit` and `status --watch` wait in
+    # what `run`, `submit` and `status --watch` wait in
+    run.watcher.watched(run.watcher.progress(set()))
 
 
 def test_a_refused_login_gives_up_after_the_bound_with_the_cause(tmp_path, data_dir, server, login):
@@ -134,7 +135,7 @@ def test_a_server_that_is_down_is_retried_past_the_bound(tmp_path, data_dir, ser
 
     run = StudyRun(study, say=say, poll_s=0.05, refused_give_up_s=0.5)
     with pytest.raises(Enough):
-        run._watched(run._progress(set()))
+        run.watcher.watched(run.watcher.progress(set()))
     assert time.monotonic() - start > 2.0  # four times the bound, and still retrying
     assert all("status unavailable (" in s for s in said), said
     assert all(s.endswith("; retrying") for s in said), said

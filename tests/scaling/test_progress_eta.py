@@ -64,7 +64,7 @@ def _rows(timeline: Timeline, now: float) -> list[StatusRow]:
 
 
 def _outlook(round_: int) -> SearchOutlook | None:
-    """What the search can still add, as the driver says it (`StudyRun._search_outlook`)."""
+    """What the search can still add, as the driver says it (`RoundWatcher._search_outlook`)."""
     if round_ == 2:
         return None  # the followers: the search has ended
     work = [_flops(s, v) for s, v in ARMS]
