@@ -53,14 +53,8 @@ def plan(
     fixed seeds of equal power at the margin, at every arm and size (not printed without --noise).
     """
     # lazy: `scaling --help` stays fast
-    from scaling.costs.plan import (
-        branch_saving,
-        format_branch_saving,
-        format_plan,
-        format_search_cost,
-        plan_study,
-        search_cost,
-    )
+    from scaling.costs.lr_search import format_search_cost, search_cost
+    from scaling.costs.plan import branch_saving, format_branch_saving, format_plan, plan_study
 
     if noise is not None:
         _check_noise_args(noise, target_gain)

@@ -76,7 +76,7 @@ def point_hours(study: ResolvedStudy, plan: Plan | None = None) -> dict[tuple[st
     (size, arm), from the starting grid's rows; an arm's points all cost the same (LR does not
     change FLOPs). With `lr.search.transfer: law` the sizes past the first wave are not in the
     starting grid: they are priced from the same study without transfer, as the search's worst
-    case (`scaling.costs.plan.search_cost`) prices them."""
+    case (`scaling.costs.lr_search.search_cost`) prices them."""
     search = study.spec.lr.search
     if search is not None and search.transfer == "law":
         if set(study.spec.first_wave) != set(study.spec.sizes):

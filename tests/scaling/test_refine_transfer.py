@@ -145,7 +145,8 @@ def test_plan_prices_the_waves_at_their_worst_case():
     from pathlib import Path
 
     from foundation.config import load_file
-    from scaling.costs.plan import format_search_cost, plan_study, search_cost
+    from scaling.costs.lr_search import format_search_cost, search_cost
+    from scaling.costs.plan import plan_study
     from scaling.spec.loader import resolve
 
     ladder = Path(__file__).parents[2] / "studies" / "ladder.yaml"

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from analysis.stats.verdict import MIN_SEEDS, MIN_SIZES
-from scaling.costs.plan import plan_study, search_cost
+from scaling.costs.lr_search import search_cost
+from scaling.costs.plan import plan_study
 from scaling.rounds.environment import load_study_spec
 from scaling.spec.search.search_state import AddedLR, SearchState, write_state
 from tests.shipped import shipped_names, shipped_study
