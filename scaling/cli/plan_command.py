@@ -60,13 +60,13 @@ def plan(
         _check_noise_args(noise, target_gain)
     elif target_gain is not None:
         _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
+    from scaling.costs.targets import target_for  # lazy: `scaling --help` stays fast
     from scaling.costs.wall import format_wall, wall_estimate  # lazy: `scaling --help` stays fast
-    from scaling.rounds.backends.executors import executor_for  # lazy: `scaling --help` stays fast
 
     spec = _load(study, check_environment=False)
     _say_if_no_store(spec)
     the_plan = plan_study(spec)
-    device = executor_for(spec).device_name
+    device = target_for(spec).device_name
     header, rows, totals = format_plan(the_plan, device)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)

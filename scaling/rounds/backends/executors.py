@@ -1,16 +1,16 @@
 """Executors: where a study's cells run, one class per backend (as submitit has them).
 
-The round driver (`scaling.rounds.driver`) and the cost estimates hold an `Executor` and never ask
-which backend it is. `SlurmExecutor.submit` returns once the cells are queued as job arrays;
-`LocalExecutor.submit` runs them as local submitit jobs, at most `local.max_parallel` at once,
-and returns when all have ended (`runs_cells_in_submit`). Both record each cell's job in the
-study folder (`scaling.state.scheduler`), which is how `status` finds it. `executor_for(study)` is
-the one place that reads `study.spec.executor`; a new backend is one new subclass.
+The round driver (`scaling.rounds.driver`) holds an `Executor` and never asks which backend it
+is; what a backend means to the plan and the pilot is its `scaling.costs.targets.CostTarget`.
+`SlurmExecutor.submit` returns once the cells are queued as job arrays; `LocalExecutor.submit`
+runs them as local submitit jobs, at most `local.max_parallel` at once, and returns when all
+have ended (`runs_cells_in_submit`). Both record each cell's job in the study folder
+(`scaling.state.scheduler`), which is how `status` finds it. `executor_for(study)` is the one
+place that reads `study.spec.executor`; a new backend is one new subclass (and its target).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -46,7 +46,6 @@ __all__ = [
 
 # a local round's warm-server imports and half a status poll (`scaling.costs.wall`)
 LOCAL_ROUND_S = 10.0
-_NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
 
 
 def check_no_oversubscription(spec: Any, num_devices: int, p: Problems) -> None:
@@ -81,7 +80,6 @@ class Executor(ABC):
     label: ClassVar[str]  # its name in a sentence ("Slurm job 12_3")
     runs_cells_in_submit: ClassVar[bool]  # `submit` returns when its cells have ended
     per_round_overhead_s: ClassVar[float]  # wall seconds a round costs besides its cells
-    parallel_probes: ClassVar[bool]  # `scaling pilot` may run its probes at once
 
     def __init__(self, study: ResolvedStudy) -> None:
         self.study = study
@@ -122,40 +120,6 @@ class Executor(ABC):
     def slots(self) -> int:
         """How many cells run at once (an upper bound where a scheduler decides)."""
 
-    @property
-    @abstractmethod
-    def slots_note(self) -> str:
-        """`slots` in words, naming the spec field that sets it."""
-
-    @property
-    @abstractmethod
-    def uses_gpus(self) -> bool:
-        """The cells train on GPUs."""
-
-    @property
-    def device_name(self) -> str:
-        """ "GPU" or "CPU": what the plan prices a cell's hours on."""
-        return "GPU" if self.uses_gpus else "CPU"
-
-    @property
-    @abstractmethod
-    def planned_precision(self) -> str:
-        """What `precision: auto` is planned to train in (its checkpoints' size)."""
-
-    @property
-    def partition(self) -> str | None:
-        """The scheduler's partition the cells run in, if it has partitions."""
-        return None
-
-    @property
-    @abstractmethod
-    def probe_timeout_s(self) -> float:
-        """How long `scaling pilot` waits for one probe's result."""
-
-    @abstractmethod
-    def probe_executor(self, folder: Path, world_size: int, python: str | None) -> Any:
-        """A submitit executor for one pilot probe of `world_size` ranks."""
-
     @abstractmethod
     def check_environment(self) -> None:
         """Raise ConfigError unless the study's cells can run here (cluster, devices)."""
@@ -168,46 +132,14 @@ class SlurmExecutor(Executor):
     label = "Slurm"
     runs_cells_in_submit = False
     per_round_overhead_s = 0.0  # the queue wait is the cluster's, not counted
-    parallel_probes = True  # each job has its own nodes
 
     @property
     def slots(self) -> int:
         return self.study.spec.slurm.array_parallelism
 
-    @property
-    def slots_note(self) -> str:
-        return f"at most {self.slots} jobs at a time (slurm.array_parallelism)"
-
-    @property
-    def uses_gpus(self) -> bool:
-        return self.study.spec.slurm.gpus_per_node > 0
-
-    @property
-    def planned_precision(self) -> str:
-        return "bf16" if self.uses_gpus else "fp32"
-
-    @property
-    def partition(self) -> str | None:
-        return self.study.spec.slurm.partition
-
-    @property
-    def probe_timeout_s(self) -> float:
-        # queue wait included: the whole time limit, then some, for the last of them
-        return 60.0 * self.study.spec.slurm.time_limit_min + 600.0
-
-    def probe_executor(self, folder: Path, world_size: int, python: str | None) -> Any:
-        import submitit  # lazy: only a pilot submits
-
-        executor = submitit.SlurmExecutor(folder=folder / self.name, max_num_timeout=0)
-        params = slurm_parameters(self.study.spec, world_size)
-        params.pop("array_parallelism", None)
-        params["job_name"] = f"pilot-{self.study.name}"
-        executor.update_parameters(**params)
-        return executor
-
     def check_environment(self) -> None:
         check_slurm(self.study.spec.slurm.partition)
-        if self.uses_gpus:
+        if self.study.spec.slurm.gpus_per_node > 0:
             p = Problems()
             check_slurm_gpus(self.study.spec, p)
             p.raise_if_any()
@@ -300,41 +232,10 @@ class LocalExecutor(Executor):
     label = "local"
     runs_cells_in_submit = True
     per_round_overhead_s = LOCAL_ROUND_S
-    parallel_probes = False  # probes sharing this machine would time each other
 
     @property
     def slots(self) -> int:
         return self.study.spec.local.max_parallel
-
-    @property
-    def slots_note(self) -> str:
-        return f"{self.slots} cell(s) at a time (local.max_parallel)"
-
-    @property
-    def uses_gpus(self) -> bool:
-        """This machine shows an NVIDIA device to the study."""
-        if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-            return False
-        return _NVIDIA_GPUS.is_dir() and any(_NVIDIA_GPUS.iterdir())
-
-    @property
-    def planned_precision(self) -> str:
-        return "fp32"  # planned without asking CUDA (seconds to import torch)
-
-    @property
-    def probe_timeout_s(self) -> float:
-        return 60.0 * self.study.spec.local.timeout_min
-
-    def probe_executor(self, folder: Path, world_size: int, python: str | None) -> Any:
-        import submitit  # lazy: only a pilot submits
-
-        executor = submitit.LocalExecutor(folder=folder / self.name, python=python)
-        executor.update_parameters(
-            tasks_per_node=world_size,
-            timeout_min=self.study.spec.local.timeout_min,
-            **local_gpus(world_size),
-        )
-        return executor
 
     def check_environment(self) -> None:
         p = Problems()
