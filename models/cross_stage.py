@@ -126,16 +126,6 @@ def _is_pipelined() -> bool:
     return bool(_pipeline_ranks)
 
 
-def _require_groups() -> None:
-    from megatron.core import parallel_state  # lazy: `models` stays cheap to import
-
-    if parallel_state.get_pipeline_model_parallel_world_size() > 1 and not _pipeline_ranks:
-        raise RuntimeError(
-            "cross-stage groups missing: create megatron's groups through "
-            "models.runtime.initialize_parallel (it calls models.cross_stage.setup)"
-        )
-
-
 class _SendToLaterStages(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
@@ -178,7 +168,6 @@ def send_to_later_stages(tensor: torch.Tensor) -> torch.Tensor:
     """On the first stage: post `tensor` to every later stage; returns `tensor` as a new node
     whose gradient adds the later stages' (use the returned tensor, not the argument, so that
     its backward runs). With one stage: `tensor` itself, nothing sent."""
-    _require_groups()
     if not _is_pipelined():
         return tensor
     return _SendToLaterStages.apply(tensor)
@@ -188,7 +177,11 @@ def receive_from_first_stage(like: torch.Tensor) -> torch.Tensor:
     """On a later stage: what the first stage sent for this forward (blocking), shaped and typed
     like `like`. Its gradient goes back to the first stage if `like` requires grad (the first
     stage's tensor must then require grad too)."""
-    _require_groups()
-    if not _is_pipelined() or dist.get_rank() == _pipeline_ranks[0]:
-        raise RuntimeError("receive_from_first_stage: only a later pipeline stage receives")
+    if not _is_pipelined():
+        raise RuntimeError(
+            "receive_from_first_stage: no cross-stage groups (one pipeline stage, or megatron's "
+            "groups made without models.runtime.initialize_parallel, which calls setup())"
+        )
+    if dist.get_rank() == _pipeline_ranks[0]:
+        raise RuntimeError("receive_from_first_stage: the first stage sends, it does not receive")
     return _ReceiveFromFirstStage.apply(like)
