@@ -18,7 +18,9 @@ from megatron.core.transformer.enums import AttnMaskType
 from megatron.core.transformer.identity_op import IdentityOp
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.spec_utils import ModuleSpec
+from megatron.core.transformer.transformer_layer import get_transformer_layer_offset
 
+from models import cross_stage
 from models.catalog.init_rules import constant, scaled_normal
 from models.catalog.variants import Variant
 
@@ -59,22 +61,30 @@ class ValueResidualAttention(SelfAttention):
     """Layers after the first mix their values with layer 1's: v = (v + v_1) / 2.
 
     `state` is one dict shared by the layers of one model build (the variant's sites function
-    makes a fresh one per build); layer 1 writes its values there on every forward. Layer 1 must
-    live in the same process: not for pipeline parallelism.
+    makes a fresh one per build); on every forward layer 1 writes its values there, and the
+    later layers of the same stage read them. Under pipeline parallelism layer 1 lives on the
+    first stage only: it also sends its values to the later stages (`models.cross_stage`), where
+    the stage's first layer receives them into its own dict; their gradients flow back to layer 1.
+    ``layer_number`` is global in megatron-core (1 is the model's first layer on every layout).
     """
 
     def __init__(self, *args: Any, state: dict, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        cross_stage.check_config(self.config)
         self.state = state
+        # this stage's first layer (1 on the first stage): megatron numbers layers globally
+        self.first_layer_here = get_transformer_layer_offset(self.config) + 1
 
     def get_query_key_value_tensors(self, *args: Any, **kwargs: Any):
         query, key, value = super().get_query_key_value_tensors(*args, **kwargs)
         # value: [s, b, ng_local, hn]
         if self.layer_number == 1:
+            value = cross_stage.send_to_later_stages(value)  # value itself with one stage
             self.state["value"] = value
-        else:
-            value = (value + self.state["value"]) * 0.5
-        return query, key, value
+            return query, key, value
+        if self.layer_number == self.first_layer_here:  # a later stage: layer 1 is elsewhere
+            self.state["value"] = cross_stage.receive_from_first_stage(like=value)
+        return query, key, (value + self.state["value"]) * 0.5
 
 
 def _value_residual_sites(config: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from jobs.batches import split_window
 from jobs.collectives import loss_device, sum_over
 from jobs.config import OptimizerConfig, RunConfig
 from jobs.optim import apply_wd_mult, build_adamw
+from models import cross_stage
 
 __all__ = ["MegatronEngine", "global_grad_norm", "megatron_optimizer"]
 
@@ -129,7 +130,7 @@ class MegatronEngine:
             group["lr"] = lr
 
     def _run(self, windows: list[torch.Tensor], forward_only: bool) -> list[dict]:
-        return self.forward_backward(
+        outputs = self.forward_backward(
             forward_step_func=_forward_step,
             data_iterator=iter(windows),
             model=[self.model],
@@ -138,6 +139,8 @@ class MegatronEngine:
             micro_batch_size=windows[0].shape[0],
             forward_only=forward_only,
         )
+        cross_stage.finish()  # a variant's tensors sent past pipeline stages: all delivered now
+        return outputs
 
     def _reduce_mean(self, total: torch.Tensor) -> float:
         """[sum, count] (a device tensor) from the last stage, summed over DP and known on every

@@ -1,7 +1,8 @@
 """Megatron-core GPT models with a choice of query projection (linear, identity, nonlinear, ...).
 
 Public API: ``ModelConfig``, ``ParallelConfig``, ``build_gpt``, ``import_nanogpt``, ``logits``;
-``models.accounting`` for parameter and FLOP counts; ``models.runtime`` for process groups.
+``models.accounting`` for parameter and FLOP counts; ``models.runtime`` for process groups;
+``models.cross_stage`` for a tensor a variant hands from the first pipeline stage to later ones.
 Sub-packages:
   catalog  the variant registry, built-in variants, their sites and init rules
 Heavy imports (torch, megatron) happen on first use of ``build_gpt``/``import_nanogpt``/``logits``.

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from models import _cpu_adapter
+from models import _cpu_adapter, cross_stage
 from models.config import ParallelConfig
 
 _owns_process_group = False
@@ -160,7 +160,8 @@ def _rendezvous(rank: int, world_size: int) -> dist.Store:
 
 
 def initialize_parallel(parallel: ParallelConfig) -> None:
-    """Create megatron's TP/PP/DP groups for ``parallel`` (joining the default group first).
+    """Create megatron's TP/PP/DP groups for ``parallel`` (joining the default group first),
+    and ``models.cross_stage``'s groups when there are two or more pipeline stages.
 
     Raises ValueError if the launched world size is not TP x PP x DP, or if megatron's groups
     already exist with other sizes.
@@ -186,11 +187,12 @@ def initialize_parallel(parallel: ParallelConfig) -> None:
                 "call models.runtime.destroy() before switching to "
                 f"TP={parallel.tensor_parallel}, PP={parallel.pipeline_parallel}"
             )
-        return
-    parallel_state.initialize_model_parallel(
-        tensor_model_parallel_size=parallel.tensor_parallel,
-        pipeline_model_parallel_size=parallel.pipeline_parallel,
-    )
+    else:
+        parallel_state.initialize_model_parallel(
+            tensor_model_parallel_size=parallel.tensor_parallel,
+            pipeline_model_parallel_size=parallel.pipeline_parallel,
+        )
+    cross_stage.setup()  # its own groups for tensors that skip pipeline stages (idempotent)
 
 
 def ensure_parallel(parallel: ParallelConfig | None = None) -> ParallelConfig:
@@ -234,6 +236,7 @@ def destroy() -> None:
     global _owns_process_group
     from megatron.core import parallel_state, tensor_parallel
 
+    cross_stage.reset()
     parallel_state.destroy_model_parallel()
     tensor_parallel.get_cuda_rng_tracker().reset()
     if _owns_process_group and dist.is_initialized():

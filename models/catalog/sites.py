@@ -62,8 +62,10 @@ class Variant:
     `sites`: ``{site: ModuleSpec or class}`` (`SITES`), or a function of the `ModelConfig`
     returning one; the function runs once per model build, so it may create one object shared by
     all the layers it builds (cross-layer state, e.g. a value residual from layer 1, passed to
-    each layer's module through ``ModuleSpec(params=...)``). A function also lists the sites it
-    fills in `replaces`, so configs and accounting know them without building anything.
+    each layer's module through ``ModuleSpec(params=...)``; it is one per pipeline stage, and
+    `models.cross_stage` carries a tensor from the first stage to later ones). A function also
+    lists the sites it fills in `replaces`, so configs and accounting know them without building
+    anything.
     `weights(config)`, `gains(config)`: weight-matrix entries and norm gains (or other
     parameters replicated over TP) of the modules at its sites, per layer; they replace what the
     plain layer holds there (`models.accounting`). `flops(config)`: forward matmul FLOPs per token

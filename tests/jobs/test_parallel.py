@@ -46,3 +46,19 @@ def test_two_process_layouts_match_one_process(tmp_path, data_dir, reference, la
         assert losses[-1] < losses[0] - 0.1
         np.testing.assert_allclose(result["train_losses"], reference["train_losses"], rtol=2e-5)
         assert abs(result["final_val_loss"] - reference["final_val_loss"]) < 2e-4
+
+
+@pytest.mark.slow
+def test_value_residual_trains_under_pipeline_parallel_as_one_process(tmp_path, data_dir):
+    """Layer 1's values cross to the second stage (`models.cross_stage`) in the engine's training
+    steps (4 micro-batches each) and its forward-only evaluation, as in one process."""
+    variant = {"model": {"query_variant": "examples.site_examples:value_residual"}}
+    one = tiny_run_dict(tmp_path / "one", data_dir, train=STEPS, **variant)
+    pp2 = tiny_run_dict(
+        tmp_path / "pp2", data_dir, train=STEPS, parallel={"pipeline_parallel": 2}, **variant
+    )
+    (reference,) = run_ranks(train_ranks, 1, [one])[0]
+    for (result,) in run_ranks(train_ranks, 2, [pp2]):
+        assert result["status"] == "completed"
+        np.testing.assert_allclose(result["train_losses"], reference["train_losses"], rtol=2e-5)
+        assert abs(result["final_val_loss"] - reference["final_val_loss"]) < 2e-4

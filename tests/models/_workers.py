@@ -35,8 +35,8 @@ CASES: dict[str, dict] = {
     # the K/V projection replaced, the query left linear (grouped queries: whole groups per rank)
     "shared_kv": dict(query_variant="examples.site_examples:shared_kv", num_query_groups=2),
 }
-# layer 1's values live on the first stage only (see examples/site_examples.py)
-PIPELINE_CASES = [case for case in CASES if case != "value_residual"]
+# every case under PP too (value_residual's layer 1 sends its values on: models.cross_stage)
+PIPELINE_CASES = list(CASES)
 
 
 def to_numpy(obj):
@@ -140,7 +140,7 @@ def pipeline_worker(rank: int, world_size: int, cases: list[str], seed: int) -> 
     from megatron.core import parallel_state
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
-    from models import build_gpt, runtime
+    from models import build_gpt, cross_stage, runtime
 
     tokens, labels = batch()
     parallel = ParallelConfig(pipeline_parallel=world_size)
@@ -173,6 +173,7 @@ def pipeline_worker(rank: int, world_size: int, cases: list[str], seed: int) -> 
             micro_batch_size=BATCH,
             forward_only=False,
         )
+        cross_stage.finish()  # as the engine does after each schedule call
         results[case] = {
             "offset": offset,
             "weights": weights,
@@ -181,6 +182,69 @@ def pipeline_worker(rank: int, world_size: int, cases: list[str], seed: int) -> 
         }
     runtime.destroy()
     return to_numpy(results)
+
+
+# The value residual across more stages and micro-batches than the PP=2 cases: 4 layers, 4
+# micro-batches of one sequence (1F1B's warm-up, steady state and cool-down all run).
+CROSS_STAGE_LAYERS, CROSS_STAGE_MICROBATCHES = 4, 4
+
+
+def _cross_stage_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(11)
+    tokens = torch.randint(0, VOCAB, (CROSS_STAGE_MICROBATCHES, SEQ + 1), generator=gen)
+    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+
+def cross_stage_worker(rank: int, world_size: int, tp: int, pp: int, seed: int) -> dict:
+    """value_residual at TP=tp, PP=pp over megatron's schedule with several micro-batches: the
+    loss (last stage) and this rank's grads, gathered over TP, by one-process name."""
+    from megatron.core import parallel_state
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    from models import build_gpt, cross_stage, runtime
+
+    config = tiny_config(**CASES["value_residual"], num_layers=CROSS_STAGE_LAYERS)
+    parallel = ParallelConfig(tensor_parallel=tp, pipeline_parallel=pp)
+    model = build_gpt(config, parallel, seed=seed)
+    tokens, labels = _cross_stage_batch()
+
+    def forward_step(data_iterator, model):
+        tok, lab = next(data_iterator)
+        pos = torch.arange(tok.shape[1]).unsqueeze(0).expand(tok.shape[0], -1)
+        output = model(tok, pos, None, labels=lab)
+        return output, lambda out: (out.float().mean(), {"loss": out.float().mean().detach()})
+
+    microbatches = [(tokens[i : i + 1], labels[i : i + 1]) for i in range(len(tokens))]
+    losses = get_forward_backward_func()(
+        forward_step_func=forward_step,
+        data_iterator=iter(microbatches),
+        model=[model],
+        num_microbatches=len(microbatches),
+        seq_length=SEQ,
+        micro_batch_size=1,
+        forward_only=False,
+    )
+    cross_stage.finish()
+    offset = parallel_state.get_pipeline_model_parallel_rank() * (CROSS_STAGE_LAYERS // pp)
+    grads = {_stage_key(n, offset): g for n, g in _full_grads(model).items()}
+    loss = sum(x["loss"].item() for x in losses) / len(losses) if losses else None
+    runtime.destroy()
+    return to_numpy({"loss": loss, "grads": grads})
+
+
+def cross_stage_reference_worker(rank: int, world_size: int, seed: int) -> dict:
+    """One process: the loss and grads `cross_stage_worker` must match (mean over the batch)."""
+    from models import build_gpt, runtime
+
+    config = tiny_config(**CASES["value_residual"], num_layers=CROSS_STAGE_LAYERS)
+    model = build_gpt(config, seed=seed)
+    tokens, labels = _cross_stage_batch()
+    positions = torch.arange(SEQ).unsqueeze(0).expand(len(tokens), -1)
+    loss = model(tokens, positions, None, labels=labels).float().mean()
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    runtime.destroy()
+    return to_numpy({"loss": loss.item(), "grads": grads})
 
 
 # Shapes for the counting and FLOP checks: every option that changes a count appears somewhere.

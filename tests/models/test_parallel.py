@@ -91,3 +91,23 @@ def test_pipeline_parallel_matches_one_process(case, reference, pipeline_paralle
         else:
             (got,) = [r[case]["grads"][name] for r in pipeline_parallel if name in r[case]["grads"]]
         np.testing.assert_allclose(got, grad, rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tp, pp", [(1, 4), (2, 2)])
+def test_value_residual_across_stages_matches_one_process(tp, pp):
+    """Layer 1's values reach every later stage (each TP rank its slice) for every micro-batch,
+    and their gradients come back: 4 layers, 4 micro-batches through 1F1B, against one process."""
+    ref = run_ranks(w.cross_stage_reference_worker, 1, 0)[0]
+    ranks = run_ranks(w.cross_stage_worker, tp * pp, tp, pp, 0)
+    last = [r for r in ranks if r["loss"] is not None]
+    assert len(last) == tp  # the last stage's TP ranks
+    for rank in last:
+        assert rank["loss"] == pytest.approx(ref["loss"], rel=1e-6)
+    for name, grad in ref["grads"].items():
+        if name == "embedding.word_embeddings.weight":  # tied: first and last stage's sum
+            holders = [r for r in ranks if name in r["grads"]]
+            got = holders[0]["grads"][name] + last[0]["grads"]["output_layer.weight"]
+        else:
+            got = next(r["grads"][name] for r in ranks if name in r["grads"])
+        np.testing.assert_allclose(got, grad, rtol=RTOL, atol=ATOL, err_msg=name)
