@@ -74,7 +74,7 @@ def test_a_cell_scores_and_logs_its_tasks_once_even_when_rerun_after_scoring(
     tmp_path, data_dir, mlflow_server, monkeypatch
 ):
     import jobs.evaluation.run as evaluation
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     calls = []
     real_evaluate = evaluation.evaluate

@@ -19,7 +19,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from foundation.proc import children
-from jobs.checkpoint import list_checkpoints
+from jobs.checkpoints.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_dict
 from scaling.rounds.warmstart import warm_python
 

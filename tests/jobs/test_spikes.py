@@ -1,5 +1,5 @@
-"""Loss spikes (`jobs.spikes`): counted on a real tiny cell whose LR makes the loss jump, logged
-to its MLflow run, and counted once across a preemption and resume."""
+"""Loss spikes (`jobs.loop.spikes`): counted on a real tiny cell whose LR makes the loss jump,
+logged to its MLflow run, and counted once across a preemption and resume."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from foundation import contract as C
-from jobs.spikes import EMA_BETA, is_spike, next_ema
+from jobs.loop.spikes import EMA_BETA, is_spike, next_ema
 from jobs.testing import tiny_run_config, tiny_run_dict
 from tests.distributed import run_ranks
 
@@ -33,7 +33,7 @@ class StopAfter(threading.Event):
 def preempted_and_resumed(rank: int, world_size: int, config: dict) -> list[dict[str, Any]]:
     from foundation.config import from_dict
     from jobs.config import RunConfig
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     cfg = from_dict(RunConfig, config, where="run")
     first = train(cfg, stop=StopAfter(3))  # stops and saves after step 3

@@ -29,7 +29,7 @@ from typing import Any
 from foundation.contract import RUN_ID_FILE, TAG_PARENT, ensure_experiment, make_client
 from foundation.studypaths import sqlite_path
 from jobs.config import TrackingConfig
-from jobs.spool import SPOOL, UPLOADED_OFFSET
+from jobs.telemetry.spool import SPOOL, UPLOADED_OFFSET
 
 __all__ = [
     "Tracker",
@@ -380,7 +380,7 @@ class Tracker:
             print(
                 f"[jobs] MLflow unreachable ({self.last_error}); {self._uploader.pending()} "
                 f"bytes stay spooled in {self._uploader.spool}; they upload on resume or with "
-                "jobs.tracking.upload_spool",
+                "jobs.telemetry.tracking.upload_spool",
                 flush=True,
             )
         return ok

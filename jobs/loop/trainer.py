@@ -5,7 +5,7 @@ grad norm (equal on every rank); this module owns the schedule, data position, e
 checkpoints, divergence, preemption and what goes to MLflow (rank 0 only).
 
 Fault tests can hold the loop after a given step (`SCALING_TEST_PAUSE_AT_STEP` and
-`SCALING_TEST_PAUSE_FILE`, see jobs/pause.py) to act at an exact step; nothing else sets them,
+`SCALING_TEST_PAUSE_FILE`, see jobs/loop/pause.py) to act at an exact step; nothing else sets them,
 and unset they cost one `is None` per step.
 """
 
@@ -23,20 +23,20 @@ import torch.distributed as dist
 
 from foundation import contract as C
 from foundation.log import rank0_print
-from jobs import checkpoint as ckpt
-from jobs import record
-from jobs.batches import step_microbatches
-from jobs.collectives import any_rank
+from jobs.checkpoints import checkpoint as ckpt
+from jobs.checkpoints.fork import load_parent_checkpoint, parent_run_id
 from jobs.config import RunConfig
-from jobs.device import TAG_MFU_PEAK, TAG_MFU_PEAK_SOURCE, mfu_peak
-from jobs.engine import build_engine
-from jobs.fork import load_parent_checkpoint, parent_run_id
-from jobs.optim import lr_at
-from jobs.pause import pause_point
-from jobs.record import LossHistory, RunResult
-from jobs.spikes import is_spike, next_ema
-from jobs.stop import REQUEUE
-from jobs.tracking import NullTracker, SystemMetrics, Tracker, resolve_tracking_uri
+from jobs.engines.batches import step_microbatches
+from jobs.engines.collectives import any_rank
+from jobs.engines.device import TAG_MFU_PEAK, TAG_MFU_PEAK_SOURCE, mfu_peak
+from jobs.engines.engine import build_engine
+from jobs.engines.optim import lr_at
+from jobs.loop.pause import pause_point
+from jobs.loop.spikes import is_spike, next_ema
+from jobs.loop.stop import REQUEUE
+from jobs.telemetry import record
+from jobs.telemetry.record import LossHistory, RunResult
+from jobs.telemetry.tracking import NullTracker, SystemMetrics, Tracker, resolve_tracking_uri
 from models import runtime
 
 __all__ = ["RunResult", "train"]
@@ -47,7 +47,7 @@ def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
 
     `stop` (set by `TrainingJob` on USR2 or SIGTERM, on any rank) makes the loop finish the
     current step, save a checkpoint and return status `preempted` (USR2: submitit requeues) or
-    `interrupted` (SIGTERM: the MLflow run is marked KILLED; see jobs/stop.py).
+    `interrupted` (SIGTERM: the MLflow run is marked KILLED; see jobs/loop/stop.py).
     """
 
     config.check_world_size(runtime.launched_world_size())  # before any process group exists
@@ -268,7 +268,7 @@ class _Trainer:
             interval = train_cfg.checkpoint_interval
             if (interval and state.step % interval == 0) or state.step in train_cfg.keep_steps:
                 self._save(state)
-            if self.pause is not None:  # tests only: hold here until released (jobs/pause.py)
+            if self.pause is not None:  # tests only: hold here until released (jobs/loop/pause.py)
                 self.pause.after_step(state.step, self.stop, self.rank)
             if self._stop_requested():
                 return self._preempted(state)

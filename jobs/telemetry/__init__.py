@@ -1,0 +1,1 @@
+"""What a run reports: the MLflow tracker and its spool, the run record."""
