@@ -1,4 +1,4 @@
-"""What MLflow's system metrics (jobs.telemetry.tracking.SystemMetrics) cost a training run.
+"""What MLflow's system metrics (jobs.telemetry.system_metrics.SystemMetrics) cost a training run.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_system_metrics.py [--steps 40] [--repeats 2]
 

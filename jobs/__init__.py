@@ -7,7 +7,7 @@ Public API (imported lazily so `scaling --help` does not load torch): `RunConfig
 Rooms (arrows point down; `config` is below them all):
 - `loop/`: the training loop (`train`), its stop, pause and loss-spike rules.
 - `checkpoints/`: atomic per-rank checkpoints, resume, a fork from another run's checkpoint.
-- `telemetry/`: what a run reports: the MLflow tracker and its spool, the run record.
+- `telemetry/`: what a run reports: MLflow tracker, spool, uploads, system metrics, run record.
 - `engines/`: what computes a step: both engines, optimiser and schedule, collectives, batches.
 - `evaluation/`: the downstream tasks (lm-eval harness), scored once per cell.
 At the top: `config` (the run config), `job` (submitit's callable), `cli` and `__main__`, and

@@ -12,7 +12,6 @@ and unset they cost one `is None` per step.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from pathlib import Path
@@ -36,7 +35,8 @@ from jobs.loop.spikes import is_spike, next_ema
 from jobs.loop.stop import REQUEUE
 from jobs.telemetry import record
 from jobs.telemetry.record import LossHistory, RunResult
-from jobs.telemetry.tracking import NullTracker, SystemMetrics, Tracker, resolve_tracking_uri
+from jobs.telemetry.system_metrics import SystemMetrics, start_system_metrics
+from jobs.telemetry.tracking import NullTracker, Tracker
 from models import runtime
 
 __all__ = ["RunResult", "train"]
@@ -210,24 +210,6 @@ class _Trainer:
                 lineage[C.TAG_PARENT_CELL_RUN] = parent
             self.tracker.set_tags(lineage)
 
-    def _start_system_metrics(self, resumed: bool) -> None:
-        """MLflow's system metrics on each node's local rank 0 (a background thread; no cost per
-        step). Collective: rank 0 broadcasts the run id, as a CPU tensor over gloo."""
-        if not (self.config.tracking.enabled and SystemMetrics.enabled()):
-            return
-        if resumed and self.rank == 0:
-            self.tracker.flush()  # the run is RUNNING again before the monitor checks it
-        run_id = _broadcast_run_id(self.tracker.run_id if self.rank == 0 else None)
-        if run_id is None or _local_rank() != 0:
-            return
-        num_nodes = int(os.environ.get("SLURM_NNODES") or 1)
-        node_id = f"node_{os.environ.get('SLURM_NODEID', '0')}" if num_nodes > 1 else None
-        uri = resolve_tracking_uri(self.config.tracking, self.output_dir)
-        try:
-            self.system_metrics = SystemMetrics(run_id, uri, node_id)
-        except Exception as err:  # noqa: BLE001 - system metrics never fail a run
-            print(f"[jobs] system metrics off: {type(err).__name__}: {err}", flush=True)
-
     def _stop_system_metrics(self) -> None:
         if self.system_metrics is not None:
             self.system_metrics.stop()
@@ -254,7 +236,9 @@ class _Trainer:
         train_cfg = self.config.train
         state, resumed = self._resume()
         self._start_record(resumed)
-        self._start_system_metrics(resumed)
+        self.system_metrics = start_system_metrics(
+            self.config.tracking, self.output_dir, self.tracker, self.rank, resumed
+        )
         status, reason = C.COMPLETED, None
         loop_start = time.perf_counter()
         while state.step < train_cfg.steps:
@@ -386,24 +370,3 @@ class _Trainer:
             metrics[C.VAL_SELECT] = select
         self.tracker.log_metrics(metrics, step=state.step)
         return val, select
-
-
-_RUN_ID_BYTES = 64  # MLflow run ids are 32 hex characters
-
-
-def _broadcast_run_id(run_id: str | None) -> str | None:
-    """Global rank 0's MLflow run id on every rank (None if it has none yet: server down)."""
-    if not dist.is_initialized() or dist.get_world_size() == 1:
-        return run_id
-    buffer = torch.zeros(_RUN_ID_BYTES, dtype=torch.uint8)  # CPU: the default group's gloo part
-    if dist.get_rank() == 0 and run_id:
-        encoded = run_id.encode()[:_RUN_ID_BYTES]
-        buffer[: len(encoded)] = torch.tensor(list(encoded), dtype=torch.uint8)
-    dist.broadcast(buffer, src=0)
-    text = bytes(buffer.tolist()).rstrip(b"\0").decode()
-    return text or None
-
-
-def _local_rank() -> int:
-    """This process's rank on its node (the launcher's LOCAL_RANK, else Slurm's, else 0)."""
-    return int(os.environ.get("LOCAL_RANK") or os.environ.get("SLURM_LOCALID") or 0)

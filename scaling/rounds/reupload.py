@@ -21,7 +21,7 @@ from foundation import contract
 from foundation.atomic import write_text
 from jobs import load_run_config
 from jobs.telemetry.spool import SPOOL, reset_uploaded
-from jobs.telemetry.tracking import upload_spool
+from jobs.telemetry.upload import upload_spool
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.mlflow_state import cell_runs, client_for, ensure_parent_run

@@ -9,7 +9,8 @@ import uuid
 from mlflow.tracking import MlflowClient
 
 from jobs.config import TrackingConfig
-from jobs.telemetry.tracking import Tracker, upload_spool
+from jobs.telemetry.tracking import Tracker
+from jobs.telemetry.upload import upload_spool
 from tests.conftest import start_mlflow_server
 from tests.distributed import free_port
 
@@ -106,7 +107,7 @@ def test_a_scheduled_run_starts_again_when_its_training_starts(tmp_path, mlflow_
     import time
 
     from foundation.contract import RUN_ID_FILE, ensure_experiment
-    from jobs.telemetry.tracking import METRIC_QUEUE_S
+    from jobs.telemetry.upload import METRIC_QUEUE_S
 
     client = MlflowClient(mlflow_server)
     name = f"queue-{uuid.uuid4().hex[:8]}"
