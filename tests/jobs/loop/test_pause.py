@@ -26,7 +26,7 @@ from jobs.testing import PauseFiles, tiny_run_dict
 
 STEPS, PAUSE_AT = 8, 3
 HOLD_CHECK_S = 1.5  # how long a held run is watched for a step it must not take
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _cfg(tmp_path: Path, data_dir: Path, name: str, mlflow_server: str) -> dict:

@@ -24,7 +24,7 @@ from jobs.testing import tiny_run_dict
 from scaling.rounds.warmstart import warm_python
 
 STEPS = 40
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _env() -> dict[str, str]:

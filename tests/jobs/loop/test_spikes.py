@@ -80,7 +80,7 @@ def test_spikes_are_logged_and_survive_a_resume_once(tmp_path, data_dir, mlflow_
     first, second = run_ranks(preempted_and_resumed, 1, cfg)[0]
     assert first["status"] == "preempted" and first["steps"] == 3
     assert second["status"] == "completed" and second["run_id"] == first["run_id"]
-    # exact resume (tests/jobs/test_resume.py): the losses are an uninterrupted run's
+    # exact resume (tests/jobs/checkpoints/test_resume.py): the losses are an uninterrupted run's
     expected = _expected_spikes(second["train_losses"], 3.0)
     assert expected[0] == 2 and any(s > 3 for s in expected)  # spikes on both sides of the stop
     client = MlflowClient(mlflow_server)
