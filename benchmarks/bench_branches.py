@@ -76,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from data_prep.testing import tiny_dataset
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
     from scaling.costs.plan import branch_saving
     from scaling.spec.loader import resolve, study_from_dict
 

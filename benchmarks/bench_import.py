@@ -6,7 +6,7 @@ megatron-core ships) against compiled on first use (`foundation.megatron_jit`), 
 
 Each round starts one fresh interpreter per way, alternating, so load drifts hit both alike. A
 child reports its own CPU time (`time.process_time`) and wall time to import megatron-core and
-the project's training stack (`jobs.trainer`, which builds the models); the ratio is deferred /
+the project's training stack (`jobs.loop.trainer`, which builds the models); the ratio is deferred /
 at import, by the medians. Every training job and rank pays this once at its start.
 """
 
@@ -31,7 +31,7 @@ import megatron.core
 import megatron.core.jit
 if not {defer}:  # as shipped: the project's packages would install the hook, keep it out
     assert not hasattr(megatron.core.jit.jit_fuser, "deferred_from")
-import jobs.trainer
+import jobs.loop.trainer
 print(json.dumps({{"cpu": time.process_time(), "wall": time.perf_counter() - start,
                   "dynamo": "torch._dynamo" in sys.modules}}))
 """

@@ -41,7 +41,7 @@ from tests.distributed import run_ranks  # noqa: E402
 def _run(rank: int, world_size: int, cfg: dict) -> dict:
     from foundation.config import from_dict
     from jobs.config import RunConfig
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     result = train(from_dict(RunConfig, cfg, where="run"))
     return {"loop_time_s": result.loop_time_s, "tracking_time_s": result.tracking_time_s}

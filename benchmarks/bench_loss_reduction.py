@@ -13,7 +13,7 @@ The arms differ only in how the step's mean loss becomes a float known on every 
     float-after   a `float()` of each micro-batch's loss after the last one, then an all-reduce
                   of a CPU tensor (what the megatron engine did)
     device-sum    the losses summed on the device, one all-reduce of that device tensor, one
-                  host read (`jobs.collectives.sum_over`: what both engines do now)
+                  host read (`jobs.engines.collectives.sum_over`: what both engines do now)
 
 On a GPU the default group is `models.runtime`'s `cpu:gloo,cuda:nccl` (device tensors go to
 NCCL, CPU tensors to gloo); on a CPU, gloo. Prints ms/step per arm and the reduction's cost over
@@ -55,7 +55,7 @@ def _bench(rank: int, world_size: int, args: dict) -> dict[str, list[float]]:
     import torch
     import torch.distributed as dist
 
-    from jobs.collectives import loss_device, sum_over
+    from jobs.engines.collectives import loss_device, sum_over
     from models import runtime
 
     cuda = torch.cuda.is_available()

@@ -13,8 +13,8 @@ a SQLite-backed server beside it, then measures:
      cache of finished runs: the server is asked only for unfinished runs), warm with `--all`,
      with `--refresh`, and warm while 200 runs are RUNNING and once they FINISHED again; then
      the single `runs/search` queries behind them.
-  2. tracker write throughput (points/s through `jobs.tracking.Tracker`, spool to server) with 1
-     and 16 concurrent writer processes, SQLite-backed vs PostgreSQL-backed server.
+  2. tracker write throughput (points/s through `jobs.telemetry.tracking.Tracker`, spool to server)
+     with 1 and 16 concurrent writer processes, SQLite-backed vs PostgreSQL-backed server.
 Not a test: figures depend on the machine; run it and read them.
 """
 
@@ -75,7 +75,7 @@ def study_spec(folder: Path, data: Path, uri: str, name: str = "bench-2000") -> 
 def populate(study_path: Path, backend_uri: str) -> int:
     """Create every cell's run as a finished cell leaves it, straight into the database.
 
-    Each run carries what a real cell logs (`jobs.record`): its tags with provenance, the
+    Each run carries what a real cell logs (`jobs.telemetry.record`): its tags with provenance, the
     flattened run config as params (~60), the per-step metrics' last values, the summary
     metrics and the dataset input, so the server's search costs what it costs on a real study.
     """
@@ -86,7 +86,7 @@ def populate(study_path: Path, backend_uri: str) -> int:
     from foundation.atomic import write_text
     from foundation.config import flatten, to_dict
     from foundation.provenance import git_commit, host_name, versions
-    from jobs.record import RunResult, dataset_input, write_result
+    from jobs.telemetry.record import RunResult, dataset_input, write_result
     from scaling.rounds.environment import load_study_spec
     from scaling.state.mlflow_state import ensure_parent_run
 
@@ -134,7 +134,7 @@ def populate(study_path: Path, backend_uri: str) -> int:
         client.log_inputs(run.info.run_id, datasets=[dataset])
         client.set_terminated(run.info.run_id, "FINISHED")
         # the cell's folder as a finished cell leaves it: its run id (written by submit and
-        # the tracker) and its result (`jobs.record.write_result`)
+        # the tracker) and its result (`jobs.telemetry.record.write_result`)
         out = Path(cell.run.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_text(out / C.RUN_ID_FILE, run.info.run_id)
@@ -236,7 +236,7 @@ def _server_groups(server: MlflowServer, pg: Postgres) -> set[int]:
 
 def _writer(uri: str, out: Path, points: int, ready, go) -> None:
     from jobs.config import TrackingConfig
-    from jobs.tracking import Tracker
+    from jobs.telemetry.tracking import Tracker
 
     tracker = Tracker(out, TrackingConfig(tracking_uri=uri, experiment="bench-writers"), "w")
     ready.release()

@@ -1,4 +1,4 @@
-"""What MLflow's system metrics (jobs.tracking.SystemMetrics) cost a training run.
+"""What MLflow's system metrics (jobs.telemetry.system_metrics.SystemMetrics) cost a training run.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_system_metrics.py [--steps 40] [--repeats 2]
 
@@ -50,7 +50,7 @@ ARMS = {"off": None, "10s": "10", "1s": "1"}  # MLFLOW_SYSTEM_METRICS_SAMPLING_I
 def _run(rank: int, world_size: int, cfg: dict) -> dict:
     from foundation.config import from_dict
     from jobs.config import RunConfig
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     result = train(from_dict(RunConfig, cfg, where="run"))
     return {"loop_time_s": result.loop_time_s, "run_id": result.run_id}

@@ -6,9 +6,9 @@
 Measures the device's bf16 matmul rate first (8192² GEMMs), then trains each arm through the
 real training job (`python -m jobs` under torchrun: megatron-core schedules, megatron's
 optimizer, bf16) on the offline stdlib corpus, and prints ms/step, tokens/s, MFU (against the
-peak the run logged, `jobs.device`, and against the measured matmul rate), peak device memory,
-and the nonlinear / linear step-time ratio. The model's vocab is GPT-2's padded 50304, so the
-FLOPs are the 124M model's whatever the tokenizer's size. The defaults finish within about 8
+peak the run logged, `jobs.engines.device`, and against the measured matmul rate), peak device
+memory, and the nonlinear / linear step-time ratio. The model's vocab is GPT-2's padded 50304, so
+the FLOPs are the 124M model's whatever the tokenizer's size. The defaults finish within about 8
 minutes on one H100/H200-class GPU (most of it data preparation and two process starts).
 """
 

@@ -105,7 +105,7 @@ RUN_ID_FILE = "mlflow_run_id"  # OUTPUT/<this>: the cell's run id, shared by sub
 
 # --- metrics ----------------------------------------------------------------------------------
 TRAIN_LOSS = "train/loss"
-TRAIN_SPIKES = "train/spikes"  # loss spikes so far in the run (jobs.spikes), per logged step
+TRAIN_SPIKES = "train/spikes"  # loss spikes so far in the run (jobs.loop.spikes), per logged step
 TRAIN_SPIKE_STEP = "train/spike_step"  # one value per spike: the step it happened at
 VAL_LOSS = "val/loss"
 VAL_SELECT = "val/select"  # loss on the LR-selection windows, per eval

@@ -3,6 +3,15 @@
 Public API (imported lazily so `scaling --help` does not load torch): `RunConfig`,
 `load_run_config(path)`, `train(config) -> RunResult`, `RunResult`, `TrainingJob(config)`
 (submitit Checkpointable), and `jobs.testing.tiny_run_config(tmp_path, **overrides)`.
+
+Rooms (arrows point down; `config` is below them all):
+- `loop/`: the training loop (`train`), its stop, pause and loss-spike rules.
+- `checkpoints/`: atomic per-rank checkpoints, resume, a fork from another run's checkpoint.
+- `telemetry/`: what a run reports: MLflow tracker, spool, uploads, system metrics, run record.
+- `engines/`: what computes a step: both engines, optimiser and schedule, collectives, batches.
+- `evaluation/`: the downstream tasks (lm-eval harness), scored once per cell.
+At the top: `config` (the run config), `job` (submitit's callable), `cli` and `__main__`, and
+`testing` (tiny run configs for tests).
 """
 
 from __future__ import annotations
@@ -22,8 +31,8 @@ _EXPORTS = {
     "TrackingConfig": "jobs.config",
     "DeepSpeedConfig": "jobs.config",
     "load_run_config": "jobs.config",
-    "train": "jobs.trainer",
-    "RunResult": "jobs.record",
+    "train": "jobs.loop.trainer",
+    "RunResult": "jobs.telemetry.record",
     "TrainingJob": "jobs.job",
 }
 

@@ -31,7 +31,7 @@ def train(
     if dry_run:
         typer.echo(yaml.safe_dump(to_dict(config), sort_keys=False))
         return
-    from jobs.trainer import train as run_training  # lazy: torch and megatron-core
+    from jobs.loop.trainer import train as run_training  # lazy: torch and megatron-core
 
     # lazy: torch
     from models.runtime import launched_world_size

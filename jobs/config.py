@@ -108,11 +108,11 @@ class TrainConfig:
     # Divergence: a non-finite loss, or a loss above `divergence_factor` x the best loss so far
     # after warmup, ends the run with outcome `diverged`.
     divergence_factor: float = 3.0
-    # A loss spike: a train loss above `spike_factor` x its running EMA (jobs.spikes); counted
+    # A loss spike: a train loss above `spike_factor` x its running EMA (jobs.loop.spikes); counted
     # and logged as `train/spikes` and `train/spike_step`, never ends the run.
     spike_factor: float = 3.0
     # Peak FLOP/s of one device for MFU; None: the present GPU's datasheet peak in the run's
-    # dtype (jobs.device), measured if unlisted; 1e12 on CPU.
+    # dtype (jobs.engines.device), measured if unlisted; 1e12 on CPU.
     peak_flops_per_device: float | None = None
 
     def validate(self) -> None:

@@ -9,7 +9,7 @@ The requeued job resumes from that checkpoint and continues the same MLflow run 
 output_dir). SIGTERM (a preemption, or `scancel`) takes the same path on every rank that gets
 it, but nothing is requeued here: the job saves the step, returns `interrupted` and ends, and
 Slurm's `PreemptMode=REQUEUE` (docs/cluster.md) or the next `scaling submit` resumes it, so a
-user's `scancel` still ends the job (jobs/stop.py).
+user's `scancel` still ends the job (jobs/loop/stop.py).
 
 The worker thread must be the first to touch megatron in its process (true for every submitit
 task, which is a fresh process): on CPU, models.runtime's adapter installs a per-thread
@@ -27,7 +27,7 @@ from typing import Any
 import submitit
 
 from jobs.config import RunConfig
-from jobs.stop import REQUEUE, TERMINATE, StopRequest
+from jobs.loop.stop import REQUEUE, TERMINATE, StopRequest
 
 __all__ = ["TrainingJob"]
 
@@ -51,7 +51,7 @@ class TrainingJob(submitit.helpers.Checkpointable):
 
     def __call__(self):
         # lazy: the submitting process pickles the job without importing torch
-        from jobs.trainer import train
+        from jobs.loop.trainer import train
 
         if os.environ.get("SUBMITIT_EXECUTOR") not in ("slurm", "local"):
             # called directly or by submitit's in-process debug executor: nobody sends USR2,

@@ -5,7 +5,7 @@
 Overrides are merged into the nested config dict (a dict value updates that sub-config), then
 the whole thing goes through `from_dict`, so overrides are validated like a user's file.
 
-`PauseFiles(folder, step)`: the environment that holds runs after `step` (jobs/pause.py) and
+`PauseFiles(folder, step)`: the environment that holds runs after `step` (jobs/loop/pause.py) and
 the files a fault test waits on and creates to release each run by name.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from data_prep.testing import TINY_VOCAB_SIZE, tiny_dataset
 from foundation.config import from_dict
 from jobs.config import RunConfig
-from jobs.pause import ENV_FILE, ENV_STEP, PausePoint
+from jobs.loop.pause import ENV_FILE, ENV_STEP, PausePoint
 
 __all__ = ["PauseFiles", "tiny_run_config", "tiny_run_dict"]
 

@@ -132,7 +132,8 @@ def checkpoint_bytes(
     zero_stage: int = 1,
     bf16: bool = True,
 ) -> int:
-    """Bytes of one checkpoint of a cell, all ranks' files together, as `jobs.checkpoint` writes
+    """Bytes of one checkpoint of a cell, all ranks' files together, as
+    `jobs.checkpoints.checkpoint` writes
     it: weights and optimiser state once, whatever the data parallelism (a DP rank writes only
     what it alone holds: its ZeRO slice of the optimiser state). Per parameter: the weights
     (2 bytes in bf16, else 4), Adam's two fp32 moments (8), and an fp32 master copy (4) when

@@ -31,7 +31,7 @@ other way could leave both ranks waiting.
 A posted send is waited before its handle is dropped, and only once its receiver has surely
 posted the receive (waiting earlier could stall the pipeline): the first stage waits its sends
 of a micro-batch when that micro-batch's gradients have come back; everything else at `finish`,
-which the caller runs after each schedule call (``jobs.engine_megatron`` does, and
+which the caller runs after each schedule call (``jobs.engines.engine_megatron`` does, and
 ``models.runtime.destroy`` drains too).
 """
 

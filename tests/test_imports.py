@@ -35,6 +35,18 @@ ROOMS_BELOW = {
         "api": {"tables", "stats", "report"},
         "cli": {"tables", "stats", "report", "api"},
     },
+    "jobs": {
+        "config": set(),
+        "engines": {"config"},
+        "telemetry": {"config"},
+        "checkpoints": {"config", "engines"},
+        "evaluation": {"config"},
+        "loop": {"config", "engines", "telemetry", "checkpoints", "evaluation"},
+        "job": {"config", "loop"},
+        "cli": {"config", "loop"},
+        "testing": {"config", "loop"},
+        "__main__": {"cli"},
+    },
 }
 
 

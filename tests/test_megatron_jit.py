@@ -48,7 +48,7 @@ def test_a_deferred_torch_compile_gives_the_same_values_and_gradients():
 def test_importing_the_models_leaves_dynamo_out_and_megatron_fusers_deferred():
     code = (
         "import sys, torch\n"
-        "import models.build, jobs.trainer, data_prep.access\n"
+        "import models.build, jobs.loop.trainer, data_prep.access\n"
         "assert 'torch._dynamo' not in sys.modules, 'dynamo imported'\n"
         "import megatron.core.jit as jit\n"
         "assert jit.jit_fuser.deferred_from is torch.compile, jit.jit_fuser\n"

@@ -117,8 +117,8 @@ def _code_modules(name: str) -> list[str]:
 def code_digest(name: str) -> str:
     """Digest of the code that defines a model of variant `name`: the `models` package, the
     variant's own module and the modules of its query class and init rules. A run records it
-    (`jobs.record`); a finished run whose digest differs from today's was trained by other code,
-    and `scaling status` calls it stale."""
+    (`jobs.telemetry.record`); a finished run whose digest differs from today's was trained by other
+    code, and `scaling status` calls it stale."""
     return source_digest(["models", *_code_modules(name)])
 
 

@@ -92,10 +92,10 @@ class PilotJob:
 
         # The trainer's own set-up, deliberately: the pilot must time the study's real path
         # (precision, engine, data loading, checkpoint writer), not a copy of it.
-        from jobs.batches import step_microbatches
-        from jobs.optim import lr_at
-        from jobs.record import LossHistory
-        from jobs.trainer import _Trainer
+        from jobs.engines.batches import step_microbatches
+        from jobs.engines.optim import lr_at
+        from jobs.loop.trainer import _Trainer
+        from jobs.telemetry.record import LossHistory
 
         config, cuda = self.config, torch.cuda.is_available()
         trainer = _Trainer(config, None)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from foundation import contract
 from jobs import load_run_config
-from jobs.tracking import upload_spool
+from jobs.telemetry.upload import upload_spool
 from scaling.rounds.backends.executors import Executor, executor_for
 from scaling.rounds.looks import look_due, take_look
 from scaling.rounds.refine import advance, search_over

@@ -1,9 +1,9 @@
 """Completed cells whose MLflow runs a lost store took: uploaded again from their folders.
 
 A cell that completed keeps, in its folder, `result.json` and the spool of every record it
-logged (`jobs.tracking`: metrics, params, tags, dataset, artifacts, end status). If the study's
-store is lost (`scaling.state.store_check`) the next submit would find no run for the cell and
-train it again, or, as the job returns its result at once, leave a run with nothing in it. So
+logged (`jobs.telemetry.tracking`: metrics, params, tags, dataset, artifacts, end status). If the
+study's store is lost (`scaling.state.store_check`) the next submit would find no run for the cell
+and train it again, or, as the job returns its result at once, leave a run with nothing in it. So
 before each submit, every completed cell with no run in the store gets a new run, tagged as
 `submit` tags its cells (from the run config it trained with), and its whole spool is sent to
 it: one run per cell, each metric point once (the uploader sends each metric's steps once, in
@@ -20,8 +20,8 @@ from pathlib import Path
 from foundation import contract
 from foundation.atomic import write_text
 from jobs import load_run_config
-from jobs.spool import SPOOL, reset_uploaded
-from jobs.tracking import upload_spool
+from jobs.telemetry.spool import SPOOL, reset_uploaded
+from jobs.telemetry.upload import upload_spool
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.mlflow_state import cell_runs, client_for, ensure_parent_run

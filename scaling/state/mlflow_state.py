@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from foundation import contract
 from foundation.atomic import write_text
 from foundation.config import dump_file
-from jobs.spool import reset_uploaded
+from jobs.telemetry.spool import reset_uploaded
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.run_cache import CellRun, poll_runs

@@ -15,7 +15,7 @@ from pathlib import Path
 from analysis.tables.study_table import run_state
 from foundation import contract
 from foundation.studypaths import missing_store
-from jobs.spool import last_logged_step
+from jobs.telemetry.spool import last_logged_step
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import job_error_log, last_error_line
 from scaling.state.mlflow_state import cell_runs

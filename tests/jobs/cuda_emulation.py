@@ -1,6 +1,6 @@
 """CUDA-branch emulation: drive the engines' GPU code paths on a CPU-only machine.
 
-What a CPU test normally exercises is the CPU fallback: no CUDA, so `jobs.trainer` trains in
+What a CPU test normally exercises is the CPU fallback: no CUDA, so `jobs.loop.trainer` trains in
 fp32, the megatron engine steps torch AdamW and DeepSpeed runs without bf16. A GPU run takes
 other branches - a bf16 model, megatron's `Float16OptimizerWithFloat16Params`, DeepSpeed's
 `BF16_Optimizer`, the `cpu:gloo,cuda:nccl` default group, a CUDA device per rank - and those
@@ -163,7 +163,7 @@ def activate(device_count: int = 1) -> Emulation:
     torch.cuda.set_device = lambda index: emulation.cuda_devices_set.append(int(index))
     # `torch.cuda.current_device()` stays the CPU adapter's CPU device (megatron also calls it
     # in backward, where no TorchFunctionMode applies), so the loss sums' "CUDA device" is too
-    from jobs import collectives, engine_megatron
+    from jobs.engines import collectives, engine_megatron
 
     collectives.loss_device = engine_megatron.loss_device = lambda: torch.device("cpu")
     torch.cuda.get_device_name = lambda *args, **kwargs: EMULATED_DEVICE_NAME

@@ -120,8 +120,8 @@ def _train_case(case: dict[str, Any], emulation) -> dict[str, Any]:
     from unittest import mock
 
     from foundation.config import from_dict
-    from jobs import trainer
     from jobs.config import RunConfig
+    from jobs.loop import trainer
 
     seen: dict[str, Any] = {}
     real_build_engine = trainer.build_engine

@@ -11,7 +11,7 @@ def train_ranks(rank: int, world_size: int, configs: list[dict]) -> list[dict[st
     """Train each config in turn on this rank; return each RunResult as a dict."""
     from foundation.config import from_dict
     from jobs.config import RunConfig
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     return [dict(train(from_dict(RunConfig, c, where="run")).__dict__) for c in configs]
 
@@ -22,7 +22,7 @@ def preempt_then_resume(rank: int, world_size: int, config: dict) -> list[dict[s
 
     from foundation.config import from_dict
     from jobs.config import RunConfig
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     cfg = from_dict(RunConfig, config, where="run")
     stop = threading.Event()
@@ -94,7 +94,7 @@ def train_with_gpu_groups(rank: int, world_size: int, config: dict, preempt: boo
 
     from foundation.config import from_dict
     from jobs.config import RunConfig
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     requested, _ = backend_requested_on_cuda()
     real_init = dist.init_process_group
@@ -120,9 +120,9 @@ def engine_report(rank: int, world_size: int, config: dict, bf16: bool) -> dict[
 
     from data_prep import training_dataset
     from foundation.config import from_dict
-    from jobs.batches import step_microbatches
     from jobs.config import RunConfig
-    from jobs.engine import build_engine
+    from jobs.engines.batches import step_microbatches
+    from jobs.engines.engine import build_engine
     from models import runtime
     from models.build import build_gpt
 
@@ -170,7 +170,7 @@ def train_once(rank: int, world_size: int, config: dict, preempt: bool) -> dict[
 
     from foundation.config import from_dict
     from jobs.config import RunConfig
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     stop = threading.Event()
     if preempt:

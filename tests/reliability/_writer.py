@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from jobs.config import TrackingConfig
-from jobs.tracking import Tracker
+from jobs.telemetry.tracking import Tracker
 
 
 def main(out: Path, uri: str, experiment: str, steps: int, seed: int) -> None:

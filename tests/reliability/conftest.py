@@ -1,5 +1,5 @@
 """Fixtures of the fault tests: a tiny dataset, a private PostgreSQL + MLflow server pair, and
-the test-only pause point's files (jobs/pause.py)."""
+the test-only pause point's files (jobs/loop/pause.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ metric step is in MLflow once, although the resumed cells re-executed (and re-sp
 steps between their last checkpoint and the kill.
 
 Both cells are held a few steps past their first checkpoint (the test-only pause point,
-jobs/pause.py) when the kill comes, so the re-executed steps are known exactly."""
+jobs/loop/pause.py) when the kill comes, so the re-executed steps are known exactly."""
 
 from __future__ import annotations
 

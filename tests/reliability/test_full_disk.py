@@ -2,7 +2,7 @@
 and the next attempt resumes from it once space is freed.
 
 The run's output lives on a small tmpfs mounted for this test (root only). The run holds right
-after its first checkpoint (the test-only pause point, jobs/pause.py); the test fills the disk,
+after its first checkpoint (the test-only pause point, jobs/loop/pause.py); the test fills the disk,
 then releases it, so the second checkpoint is the one that cannot be written, on any machine.
 """
 
@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from jobs.checkpoint import list_checkpoints
+from jobs.checkpoints.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_dict
 from tests.conftest import skip_unless_required
 from tests.reliability.helpers import cli_env, wait_held

@@ -5,7 +5,7 @@ step logged once.
 Runs on its own two-node cluster (.ci/slurm/start_multinode.sh: two slurmd's on this machine,
 one CPU each, so the array's two cells land on different nodes), never on the shared one.
 `scontrol update state=down` stands in for the crash. Both cells hold at step 30, past their
-checkpoint of step 20 (the test-only pause point, jobs/pause.py), when the node goes down, and
+checkpoint of step 20 (the test-only pause point, jobs/loop/pause.py), when the node goes down, and
 the victim resumes at exactly the step it last saved: step 20 if Slurm's SIGKILL came before
 its SIGTERM save (then its next attempt holds there again), else step 30.
 
@@ -142,7 +142,7 @@ def test_a_node_going_down_under_an_array(
             return not queue and all(s in ("completed", "failed") for s in states.values())
 
         # Slurm SIGTERMs the victim (KillWait=5 s before SIGKILL). Saving the held step in time
-        # is the designed path (jobs/stop.py): the next attempt resumes at HOLD_AT, past its
+        # is the designed path (jobs/loop/stop.py): the next attempt resumes at HOLD_AT, past its
         # pause point, and completes. Killed before the save, it resumes at the checkpoint and
         # holds again; if Slurm gave up on it, the cell ends failed and the next `scaling
         # submit` retries it (and that attempt holds or resumes past the hold).

@@ -2,7 +2,7 @@
 the MLflow server is killed and restarted twice, each fault while cells train. Every cell finishes
 and every metric point reaches MLflow exactly once (the spool uploads what the outage held).
 
-Both cells hold at step 50 (the test-only pause point, jobs/pause.py) for PostgreSQL's restart;
+Both cells hold at step 50 (the test-only pause point, jobs/loop/pause.py) for PostgreSQL's restart;
 each server outage then releases one cell, which trains (and spools) under the dead server until
 it comes back, so every fault lands mid-run at a known step on any machine. The released cell
 may finish under the outage (its last upload then waits for the server, or `scaling run` uploads

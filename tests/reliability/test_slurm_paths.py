@@ -5,8 +5,8 @@ ranks span two nodes: tests/reliability/test_node_failure.py; `submit` and a 1-t
 tests/scaling/test_slurm_e2e.py.
 
 The cancel, the time limit and the preemption each come while the cells hold at a known step
-(the test-only pause point, jobs/pause.py), so they land mid-cell on any machine, and a requeued
-cell resumes at exactly the step it held at (its stop saved that step)."""
+(the test-only pause point, jobs/loop/pause.py), so they land mid-cell on any machine, and a
+requeued cell resumes at exactly the step it held at (its stop saved that step)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from foundation import contract as C
-from jobs.tracking import METRIC_QUEUE_S
+from jobs.telemetry.upload import METRIC_QUEUE_S
 from scaling.state.scheduler import QUEUED, read_records
 from scaling.state.status import study_status
 from tests.scaling.conftest import one_size_spec

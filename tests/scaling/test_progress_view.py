@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from foundation import contract as C
 from jobs.config import TrackingConfig
-from jobs.spool import last_logged_step
-from jobs.tracking import Tracker
+from jobs.telemetry.spool import last_logged_step
+from jobs.telemetry.tracking import Tracker
 from scaling.cli import app
 from scaling.cli.live import LiveProgress
 from scaling.cli.status_view import status_tables

@@ -2,8 +2,8 @@
 
 The user's own variant lives beside the study file (`python_path: src`). Its cells are
 recorded in a real MLflow store (the tests' server) as `submit` creates their runs and their
-jobs record them (`jobs.record.start` / `finish` through the job's own `Tracker`, today's code
-digest included); nothing trains. Then the variant's file is edited while `scaling run` waits
+jobs record them (`jobs.telemetry.record.start` / `finish` through the job's own `Tracker`, today's
+code digest included); nothing trains. Then the variant's file is edited while `scaling run` waits
 on its round: the run stops with one error line naming the stale cells and both fixes, exit 2,
 and nothing is judged (no verdict.json, no `analysis/` on the parent run, no look, no LR-search
 round). `scaling status` shows the cells stale, LR-search lines included, without crashing.
@@ -22,9 +22,9 @@ import scaling.rounds.driver
 from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import load_study_runs
 from foundation import contract as C
-from jobs import record
-from jobs.record import LossHistory, RunResult
-from jobs.tracking import Tracker
+from jobs.telemetry import record
+from jobs.telemetry.record import LossHistory, RunResult
+from jobs.telemetry.tracking import Tracker
 from models.accounting import flops_per_token
 from scaling.cli import app
 from scaling.rounds.environment import load_study_spec

@@ -66,7 +66,7 @@ def test_uri_credentials_are_split_and_redacted():
 
 def test_record_masks_a_password_in_the_tracking_uri():
     from foundation.config import flatten, to_dict
-    from jobs.record import redacted
+    from jobs.telemetry.record import redacted
     from jobs.testing import tiny_run_config
 
     config = tiny_run_config("/tmp/unused")

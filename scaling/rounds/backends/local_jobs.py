@@ -243,7 +243,7 @@ def _job_state(job: Any) -> str:
         status = job.results()[0].status
     except Exception:  # noqa: BLE001 - any failure of the job is the cell's failure
         return contract.FAILED
-    if status == "interrupted":  # jobs.trainer: SIGTERM, a cancel or a preemption
+    if status == "interrupted":  # jobs.loop.trainer: SIGTERM, a cancel or a preemption
         return contract.CANCELLED
     return status if status in contract.DONE_STATES else contract.FAILED
 

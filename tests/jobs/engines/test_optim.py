@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from jobs.config import OptimizerConfig, ScheduleConfig
-from jobs.optim import build_adamw, lr_at, param_groups
+from jobs.engines.optim import build_adamw, lr_at, param_groups
 
 
 def test_cosine_warms_up_linearly_and_ends_at_the_floor():

@@ -1,7 +1,7 @@
 """Where a run's tracking spool lives, and what its tail says about the run's progress.
 
-`jobs.tracking.Tracker` appends every record to the spool before MLflow sees it, so the spool
-is the freshest word on how far a run is: `scaling status` reads its last metric's step.
+`jobs.telemetry.tracking.Tracker` appends every record to the spool before MLflow sees it, so the
+spool is the freshest word on how far a run is: `scaling status` reads its last metric's step.
 """
 
 from __future__ import annotations
@@ -40,5 +40,5 @@ def last_logged_step(output_dir: str | Path) -> int | None:
 def reset_uploaded(output_dir: str | Path) -> None:
     """Send the whole spool again on the next upload: the run it went to is gone (a lost
     tracking store, a deleted run), and the run that replaces it has none of it. Exactly once
-    still holds: the uploader skips what the new run already has (`jobs.tracking`)."""
+    still holds: the uploader skips what the new run already has (`jobs.telemetry.tracking`)."""
     (Path(output_dir) / UPLOADED_OFFSET).unlink(missing_ok=True)

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from jobs.checkpoint import list_checkpoints, load_newest, save_checkpoint, shared_from
+from jobs.checkpoints.checkpoint import list_checkpoints, load_newest, save_checkpoint, shared_from
 
 
 def test_newest_complete_checkpoint_wins_and_old_ones_are_pruned(tmp_path):

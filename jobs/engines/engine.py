@@ -1,6 +1,6 @@
 """What the training loop needs from an engine: the one interface both engines implement.
 
-The loop (`jobs.trainer`) owns the schedule, data position, evaluation, checkpoints and
+The loop (`jobs.loop.trainer`) owns the schedule, data position, evaluation, checkpoints and
 divergence; an engine owns forward/backward/update over its parallel layout. Losses and grad
 norms come back as plain floats, equal on every rank.
 """
@@ -27,7 +27,7 @@ class Engine(Protocol):
         """Mean loss over validation windows `[num_windows, seq_length + 1]` (no update)."""
 
     def state_dict(self) -> dict[str, Any]:
-        """Model and optimiser state of this rank, for `jobs.checkpoint`."""
+        """Model and optimiser state of this rank, for `jobs.checkpoints.checkpoint`."""
 
     def replicated_over_dp(self) -> tuple[str, ...]:
         """Keys of `state_dict()` equal on every DP rank (written once, by the first)."""
@@ -40,9 +40,11 @@ def build_engine(config: Any, model: torch.nn.Module, bf16: bool) -> Engine:
     """The engine `config.engine` names, wrapping `model` (bf16 params and fp32 gradient
     accumulation when `bf16`)."""
     if config.engine == "deepspeed":
-        from jobs.engine_deepspeed import DeepSpeedEngine  # lazy: only the chosen engine loads
+        from jobs.engines.engine_deepspeed import (
+            DeepSpeedEngine,  # lazy: only the chosen engine loads
+        )
 
         return DeepSpeedEngine(config, model, bf16)
-    from jobs.engine_megatron import MegatronEngine  # lazy, as above
+    from jobs.engines.engine_megatron import MegatronEngine  # lazy, as above
 
     return MegatronEngine(config, model, bf16)

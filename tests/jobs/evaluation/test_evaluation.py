@@ -14,14 +14,16 @@ from mlflow.tracking import MlflowClient
 from foundation import contract as C
 from jobs.evaluation.harness import MegatronLM, check_layout, load_tokenizer
 from jobs.testing import tiny_run_config
+from models import runtime
 from models.build import build_gpt
 
 
 @pytest.fixture(scope="module")
 def scorer(tmp_path_factory, data_dir):
     config = tiny_run_config(tmp_path_factory.mktemp("eval"), data_dir=data_dir)
-    model = build_gpt(config.model, config.parallel, seed=3)
-    return MegatronLM(model, *load_tokenizer(data_dir), config.model.seq_length)
+    model = build_gpt(config.model, config.parallel, seed=3)  # sets up a 1-process group
+    yield MegatronLM(model, *load_tokenizer(data_dir), config.model.seq_length)
+    runtime.destroy()  # so the tests after these find no process group (test_config's do not)
 
 
 def _request(kind: str, args: tuple) -> Instance:
@@ -74,7 +76,7 @@ def test_a_cell_scores_and_logs_its_tasks_once_even_when_rerun_after_scoring(
     tmp_path, data_dir, mlflow_server, monkeypatch
 ):
     import jobs.evaluation.run as evaluation
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     calls = []
     real_evaluate = evaluation.evaluate

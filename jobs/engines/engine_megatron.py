@@ -16,10 +16,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from jobs.batches import split_window
-from jobs.collectives import loss_device, sum_over
 from jobs.config import OptimizerConfig, RunConfig
-from jobs.optim import apply_wd_mult, build_adamw
+from jobs.engines.batches import split_window
+from jobs.engines.collectives import loss_device, sum_over
+from jobs.engines.optim import apply_wd_mult, build_adamw
 from models import cross_stage
 
 __all__ = ["MegatronEngine", "global_grad_norm", "megatron_optimizer"]
@@ -59,7 +59,8 @@ def _forward_step(data_iterator, model):
 
 
 def megatron_optimizer(model: torch.nn.Module, opt: OptimizerConfig, bf16: bool):
-    """megatron's optimizer over the DDP-wrapped `model`, decaying what `jobs.optim` decays."""
+    """megatron's optimizer over the DDP-wrapped `model`, decaying what `jobs.engines.optim`
+    decays."""
     from megatron.core.optimizer import OptimizerConfig as MegatronOptimizerConfig
     from megatron.core.optimizer import get_megatron_optimizer
 

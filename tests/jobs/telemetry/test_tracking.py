@@ -9,7 +9,8 @@ import uuid
 from mlflow.tracking import MlflowClient
 
 from jobs.config import TrackingConfig
-from jobs.tracking import Tracker, upload_spool
+from jobs.telemetry.tracking import Tracker
+from jobs.telemetry.upload import upload_spool
 from tests.conftest import start_mlflow_server
 from tests.distributed import free_port
 
@@ -78,7 +79,7 @@ def test_a_refused_param_does_not_block_metrics(tmp_path, mlflow_server):
 
 def test_the_dataset_is_one_input_with_the_manifest_digest(tmp_path, mlflow_server, data_dir):
     from data_prep.manifest import load_manifest
-    from jobs.record import dataset_input
+    from jobs.telemetry.record import dataset_input
 
     manifest = load_manifest(data_dir)
     # A fresh experiment: MLflow keeps one dataset per (experiment, name, digest), with the
@@ -106,7 +107,7 @@ def test_a_scheduled_run_starts_again_when_its_training_starts(tmp_path, mlflow_
     import time
 
     from foundation.contract import RUN_ID_FILE, ensure_experiment
-    from jobs.tracking import METRIC_QUEUE_S
+    from jobs.telemetry.upload import METRIC_QUEUE_S
 
     client = MlflowClient(mlflow_server)
     name = f"queue-{uuid.uuid4().hex[:8]}"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from foundation.config import ConfigError
-from jobs.checkpoint import list_checkpoints
+from jobs.checkpoints.checkpoint import list_checkpoints
 from jobs.config import ScheduleConfig
-from jobs.optim import lr_at
+from jobs.engines.optim import lr_at
 from jobs.testing import tiny_run_config
 
 WARMUP = 2
@@ -51,7 +51,7 @@ def test_the_stable_schedule_is_the_wsd_schedule_up_to_each_branch_point():
 
 
 def test_branch_equals_the_independent_wsd_run_bitwise(tmp_path, data_dir, capsys):
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     points = [_branch_step(n) for n in BUDGETS]
     stable = _cfg(
@@ -104,7 +104,7 @@ def test_branch_equals_the_independent_wsd_run_bitwise(tmp_path, data_dir, capsy
 
 
 def test_a_missing_parent_checkpoint_is_a_clear_error(tmp_path, data_dir):
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     branch = _cfg(
         tmp_path,
@@ -120,7 +120,7 @@ def test_a_missing_parent_checkpoint_is_a_clear_error(tmp_path, data_dir):
 
 def test_a_parent_with_another_recipe_is_refused(tmp_path, data_dir):
     from foundation.config import dump_file
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     parent = _cfg(
         tmp_path,

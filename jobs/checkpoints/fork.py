@@ -17,7 +17,7 @@ from typing import Any
 
 from foundation import contract as C
 from foundation.config import load_file, to_dict
-from jobs import checkpoint as ckpt
+from jobs.checkpoints import checkpoint as ckpt
 from jobs.config import RunConfig
 
 __all__ = ["load_parent_checkpoint", "parent_run_id", "check_parent_config"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.checkpoint import list_checkpoints
+from jobs.checkpoints.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_config, tiny_run_dict
 from models.accounting import checkpoint_bytes, num_params, num_stored_params
 from models.config import ParallelConfig

@@ -5,14 +5,13 @@ grad norm (equal on every rank); this module owns the schedule, data position, e
 checkpoints, divergence, preemption and what goes to MLflow (rank 0 only).
 
 Fault tests can hold the loop after a given step (`SCALING_TEST_PAUSE_AT_STEP` and
-`SCALING_TEST_PAUSE_FILE`, see jobs/pause.py) to act at an exact step; nothing else sets them,
+`SCALING_TEST_PAUSE_FILE`, see jobs/loop/pause.py) to act at an exact step; nothing else sets them,
 and unset they cost one `is None` per step.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from pathlib import Path
@@ -23,20 +22,21 @@ import torch.distributed as dist
 
 from foundation import contract as C
 from foundation.log import rank0_print
-from jobs import checkpoint as ckpt
-from jobs import record
-from jobs.batches import step_microbatches
-from jobs.collectives import any_rank
+from jobs.checkpoints import checkpoint as ckpt
+from jobs.checkpoints.fork import load_parent_checkpoint, parent_run_id
 from jobs.config import RunConfig
-from jobs.device import TAG_MFU_PEAK, TAG_MFU_PEAK_SOURCE, mfu_peak
-from jobs.engine import build_engine
-from jobs.fork import load_parent_checkpoint, parent_run_id
-from jobs.optim import lr_at
-from jobs.pause import pause_point
-from jobs.record import LossHistory, RunResult
-from jobs.spikes import is_spike, next_ema
-from jobs.stop import REQUEUE
-from jobs.tracking import NullTracker, SystemMetrics, Tracker, resolve_tracking_uri
+from jobs.engines.batches import step_microbatches
+from jobs.engines.collectives import any_rank
+from jobs.engines.device import TAG_MFU_PEAK, TAG_MFU_PEAK_SOURCE, mfu_peak
+from jobs.engines.engine import build_engine
+from jobs.engines.optim import lr_at
+from jobs.loop.pause import pause_point
+from jobs.loop.spikes import is_spike, next_ema
+from jobs.loop.stop import REQUEUE
+from jobs.telemetry import record
+from jobs.telemetry.record import LossHistory, RunResult
+from jobs.telemetry.system_metrics import SystemMetrics, start_system_metrics
+from jobs.telemetry.tracking import NullTracker, Tracker
 from models import runtime
 
 __all__ = ["RunResult", "train"]
@@ -47,7 +47,7 @@ def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
 
     `stop` (set by `TrainingJob` on USR2 or SIGTERM, on any rank) makes the loop finish the
     current step, save a checkpoint and return status `preempted` (USR2: submitit requeues) or
-    `interrupted` (SIGTERM: the MLflow run is marked KILLED; see jobs/stop.py).
+    `interrupted` (SIGTERM: the MLflow run is marked KILLED; see jobs/loop/stop.py).
     """
 
     config.check_world_size(runtime.launched_world_size())  # before any process group exists
@@ -210,24 +210,6 @@ class _Trainer:
                 lineage[C.TAG_PARENT_CELL_RUN] = parent
             self.tracker.set_tags(lineage)
 
-    def _start_system_metrics(self, resumed: bool) -> None:
-        """MLflow's system metrics on each node's local rank 0 (a background thread; no cost per
-        step). Collective: rank 0 broadcasts the run id, as a CPU tensor over gloo."""
-        if not (self.config.tracking.enabled and SystemMetrics.enabled()):
-            return
-        if resumed and self.rank == 0:
-            self.tracker.flush()  # the run is RUNNING again before the monitor checks it
-        run_id = _broadcast_run_id(self.tracker.run_id if self.rank == 0 else None)
-        if run_id is None or _local_rank() != 0:
-            return
-        num_nodes = int(os.environ.get("SLURM_NNODES") or 1)
-        node_id = f"node_{os.environ.get('SLURM_NODEID', '0')}" if num_nodes > 1 else None
-        uri = resolve_tracking_uri(self.config.tracking, self.output_dir)
-        try:
-            self.system_metrics = SystemMetrics(run_id, uri, node_id)
-        except Exception as err:  # noqa: BLE001 - system metrics never fail a run
-            print(f"[jobs] system metrics off: {type(err).__name__}: {err}", flush=True)
-
     def _stop_system_metrics(self) -> None:
         if self.system_metrics is not None:
             self.system_metrics.stop()
@@ -254,7 +236,9 @@ class _Trainer:
         train_cfg = self.config.train
         state, resumed = self._resume()
         self._start_record(resumed)
-        self._start_system_metrics(resumed)
+        self.system_metrics = start_system_metrics(
+            self.config.tracking, self.output_dir, self.tracker, self.rank, resumed
+        )
         status, reason = C.COMPLETED, None
         loop_start = time.perf_counter()
         while state.step < train_cfg.steps:
@@ -268,7 +252,7 @@ class _Trainer:
             interval = train_cfg.checkpoint_interval
             if (interval and state.step % interval == 0) or state.step in train_cfg.keep_steps:
                 self._save(state)
-            if self.pause is not None:  # tests only: hold here until released (jobs/pause.py)
+            if self.pause is not None:  # tests only: hold here until released (jobs/loop/pause.py)
                 self.pause.after_step(state.step, self.stop, self.rank)
             if self._stop_requested():
                 return self._preempted(state)
@@ -386,24 +370,3 @@ class _Trainer:
             metrics[C.VAL_SELECT] = select
         self.tracker.log_metrics(metrics, step=state.step)
         return val, select
-
-
-_RUN_ID_BYTES = 64  # MLflow run ids are 32 hex characters
-
-
-def _broadcast_run_id(run_id: str | None) -> str | None:
-    """Global rank 0's MLflow run id on every rank (None if it has none yet: server down)."""
-    if not dist.is_initialized() or dist.get_world_size() == 1:
-        return run_id
-    buffer = torch.zeros(_RUN_ID_BYTES, dtype=torch.uint8)  # CPU: the default group's gloo part
-    if dist.get_rank() == 0 and run_id:
-        encoded = run_id.encode()[:_RUN_ID_BYTES]
-        buffer[: len(encoded)] = torch.tensor(list(encoded), dtype=torch.uint8)
-    dist.broadcast(buffer, src=0)
-    text = bytes(buffer.tolist()).rstrip(b"\0").decode()
-    return text or None
-
-
-def _local_rank() -> int:
-    """This process's rank on its node (the launcher's LOCAL_RANK, else Slurm's, else 0)."""
-    return int(os.environ.get("LOCAL_RANK") or os.environ.get("SLURM_LOCALID") or 0)

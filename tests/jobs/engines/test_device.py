@@ -74,7 +74,7 @@ def test_mfu_peak_is_the_present_devices_own(monkeypatch):
     """The datasheet peak of the GPU present, in the run's dtype; an unlisted GPU is measured;
     a configured peak wins; a CPU states its nominal one. (No CUDA here: the device's name is
     reported, and the measurement's GEMMs are replaced by a known rate.)"""
-    from jobs import device
+    from jobs.engines import device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     names = iter(["NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 PCIe", "NVIDIA Z9"])

@@ -1,4 +1,4 @@
-"""The test-only pause point (jobs/pause.py) on the real trainer: it holds after step N (its
+"""The test-only pause point (jobs/loop/pause.py) on the real trainer: it holds after step N (its
 `.reached` file appears, the step metric stops there), goes on when released, and a SIGTERM or
 SIGUSR2 while held does what it does to a running job: SIGUSR2 saves step N, requeues, and the
 resumed attempt finishes without holding again; SIGTERM (a preemption or `scancel`) saves step
@@ -20,13 +20,13 @@ import pytest
 import yaml
 
 from foundation.proc import children
-from jobs.checkpoint import list_checkpoints
-from jobs.pause import ENV_FILE, ENV_STEP, PausePoint, pause_point
+from jobs.checkpoints.checkpoint import list_checkpoints
+from jobs.loop.pause import ENV_FILE, ENV_STEP, PausePoint, pause_point
 from jobs.testing import PauseFiles, tiny_run_dict
 
 STEPS, PAUSE_AT = 8, 3
 HOLD_CHECK_S = 1.5  # how long a held run is watched for a step it must not take
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _cfg(tmp_path: Path, data_dir: Path, name: str, mlflow_server: str) -> dict:

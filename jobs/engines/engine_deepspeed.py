@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
-from jobs.batches import split_window
-from jobs.collectives import sum_over
 from jobs.config import RunConfig
-from jobs.engine_megatron import global_grad_norm
-from jobs.optim import build_adamw
+from jobs.engines.batches import split_window
+from jobs.engines.collectives import sum_over
+from jobs.engines.engine_megatron import global_grad_norm
+from jobs.engines.optim import build_adamw
 from models.runtime import local_cuda_device
 
 __all__ = ["DeepSpeedEngine", "deepspeed_config"]

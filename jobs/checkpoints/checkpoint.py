@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from jobs.collectives import all_ranks
+from jobs.engines.collectives import all_ranks
 
 __all__ = [
     "CheckpointWriteError",

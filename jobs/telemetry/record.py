@@ -60,7 +60,8 @@ class LossHistory:
     best_loss: float = math.inf
     losses: list[float] = field(default_factory=list)  # train loss per step: the loss curve
     val_losses: list[list[float]] = field(default_factory=list)  # [step, val loss]
-    loss_ema: float = math.nan  # the running train loss that spikes are judged on (jobs.spikes)
+    # the running train loss that spikes are judged on (jobs.loop.spikes)
+    loss_ema: float = math.nan
     spike_steps: list[int] = field(default_factory=list)  # steps whose loss spiked
 
 

@@ -33,7 +33,7 @@ from tests.jobs.emulated_runs import (
 
 pytestmark = pytest.mark.slow  # one shared launch of ~140 s (see the module docstring)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 POSITIONS = ("learned", "rope")
 LADDER = REPO / "studies" / "ladder.yaml"
 # studies/quick.yaml is the demo with fewer seeds: its first cell is the demo's, already here

@@ -19,12 +19,12 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from foundation.proc import children
-from jobs.checkpoint import list_checkpoints
+from jobs.checkpoints.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_dict
 from scaling.rounds.warmstart import warm_python
 
 STEPS = 40
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _env() -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""Loss spikes (`jobs.spikes`): counted on a real tiny cell whose LR makes the loss jump, logged
-to its MLflow run, and counted once across a preemption and resume."""
+"""Loss spikes (`jobs.loop.spikes`): counted on a real tiny cell whose LR makes the loss jump,
+logged to its MLflow run, and counted once across a preemption and resume."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from foundation import contract as C
-from jobs.spikes import EMA_BETA, is_spike, next_ema
+from jobs.loop.spikes import EMA_BETA, is_spike, next_ema
 from jobs.testing import tiny_run_config, tiny_run_dict
 from tests.distributed import run_ranks
 
@@ -33,7 +33,7 @@ class StopAfter(threading.Event):
 def preempted_and_resumed(rank: int, world_size: int, config: dict) -> list[dict[str, Any]]:
     from foundation.config import from_dict
     from jobs.config import RunConfig
-    from jobs.trainer import train
+    from jobs.loop.trainer import train
 
     cfg = from_dict(RunConfig, config, where="run")
     first = train(cfg, stop=StopAfter(3))  # stops and saves after step 3
@@ -80,7 +80,7 @@ def test_spikes_are_logged_and_survive_a_resume_once(tmp_path, data_dir, mlflow_
     first, second = run_ranks(preempted_and_resumed, 1, cfg)[0]
     assert first["status"] == "preempted" and first["steps"] == 3
     assert second["status"] == "completed" and second["run_id"] == first["run_id"]
-    # exact resume (tests/jobs/test_resume.py): the losses are an uninterrupted run's
+    # exact resume (tests/jobs/checkpoints/test_resume.py): the losses are an uninterrupted run's
     expected = _expected_spikes(second["train_losses"], 3.0)
     assert expected[0] == 2 and any(s > 3 for s in expected)  # spikes on both sides of the stop
     client = MlflowClient(mlflow_server)

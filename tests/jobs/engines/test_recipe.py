@@ -12,11 +12,11 @@ from tests.jobs.helpers import engine_report, train_ranks
 
 def test_megatron_optimizer_decays_exactly_what_the_cpu_path_decays(tmp_path, data_dir):
     """From megatron's own param groups (its optimizer builds on a CPU in fp32): gains are
-    `wd_mult=0` there, and the decay AdamW applies per parameter equals `jobs.optim`'s."""
+    `wd_mult=0` there, and the decay AdamW applies per parameter equals `jobs.engines.optim`'s."""
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
 
-    from jobs.engine_megatron import megatron_optimizer
-    from jobs.optim import build_adamw
+    from jobs.engines.engine_megatron import megatron_optimizer
+    from jobs.engines.optim import build_adamw
     from models import runtime
     from models.build import build_gpt
 
@@ -86,7 +86,7 @@ def test_bf16_gradients_accumulate_in_fp32(tmp_path, data_dir, engine):
 
 def test_deepspeed_stage0_in_bf16_is_refused_naming_the_field(tmp_path, data_dir):
     """DeepSpeed has no fp32 accumulation without ZeRO: refused rather than run unlike megatron."""
-    from jobs.engine_deepspeed import deepspeed_config
+    from jobs.engines.engine_deepspeed import deepspeed_config
 
     cfg = tiny_run_config(tmp_path, data_dir, engine="deepspeed", deepspeed={"zero_stage": 0})
     with pytest.raises(ValueError, match="deepspeed.zero_stage: 0 in bf16"):

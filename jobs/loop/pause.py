@@ -18,7 +18,7 @@ unset (the normal case), the trainer holds no `PausePoint` and pays one `is None
   only) ends the hold at the next poll on every rank, and the loop then takes its usual path:
   save step N, return `preempted`, requeue. Only the worker thread holds, in short sleeps, so
   the main thread keeps handling signals: SIGTERM does what it does to a running step (a submitit
-  task saves step N and ends as interrupted, see jobs/stop.py; a bare `python -m jobs` dies of
+  task saves step N and ends as interrupted, see jobs/loop/stop.py; a bare `python -m jobs` dies of
   it), and SIGKILL kills.
 """
 
@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.collectives import any_rank
+from jobs.engines.collectives import any_rank
 
 __all__ = ["ENV_STEP", "ENV_FILE", "PausePoint", "pause_point"]
 

@@ -1,0 +1,1 @@
+"""What computes a step: engines, optimiser and schedule, collectives, batches, device peak."""

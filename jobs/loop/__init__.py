@@ -1,0 +1,1 @@
+"""The training loop: `train(config)`, and its stop, pause and loss-spike rules."""
