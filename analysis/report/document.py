@@ -11,16 +11,16 @@ import re
 from pathlib import Path
 
 from analysis.report import fmt
-from analysis.report.code import code_note
-from analysis.report.downstream import downstream_blocks
 from analysis.report.headline import headline
-from analysis.report.inference import inference_blocks
-from analysis.report.looks import look_blocks, look_note
 from analysis.report.render import to_html, to_markdown
-from analysis.report.stability import stability_blocks
-from analysis.report.tokens import token_blocks
-from analysis.stats import verdict as verdicts
-from analysis.stats.levels import ALPHA
+from analysis.report.sections.code import code_note
+from analysis.report.sections.downstream import downstream_blocks
+from analysis.report.sections.inference import inference_blocks
+from analysis.report.sections.looks import look_blocks, look_note
+from analysis.report.sections.stability import stability_blocks
+from analysis.report.sections.tokens import token_blocks
+from analysis.stats.rules import verdict as verdicts
+from analysis.stats.rules.levels import ALPHA
 
 METHOD = (
     "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "
@@ -221,13 +221,12 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
         (
             "p",
             "Detectable gain: the smallest true gain the verdict's top-size test (a paired t-test "
-            "on this many paired seeds, two-sided 4%) detects with 80% power (exact, noncentral "
-            "t, on the upper 80% bound of the paired sd; "
-            "`analysis.stats.power`, the same figures `scaling plan --noise` prints). Seeds "
-            "needed: the fewest paired seeds with that power at the gain named in the header. "
-            "Seed sd (% of loss): the sd of one arm's final loss over its seeds, in % of its "
-            "mean loss; the paired-difference sd (what the test sees) is in % of the baseline's "
-            "loss.",
+            "on this many paired seeds, two-sided 4%) detects with 80% power (exact, noncentral t, "
+            "on the upper 80% bound of the paired sd; `analysis.stats.planning.power`, the same "
+            "figures `scaling plan --noise` prints). Seeds needed: the fewest paired seeds with "
+            "that power at the gain named in the header. Seed sd (% of loss): the sd of one arm's "
+            "final loss over its seeds, in % of its mean loss; the paired-difference sd (what the "
+            "test sees) is in % of the baseline's loss.",
         )
     )
     model = verdict["noise_model"]

@@ -59,7 +59,7 @@ def test_noise_components_are_recovered_and_inflated_by_t_over_z():
     import numpy as np
     from scipy import stats
 
-    from analysis.stats import noise
+    from analysis.stats.variance import noise
 
     rng = np.random.default_rng(0)
     sizes, cells, seeds = 5, 3, 40

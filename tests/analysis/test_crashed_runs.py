@@ -20,7 +20,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from analysis.stats.core import analyse
-from analysis.stats.frontier import BRACKETED, lr_frontier
+from analysis.stats.lr.frontier import BRACKETED, lr_frontier
 from analysis.synthetic.scenarios import EXPECTED, lr_opt, scenario
 from analysis.tables.mlflow_io import load_study_runs
 from foundation import contract

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.stats import levels, noise
-from analysis.stats.cells import build_groups, selected_lrs, usable_cells
-from analysis.stats.compare import Budget, Comparison
 from analysis.stats.core import analyse
-from analysis.stats.frontier import lr_frontier
-from analysis.stats.robust import PAIRED, GainTest
-from analysis.stats.verdict import apply_rule
+from analysis.stats.gains.compare import Budget, Comparison
+from analysis.stats.gains.robust import PAIRED, GainTest
+from analysis.stats.lr.frontier import lr_frontier
+from analysis.stats.rules import levels
+from analysis.stats.rules.verdict import apply_rule
+from analysis.stats.variance import noise
+from analysis.stats.variance.cells import build_groups, selected_lrs, usable_cells
 from analysis.synthetic.scenarios import NOISES, Noise, noisy_study
 
 SIZES = ["1M", "3M", "10M", "30M"]

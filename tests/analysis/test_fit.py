@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import fit
+from analysis.stats.fits import fit
 
 
 def test_analytic_gradient_matches_finite_differences():

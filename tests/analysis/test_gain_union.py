@@ -1,5 +1,5 @@
 """The gain's interval is the union of the pooled bootstrap and the paired seeds' t interval
-(``analysis.stats.robust``); each is right under a failure of the other. Two studies each show
+(``analysis.stats.gains.robust``); each is right under a failure of the other. Two studies each show
 one side's job, in a second: identical arms whose noise the model does not assume (an arm x seed
 effect), where the pooled interval alone excludes 0 or lies inside the margin, and the paired
 seeds' interval keeps the verdict from a claim or from `none`."""

@@ -1,13 +1,13 @@
-"""A look is judged once, in `analysis.stats.sequential.decide_look`: the `Look` it returns holds
-its level, each variant's word, top-size gain and interval at that level, and the cells its seeds
-add (each arm at its chosen LR), so `scaling.rounds.looks` only writes and logs it."""
+"""A look is judged once, in `analysis.stats.looks.sequential.decide_look`: the `Look` it returns
+holds its level, each variant's word, top-size gain and interval at that level, and the cells its
+seeds add (each arm at its chosen LR), so `scaling.rounds.looks` only writes and logs it."""
 
 from __future__ import annotations
 
 import json
 
-from analysis.stats.frontier import lr_frontier
-from analysis.stats.sequential import Design, decide_look
+from analysis.stats.looks.sequential import Design, decide_look
+from analysis.stats.lr.frontier import lr_frontier
 from analysis.synthetic.studies import Effect, make_study
 
 DESIGN = Design(start=3, max=7, step=2)

@@ -1,4 +1,4 @@
-"""``analysis.stats.lr_law``: LR transfer by a law each arm fits itself, on synthetic LR curves
+"""``analysis.stats.lr.lr_law``: LR transfer by a law each arm fits itself, on synthetic LR curves
 whose true optimum follows a power law in N with scatter (known truth), and one whose law breaks
 at the top size."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.stats import lr_law
+from analysis.stats.lr import lr_law
 
 SIZES = (25e6, 50e6, 85e6, 350e6, 680e6)  # the shipped ladder's nominal N
 STEP = 2.0

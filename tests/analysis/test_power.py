@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.stats import power
+from analysis.stats.planning import power
 from analysis.synthetic.studies import Effect, make_study
 from tests.analysis.pool import map_studies
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.stats import batchfit, laws
-from analysis.stats import fit as fitting
 from analysis.stats.core import analyse
+from analysis.stats.fits import batchfit, laws
+from analysis.stats.fits import fit as fitting
 from analysis.tables.runs import load_csv
 
 DEMO = Path(__file__).with_name("demo_runs.csv")  # from `scaling run studies/demo.yaml`

@@ -14,7 +14,7 @@ import pytest
 
 from analysis.api import run_analysis
 from analysis.report.fmt import with_ci
-from analysis.report.inference import NOT_MEASURED
+from analysis.report.sections.inference import NOT_MEASURED
 from analysis.report.terminal import verdict_lines
 from analysis.tables.runs import load_csv
 

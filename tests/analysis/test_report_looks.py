@@ -1,8 +1,8 @@
 """The report of a study with sequential seeds (``run_analysis(..., sequential=looks.json)``).
 
 Two looks of a 3-look design (start 3, max 7, step 2) are judged by the real
-``analysis.stats.sequential.decide_look`` on a synthetic study (``compute_law_study``, k0 = 1.2,
-drawn once with 7 seeds per size; each look reads the seeds the design asked for, as
+``analysis.stats.looks.sequential.decide_look`` on a synthetic study (``compute_law_study``, k0 =
+1.2, drawn once with 7 seeds per size; each look reads the seeds the design asked for, as
 ``replay`` does), written in the looks.json format of docs/interfaces.md, and handed to
 ``run_analysis``. The study is deterministic: at look 1 (3 seeds, level 0.0028) it reads
 ``undetected`` where a fixed 5% design on the same runs claims ``persists``; at look 2 (5 seeds
@@ -19,7 +19,7 @@ import pytest
 
 from analysis.api import run_analysis
 from analysis.report.terminal import verdict_lines
-from analysis.stats.sequential import Design, Look, decide_look, judge_at, reveal
+from analysis.stats.looks.sequential import Design, Look, decide_look, judge_at, reveal
 from analysis.synthetic.scenarios import compute_law_study
 
 SIZES = tuple(float(x) for x in np.geomspace(1.2e6, 1e8, 4))
@@ -35,7 +35,7 @@ def _design_dict(design: Design) -> dict:
 
 def _entry(look: Look, round_: int, table: pd.DataFrame) -> dict:
     """One look as looks.json holds it (scaling.rounds.looks writes the same keys)."""
-    from analysis.stats.sequential import analyse_look
+    from analysis.stats.looks.sequential import analyse_look
 
     decisions = judge_at(
         analyse_look(table, DESIGN, baseline="linear", num_resamples=DRAWS), look.level
@@ -180,7 +180,7 @@ def test_a_looks_state_missing_a_field_is_refused_before_anything_is_written(loo
 def test_a_verdict_that_is_not_the_last_looks_says_so(looks, tmp_path):
     """Runs that are not the ones the last look read (here: look 2's table under look 1's
     state) are reported at look 1's level, with the seeds counted both ways if the words differ."""
-    from analysis.report.looks import look_blocks
+    from analysis.report.sections.looks import look_blocks
 
     _, table, state, _ = looks
     verdict = run_analysis(

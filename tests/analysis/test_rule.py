@@ -1,5 +1,5 @@
 """The verdict rule is written once: the README lists the same outcomes, in the same order, as
-``analysis.stats.verdict.RULE`` (which every report prints)."""
+``analysis.stats.rules.verdict.RULE`` (which every report prints)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.stats.compare import Budget, Comparison
-from analysis.stats.robust import GainTest
-from analysis.stats.verdict import GAMMA_PIN, RULE, apply_rule
+from analysis.stats.gains.compare import Budget, Comparison
+from analysis.stats.gains.robust import GainTest
+from analysis.stats.rules.verdict import GAMMA_PIN, RULE, apply_rule
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -119,7 +119,7 @@ def test_the_report_prints_the_seed_sd_in_percent_beside_the_detectable_gain(tmp
     """Issue 12: per size and arm, the seed-to-seed sd as % of the loss, next to the MDE."""
     from analysis.api import run_analysis
     from analysis.report import fmt
-    from analysis.stats import power as power_analysis
+    from analysis.stats.planning import power as power_analysis
 
     table = disagreeing_table()
     verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=0)

@@ -1,5 +1,5 @@
-"""analysis.stats.seq_cost: the sequential design's expected seeds, by simulation of its binding
-test (the simulation bench_sequential runs and `scaling plan` prints)."""
+"""analysis.stats.planning.seq_cost: the sequential design's expected seeds, by simulation of its
+binding test (the simulation bench_sequential runs and `scaling plan` prints)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.stats import seq_cost
-from analysis.stats.sequential import Design
+from analysis.stats.looks.sequential import Design
+from analysis.stats.planning import seq_cost
 
 BENCH = Path(__file__).parents[2] / "benchmarks" / "bench_sequential.py"
 

@@ -1,4 +1,4 @@
-"""The group-sequential seed design (``analysis.stats.sequential``): its boundaries against an
+"""The group-sequential seed design (``analysis.stats.looks.sequential``): its boundaries against an
 independent Monte Carlo, and the whole procedure (looks until it stops) on synthetic studies.
 
 The simulations run a 3-look copy of the default design's shape (start 3, max 7, step 2:
@@ -6,8 +6,8 @@ looks at 3, 5 and 7 paired seeds at the top) on 4 sizes 1.2M-100M with 130 boots
 that the file fits CI on 2 cores; the method is the same for the 5-look default (3, 10, 2),
 whose boundaries are checked here too. Every study is drawn once with ``max`` seeds per size
 (``analysis.synthetic.scenarios.compute_law_study``, per-run sd ``RUN_SD``); each look reads
-the seeds the design has asked for so far (``analysis.stats.sequential.replay``), and the naive
-procedure (every look at 5%) reads the same studies.
+the seeds the design has asked for so far (``analysis.stats.looks.sequential.replay``), and the
+naive procedure (every look at 5%) reads the same studies.
 
 Thresholds, from the binomial: a procedure whose false-claim rate is 5% makes more than
 ``MAX_CLAIMS`` = 16 claims in 180 null studies with probability about 1%
@@ -30,7 +30,7 @@ import pytest
 from scipy import optimize, stats
 
 from analysis.stats.core import analyse
-from analysis.stats.sequential import (
+from analysis.stats.looks.sequential import (
     CLAIMS,
     Design,
     analyse_look,
@@ -41,7 +41,7 @@ from analysis.stats.sequential import (
     reveal,
     seed_cost,
 )
-from analysis.stats.spending import obf_spending, spending_boundaries
+from analysis.stats.looks.spending import obf_spending, spending_boundaries
 from analysis.synthetic.scenarios import compute_law_study, scenario
 from tests.analysis.bounds import max_count, studies_to_catch
 from tests.analysis.pool import map_studies
@@ -295,7 +295,7 @@ def test_a_gain_at_the_margin_is_resolved_with_fewer_seed_runs_than_the_fixed_de
 def test_an_unpinned_trend_buys_seeds_where_they_narrow_gamma_per_flop():
     """``helps``: gamma's interval decides; the smallest size has the most leverage on the slope
     and costs ~1/7000 of the top's FLOPs per seed, so it gets seeds beside the top."""
-    from analysis.stats.sequential import allocate
+    from analysis.stats.looks.sequential import allocate
 
     full = study(k0_at_margin(), 4)
     table = reveal(full, {s: 3 for s in map(str, full["size"].unique())})

@@ -1,4 +1,4 @@
-"""The stability words (`analysis.stats.stability`) on synthetic studies whose truth is known.
+"""The stability words (`analysis.stats.lr.stability`) on synthetic studies whose truth is known.
 
 Each arm and size has a true edge (the LR above which training diverges). The scan climbs a
 grid of step sqrt(2) (half an octave) from below, one cell per LR, and stops at the first
@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
-from analysis.stats.stability import arm_edges, stability_verdict
+from analysis.stats.lr.stability import arm_edges, stability_verdict
 
 SIZES = {"2M": 2e6, "8M": 8e6, "32M": 32e6}
 STEP = 0.5  # octaves per grid step
@@ -109,7 +109,7 @@ def test_edges_are_read_below_the_first_divergence():
 
 def test_report_section_is_written_from_the_verdict_and_absent_without_it():
     from analysis.report.render import to_markdown
-    from analysis.report.stability import stability_blocks
+    from analysis.report.sections.stability import stability_blocks
 
     rng = np.random.default_rng(0)
     stability = stability_verdict(_study(rng, SCENARIOS["persists"]), "linear")

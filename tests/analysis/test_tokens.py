@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from analysis.report import fmt
-from analysis.stats import tokens as token_axis
 from analysis.stats.core import analyse
-from analysis.stats.verdict_d import RULE_D
+from analysis.stats.gains import tokens as token_axis
+from analysis.stats.rules.verdict_d import RULE_D
 from analysis.synthetic.studies import ArmLaw, make_nd_study, true_gain
 
 BASE = ArmLaw()
@@ -188,7 +188,7 @@ def test_readme_states_the_rule_along_d():
 
 def test_report_has_the_token_section_only_with_several_budgets(tmp_path):
     from analysis.api import run_analysis
-    from analysis.report.tokens import gain_vs_tokens, token_blocks
+    from analysis.report.sections.tokens import gain_vs_tokens, token_blocks
 
     arms = {"linear": BASE, "nonlinear": FADES_ALONG_D}
     table = make_nd_study(arms, sizes=(2e6, 1e7, 1e8), lr_grid=None)

@@ -12,7 +12,7 @@ import pytest
 
 from analysis.report.headline import headline
 from analysis.stats.core import analyse
-from analysis.stats.power import mde, seeds_to_resolve
+from analysis.stats.planning.power import mde, seeds_to_resolve
 from analysis.synthetic.scenarios import Noise, noisy_study, true_gain_pct
 
 NUM_STUDIES = 40

@@ -1,13 +1,13 @@
-"""What a sequential seed design (``analysis.stats.sequential.Design``) spends, by simulation of
-its binding test: how many seeds the top size ends with on average at a given true gain.
+"""What a sequential seed design (``analysis.stats.looks.sequential.Design``) spends, by simulation
+of its binding test: how many seeds the top size ends with on average at a given true gain.
 
-The test simulated is the verdict's binding one (``analysis.stats.power``; tests/analysis/
+The test simulated is the verdict's binding one (``analysis.stats.planning.power``; tests/analysis/
 test_power.py checks that it predicts the verdict's own detection rate): Student's t on the top
 size's paired seeds, one variant against the baseline. At look k the top size is tested at 80%
 (its weighted-Holm share, ``TOP_WEIGHT``) of the look's nominal level from
 ``spending_boundaries``; a look stops on a claim (the interval excludes 0), on equivalence (the
 interval lies within +-margin) or at ``max``. While the top gain's interval holds 0 only the top
-size gets seeds (``analysis.stats.sequential.allocate``), so the other sizes keep ``start``.
+size gets seeds (``analysis.stats.looks.sequential.allocate``), so the other sizes keep ``start``.
 
 Used by ``scaling plan`` (the expected cost of a study's seeds) and by
 benchmarks/bench_sequential.py (the sequential design against the fixed one). The full procedure
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from analysis.stats.levels import TOP_WEIGHT
-from analysis.stats.sequential import Design
+from analysis.stats.looks.sequential import Design
+from analysis.stats.rules.levels import TOP_WEIGHT
 
 __all__ = ["SeedOutcome", "simulate_sequential", "expected_seeds", "NUM_STUDIES"]
 

@@ -7,7 +7,7 @@ runs are the loss verdict's usable runs at each arm's chosen LR (``at_chosen_lrs
 chosen on the loss once, never on a task.
 
 Family-wise: per (task, variant) the per-size tests are one weighted Holm family
-(``analysis.stats.levels``, the top size 80% of the weight) whose weighted-Bonferroni p enters
+(``analysis.stats.rules.levels``, the top size 80% of the weight) whose weighted-Bonferroni p enters
 Holm's step-down over every (task, variant); that sets each one's level. On tasks with no true
 difference the chance that any task claims a gain or a loss is then at most ``alpha``
 (tests/analysis/test_downstream.py measures it under t(3) seed noise).
@@ -23,13 +23,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.stats import intervals
-from analysis.stats import verdict as rules
-from analysis.stats.cells import build_groups
-from analysis.stats.compare import baseline_map, compare
 from analysis.stats.core import parse_baselines
-from analysis.stats.levels import global_p, size_weights, weighted_holm
-from analysis.stats.robust import GainTest
+from analysis.stats.gains import intervals
+from analysis.stats.gains.compare import baseline_map, compare
+from analysis.stats.gains.robust import GainTest
+from analysis.stats.rules import verdict as rules
+from analysis.stats.rules.levels import global_p, size_weights, weighted_holm
+from analysis.stats.variance.cells import build_groups
 from analysis.tables.runs import is_eval_column
 from foundation import contract
 

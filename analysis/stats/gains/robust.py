@@ -1,15 +1,15 @@
 """The gain test at one (size, tokens): the wider of two intervals, each right under a different
 failure of the other.
 
-- **pooled**: the parametric bootstrap of ``analysis.stats.noise`` (two noise components pooled over
-  sizes as ``c * N^slope``, the LR re-chosen in every draw). Many df, and it carries the noise
-  of choosing the LR; but it is only as right as the noise model.
+- **pooled**: the parametric bootstrap of ``analysis.stats.variance.noise`` (two noise components
+  pooled over sizes as ``c * N^slope``, the LR re-chosen in every draw). Many df, and it carries the
+  noise of choosing the LR; but it is only as right as the noise model.
 - **paired seeds**: Student's t on this size's per-seed paired gains at the data's chosen LRs
   (``n - 1`` df). It assumes nothing about other sizes or about how an arm's LR cells share a
   seed's luck: an arm x seed effect, a size noisier than the trend, an effect shared across
   sizes all sit inside the per-seed differences it is computed from. It ignores the LR choice.
   Where the arms' FLOPs differ, each seed's losses are first moved to matched compute along that
-  seed's own curve (``analysis.stats.matched``), so both tests judge the same gain.
+  seed's own curve (``analysis.stats.gains.matched``), so both tests judge the same gain.
 
 The interval is their union (lower bound = the lower of the two, upper = the higher), its
 p-value the larger of the two: it excludes 0 only when both do. Under the model's own noise it
@@ -24,9 +24,9 @@ import dataclasses
 import numpy as np
 from scipy import stats
 
-from analysis.stats import verdict as rules
-from analysis.stats.cells import Groups
-from analysis.stats.compare import Budget
+from analysis.stats.gains.compare import Budget
+from analysis.stats.rules import verdict as rules
+from analysis.stats.variance.cells import Groups
 
 POOLED, PAIRED = "pooled bootstrap", "paired-seed t"
 
@@ -46,7 +46,7 @@ class GainTest:
         base = groups.seed_loss[budget.base]  # [seeds] at the data's LR
         var = groups.seed_loss[budget.var]
         if budget.base_seed_shift is not None:  # at matched compute: each seed moved by its own
-            base = base + budget.base_seed_shift  # curve's move (analysis.stats.matched)
+            base = base + budget.base_seed_shift  # curve's move (analysis.stats.gains.matched)
         if budget.var_seed_shift is not None:
             var = var + budget.var_seed_shift
         base, var = base[budget.seeds], var[budget.seeds]  # [paired seeds]

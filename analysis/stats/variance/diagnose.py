@@ -1,12 +1,13 @@
 """Checks of the noise model against the data: sentences that name a misfit, for verdict.json's
 ``noise_diagnostics`` and the report.
 
-The pooled bootstrap (``analysis.stats.noise``) assumes (1) each component's variance follows
-``c * N^slope`` across sizes and (2) one arm's LR cells at a seed share nothing beyond what every
-run of that (size, seed) shares. The verdict does not rest on either (``analysis.stats.robust``
-takes the paired seeds' t interval where it is wider), but a user should know when the data say they
-fail, because then the pooled figures (k0, gamma, the power table's pooled parts) are less sure than
-printed. Each check is a chi-square or F test at 1% (Bonferroni over sizes).
+The pooled bootstrap (``analysis.stats.variance.noise``) assumes (1) each component's variance
+follows ``c * N^slope`` across sizes and (2) one arm's LR cells at a seed share nothing beyond what
+every run of that (size, seed) shares. The verdict does not rest on either
+(``analysis.stats.gains.robust`` takes the paired seeds' t interval where it is wider), but a user
+should know when the data say they fail, because then the pooled figures (k0, gamma, the power
+table's pooled parts) are less sure than printed. Each check is a chi-square or F test at 1%
+(Bonferroni over sizes).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from analysis.stats import noise
-from analysis.stats.cells import Groups
+from analysis.stats.variance import noise
+from analysis.stats.variance.cells import Groups
 
 LEVEL = 0.01
 

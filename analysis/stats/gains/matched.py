@@ -14,7 +14,7 @@ curve, so the paired-seed test is read at matched compute and carries the move's
 The compute axis itself comes from the run table's ``flops`` (the project's accounting, or a
 bring-your-own variant's declared FLOPs, ``models.catalog.variants.QueryVariant.flops``). A table
 without ``flops`` is analysed with C = 6 N D; a variant that declared no FLOPs counts its
-weights only, and its verdict is held back (``analysis.stats.held``: inconclusive, with
+weights only, and its verdict is held back (``analysis.stats.rules.held``: inconclusive, with
 what it would be were its weights all its FLOPs).
 """
 
@@ -25,8 +25,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.stats.cells import Groups
-from analysis.stats.compare import Comparison
+from analysis.stats.gains.compare import Comparison
+from analysis.stats.variance.cells import Groups
 
 TOLERANCE = 0.01  # FLOPs per token may differ by 1% (norm gains, rounding) before it matters
 WEIGHTS_ONLY = "weights_only"  # `flops_counted` of a variant that declared no FLOPs

@@ -5,7 +5,7 @@ cost ~5 ms (1,000 draws x 5 laws = 25 s). Every draw starts from the full-data o
 moves a little, so a damped Gauss-Newton step, vectorised over draws in NumPy, converges in a
 few dozen iterations for all of them together.
 
-It minimises exactly the objective of ``analysis.stats.fit`` (Huber with delta 1e-3 on log-loss
+It minimises exactly the objective of ``analysis.stats.fits.fit`` (Huber with delta 1e-3 on log-loss
 residuals, summed with point weights): the Huber gradient is ``J^T psi(r)`` with
 ``psi(r) = clip(r, -delta, delta) = omega r``, ``omega = min(1, delta / |r|)``, so the step
 solves ``(J^T Omega J + lambda diag) step = -J^T Omega r`` (iteratively reweighted least
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.stats.fit import HUBER_DELTA, LSEModel
+from analysis.stats.fits.fit import HUBER_DELTA, LSEModel
 
 # ~30-60 iterations on a typical draw; a degenerate one (e.g. the floor E -> 0 on the noisy
 # demo study) crawls: 300 left 24% of one law's draws unconverged there, 2,000 left 3%.

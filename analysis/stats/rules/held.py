@@ -2,8 +2,8 @@
 
 A run table whose arms' best LRs are not bracketed (one LR per arm from a fixed recipe, or a
 best LR at the edge of its grid) cannot support a claim: the untuned arm may manufacture or
-hide a gain. Nor can a variant whose FLOPs per token are unknown (``analysis.stats.matched``). The
-verdict stays ``inconclusive``; beside it, the *conditional* verdict applies the same rule with
+hide a gain. Nor can a variant whose FLOPs per token are unknown (``analysis.stats.gains.matched``).
+The verdict stays ``inconclusive``; beside it, the *conditional* verdict applies the same rule with
 those guards lifted: what the data say if each arm's LR was in fact its best (or the variant's
 weights were all its FLOPs). It is a statement under a stated assumption, never the verdict.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.stats import verdict as rules
-from analysis.stats.compare import Comparison
-from analysis.stats.frontier import LRFrontier, unbracketed_summary
-from analysis.stats.robust import GainTest
+from analysis.stats.gains.compare import Comparison
+from analysis.stats.gains.robust import GainTest
+from analysis.stats.lr.frontier import LRFrontier, unbracketed_summary
+from analysis.stats.rules import verdict as rules
 
 
 def lr_guards(comparison: Comparison, info: pd.DataFrame, frontier: dict) -> list[str]:
@@ -78,7 +78,7 @@ def decide_held(
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
     alpha: float = rules.ALPHA,
 ) -> dict:
-    """``analysis.stats.verdict.apply_rule`` on every guard, plus ``conditional_verdict`` and
+    """``analysis.stats.rules.verdict.apply_rule`` on every guard, plus ``conditional_verdict`` and
     ``conditional_assumes`` (None unless a held guard alone kept it from a claim); the
     conditional verdict and its clauses close the reason."""
     held = lr_guard + flops_guard

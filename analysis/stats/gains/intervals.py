@@ -1,7 +1,7 @@
 """Whether a study can carry intervals at all, said once and kept everywhere.
 
-Below ``analysis.stats.verdict.MIN_SEEDS`` seeds a spread cannot be estimated well enough for an
-interval to mean anything (with 2 seeds a bootstrap's 95% interval is close to the range of
+Below ``analysis.stats.rules.verdict.MIN_SEEDS`` seeds a spread cannot be estimated well enough for
+an interval to mean anything (with 2 seeds a bootstrap's 95% interval is close to the range of
 two numbers). Such a study gets no interval, band or p-value anywhere: ``analysis.stats.core`` draws
 no resamples for it, and ``strip`` clears whatever interval-shaped field is left in the verdict,
 so ``verdict.json``, the report, the plots and the terminal agree. The report says why once.
@@ -9,7 +9,7 @@ so ``verdict.json``, the report, the plots and the terminal agree. The report sa
 
 from __future__ import annotations
 
-from analysis.stats import verdict as rules
+from analysis.stats.rules import verdict as rules
 
 INTERVAL_KEYS = ("ci", "ci95", "k0_ci95", "gamma_ci95", "paired_ci", "pooled_ci")
 P_KEYS = ("top_gain_p", "variant_p", "p")

@@ -1,5 +1,6 @@
 """The verdict along D (tokens), written once: here (code), in every report (``RULE_D``) and in
-the README. Same outcomes and the same discipline as the N rule (``analysis.stats.verdict.RULE``).
+the README. Same outcomes and the same discipline as the N rule
+(``analysis.stats.rules.verdict.RULE``).
 
 What it judges: at a fixed size, does the paired gain survive more training tokens? The
 measure is the absolute loss gap (baseline - variant, in loss units) against log2 D, because a
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.stats import verdict as rules
+from analysis.stats.rules import verdict as rules
 
 MIN_BUDGETS = 3  # a trend along D from fewer matched budgets at every size is not judged
 
@@ -50,7 +51,7 @@ def top_point(points: list):
 
 
 def guards(points: list, top) -> list[str]:
-    """Rule 1's sentences, except the LR guard (``analysis.stats.tokens.token_lr_guards``)."""
+    """Rule 1's sentences, except the LR guard (``analysis.stats.gains.tokens.token_lr_guards``)."""
     counts: dict[str, int] = {}
     for p in points:
         counts[p.budget.size] = counts.get(p.budget.size, 0) + 1
@@ -77,8 +78,9 @@ def _gain_clause(p, interval: list[float]) -> str:
 def apply_rule_d(
     points: list, top, slope: np.ndarray, level: float | None, guards: list[str]
 ) -> dict:
-    """Apply RULE_D. ``slope [B+1]`` (``analysis.stats.tokens.slope``); ``level`` the Holm level
-    (None = the step-down stopped before this variant); ``guards`` failed guards (sentences)."""
+    """Apply RULE_D. ``slope [B+1]`` (``analysis.stats.gains.tokens.slope``); ``level`` the Holm
+    level (None = the step-down stopped before this variant); ``guards`` failed guards
+    (sentences)."""
     out: dict = {"level": level, "top_gain": None, "slope": None}
     alpha = level or rules.ALPHA
     if top is not None and top.has_ci:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.stats import verdict as rules
-from analysis.stats.cells import Groups
-from analysis.stats.compare import Comparison
-from analysis.stats.laws import LawFit
-from analysis.stats.power import paired_sd_pct, power_table, sd_upper
-from analysis.stats.robust import GainTest
+from analysis.stats.fits.laws import LawFit
+from analysis.stats.gains.compare import Comparison
+from analysis.stats.gains.robust import GainTest
+from analysis.stats.planning.power import paired_sd_pct, power_table, sd_upper
+from analysis.stats.rules import verdict as rules
+from analysis.stats.variance.cells import Groups
 from foundation.shapes import NAMED_SHAPES
 
 TOKENS_PER_PARAM = 20.0  # Chinchilla-optimal budget (Hoffmann et al. 2022)
@@ -79,7 +79,7 @@ def gains_table(comparison: Comparison, groups: Groups, has_ci: bool) -> list[di
 
 def _robust_pct(budget, groups: Groups, ok: bool) -> dict:
     """The gain in % with its 95% interval: the union of the pooled bootstrap and the paired
-    seeds' t interval (``analysis.stats.robust``), and which of them decided."""
+    seeds' t interval (``analysis.stats.gains.robust``), and which of them decided."""
     out = rules.stat(budget.gain_pct, False)
     if ok:
         out["ci95"], out["decided_by"] = GainTest.of(budget, groups).interval(rules.ALPHA)
@@ -91,7 +91,8 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
     difference (in loss; in % of the baseline's loss at its upper 80% bound), the gain the
     study's paired seeds detect (``mde_pct``: 80% power, the verdict's top-size test) and the
     seeds needed for
-    ``detect_gain_pct``; all from ``analysis.stats.power``, which `scaling plan` uses too."""
+    ``detect_gain_pct``; all from ``analysis.stats.planning.power``, which `scaling plan` uses
+    too."""
     info, rows = groups.info, []
     curve = info[info["on_curve"]].sort_values("num_nonembedding_params", kind="stable")
     for (size, tokens), frame in curve.groupby(["size", "tokens"], sort=False):

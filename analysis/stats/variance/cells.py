@@ -1,10 +1,10 @@
 """From runs to cell losses, for the data and every parametric-bootstrap draw.
 
 A *cell* is one (variant, size, tokens, lr); a *group* is one (variant, size, tokens) whose
-cells differ only in LR. Only usable cells enter (``analysis.stats.frontier``: every seed of that LR
-completed). Losses sit in ``draws [B+1, cells, seeds]`` (row 0 = the data, rows 1.. drawn by
-``analysis.stats.noise``); each group keeps its best usable LR *per draw*, so the LR choice's own
-noise is part of every interval. Comparisons average only the seeds both arms have
+cells differ only in LR. Only usable cells enter (``analysis.stats.lr.frontier``: every seed of that
+LR completed). Losses sit in ``draws [B+1, cells, seeds]`` (row 0 = the data, rows 1.. drawn by
+``analysis.stats.variance.noise``); each group keeps its best usable LR *per draw*, so the LR
+choice's own noise is part of every interval. Comparisons average only the seeds both arms have
 (``paired_loss``).
 """
 
@@ -15,8 +15,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.stats import noise
-from analysis.stats.frontier import LRFrontier, selection_column
+from analysis.stats.lr.frontier import LRFrontier, selection_column
+from analysis.stats.variance import noise
 from analysis.tables.runs import is_usable
 
 GROUP_KEYS = ["variant", "size", "tokens"]

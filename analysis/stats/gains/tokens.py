@@ -27,12 +27,13 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.stats import fit, verdict_d
-from analysis.stats import verdict as verdicts
-from analysis.stats.cells import Groups, build_groups, selected_lrs, usable_cells
-from analysis.stats.compare import Budget, baseline_map, compare
-from analysis.stats.frontier import LRFrontier, lr_frontier, unbracketed_summary
-from analysis.stats.laws import LawFit, fit_across_resamples
+from analysis.stats.fits import fit
+from analysis.stats.fits.laws import LawFit, fit_across_resamples
+from analysis.stats.gains.compare import Budget, baseline_map, compare
+from analysis.stats.lr.frontier import LRFrontier, lr_frontier, unbracketed_summary
+from analysis.stats.rules import verdict as verdicts
+from analysis.stats.rules import verdict_d
+from analysis.stats.variance.cells import Groups, build_groups, selected_lrs, usable_cells
 
 # Token counts of one size within 2% of each other are one budget: whole-step rounding (one
 # step of >= 50) or an N-based budget computed from an arm's own N (nonlinear adds 2d per
@@ -181,7 +182,7 @@ def token_lr_guards(points: list[Point], slices: list[Slice]) -> list[str]:
 
 def fit_nd(slices: list[Slice], num_resamples: int) -> list[LawFit]:
     """``L(N, D) = E + A/N^alpha + B/D^beta`` per arm with >= 2 budgets at some size: Approach 3
-    (``analysis.stats.fit``: Huber in log space, the full initialisation grid) on every (size,
+    (``analysis.stats.fits.fit``: Huber in log space, the full initialisation grid) on every (size,
     tokens) of the arm at its best LR, each bootstrap draw refitted from the full-data optimum."""
     columns: dict[str, list[tuple[str, float, float, np.ndarray]]] = {}
     for sl in slices:

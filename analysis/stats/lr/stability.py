@@ -28,7 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.stats.frontier import grid_step
+from analysis.stats.lr.frontier import grid_step
 from foundation.contract import size_key
 
 __all__ = ["WORDS", "arm_edges", "stability_verdict"]

@@ -1,12 +1,12 @@
 """The verdict rule, written once: here (code), in every report (``RULE``) and in the README.
 
 k0 and gamma intervals are percentile intervals over the parametric-bootstrap draws of
-``analysis.stats.noise`` (seed noise as two fitted components, small-sample t inflation); a gain's
-interval is the wider of that and the paired seeds' t interval (``analysis.stats.robust``), and
-every claim needs a rejection in the variant's weighted Holm family (``analysis.stats.levels``). An
-interval is given only when it can mean something: at least three seeds (three *paired* seeds for a
-per-size gain) and a fit on at least half of the draws; otherwise it is ``None`` and the report says
-"not available", never a made-up interval.
+``analysis.stats.variance.noise`` (seed noise as two fitted components, small-sample t inflation); a
+gain's interval is the wider of that and the paired seeds' t interval
+(``analysis.stats.gains.robust``), and every claim needs a rejection in the variant's weighted Holm
+family (``analysis.stats.rules.levels``). An interval is given only when it can mean something: at
+least three seeds (three *paired* seeds for a per-size gain) and a fit on at least half of the
+draws; otherwise it is ``None`` and the report says "not available", never a made-up interval.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import math
 
 import numpy as np
 
-from analysis.stats.compare import Comparison
-from analysis.stats.laws import LawFit
-from analysis.stats.levels import ALPHA, size_weights, weighted_holm
-from analysis.stats.power import mde, seeds_to_resolve
+from analysis.stats.fits.laws import LawFit
+from analysis.stats.gains.compare import Comparison
+from analysis.stats.planning.power import mde, seeds_to_resolve
+from analysis.stats.rules.levels import ALPHA, size_weights, weighted_holm
 
 MIN_SIZES = 4  # a trend (gamma) from fewer sizes per arm is not judged
 MIN_SEEDS = 3  # fewer seeds cannot estimate a spread worth an interval
@@ -157,8 +157,8 @@ def apply_rule(
     margin_pct: float = DEFAULT_MARGIN_PCT,
     alpha: float = ALPHA,
 ) -> dict:
-    """Apply RULE. ``tests`` one ``analysis.stats.robust.GainTest`` per ``comparison.curve`` point;
-    ``gamma, k0 [B+1]`` from the k(C) fit; ``level`` the variant's level from Holm across
+    """Apply RULE. ``tests`` one ``analysis.stats.gains.robust.GainTest`` per ``comparison.curve``
+    point; ``gamma, k0 [B+1]`` from the k(C) fit; ``level`` the variant's level from Holm across
     variants (None = the step-down stopped before it); ``guards`` failed guards (sentences);
     ``alpha`` the study's family-wise level (a sequential look's nominal level)."""
     out: dict = {"level": level, "margin_pct": margin_pct, "top_gain_pct": None}

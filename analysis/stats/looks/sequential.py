@@ -6,7 +6,7 @@ again after every round at 5% would claim a gain on identical arms far more ofte
 look is another chance); so each look is judged at a *nominal* level from an alpha-spending
 function, and the chance of any claim over all looks stays at ``alpha``.
 
-**Spending and boundaries**: ``analysis.stats.spending`` (Lan & DeMets' O'Brien-Fleming-type
+**Spending and boundaries**: ``analysis.stats.looks.spending`` (Lan & DeMets' O'Brien-Fleming-type
 function; each look's nominal level replaces the verdict's 5% at that look: the family-wise
 level of every claim and the level of the equivalence interval).
 
@@ -41,13 +41,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.stats import verdict as rules
 from analysis.stats.core import Analysis, analyse
-from analysis.stats.frontier import lr_frontier
-from analysis.stats.held import decide_held
-from analysis.stats.levels import ALPHA
-from analysis.stats.robust import GainTest
-from analysis.stats.spending import Boundary, spending_boundaries
+from analysis.stats.gains.robust import GainTest
+from analysis.stats.looks.spending import Boundary, spending_boundaries
+from analysis.stats.lr.frontier import lr_frontier
+from analysis.stats.rules import verdict as rules
+from analysis.stats.rules.held import decide_held
+from analysis.stats.rules.levels import ALPHA
 
 DECIDED = ("persists", "grows", "fades", "hurts", "none")  # a look stops on these
 CLAIMS = ("persists", "grows", "fades", "helps", "hurts")

@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from analysis.stats.cells import Groups
+from analysis.stats.variance.cells import Groups
 
 
 @dataclasses.dataclass
@@ -31,7 +31,7 @@ class Budget:
     gain_pct: np.ndarray  # [B+1] 100 * gain / baseline loss
     base_loss: np.ndarray  # [B+1]
     var_loss: np.ndarray  # [B+1]
-    # at matched compute (analysis.stats.matched): each seed's move of an arm's loss, [seeds]
+    # at matched compute (analysis.stats.gains.matched): each seed's move of an arm's loss, [seeds]
     base_seed_shift: np.ndarray | None = None
     var_seed_shift: np.ndarray | None = None
 

@@ -3,7 +3,7 @@
 The full data are fitted from the Approach-3 grid with L-BFGS. A draw's fit starts from that
 optimum only (warm start): a draw is a small perturbation of the data, so its optimum lies near
 the full-data one, and all draws are fitted together by a vectorised damped Gauss-Newton
-(``analysis.stats.batchfit``) on the same objective, which keeps 1,000 draws within seconds.
+(``analysis.stats.fits.batchfit``) on the same objective, which keeps 1,000 draws within seconds.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import dataclasses
 
 import numpy as np
 
-from analysis.stats import fit
-from analysis.stats.batchfit import fit_batch as batch_fit
-from analysis.stats.batchfit import objective_batch
-from analysis.stats.cells import Groups
+from analysis.stats.fits import fit
+from analysis.stats.fits.batchfit import fit_batch as batch_fit
+from analysis.stats.fits.batchfit import objective_batch
+from analysis.stats.variance.cells import Groups
 
 
 @dataclasses.dataclass
@@ -71,8 +71,8 @@ def fit_across_resamples(
 ) -> tuple[np.ndarray, FitCounts]:
     """``loss [B+1, P]`` (NaN = missing) -> params ``[B+1, n_params]``; row 0 from ``starts``.
 
-    Rows 1.. are fitted together (``analysis.stats.batchfit``), warm-started from row 0's optimum; a
-    draw that does not converge is left NaN (counted in ``FitCounts.failed``).
+    Rows 1.. are fitted together (``analysis.stats.fits.batchfit``), warm-started from row 0's
+    optimum; a draw that does not converge is left NaN (counted in ``FitCounts.failed``).
     """
     num_rows, num_params = loss.shape[0], len(model.names)
     params = np.full((num_rows, num_params), np.nan)
@@ -105,7 +105,7 @@ def _curve_points(groups: Groups, variant: str) -> np.ndarray:
 
 def fit_arms(groups: Groups) -> list[LawFit]:
     """L(N) and L(C) per arm on its largest budget per size (L(N, D), on every budget, is
-    ``analysis.stats.tokens.fit_nd``: the N analysis sees one budget per size)."""
+    ``analysis.stats.gains.tokens.fit_nd``: the N analysis sees one budget per size)."""
     info = groups.info
     fits: list[LawFit] = []
     n, c = (info[k].to_numpy(float) for k in ("num_nonembedding_params", "flops"))
