@@ -14,6 +14,6 @@ because it is pure statistics (no files, no MLflow) and the report's figures rea
   (``matched``), ``intervals``, the token axis (``tokens``), downstream tasks (``downstream``).
 - ``rules``: error levels (``levels``), the verdict along N (``verdict``) and D (``verdict_d``),
   the conditional verdict (``held``), verdict.json's side tables (``summary``).
-- ``looks``: sequential seeds: alpha ``spending`` and the looks (``sequential``).
+- ``looks``: sequential seeds: ``spending``, a look (``sequential``), its ``outcome``, ``replay``.
 - ``planning``: the power planner (``power``) and a sequential design's cost (``seq_cost``).
 """

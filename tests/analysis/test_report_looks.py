@@ -19,7 +19,8 @@ import pytest
 
 from analysis.api import run_analysis
 from analysis.report.terminal import verdict_lines
-from analysis.stats.looks.sequential import Design, Look, decide_look, judge_at, reveal
+from analysis.stats.looks.replay import reveal
+from analysis.stats.looks.sequential import Design, Look, decide_look, judge_at
 from analysis.synthetic.scenarios import compute_law_study
 
 SIZES = tuple(float(x) for x in np.geomspace(1.2e6, 1e8, 4))

@@ -6,7 +6,7 @@ looks at 3, 5 and 7 paired seeds at the top) on 4 sizes 1.2M-100M with 130 boots
 that the file fits CI on 2 cores; the method is the same for the 5-look default (3, 10, 2),
 whose boundaries are checked here too. Every study is drawn once with ``max`` seeds per size
 (``analysis.synthetic.scenarios.compute_law_study``, per-run sd ``RUN_SD``); each look reads
-the seeds the design has asked for so far (``analysis.stats.looks.sequential.replay``), and the
+the seeds the design has asked for so far (``analysis.stats.looks.replay.replay``), and the
 naive procedure (every look at 5%) reads the same studies.
 
 Thresholds, from the binomial: a procedure whose false-claim rate is 5% makes more than
@@ -30,6 +30,7 @@ import pytest
 from scipy import optimize, stats
 
 from analysis.stats.core import analyse
+from analysis.stats.looks.replay import replay, reveal
 from analysis.stats.looks.sequential import (
     CLAIMS,
     Design,
@@ -37,8 +38,6 @@ from analysis.stats.looks.sequential import (
     data_seed,
     decide_look,
     judge_at,
-    replay,
-    reveal,
     seed_cost,
 )
 from analysis.stats.looks.spending import obf_spending, spending_boundaries

@@ -1,1 +1,1 @@
-"""The report's sections, one verdict.json part each: code, looks, D, tasks, cost, stability."""
+"""The report's sections, one verdict.json part each: code, LR, looks, D, tasks, cost, stability."""

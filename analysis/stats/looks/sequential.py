@@ -28,6 +28,9 @@ log k at that size (``100 alpha (L_i - E) / L_i`` from the baseline's L(C) fit).
 i costs what a look adds there (``seed_cost``): one run per arm at its chosen LR. The top
 size always gets ``step`` seeds (information is counted there); then, greedily, any other size
 whose ``step`` seeds cut ``W`` by at least as much per FLOP as the top's did gets them too.
+
+A look's gains and added cells: ``analysis.stats.looks.outcome``; a design replayed on a study
+that already holds every seed: ``analysis.stats.looks.replay``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,8 +45,8 @@ from scipy import stats
 
 from analysis.stats.core import Analysis, analyse
 from analysis.stats.gains.robust import GainTest
+from analysis.stats.looks.outcome import added_cells, top_gains
 from analysis.stats.looks.spending import Boundary, spending_boundaries
-from analysis.stats.lr.frontier import lr_frontier
 from analysis.stats.rules import verdict as rules
 from analysis.stats.rules.held import decide_held
 from analysis.stats.rules.levels import ALPHA
@@ -260,47 +262,6 @@ def decide_look(
     return Look(*args, False, reason, add, tuple(allocation), added=cells, **gains)
 
 
-def top_gains(decisions: dict[str, dict]) -> dict[str, dict]:
-    """Each variant's top-size gain (%) and its interval, as its decision read them."""
-    out = {}
-    for variant, decision in decisions.items():
-        top = decision.get("top_gain_pct") or {}
-        ci = top.get("ci")
-        out[variant] = {
-            "size": top.get("size"),
-            "estimate": _finite(top.get("value")),
-            "lo": _finite(ci[0]) if ci else None,
-            "hi": _finite(ci[1]) if ci else None,
-        }
-    return out
-
-
-def _finite(x) -> float | None:
-    return float(x) if x is not None and math.isfinite(float(x)) else None
-
-
-def added_cells(table: pd.DataFrame, add_seeds: dict[str, int]) -> list[dict]:
-    """The cells of a look's seeds: at each size it names, the next ``k`` seed numbers above
-    every seed run there, for each arm at its chosen LR (the largest budget's frontier)."""
-    if not add_seeds:
-        return []
-    frontiers = lr_frontier(table)
-    out = []
-    for size, k in add_seeds.items():
-        first = int(table[table["size"] == size]["seed"].max()) + 1
-        seeds = list(range(first, first + int(k)))
-        best: dict[str, tuple[float, float]] = {}  # variant -> (tokens, lr)
-        for f in frontiers:
-            if f.size == size and f.best_lr is not None:
-                if f.variant not in best or f.tokens > best[f.variant][0]:
-                    best[f.variant] = (f.tokens, f.best_lr)
-        for variant, (tokens, lr) in sorted(best.items()):
-            out.append(
-                {"variant": variant, "size": size, "tokens": tokens, "lr": lr, "seeds": seeds}
-            )
-    return out
-
-
 def _resolved(decision: dict, draws: int) -> bool:
     """Whether the pooled percentile interval at the top size's level is a quantile of the
     draws, not their range: at least one draw beyond each end (``draws * level / 2 >= 1``).
@@ -410,54 +371,3 @@ def _row(size: str, n: int, k: int, cost: dict[str, float], cut: float, why: str
         "width_cut_per_flop": cut / (k * cost[size]),
         "why": why,
     }
-
-
-@dataclasses.dataclass(frozen=True)
-class Replay:
-    looks: list[Look]
-    num_runs: int  # seed-runs the design ran (rows of the revealed table)
-    flops: float  # their FLOPs
-
-    @property
-    def final(self) -> Look:
-        return self.looks[-1]
-
-
-def reveal(full: pd.DataFrame, seeds_by_size: dict[str, int]) -> pd.DataFrame:
-    """The runs of each size's first ``seeds_by_size[size]`` seeds (by seed number)."""
-    rank = full.groupby("size")["seed"].rank(method="dense").astype(int)
-    return full[rank <= full["size"].map(seeds_by_size)].reset_index(drop=True)
-
-
-def replay(
-    full: pd.DataFrame,
-    design: Design,
-    baseline: str,
-    num_resamples: int = 1000,
-    levels: Sequence[float | None] = (None,),
-) -> list[Replay]:
-    """Run the design on a study whose every size already holds ``design.max`` seeds (a
-    simulation, or a fixed study re-read): each look sees the seeds the design has asked for.
-    One replay per entry of ``levels`` (None: the design's boundaries; a number: every look at
-    that level, naive re-testing); a table two of them reach is analysed once."""
-    cache: dict[tuple, Analysis] = {}
-    out = []
-    for level in levels:
-        seeds = {str(s): design.start for s in full["size"].unique()}
-        looks: list[Look] = []
-        for k in range(1, design.num_looks + 1):
-            table = reveal(full, seeds)
-            key = tuple(sorted(seeds.items()))
-            if key not in cache:
-                cache[key] = analyse_look(table, design, baseline, num_resamples)
-            looks.append(
-                decide_look(
-                    table, design, k, baseline, level=level, analysis=cache[key], with_cells=False
-                )
-            )
-            if looks[-1].stop:
-                break
-            for size, extra in looks[-1].add_seeds.items():
-                seeds[size] = min(design.max, seeds[size] + extra)
-        out.append(Replay(looks, int(len(table)), float(table["flops"].sum())))
-    return out
