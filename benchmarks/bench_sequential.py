@@ -20,16 +20,16 @@ its upper 80% bound as ``scaling plan`` does), carried to the ladder's sizes by
 
 What is simulated (``analysis.stats.planning.seq_cost.simulate_sequential``, which ``scaling plan``
 runs for its expected seed cost too): the verdict's binding test, Student's t on the top size's
-paired seeds (``analysis.stats.planning.power``; tests/analysis/test_power.py checks it predicts the
-verdict's own detection rate), one variant against the baseline. Sequential: at look k the top size
-is tested at 80% (its weighted-Holm share) of the look's nominal level from
+paired seeds (``analysis.stats.planning.power``; tests/analysis/stats/planning/test_power.py checks
+it predicts the verdict's own detection rate), one variant against the baseline. Sequential: at look
+k the top size is tested at 80% (its weighted-Holm share) of the look's nominal level from
 ``spending_boundaries``; a look stops on a claim (interval excludes 0), on equivalence
 (interval within +-margin) or at ``max``; while the top gain's interval holds 0 only the top
 size gets seeds (``analysis.stats.looks.sequential.allocate``), the other sizes keep ``start``.
 Fixed: every size at ``n`` seeds, one test at 80% of 5%. "Equal power": the fixed design is the
 smallest ``n`` whose power at the margin (``analysis.stats.planning.power.power_of``, exact for this
 test) reaches the sequential design's simulated power. The full pipeline (``decide_look`` on
-synthetic studies) is exercised by tests/analysis/test_sequential.py.
+synthetic studies) is exercised by tests/analysis/stats/looks/test_sequential.py.
 """
 
 from __future__ import annotations

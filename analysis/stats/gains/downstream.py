@@ -10,7 +10,7 @@ Family-wise: per (task, variant) the per-size tests are one weighted Holm family
 (``analysis.stats.rules.levels``, the top size 80% of the weight) whose weighted-Bonferroni p enters
 Holm's step-down over every (task, variant); that sets each one's level. On tasks with no true
 difference the chance that any task claims a gain or a loss is then at most ``alpha``
-(tests/analysis/test_downstream.py measures it under t(3) seed noise).
+(tests/analysis/stats/gains/test_downstream.py measures it under t(3) seed noise).
 
 Words, from the top size's interval: ``helps`` / ``hurts`` (rejected "no gain", gain > 0 / < 0),
 ``none`` (the interval within +-margin), ``undetected`` (not resolved), ``inconclusive`` (fewer

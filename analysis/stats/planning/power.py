@@ -18,7 +18,7 @@ needed are the smallest ``n >= 2`` with ``power >= 0.8`` at the target. The clos
 few percent for n >= 3 (``mde_closed_form``). A noise measured on a finished study is itself
 uncertain (3 seeds: 2 df), so the planner plans on its upper 80% confidence bound
 (``sd_upper``): an sd that is too small promises power the study will not have.
-Checked against simulations of the verdict itself in tests/analysis/test_power.py.
+Checked against simulations of the verdict itself in tests/analysis/stats/planning/test_power.py.
 """
 
 from __future__ import annotations

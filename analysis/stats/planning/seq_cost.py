@@ -1,17 +1,18 @@
 """What a sequential seed design (``analysis.stats.looks.sequential.Design``) spends, by simulation
 of its binding test: how many seeds the top size ends with on average at a given true gain.
 
-The test simulated is the verdict's binding one (``analysis.stats.planning.power``; tests/analysis/
-test_power.py checks that it predicts the verdict's own detection rate): Student's t on the top
-size's paired seeds, one variant against the baseline. At look k the top size is tested at 80%
-(its weighted-Holm share, ``TOP_WEIGHT``) of the look's nominal level from
+The test simulated is the verdict's binding one (``analysis.stats.planning.power``;
+tests/analysis/stats/planning/test_power.py checks that it predicts the verdict's own detection
+rate): Student's t on the top size's paired seeds, one variant against the baseline. At look k the
+top size is tested at 80% (its weighted-Holm share, ``TOP_WEIGHT``) of the look's nominal level from
 ``spending_boundaries``; a look stops on a claim (the interval excludes 0), on equivalence (the
 interval lies within +-margin) or at ``max``. While the top gain's interval holds 0 only the top
 size gets seeds (``analysis.stats.looks.sequential.allocate``), so the other sizes keep ``start``.
 
 Used by ``scaling plan`` (the expected cost of a study's seeds) and by
 benchmarks/bench_sequential.py (the sequential design against the fixed one). The full procedure
-(``decide_look`` on synthetic studies) is exercised by tests/analysis/test_sequential.py.
+(``decide_look`` on synthetic studies) is exercised by
+tests/analysis/stats/looks/test_sequential.py.
 """
 
 from __future__ import annotations

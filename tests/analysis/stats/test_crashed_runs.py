@@ -24,7 +24,7 @@ from analysis.stats.lr.frontier import BRACKETED, lr_frontier
 from analysis.synthetic.scenarios import EXPECTED, lr_opt, scenario
 from analysis.tables.mlflow_io import load_study_runs
 from foundation import contract
-from tests.analysis.test_scenarios import check_reason
+from tests.analysis.stats.test_scenarios import check_reason
 
 pytestmark = pytest.mark.slow
 

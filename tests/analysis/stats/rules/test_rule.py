@@ -13,7 +13,7 @@ from analysis.stats.gains.compare import Budget, Comparison
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.rules.verdict import GAMMA_PIN, RULE, apply_rule
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[4] / "README.md"
 
 
 def test_readme_and_report_state_the_same_rule():

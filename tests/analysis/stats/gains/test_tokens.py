@@ -33,7 +33,7 @@ TRUTHS = {
     "fades_along_n": (FADES_ALONG_N, "fades", "persists"),
     "null": (BASE, "none", "none"),
 }
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[4] / "README.md"
 
 
 @functools.lru_cache(maxsize=8)  # the reason test reads the verdict test's analysis

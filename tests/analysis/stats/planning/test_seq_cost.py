@@ -12,7 +12,7 @@ import pytest
 from analysis.stats.looks.sequential import Design
 from analysis.stats.planning import seq_cost
 
-BENCH = Path(__file__).parents[2] / "benchmarks" / "bench_sequential.py"
+BENCH = Path(__file__).parents[4] / "benchmarks" / "bench_sequential.py"
 
 
 def test_the_benchmark_runs_the_library_simulation():

@@ -27,7 +27,7 @@ def test_verdict_and_recovery(expected):
     (variant,) = result.verdict["variants"]
     if expected == "none" and variant["verdict"] == "helps":
         # No true gain, but this draw's top gain is significant by chance (the top size's 4%
-        # test errs in 1 study of 25; tests/analysis/test_null_studies.py measures the rate
+        # test errs in 1 study of 25; tests/analysis/stats/test_null_studies.py measures the rate
         # over 200 studies): rule 5 says helps and states the multiplier's interval, which
         # holds the truth, 1.
         assert "compute multiplier's interval includes 1" in variant["reason"], variant

@@ -17,7 +17,7 @@ from analysis.stats.fits import batchfit, laws
 from analysis.stats.fits import fit as fitting
 from analysis.tables.runs import load_csv
 
-DEMO = Path(__file__).with_name("demo_runs.csv")  # from `scaling run studies/demo.yaml`
+DEMO = Path(__file__).parents[2] / "demo_runs.csv"  # from `scaling run studies/demo.yaml`
 NUM_RESAMPLES = 1000
 
 

@@ -20,7 +20,7 @@ from analysis.tables.study_table import run_table
 from foundation import contract
 from foundation.config import ConfigError
 
-DEMO = Path(__file__).parent / "demo_runs.csv"
+DEMO = Path(__file__).parents[1] / "demo_runs.csv"
 OLD, NEW, LATER = "0123456789abcdef", "fedcba9876543210", "00112233aabbccdd"
 
 

@@ -23,7 +23,7 @@ from analysis.synthetic.scenarios import at_compute_multiplier, chinchilla, ladd
 from analysis.synthetic.studies import Effect, Law, make_study
 from analysis.tables.runs import load_csv, normalise
 
-DEMO = Path(__file__).parent / "demo_runs.csv"
+DEMO = Path(__file__).parents[1] / "demo_runs.csv"
 STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}
 SIZES = (2e6, 5e6, 1e7, 2e7, 5e7)
 INTERVAL = re.compile(r"\[[\u2212\-]?\d[\d.]*%?×?, [\u2212\-]?\d|\d% CI|CI \[|95% band")

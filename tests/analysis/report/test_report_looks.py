@@ -26,7 +26,7 @@ from analysis.synthetic.scenarios import compute_law_study
 SIZES = tuple(float(x) for x in np.geomspace(1.2e6, 1e8, 4))
 DESIGN = Design(start=3, max=7, step=2)
 DRAWS = 200
-RUN_SD = 0.0065  # per-run sd, as tests/analysis/test_sequential.py
+RUN_SD = 0.0065  # per-run sd, as tests/analysis/stats/looks/test_sequential.py
 K0, RNG_SEED = 1.2, 0  # a 5% design claims `persists` at look 1; the look's level does not
 
 

@@ -18,7 +18,7 @@ from analysis.report.sections.inference import NOT_MEASURED
 from analysis.report.terminal import verdict_lines
 from analysis.tables.runs import load_csv
 
-CSV = Path(__file__).parent / "demo_runs.csv"
+CSV = Path(__file__).parents[1] / "demo_runs.csv"
 SIZES = ("50K", "100K", "300K", "800K")
 
 
