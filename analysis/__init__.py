@@ -24,10 +24,10 @@ _WHERE = {
     "run_analysis": "analysis.api",
     "load_csv": "analysis.tables.runs",
     "load_study_runs": "analysis.tables.mlflow_io",
-    "lr_frontier": "analysis.stats.frontier",
-    "LRFrontier": "analysis.stats.frontier",
-    "noise_from_source": "analysis.stats.power",  # `scaling plan --noise`
-    "power_table": "analysis.stats.power",
+    "lr_frontier": "analysis.stats.lr.frontier",
+    "LRFrontier": "analysis.stats.lr.frontier",
+    "noise_from_source": "analysis.stats.planning.power",  # `scaling plan --noise`
+    "power_table": "analysis.stats.planning.power",
 }
 
 

@@ -14,11 +14,11 @@ from analysis.report.document import write_report
 from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
 from analysis.stats.core import analyse, check_inputs
-from analysis.stats.downstream import at_chosen_lrs, downstream_verdict
+from analysis.stats.gains.downstream import at_chosen_lrs, downstream_verdict
 from analysis.stats.inference import inference_summary
-from analysis.stats.sequential import Design, data_seed, paired_top_seeds
-from analysis.stats.stability import stability_verdict
-from analysis.stats.verdict import ALPHA
+from analysis.stats.looks.sequential import Design, data_seed, paired_top_seeds
+from analysis.stats.lr.stability import stability_verdict
+from analysis.stats.rules.verdict import ALPHA
 from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import log_to_parent
 
@@ -55,7 +55,7 @@ def run_analysis(
     ``sequential``: the study's ``looks.json`` (``{"design": {...}, "looks": [...]}``, see
     docs/interfaces.md). The analysis is then judged as the last look was: at its nominal
     ``level`` instead of 5%, with the bootstrap seeded from the data
-    (``analysis.stats.sequential.data_seed``; ``seed`` is not used) and the design's
+    (``analysis.stats.looks.sequential.data_seed``; ``seed`` is not used) and the design's
     ``margin_pct`` (``margin_pct`` is not used), so on the table that look read the verdict is
     that look's. verdict.json gets the looks under ``sequential`` and the report a "Sequential
     looks" section. A dict without looks (none judged yet) is the same as None.
@@ -64,7 +64,7 @@ def run_analysis(
     verdict.json gets each arm's cost ratio to the baseline under ``inference``, the report an
     "Inference cost" section (without it the section says how to measure them).
     ``stability`` (the study ran ``lr.search.find_edge``): verdict.json gets ``stability``
-    (``analysis.stats.stability``: each arm's largest stable LR per size, the margin over the
+    (``analysis.stats.lr.stability``: each arm's largest stable LR per size, the margin over the
     (first) baseline and its word) and the report a "Stability" section.
 
     verdict.json's ``code_digests``: the model code each variant's judged runs trained with

@@ -70,7 +70,7 @@ def bench_demo(num_resamples: int) -> float:
 def bench_chinchilla() -> float:
     import pandas as pd
 
-    from analysis.stats import fit
+    from analysis.stats.fits import fit
 
     table = pd.read_csv(FIXTURE).sort_values("loss").iloc[:-5]
     n = table["Model Size"].to_numpy()

@@ -6,10 +6,10 @@ the naive grid at equal power: GPU-hours to a resolved verdict, false claims, LR
 
 What runs is the pipeline's own decision code: the LR search (`scaling.rounds.refine.
 decide_round`, with `lr.search.transfer: law`, i.e. `scaling.rounds.transfer` and
-`analysis.stats.lr_law`, and `analysis.lr_frontier` for edges) driven round after round on a
+`analysis.stats.lr.lr_law`, and `analysis.lr_frontier` for edges) driven round after round on a
 synthetic world, as `scaling run` drives it on MLflow runs; then the looks' seeds as
-`scaling plan` prices them (`analysis.stats.seq_cost.simulate_sequential`: the verdict's binding
-top-size test at each look's spending level, `seeds: {start: 3, max: 10, step: 2}`).
+`scaling plan` prices them (`analysis.stats.planning.seq_cost.simulate_sequential`: the verdict's
+binding top-size test at each look's spending level, `seeds: {start: 3, max: 10, step: 2}`).
 
 The world (assumptions, stated): each arm's true best LR is 1.3x Porian's law times an arm
 offset (log-normal, sd 0.2) times per-size scatter (log-normal, sd `--scatter`); the loss at LR
@@ -22,8 +22,8 @@ Costs: GPU-hours per run of each (arm, size) from the ladder's plan (`scaling.co
 LR search: every cell the search ran (scan seed 0 on the starting grid, edges, waves; seeds 1
 and 2 at each arm's winner: `follow_neighbours: 0`). Looks: (E[top seeds] - 3) more seeds at the
 top size, each arm at its chosen LR. Naive: 3 LRs x n seeds at every (arm, size), n the smallest
-fixed seed count whose power at the +-0.5% margin (`analysis.stats.power.power_of`) reaches the
-sequential design's simulated power. Floor: what a perfect law would cost (3 LRs at the law
+fixed seed count whose power at the +-0.5% margin (`analysis.stats.planning.power.power_of`) reaches
+the sequential design's simulated power. Floor: what a perfect law would cost (3 LRs at the law
 sizes, 2 at every later size, no edges, no break, the same seeds): the part of the ratio that
 LR transfer cannot remove, because the seeds (3 at each winner, then the looks) remain.
 False claims on identical arms: "tuned", both arms at their
@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.stats.frontier import lr_frontier
-from analysis.stats.power import power_of
-from analysis.stats.seq_cost import simulate_sequential
-from analysis.stats.sequential import Design
+from analysis.stats.looks.sequential import Design
+from analysis.stats.lr.frontier import lr_frontier
+from analysis.stats.planning.power import power_of
+from analysis.stats.planning.seq_cost import simulate_sequential
 from analysis.tables.runs import normalise
 from foundation.config import load_file
 from scaling.costs.plan import plan_study

@@ -1,5 +1,5 @@
-"""Benchmark: the sequential seed design (``analysis.stats.sequential``) against the fixed one, for
-the shipped ladder study (studies/ladder.yaml) at the demo's measured seed noise.
+"""Benchmark: the sequential seed design (``analysis.stats.looks.sequential``) against the fixed
+one, for the shipped ladder study (studies/ladder.yaml) at the demo's measured seed noise.
 
     .venv/bin/python benchmarks/bench_sequential.py [--studies 200000] [--noise SOURCE]
 
@@ -13,23 +13,23 @@ pipeline pays for a fixed design); and "like for like", whose seeds past ``start
 chosen LR only, as the looks' do (the saving of the design alone, early stopping and seeds at
 the top size only, with no saving from the LRs).
 The noise is the paired-difference
-sd in % of the loss per size from ``analysis.stats.power.noise_from_source`` (default: the 6-seed
-demo of docs/noise.md, ``benchmarks/noise/demo6.jsonl``, at each arm's winning LR, planned on
+sd in % of the loss per size from ``analysis.stats.planning.power.noise_from_source`` (default: the
+6-seed demo of docs/noise.md, ``benchmarks/noise/demo6.jsonl``, at each arm's winning LR, planned on
 its upper 80% bound as ``scaling plan`` does), carried to the ladder's sizes by
 ``sd_for_sizes`` (nearest size in log N).
 
-What is simulated (``analysis.stats.seq_cost.simulate_sequential``, which ``scaling plan`` runs for
-its expected seed cost too): the verdict's binding test, Student's t on the top size's paired seeds
-(``analysis.stats.power``; tests/analysis/test_power.py checks it predicts the verdict's own
-detection rate), one variant against the baseline. Sequential: at look k the top size is
-tested at 80% (its weighted-Holm share) of the look's nominal level from
+What is simulated (``analysis.stats.planning.seq_cost.simulate_sequential``, which ``scaling plan``
+runs for its expected seed cost too): the verdict's binding test, Student's t on the top size's
+paired seeds (``analysis.stats.planning.power``; tests/analysis/stats/planning/test_power.py checks
+it predicts the verdict's own detection rate), one variant against the baseline. Sequential: at look
+k the top size is tested at 80% (its weighted-Holm share) of the look's nominal level from
 ``spending_boundaries``; a look stops on a claim (interval excludes 0), on equivalence
 (interval within +-margin) or at ``max``; while the top gain's interval holds 0 only the top
-size gets seeds (``analysis.stats.sequential.allocate``), the other sizes keep ``start``. Fixed:
-every size at ``n`` seeds, one test at 80% of 5%. "Equal power": the fixed design is the
-smallest ``n`` whose power at the margin (``analysis.stats.power.power_of``, exact for this test)
-reaches the sequential design's simulated power. The full pipeline (``decide_look`` on
-synthetic studies) is exercised by tests/analysis/test_sequential.py.
+size gets seeds (``analysis.stats.looks.sequential.allocate``), the other sizes keep ``start``.
+Fixed: every size at ``n`` seeds, one test at 80% of 5%. "Equal power": the fixed design is the
+smallest ``n`` whose power at the margin (``analysis.stats.planning.power.power_of``, exact for this
+test) reaches the sequential design's simulated power. The full pipeline (``decide_look`` on
+synthetic studies) is exercised by tests/analysis/stats/looks/test_sequential.py.
 """
 
 from __future__ import annotations
@@ -44,10 +44,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.stats.levels import TOP_WEIGHT
-from analysis.stats.power import noise_from_source, noise_from_table, power_of, sd_for_sizes
-from analysis.stats.seq_cost import simulate_sequential
-from analysis.stats.sequential import Design
+from analysis.stats.looks.sequential import Design
+from analysis.stats.planning.power import (
+    noise_from_source,
+    noise_from_table,
+    power_of,
+    sd_for_sizes,
+)
+from analysis.stats.planning.seq_cost import simulate_sequential
+from analysis.stats.rules.levels import TOP_WEIGHT
 from analysis.tables.runs import normalise
 from scaling.costs.seeds import SeedCost
 

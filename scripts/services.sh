@@ -57,7 +57,7 @@ case "$action" in
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
       bash .ci/slurm/install.sh >&2
       bash .ci/slurm/start.sh "$dir/slurm"
-      # headless Chromium renders report.html in tests/analysis/test_report_browser.py
+      # headless Chromium renders report.html in tests/analysis/report/test_report_browser.py
       if ! command -v chromium >/dev/null; then
         apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
           || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }

@@ -11,16 +11,17 @@ import re
 from pathlib import Path
 
 from analysis.report import fmt
-from analysis.report.code import code_note
-from analysis.report.downstream import downstream_blocks
 from analysis.report.headline import headline
-from analysis.report.inference import inference_blocks
-from analysis.report.looks import look_blocks, look_note
 from analysis.report.render import to_html, to_markdown
-from analysis.report.stability import stability_blocks
-from analysis.report.tokens import token_blocks
-from analysis.stats import verdict as verdicts
-from analysis.stats.levels import ALPHA
+from analysis.report.sections.code import code_note
+from analysis.report.sections.downstream import downstream_blocks
+from analysis.report.sections.inference import inference_blocks
+from analysis.report.sections.looks import look_blocks, look_note
+from analysis.report.sections.lr_selection import lr_blocks
+from analysis.report.sections.stability import stability_blocks
+from analysis.report.sections.tokens import token_blocks
+from analysis.stats.rules import verdict as verdicts
+from analysis.stats.rules.levels import ALPHA
 
 METHOD = (
     "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "
@@ -221,13 +222,12 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
         (
             "p",
             "Detectable gain: the smallest true gain the verdict's top-size test (a paired t-test "
-            "on this many paired seeds, two-sided 4%) detects with 80% power (exact, noncentral "
-            "t, on the upper 80% bound of the paired sd; "
-            "`analysis.stats.power`, the same figures `scaling plan --noise` prints). Seeds "
-            "needed: the fewest paired seeds with that power at the gain named in the header. "
-            "Seed sd (% of loss): the sd of one arm's final loss over its seeds, in % of its "
-            "mean loss; the paired-difference sd (what the test sees) is in % of the baseline's "
-            "loss.",
+            "on this many paired seeds, two-sided 4%) detects with 80% power (exact, noncentral t, "
+            "on the upper 80% bound of the paired sd; `analysis.stats.planning.power`, the same "
+            "figures `scaling plan --noise` prints). Seeds needed: the fewest paired seeds with "
+            "that power at the gain named in the header. Seed sd (% of loss): the sd of one arm's "
+            "final loss over its seeds, in % of its mean loss; the paired-difference sd (what the "
+            "test sees) is in % of the baseline's loss.",
         )
     )
     model = verdict["noise_model"]
@@ -241,66 +241,6 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
                 f"{fmt.num(model['inflate_run'])}.",
             )
         )
-    return b
-
-
-def _lr_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
-    b: list[tuple] = [("h", "Learning-rate selection")]
-    if not verdict["lr_selection"]:
-        b.append(("p", "No LR recorded: each arm's tuning could not be checked."))
-        return b
-    lrs = lambda xs: ", ".join(fmt.lr(x) for x in xs) or "none"  # noqa: E731
-    rows = [
-        [
-            r["variant"],
-            r["size"],
-            fmt.count(r["tokens"]),
-            fmt.lr(r["best_lr"]),
-            lrs(r["lrs"]),
-            lrs(r["usable_lrs"]),
-            r["state"] if r["bracketed"] else f"[[inconclusive|{r['state']}]]",
-            lrs(r["next_lrs"]) if r["next_lrs"] else "",
-        ]
-        for r in sorted(verdict["lr_selection"], key=lambda r: (r["variant"], r["tokens"]))
-    ]
-    header = ["variant", "size", "tokens", "best LR", "tried", "usable", "state", "add"]
-    b.append(("table", header, rows))
-    b.append(
-        (
-            "p",
-            f"Best LR = lowest mean `{verdict['lr_chosen_on']}` over all seeds of an LR; an LR "
-            "is usable only when every one of its seeds completed (never chosen on the "
-            "survivors). An LR whose next step up diverged counts as bracketed; a best LR at "
-            "the edge of its grid makes a verdict inconclusive.",
-        )
-    )
-    b.extend(_search_blocks(verdict.get("lr_search")))
-    if "lr_sweeps" in figures:
-        caption = "Loss vs learning rate per size (★ best usable LR, red ring: at the grid edge)"
-        b.append(("img", figures["lr_sweeps"], caption))
-    return b
-
-
-def _search_blocks(search: dict | None) -> list[tuple]:
-    """The study's LR search (scaling.rounds.refine): rounds, and arms it left at an edge."""
-    if search is None:
-        return []
-    text = (
-        f"LR search: {search['rounds']} round(s) after the starting grid added "
-        f"{search['num_added_cells']} cell(s); an LR counts only if every seed ran it, so a "
-        "scan-only LR never wins."
-    )
-    b: list[tuple] = [("p", text)]
-    if search["open_arms"]:
-        b.append(
-            (
-                "note",
-                "Left at an edge when max_rounds stopped the search: "
-                + "; ".join(search["open_arms"]),
-            )
-        )
-    if search["stopped_arms"]:
-        b.append(("note", "No usable LR (search stopped): " + "; ".join(search["stopped_arms"])))
     return b
 
 
@@ -333,7 +273,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     b.extend(_extrapolation_blocks(verdict))
     b.extend(_fit_blocks(verdict, figures))
     b.extend(_noise_blocks(verdict))
-    b.extend(_lr_blocks(verdict, figures))
+    b.extend(lr_blocks(verdict, figures))  # each arm's LRs and the LR search
     b.extend(inference_blocks(verdict))  # inference cost ratios beside the gains
     b.extend(stability_blocks(verdict))  # lr.search.find_edge: each arm's largest stable LR
     b.append(("h", "Training curves"))

@@ -147,8 +147,9 @@ def gain_rows(variants: list[dict], key: str) -> list[list]:
 
 
 # --- reasons in words -------------------------------------------------------------------------
-# ``analysis.stats.verdict.clause`` writes "gain@100M 1.912% CI [1.6, 2.2] > 0" with 4 significant
-# digits so that tests can parse it back; a reader gets the same numbers rounded like the tables.
+# ``analysis.stats.rules.verdict.clause`` writes "gain@100M 1.912% CI [1.6, 2.2] > 0" with 4
+# significant digits so that tests can parse it back; a reader gets the same numbers rounded like
+# the tables.
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf|-inf"
 _CLAUSE = re.compile(
     rf"(?P<name>[\w@./+\u03b3]+) (?P<v>{_NUMBER})(?P<unit>%| per doubling)? CI "

@@ -2,8 +2,8 @@
 
 Every word is decided by a number beside it: "better"/"worse" by the sign of the top gain,
 "significant" by its interval (at the level the decision used), the closing clause by the
-outcome and the intervals that decided it. tests/analysis/test_headline.py parses the sentences
-back against the verdict for every outcome.
+outcome and the intervals that decided it. tests/analysis/report/test_headline.py parses the
+sentences back against the verdict for every outcome.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from analysis.report import fmt
-from analysis.stats.levels import ALPHA
+from analysis.stats.rules.levels import ALPHA
 
 _CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
 

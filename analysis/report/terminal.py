@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from analysis.report import fmt
 from analysis.report.headline import top_gain
-from analysis.report.inference import inference_lines
-from analysis.report.looks import look_clause
+from analysis.report.sections.inference import inference_lines
+from analysis.report.sections.looks import look_clause
 
 
 def _numbers(v: dict, intervals: bool) -> str:

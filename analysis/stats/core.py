@@ -7,19 +7,20 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from analysis.stats import intervals, summary
-from analysis.stats import matched as matching
-from analysis.stats import tokens as token_axis
-from analysis.stats import verdict as rules
-from analysis.stats.cells import Groups, build_groups, selected_lrs, usable_cells
-from analysis.stats.compare import Comparison, baseline_map, compare
-from analysis.stats.diagnose import noise_diagnostics
-from analysis.stats.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
-from analysis.stats.held import decide_held, lr_guards
-from analysis.stats.laws import LawFit, fit_arms, fit_k
-from analysis.stats.levels import global_p, size_weights
-from analysis.stats.noise import NoiseModel
-from analysis.stats.robust import GainTest
+from analysis.stats.fits.laws import LawFit, fit_arms, fit_k
+from analysis.stats.gains import intervals
+from analysis.stats.gains import matched as matching
+from analysis.stats.gains import tokens as token_axis
+from analysis.stats.gains.compare import Comparison, baseline_map, compare
+from analysis.stats.gains.robust import GainTest
+from analysis.stats.lr.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
+from analysis.stats.rules import summary
+from analysis.stats.rules import verdict as rules
+from analysis.stats.rules.held import decide_held, lr_guards
+from analysis.stats.rules.levels import global_p, size_weights
+from analysis.stats.variance.cells import Groups, build_groups, selected_lrs, usable_cells
+from analysis.stats.variance.diagnose import noise_diagnostics
+from analysis.stats.variance.noise import NoiseModel
 from analysis.tables.runs import is_usable
 
 EXCLUDED_COLUMNS = ["run_id", "variant", "size", "seed", "lr", "reason"]
@@ -35,7 +36,7 @@ class Analysis:
     comparisons: dict[str, Comparison] = dataclasses.field(default_factory=dict)
     tokens: token_axis.TokenAnalysis | None = None  # the token axis, when some arm has >= 2 budgets
     # per variant: its p and decide_held's arguments but the level, to judge again at another
-    # family-wise level without refitting (analysis.stats.sequential.judge_at)
+    # family-wise level without refitting (analysis.stats.looks.sequential.judge_at)
     decide_inputs: dict[str, tuple] = dataclasses.field(default_factory=dict)
 
 
@@ -134,10 +135,10 @@ def analyse(
     """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
 
     The N verdict reads, per size, only the largest budget its baseline measured
-    (``analysis.stats.tokens.n_axis_rows``); with several budgets per size the token axis is
-    judged too (``analysis.stats.tokens.analyse_tokens``, verdict.json's ``tokens``). ``alpha``:
-    the N verdict's family-wise level (5%; a sequential look's nominal level:
-    ``analysis.stats.sequential``)."""
+    (``analysis.stats.gains.tokens.n_axis_rows``); with several budgets per size the token axis is
+    judged too (``analysis.stats.gains.tokens.analyse_tokens``, verdict.json's ``tokens``).
+    ``alpha``: the N verdict's family-wise level (5%; a sequential look's nominal level:
+    ``analysis.stats.looks.sequential``)."""
     check_inputs(table, baseline, num_resamples, margin_pct)
     data = _measure(table, baseline, num_resamples, seed)
     fits = fit_arms(data.groups)
@@ -316,7 +317,8 @@ def _add_token_axis(verdict: dict, data: _Measured, along_d: token_axis.TokenAna
 
 
 def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
-    """The variant's weighted-Bonferroni p of "no gain at any size" (``analysis.stats.levels``)."""
+    """The variant's weighted-Bonferroni p of "no gain at any size"
+    (``analysis.stats.rules.levels``)."""
     family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= rules.MIN_SEEDS]
     if not family or family[-1] != len(comparison.curve) - 1:
         return 1.0

@@ -119,7 +119,7 @@ def _check_builds(spec) -> None:
 def _check_noise_args(noise: str, target_gain: float | None) -> None:
     """A bad --noise or --target-gain is refused before the study is read."""
     # lazy: scipy and pandas
-    from analysis.stats.power import noise_source_kind
+    from analysis.stats.planning.power import noise_source_kind
 
     try:
         noise_source_kind(noise)
@@ -133,7 +133,7 @@ def _read_noise(spec, noise: str, baseline: str) -> dict[str, float]:
     from mlflow.exceptions import MlflowException
 
     # lazy: scipy and pandas
-    from analysis.stats.power import noise_from_source
+    from analysis.stats.planning.power import noise_from_source
 
     try:
         return noise_from_source(
@@ -153,7 +153,7 @@ def _print_seed_cost(spec, the_plan, device: str, sd, noise, target_gain) -> Non
         return
     top = None
     if sd is not None:
-        from analysis.stats.power import sd_for_sizes  # lazy: scipy and pandas
+        from analysis.stats.planning.power import sd_for_sizes  # lazy: scipy and pandas
 
         top = sd_for_sizes(sd, [cost.top])[cost.top]
     typer.echo(format_seed_cost(cost, device, top, target_gain, noise))
@@ -161,7 +161,7 @@ def _print_seed_cost(spec, the_plan, device: str, sd, noise, target_gain) -> Non
 
 def _print_naive_cost(spec, the_plan, device: str, sd: dict[str, float]) -> None:
     """The study's expected device-hours against the naive grid's at equal power (one line)."""
-    from analysis.stats.power import sd_for_sizes  # lazy: scipy and pandas
+    from analysis.stats.planning.power import sd_for_sizes  # lazy: scipy and pandas
 
     # lazy: `scaling --help` imports only typer (scaling.cli)
     from foundation.contract import size_key

@@ -3,16 +3,17 @@ naive grid's at equal power.
 
 *Naive*: `NAIVE_LRS` (3) LRs x `n` fixed seeds at every (arm, size), one grid point each priced
 from the plan (`scaling.costs.seeds.point_hours`), `n` the smallest fixed seed count whose power
-at the study's margin (`analysis.stats.power.power_of`: the verdict's top-size paired t-test)
-reaches the study's own there: for `seeds: {start, max, step}` the design's simulated power at a
-true gain equal to the margin (`analysis.stats.seq_cost.expected_seeds`: the share of simulated
-studies that claim it), for a fixed seed list `power_of` on its seeds (so `n` is their count).
+at the study's margin (`analysis.stats.planning.power.power_of`: the verdict's top-size paired
+t-test) reaches the study's own there: for `seeds: {start, max, step}` the design's simulated power
+at a true gain equal to the margin (`analysis.stats.planning.seq_cost.expected_seeds`: the share of
+simulated studies that claim it), for a fixed seed list `power_of` on its seeds (so `n` is their
+count).
 
 *Expected*: what the study runs when its LR search needs no edge round:
 - the first round (`scaling.costs.seeds.first_round`): the starting grid and the search's
   follower seeds at each arm's winner and `follow_neighbours` LRs either side;
 - with `lr.search.transfer: law`, every size past the first wave scanned by the scan seeds on
-  each arm's law while it holds: `MAX_SCAN` (2) LRs per arm (`analysis.stats.lr_law.plan_arm`,
+  each arm's law while it holds: `MAX_SCAN` (2) LRs per arm (`analysis.stats.lr.lr_law.plan_arm`,
   `scaling.rounds.transfer.next_wave`); an edge of those LRs is bracketed by the law, not
   extended;
 - with sequential seeds, the seeds the looks add on average at a true gain equal to the margin
@@ -26,8 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from analysis.stats.lr_law import MAX_SCAN
-from analysis.stats.power import MAX_SEEDS, power_of
+from analysis.stats.lr.lr_law import MAX_SCAN
+from analysis.stats.planning.power import MAX_SEEDS, power_of
 from foundation.contract import size_key
 from scaling.costs.plan import Plan
 from scaling.costs.seeds import first_round, format_hours, point_hours, seed_cost
@@ -84,7 +85,7 @@ def naive_cost(study: ResolvedStudy, plan: Plan, sd: tuple[float, str]) -> Naive
     """The study against the naive grid at equal power; None for a study with neither
     `lr.search` nor `seeds: {start, max, step}` (it is a fixed grid already).
     `sd`: (the top size's paired sd in % of the loss, the size it was measured at)."""
-    from analysis.stats.seq_cost import expected_seeds  # lazy: scipy's simulation
+    from analysis.stats.planning.seq_cost import expected_seeds  # lazy: scipy's simulation
 
     spec = study.spec
     if spec.lr.search is None and spec.seed_rounds is None:

@@ -7,7 +7,8 @@ parallelism.
 
 With `--noise`, `power_plan` adds what the study's seeds can detect: per size the minimum
 detectable paired gain (80% power, the verdict's top-size test) and the seeds a target gain
-needs, from `analysis.stats.power.power_table`, the function the report's seed-noise table uses too.
+needs, from `analysis.stats.planning.power.power_table`, the function the report's seed-noise table
+uses too.
 """
 
 from __future__ import annotations
@@ -252,11 +253,11 @@ def _pct(value: float | None) -> str:
 def power_plan(
     study: ResolvedStudy, sd_by_size: dict[str, float], target_gain: float | None = None
 ) -> tuple[list[str], list[list[str]], str]:
-    """(header, rows, note): per size of the study, the seed sd (``analysis.stats.power``'s
+    """(header, rows, note): per size of the study, the seed sd (``analysis.stats.planning.power``'s
     paired-difference sd in % of loss, from ``noise_from_source``), the minimum detectable
     paired gain with the study's seeds and, with ``target_gain`` (%), the seeds it needs."""
-    # lazy: scipy (analysis.stats.power)
-    from analysis.stats.power import MAX_SEEDS, power_table, sd_for_sizes
+    # lazy: scipy (analysis.stats.planning.power)
+    from analysis.stats.planning.power import MAX_SEEDS, power_table, sd_for_sizes
 
     sizes = sorted(study.spec.sizes, key=size_key)
     num_seeds = len(study.spec.seeds)
@@ -278,7 +279,7 @@ def power_plan(
     note = (
         "detectable gain: the smallest true paired gain (baseline loss - variant loss, % of "
         "the baseline's loss) the verdict's top-size test (a paired t-test on the study's seeds, "
-        "two-sided 4%) detects with 80% power (exact noncentral t, analysis.stats.power)"
+        "two-sided 4%) detects with 80% power (exact noncentral t, analysis.stats.planning.power)"
     )
     return header, out, note
 

@@ -1,7 +1,7 @@
 """Sequential seeds (`seeds: {start, max, step}`): judge a look, write it, add its seeds.
 
 A look comes after a round once nothing is queued or running, no failed cell has retries left
-and the LR search (if any) has ended: `analysis.stats.sequential.decide_look` judges the
+and the LR search (if any) has ended: `analysis.stats.looks.sequential.decide_look` judges the
 finished runs at the look's nominal level (O'Brien-Fleming-type spending) and says stop, or
 which sizes get `step` more seeds. Those seeds run at each arm's chosen LR (the LR frontier's
 best on all its seeds so far), numbered on from the highest seed run at that size.
@@ -30,7 +30,7 @@ from scaling.state.stale import stop_if_stale
 from scaling.state.status import StatusRow
 
 if TYPE_CHECKING:
-    from analysis.stats.sequential import Design
+    from analysis.stats.looks.sequential import Design
 
 __all__ = ["design_of", "look_due", "take_look", "status_lines", "judged_against"]
 
@@ -38,7 +38,7 @@ __all__ = ["design_of", "look_due", "take_look", "status_lines", "judged_against
 def design_of(study: ResolvedStudy) -> Design:
     """The study's `seeds: {start, max, step}` with its margin and level, as the statistics
     take it."""
-    from analysis.stats.sequential import Design  # lazy: scipy and pandas, paid at a look
+    from analysis.stats.looks.sequential import Design  # lazy: scipy and pandas, paid at a look
 
     rounds = study.spec.seed_rounds
     assert rounds is not None, "design_of() is for a study with sequential seeds"
@@ -85,10 +85,11 @@ def look_due(study: ResolvedStudy, rows: list[StatusRow]) -> bool:
 def take_look(
     study: ResolvedStudy, rows: list[StatusRow], say: Callable[[str], None] = print
 ) -> ResolvedStudy | None:
-    """Judge the next look (`analysis.stats.sequential.decide_look`: its level, decisions, top
+    """Judge the next look (`analysis.stats.looks.sequential.decide_look`: its level, decisions, top
     gains and the cells it adds), write it to `looks.json`, log it to the parent run; the study
     with the look's seeds as cells, or None when the look stopped the study."""
-    from analysis.stats.sequential import decide_look  # lazy: scipy and pandas, paid at a look
+    # lazy: scipy and pandas, paid at a look
+    from analysis.stats.looks.sequential import decide_look
 
     data = read_looks(study.folder)
     design = design_of(study)

@@ -39,7 +39,7 @@ from scaling.state.status import StatusRow, cell_state, study_status
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.stats.frontier import LRFrontier
+    from analysis.stats.lr.frontier import LRFrontier
 
 __all__ = ["scan_table", "decide_round", "edge_scans", "advance", "search_over", "status_lines"]
 
@@ -93,8 +93,8 @@ def scan_table(
 
 
 def _arm(f: LRFrontier) -> str:
-    # lazy: pandas (analysis.stats.frontier)
-    from analysis.stats.frontier import fmt_lr
+    # lazy: pandas (analysis.stats.lr.frontier)
+    from analysis.stats.lr.frontier import fmt_lr
 
     best = "no usable LR" if f.best_lr is None else f"best {fmt_lr(f.best_lr)}"
     return f"{f.variant} {f.size} @{f.tokens:.3g} tokens: {f.state}, {best}"
@@ -109,7 +109,8 @@ def decide_round(
     `table` holds the study's runs (`scan_table`); `known` the cell ids that exist, so an LR
     that rounds to a tried cell id (3 significant digits) counts as tried and is not re-added.
     """
-    from analysis.stats.frontier import fmt_lr, lr_frontier  # lazy: pandas, paid when a round ends
+    # lazy: pandas, paid when a round ends
+    from analysis.stats.lr.frontier import fmt_lr, lr_frontier
 
     search = spec.lr.search
     assert search is not None and not state.ended, "decide_round() runs only during a search"
@@ -165,7 +166,7 @@ def edge_scans(
     """`find_edge`: (arm, LR, why) one search step above each arm's highest LR, for every arm
     none of whose scanned cells has diverged yet; the scan stops at the arm's first divergence.
     """
-    from analysis.stats.frontier import fmt_lr, grid_step  # lazy: pandas, as in decide_round
+    from analysis.stats.lr.frontier import fmt_lr, grid_step  # lazy: pandas, as in decide_round
 
     return [
         (
@@ -179,8 +180,8 @@ def edge_scans(
 
 
 def _unfound(f: LRFrontier) -> str:
-    # lazy: pandas (analysis.stats.frontier)
-    from analysis.stats.frontier import fmt_lr
+    # lazy: pandas (analysis.stats.lr.frontier)
+    from analysis.stats.lr.frontier import fmt_lr
 
     return f"{f.variant} {f.size} @{f.tokens:.3g} tokens: no divergence up to {fmt_lr(f.lrs[-1])}"
 
@@ -240,7 +241,8 @@ def advance(
 
 def status_lines(study: ResolvedStudy, rows: list[StatusRow]) -> list[str]:
     """`scaling status`: the round, each arm's current best LR, and which arms are still open."""
-    from analysis.stats.frontier import fmt_lr, lr_frontier  # lazy: pandas, for a search's status
+    # lazy: pandas, for a search's status
+    from analysis.stats.lr.frontier import fmt_lr, lr_frontier
 
     spec = study.spec
     if spec.lr.search is None or not rows:

@@ -1,6 +1,6 @@
 """LR transfer in the LR search (`lr.search.transfer: law`): sizes in waves, each arm on its law.
 
-Why: the LR scan at the largest sizes is most of a ladder's cost; `analysis.stats.lr_law` fits
+Why: the LR scan at the largest sizes is most of a ladder's cost; `analysis.stats.lr.lr_law` fits
 each arm's best LR against N from the sizes it has finished and scans a new size only on the
 LRs that law cannot exclude (1-2 instead of 3), and declares the law broken for an arm when a
 size's optimum falls outside it.
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.stats.frontier import LRFrontier, fmt_lr
-from analysis.stats.lr_law import ArmPlan, plan_arm
+from analysis.stats.lr.frontier import LRFrontier, fmt_lr
+from analysis.stats.lr.lr_law import ArmPlan, plan_arm
 from foundation import contract
 from scaling.spec.branches import budgets
 from scaling.spec.grid import learning_rates

@@ -1,6 +1,6 @@
 """The grid: a study becomes its cells, one fully resolved `jobs.RunConfig` each.
 
-(`analysis.stats.cells` is another thing: the analysis's grouping of finished runs.)
+(`analysis.stats.variance.cells` is another thing: the analysis's grouping of finished runs.)
 
 Every derived number of a cell is computed here by a named rule (`scaling.spec.ladder`), from the
 size's nominal parameter count N, so every arm at a size shares tokens, batch and schedule and

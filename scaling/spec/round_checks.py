@@ -56,7 +56,7 @@ def check_transfer(study: Study, p: Problems) -> None:
 
 
 def check_seed_rounds(study: Study, p: Problems) -> None:
-    """`seeds: {start, max, step}` (analysis.stats.sequential.Design holds the same rules)."""
+    """`seeds: {start, max, step}` (analysis.stats.looks.sequential.Design holds the same rules)."""
     rounds, search = study.seed_rounds, study.lr.search
     if rounds is None:
         return

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from analysis.stats.levels import ALPHA
+from analysis.stats.rules.levels import ALPHA
 from analysis.tables.spec import DEFAULT_BASELINE
 from data_prep.config import DataPrepConfig
 from foundation import contract
@@ -127,11 +127,12 @@ class LRSearchSpec:
     scan_seeds: int | None = 1  # the first K seeds scan; None: every seed scans (no followers)
     follow_neighbours: int = 1  # followers: the winner and this many tried LRs each side (>= 0)
     # "law": sizes run in waves, smallest first; past the first `law_sizes`, each arm scans only
-    # the LRs its own fitted LR-vs-N law cannot exclude (analysis.stats.lr_law); "none": full grid
+    # the LRs its own fitted LR-vs-N law cannot exclude (analysis.stats.lr.lr_law); "none": full
+    # grid
     transfer: Literal["none", "law"] = "none"
     law_sizes: int = 3  # sizes scanned in full (the first wave) before the law is used (>= 2)
     # extend each arm's scan upward, one LR step a round, until a cell of the arm diverges
-    # (or max_rounds): the largest stable LR per arm and size (analysis.stats.stability)
+    # (or max_rounds): the largest stable LR per arm and size (analysis.stats.lr.stability)
     find_edge: bool = False
 
 
@@ -225,7 +226,7 @@ class CostSpec:
 class SeedRounds:
     """`seeds: {start: 3, max: 10, step: 2}`: seeds added in rounds where they resolve the
     verdict, judged by a group-sequential design that keeps the false-claim rate at 5%
-    (`analysis.stats.sequential`, docs/statistics.md). The first round runs seeds 0..start-1;
+    (`analysis.stats.looks.sequential`, docs/statistics.md). The first round runs seeds 0..start-1;
     each look then stops the study or adds `step` seeds where they narrow the deciding interval
     most per FLOP (`scaling.rounds.looks`, state in `<study folder>/looks.json`)."""
 
@@ -236,7 +237,7 @@ class SeedRounds:
 
 @dataclass
 class VerdictSpec:
-    """How the analysis words its verdict (`analysis.stats.verdict.RULE`).
+    """How the analysis words its verdict (`analysis.stats.rules.verdict.RULE`).
 
     `margin_pct`: the gain (% of the baseline's loss) below which a difference does not matter:
     `none` needs the whole top-size interval within +-margin, else an interval containing 0 is
@@ -249,8 +250,8 @@ class VerdictSpec:
     nothing to judge, and is not checked. `scaling run --baseline`
     overrides it for the whole run, and is refused once a look was judged against another.
 
-    `alpha`: the family-wise level of every claim (`analysis.stats.levels`); a sequential study
-    spends it over its looks.
+    `alpha`: the family-wise level of every claim (`analysis.stats.rules.levels`); a sequential
+    study spends it over its looks.
     """
 
     margin_pct: float = 0.5

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from analysis.stats.stability import stability_verdict
+from analysis.stats.lr.stability import stability_verdict
 from foundation.config import ConfigError
 
 from .test_refine import Synthetic, _search, _spec

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from analysis.stats import power as P
+from analysis.stats.planning import power as P
 from analysis.synthetic.studies import Effect, make_study
 from scaling.cli import app
 from tests.scaling.conftest import small_spec

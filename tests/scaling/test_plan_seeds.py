@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from analysis.stats.seq_cost import expected_seeds
+from analysis.stats.planning.seq_cost import expected_seeds
 from scaling.cli import app
 from scaling.costs.plan import plan_study
 from scaling.spec.loader import read_study
@@ -81,7 +81,7 @@ def test_min_expected_and_max_are_the_plans_arithmetic(tmp_path, data_dir):
 
 
 def _design(study):
-    from analysis.stats.sequential import Design
+    from analysis.stats.looks.sequential import Design
 
     r = study.spec.seed_rounds
     return Design(r.start, r.max, r.step, study.spec.verdict.margin_pct)

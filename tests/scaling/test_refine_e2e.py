@@ -14,7 +14,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from analysis.stats.frontier import lr_frontier
+from analysis.stats.lr.frontier import lr_frontier
 from analysis.tables.mlflow_io import load_study_runs as load_table
 from foundation import contract as C
 from scaling.rounds.driver import submit_rounds, submit_study

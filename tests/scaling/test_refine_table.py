@@ -12,7 +12,7 @@ import pytest
 import yaml
 from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
-from analysis.stats.matched import weights_only_arms
+from analysis.stats.gains.matched import weights_only_arms
 from analysis.tables.mlflow_io import study_rows
 from analysis.tables.study_table import STUDY_COLUMNS, run_record, run_state, run_table
 from foundation import contract

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats.frontier import lr_frontier
+from analysis.stats.lr.frontier import lr_frontier
 from analysis.tables.runs import normalise
 from foundation.config import ConfigError
 from scaling.rounds.refine import decide_round

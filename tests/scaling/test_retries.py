@@ -127,7 +127,7 @@ def test_an_lr_search_round_is_judged_with_a_cell_given_up(
     assert rows[doomed].state == C.FAILED and rows[doomed].given_up
     others = [r.state for r in rows.values() if r.cell_id != doomed]
     assert set(others) <= {C.COMPLETED, C.DIVERGED} and len(others) >= 4
-    from analysis.stats.frontier import lr_frontier
+    from analysis.stats.lr.frontier import lr_frontier
     from analysis.tables.mlflow_io import load_study_runs as load_table
 
     # the analysis reads the study, the crashed run as a failed row of its arm

@@ -1,5 +1,5 @@
-"""`seeds: {start, max, step}` (sequential seeds, analysis.stats.sequential) is parsed beside the
-plain list and checked whole, each bad field named. Nothing is written."""
+"""`seeds: {start, max, step}` (sequential seeds, analysis.stats.looks.sequential) is parsed beside
+the plain list and checked whole, each bad field named. Nothing is written."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Part of the study's expansion, like `lr_search.json` (`scaling.spec.search.search_state`):
 `scaling.spec.loader.resolve` turns the seeds each look added into cells through the same
 `scaling.spec.grid` path as the starting grid. How a look is judged and the file written is the
-round driver's (`scaling.rounds.looks`); the statistics are `analysis.stats.sequential`'s.
+round driver's (`scaling.rounds.looks`); the statistics are `analysis.stats.looks.sequential`'s.
 """
 
 from __future__ import annotations

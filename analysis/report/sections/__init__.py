@@ -1,0 +1,1 @@
+"""The report's sections, one verdict.json part each: code, LR, looks, D, tasks, cost, stability."""

@@ -1,0 +1,1 @@
+"""The learning rate: the LR frontier (scaling's contract), LR transfer by law, stability."""

@@ -1,0 +1,1 @@
+"""Planning seeds: the power planner and what a sequential design costs."""

@@ -1,0 +1,1 @@
+"""The verdict rules: error levels, the rule along N and D, the conditional verdict, side tables."""

@@ -1,0 +1,1 @@
+"""Seed noise: the two-component model and its bootstrap, cell losses, checks of the model."""

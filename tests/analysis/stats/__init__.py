@@ -1,0 +1,1 @@
+"""Tests of analysis.stats: the whole analysis on synthetic studies, by sub-package below."""

@@ -1,0 +1,94 @@
+"""Studies that cannot resolve what they measure must say so: a small real gain under noise
+three seeds cannot resolve never reads `none`, a real gain whose trend four sizes 3x apart
+cannot pin never reads `persists`, and a demo-sized study's headline reads "not resolved"
+with what it can detect."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from analysis.report.headline import headline
+from analysis.stats.core import analyse
+from analysis.stats.planning.power import mde, seeds_to_resolve
+from analysis.synthetic.scenarios import Noise, noisy_study, true_gain_pct
+
+NUM_STUDIES = 40
+NOISY = Noise(shared_sd=0.006, run_sd=0.008)  # paired sd ~0.33% of the loss at 100M
+# paired sd ~0.5% at 100M: even the pooled interval (100+ df) is wider than +-0.5% there
+UNRESOLVED = Noise(shared_sd=0.006, run_sd=0.012)
+# the same at the top size, growing as 1/N below it (27x at the smallest of 4 sizes 3x apart)
+NOISY_SMALL = Noise(shared_sd=NOISY.shared_sd, run_sd=NOISY.run_sd, size_slope=1.0)
+
+
+@pytest.mark.slow
+def test_a_real_gain_of_at_most_half_a_percent_never_reads_none():
+    k0 = 1.05
+    assert 0.3 < true_gain_pct(k0, 1e8) <= 0.5
+    outcomes = Counter()
+    for i in range(NUM_STUDIES):
+        table = noisy_study(k0, UNRESOLVED, rng_seed=7000 + i, lr_penalty=0.2)  # bracketed
+        (v,) = analyse(table, baseline="linear", num_resamples=200, seed=i).verdict["variants"]
+        outcomes[v["verdict"]] += 1
+        top = v["decision"]["top_gain_pct"]
+        if top is not None and v["verdict"] == "undetected":
+            assert max(-top["ci"][0], top["ci"][1]) > 0.5  # the interval reaches past it
+    print(dict(outcomes))
+    assert outcomes["none"] == 0, outcomes
+    assert outcomes["undetected"] >= 0.5 * NUM_STUDIES, outcomes
+
+
+@pytest.mark.slow
+def test_a_real_gain_over_four_sizes_3x_apart_never_reads_persists():
+    """k = 1.5 (a 2.7-3.3% gain, constant): over 1.4 decades of N with noise that grows
+    towards the small sizes, the top gain is resolved but gamma's interval cannot pin k to
+    1.25x per decade."""
+    sizes = (1e7, 3e7, 9e7, 2.7e8)
+    assert 2.5 < true_gain_pct(1.5, sizes[-1]) < 3.5
+    outcomes = Counter()
+    for i in range(30):
+        table = noisy_study(1.5, NOISY_SMALL, rng_seed=8000 + i, sizes=sizes, lr_penalty=0.5)
+        (v,) = analyse(table, baseline="linear", num_resamples=200, seed=i).verdict["variants"]
+        outcomes[v["verdict"]] += 1
+        if v["verdict"] == "helps" and "trend not pinned" in v["reason"]:
+            lo, hi = v["decision"]["gamma"]["ci"]
+            assert lo < -0.0969 or hi > 0.0969
+    print(dict(outcomes))
+    assert outcomes["persists"] == 0, outcomes
+    assert outcomes["grows"] + outcomes["fades"] + outcomes["hurts"] <= 2, outcomes
+    assert outcomes["helps"] >= 0.5 * 30, outcomes  # the gain is said, its trend is not
+
+
+def test_a_demo_sized_study_reads_not_resolved_with_what_it_can_detect():
+    """The demo's shape (4 sizes 12K-100K, 6 seeds, 3 LRs, paired sd ~1% of the loss) with no
+    true gain: the interval reaches past 0.5%, so the headline says "not resolved", the gain
+    the study detects and the seeds that would resolve the margin, as the planner computes."""
+    noise = Noise(shared_sd=0.1, run_sd=0.1)
+    sizes = (1.2e4, 2.5e4, 5.5e4, 1e5)  # losses ~11-20: an LR penalty to match (0.5 at 2x)
+    table = noisy_study(1.0, noise, rng_seed=17, num_seeds=6, sizes=sizes, lr_penalty=1.0)
+    verdict = analyse(table, baseline="linear", num_resamples=300).verdict
+    (v,) = verdict["variants"]
+    (text,) = headline(verdict)
+    assert v["verdict"] == "undetected", v["reason"]
+    assert "not resolved" in text and "not resolved" in v["reason"]
+    m = re.search(r"detects gains of (\S+)% with 80% power; about (\d+) paired seeds", text)
+    assert m, text
+    d = v["decision"]
+    assert float(m[1]) == pytest.approx(d["detectable_gain_pct"], rel=5e-3)
+    assert int(m[2]) == d["seeds_to_resolve_margin"]
+    top = d["top_gain_pct"]
+    sd = (top["paired_ci"][1] - top["paired_ci"][0]) / 2  # t half-width on 5 df ...
+    from scipy import stats
+
+    sd = sd / stats.t.ppf(1 - top["level"] / 2, 5) * 6**0.5  # ... back to the per-seed sd
+    if top["decided_by"] == "paired-seed t":
+        assert d["detectable_gain_pct"] == pytest.approx(mde(sd, 6, top["level"]), rel=1e-6)
+        assert d["seeds_to_resolve_margin"] == seeds_to_resolve(sd, 0.5, top["level"])
+    assert d["detectable_gain_pct"] > 0.5 and d["seeds_to_resolve_margin"] > 6
+    r = re.search(r"detects a gain of (\S+)% \(80% power\); about (\d+) paired seeds would "
+                  r"resolve \+-0\.5%", v["reason"])  # fmt: skip
+    assert r, v["reason"]
+    assert float(r[1]) == pytest.approx(d["detectable_gain_pct"], rel=1e-3)
+    assert int(r[2]) == d["seeds_to_resolve_margin"]
