@@ -1,5 +1,6 @@
 """Process start-up: importing megatron-core with its fused kernels compiled at import (as
-megatron-core ships) against compiled on first use (`foundation.megatron_jit`), side by side.
+megatron-core ships) against compiled on first use (`foundation.process.megatron_jit`), side by
+side.
 
     .venv/bin/python benchmarks/bench_import.py            # 6 rounds, ~2 min on 2 cores
     .venv/bin/python benchmarks/bench_import.py --rounds 3
@@ -25,7 +26,7 @@ CHILD = """
 import json, sys, time
 start = time.perf_counter()
 if {defer}:
-    from foundation.megatron_jit import defer_megatron_compile
+    from foundation.process.megatron_jit import defer_megatron_compile
     defer_megatron_compile()
 import megatron.core
 import megatron.core.jit

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from foundation.quiet import silence_known_warnings
+from foundation.process.quiet import silence_known_warnings
 from scaling.costs.plan import plan_study
 from scaling.rounds.environment import load_study_spec
 from scaling.rounds.submission import prepare_study_data

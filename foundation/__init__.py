@@ -9,7 +9,8 @@
   one place that creates an experiment, paged run search, size labels);
 - `foundation.atomic`: atomic file writes;
 - `foundation.provenance`: code version, package versions, host and device of a run;
-- `foundation.log`: the rank-0 print helper;
 - `foundation.secrets`: the tracking server's login, and masking it in everything recorded;
-- `foundation.megatron_jit`: megatron-core's fused kernels compiled on first use, not at import.
+- `foundation.process`: how a process behaves: rank-0 prints (`log`), third-party warnings hidden
+  (`quiet`), megatron-core's fused kernels compiled on first use (`megatron_jit`), child
+  processes stopped and killed (`proc`).
 """

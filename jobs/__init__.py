@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from foundation.megatron_jit import defer_megatron_compile
+from foundation.process.megatron_jit import defer_megatron_compile
 
 defer_megatron_compile()  # before any megatron import: its fused kernels compile on first use
 

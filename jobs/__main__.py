@@ -4,7 +4,7 @@ from pathlib import Path
 
 import typer
 
-from foundation.quiet import silence_known_warnings
+from foundation.process.quiet import silence_known_warnings
 from jobs.cli import train
 
 

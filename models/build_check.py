@@ -18,7 +18,7 @@ import os
 import traceback
 from typing import Any
 
-from foundation.quiet import silence_known_warnings, verbose
+from foundation.process.quiet import silence_known_warnings, verbose
 from models import accounting
 from models.catalog.variants import _module_file, load_variant, variant_module
 from models.config import ModelConfig

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from foundation.proc import stop
+from foundation.process.proc import stop
 from tests.distributed import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def skip_unless_required(reason: str) -> None:
 def _quiet_settings_stay_in_their_test():
     """A command run in-process without `--verbose` sets MLflow's quiet settings in os.environ;
     put them back, so a later test's subprocess starts from the user's own environment."""
-    from foundation import quiet
+    from foundation.process import quiet
 
     saved = {key: os.environ.get(key) for key in quiet.QUIET_ENV}
     state = dict(quiet._state)

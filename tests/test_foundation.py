@@ -87,7 +87,7 @@ def test_children_started_by_any_thread_are_found():
     import threading
     import time
 
-    from foundation.proc import children
+    from foundation.process.proc import children
 
     started: list[subprocess.Popen] = []
     done = threading.Event()

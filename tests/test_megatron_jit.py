@@ -1,5 +1,5 @@
 """megatron-core's `jit_fuser` compiles on first call, with the same `torch.compile` and options;
-importing the project's models no longer imports TorchDynamo (foundation.megatron_jit)."""
+importing the project's models no longer imports TorchDynamo (foundation.process.megatron_jit)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from foundation.megatron_jit import deferred
+from foundation.process.megatron_jit import deferred
 
 
 def test_the_compile_runs_on_the_first_call_once_with_the_options():

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from foundation import contract as C
-from foundation.log import rank0_print
+from foundation.process.log import rank0_print
 from jobs.checkpoints import checkpoint as ckpt
 from jobs.checkpoints.fork import load_parent_checkpoint, parent_run_id
 from jobs.config import RunConfig

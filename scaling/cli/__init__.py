@@ -8,7 +8,7 @@ import typer
 
 from analysis.cli import analyze
 from data_prep.cli import prepare_data
-from foundation.quiet import quiet_third_party_output, silence_known_warnings
+from foundation.process.quiet import quiet_third_party_output, silence_known_warnings
 from jobs.cli import train
 from scaling.cli import commands
 from scaling.cli.pilot_cli import pilot

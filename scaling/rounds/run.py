@@ -14,7 +14,7 @@ from pathlib import Path
 
 from analysis.tables.digests import MixedCode
 from foundation import contract
-from foundation.quiet import verbose
+from foundation.process.quiet import verbose
 from scaling.rounds.driver import StudyRun, View
 from scaling.rounds.looks import judged_against
 from scaling.rounds.submission import fail_parent_run, prepare_study_data, study_parent_run_id

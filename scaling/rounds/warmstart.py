@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from foundation.proc import kill, stop
+from foundation.process.proc import kill, stop
 
 __all__ = ["warm_python", "serve"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from foundation import contract
-from foundation.proc import kill_tree
+from foundation.process.proc import kill_tree
 
 __all__ = [
     "JobRecord",

@@ -209,7 +209,7 @@ def usr2_at_step_5(executor: Any, job_fn: Any) -> tuple[list, str]:
     import signal
     import time
 
-    from foundation.proc import children
+    from foundation.process.proc import children
 
     job = executor.submit(job_fn)
     deadline = time.monotonic() + 300

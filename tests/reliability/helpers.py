@@ -43,7 +43,7 @@ def start_cli(
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the CLI, submitit's controllers and every training task: its process tree
     (local controllers and the warm server run in sessions of their own), then its group."""
-    from foundation.proc import kill_tree
+    from foundation.process.proc import kill_tree
 
     kill_tree(proc.pid)
     os.killpg(proc.pid, signal.SIGKILL)

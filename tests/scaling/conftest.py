@@ -59,7 +59,7 @@ def one_size_spec(data_dir: Path, out: Path, tracking_uri: str, steps: int, **ov
 @pytest.fixture(scope="module")
 def auth_server(tmp_path_factory):
     """A real MLflow basic-auth server (tests/scaling/auth_server.py) for one test module."""
-    from foundation.proc import stop
+    from foundation.process.proc import stop
     from tests.scaling.auth_server import start_auth_server
 
     server = start_auth_server(tmp_path_factory.mktemp("auth_server"))

@@ -18,7 +18,7 @@ import yaml
 
 from foundation import contract as C
 from foundation.config import ConfigError
-from foundation.proc import kill_tree
+from foundation.process.proc import kill_tree
 from scaling.costs.plan import branch_saving, plan_study
 from scaling.rounds.environment import load_study_spec
 from tests.scaling.conftest import small_spec

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import time
 
-from foundation.proc import children
+from foundation.process.proc import children
 from scaling.state.scheduler import ESCALATE_S, JobRecord, cancel_jobs, live_jobs
 from tests.scaling.helpers import dead, poll
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from foundation.config import from_dict
-from foundation.proc import children
+from foundation.process.proc import children
 from jobs.testing import tiny_run_dict
 from scaling.rounds.warmstart import CLIENT, warm_python
 from tests.scaling.helpers import dead, poll

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from foundation.proc import children
+from foundation.process.proc import children
 from jobs.checkpoints.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_dict
 from scaling.rounds.warmstart import warm_python

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foundation.proc import children
+from foundation.process.proc import children
 from jobs.checkpoints.checkpoint import list_checkpoints
 from jobs.loop.pause import ENV_FILE, ENV_STEP, PausePoint, pause_point
 from jobs.testing import PauseFiles, tiny_run_dict
