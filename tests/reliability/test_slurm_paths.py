@@ -2,7 +2,7 @@
 `scaling run` end to end, `scaling cancel` of a running array, and a time limit that expires
 mid-cell (submitit's USR2 before the limit, checkpoint, requeue). USR2 preemption of a cell whose
 ranks span two nodes: tests/reliability/test_node_failure.py; `submit` and a 1-task preemption:
-tests/scaling/test_slurm_e2e.py.
+tests/scaling/e2e/test_slurm_e2e.py.
 
 The cancel, the time limit and the preemption each come while the cells hold at a known step
 (the test-only pause point, jobs/loop/pause.py), so they land mid-cell on any machine, and a

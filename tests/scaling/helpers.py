@@ -106,7 +106,7 @@ def ci_demo_spec(tmp_path: Path) -> dict:
     spec = yaml.safe_load((REPO / "studies" / "demo.yaml").read_text())
     spec["name"] = "demo-ci"
     spec["seeds"] = [0, 1, 2]
-    del spec["evaluation"]  # every cell scoring a task: tests/scaling/test_downstream_e2e.py
+    del spec["evaluation"]  # every cell scoring a task: tests/scaling/e2e/test_downstream_e2e.py
     del spec["output_dir"]  # the default: runs/demo-ci beside the spec (the demo's is ../runs)
     spec["mlflow"] = {"experiment": "demo-ci", "tracking_uri": "sqlite:///mlruns/mlflow.db"}
     spec["data"]["prepare"].update(output_dir=str(tmp_path / "data"), max_bytes=1_500_000)

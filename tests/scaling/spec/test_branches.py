@@ -25,7 +25,7 @@ from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, scaling_cli, study_runs
 from tests.shipped import shipped_study
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 STEP_TOKENS = 256  # small_spec: 8 sequences of 32 tokens per step
 
 

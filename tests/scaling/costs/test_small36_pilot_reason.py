@@ -17,7 +17,7 @@ from scaling.costs.pilot import PILOT_FILE
 from scaling.state.job_errors import failure_reason
 from tests.scaling.conftest import one_size_spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SLIP = "tests.variants.broken:fails_to_build"  # its constructor raises at broken.py line 21
 CAUSE = "RuntimeError: shape '[49, -1]' is invalid for input of size 2304"  # d = 48 at 30K
 WHERE = f"(at {REPO / 'tests' / 'variants' / 'broken.py'}:21)"

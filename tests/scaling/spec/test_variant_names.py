@@ -17,7 +17,7 @@ from scaling.spec.grid import learning_rates
 from scaling.spec.ladder import ARMS
 from tests.scaling.conftest import one_size_spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GATED = "tests.variants.gated:gated_query"
 
 

@@ -21,7 +21,7 @@ from scaling.rounds.backends.executors import slurm_parameters
 from scaling.rounds.environment import load_study_spec
 from tests.scaling.conftest import one_size_spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _relative_study(tmp_path: Path, data_dir: Path, **overrides) -> Path:

@@ -41,7 +41,7 @@ from scaling.state.stale import ACCEPT, StaleCode, settle_stale
 from scaling.state.status import study_status
 from tests.scaling.conftest import one_size_spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # two LRs an arm, the higher one best: judged, the search would add a round at each edge
 GRID = {"linear": {"30K": [1e-3, 3e-3]}, "gated": {"30K": [1e-3, 3e-3]}}
 SEARCH = {"max_rounds": 2, "scan_seeds": 1, "follow_neighbours": 0}

@@ -18,8 +18,7 @@ from scaling.spec.grid import cell_id, grid_points
 from scaling.spec.ladder import nominal_params, porian_lr
 from scaling.spec.loader import study_from_dict
 from scaling.spec.search.search_state import SearchState
-
-from .conftest import small_spec
+from tests.scaling.conftest import small_spec
 
 LAYERS = {"30K": 1, "60K": 2, "110K": 4, "220K": 8, "440K": 16}  # 12 L 48^2 = 27.6K L
 CURVE = 0.05  # loss at m x the optimum: CURVE ln(m)^2
@@ -149,7 +148,7 @@ def test_plan_prices_the_waves_at_their_worst_case():
     from scaling.costs.plan import plan_study
     from scaling.spec.loader import resolve
 
-    ladder = Path(__file__).parents[2] / "studies" / "ladder.yaml"
+    ladder = Path(__file__).parents[3] / "studies" / "ladder.yaml"
     from scaling.costs.wall import wall_estimate
 
     totals, lines, walls = {}, {}, {}

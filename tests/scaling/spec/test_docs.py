@@ -10,7 +10,7 @@ from typing import get_type_hints
 from foundation.config import field_docs
 from scaling.spec.study import Study
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "studies.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "studies.md"
 
 
 def _spec_table() -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The verdict's settings live in the study (`verdict.baseline`, `verdict.alpha`), checked at load,
 and `scaling run --baseline` replaces the baseline for the whole run or is refused where it would
 split the looks from the report. Nothing trains here (the end-to-end run with `--baseline` is
-tests/scaling/test_looks_e2e.py)."""
+tests/scaling/e2e/test_looks_e2e.py)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient
 from foundation import contract as C
 from tests.scaling.conftest import one_size_spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ENTRY = "my_gated:gated_query"
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from scaling.state.status import study_status
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import write_and_load
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GATED = "tests.variants.gated:gated_query"
 
 

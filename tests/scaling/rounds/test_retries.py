@@ -89,7 +89,7 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
 
 
 def _search_spec(tmp_path, data_dir, mlflow_server, **overrides) -> dict:
-    """The search of tests/scaling/test_refine_e2e.py on one seed, without retries."""
+    """The search of tests/scaling/e2e/test_refine_e2e.py on one seed, without retries."""
     return one_size_spec(
         data_dir,
         tmp_path / "study",

@@ -16,7 +16,7 @@ from analysis.stats.planning.seq_cost import expected_seeds
 from scaling.costs.plan import plan_study
 from scaling.spec.loader import read_study
 from tests.scaling.conftest import small_spec
-from tests.scaling.test_plan_seeds import _plan, close
+from tests.scaling.costs.test_plan_seeds import _plan, close
 
 NUMBER = r"([0-9][0-9,]*\.?[0-9]*(?:e[-+][0-9]+)?)"
 LINE = rf"cost vs naive: {NUMBER}× \(expected {NUMBER} CPU-h: .*; naive {NUMBER} CPU-h at equal "

@@ -14,7 +14,7 @@ from analysis.synthetic.studies import Effect, make_study
 from scaling.cli import app
 from tests.scaling.conftest import small_spec
 
-DEMO_RUNS = Path(__file__).parents[1] / "analysis" / "demo_runs.csv"
+DEMO_RUNS = Path(__file__).parents[2] / "analysis" / "demo_runs.csv"
 SEEDS = [0, 1, 2]
 
 

@@ -1,5 +1,5 @@
 """`lr.search.find_edge` end to end: real tiny models (30K, 8 steps), real MLflow, the local
-executor. Both arms start at LR 0.01 and 0.1, which train (tests/scaling/test_refine_e2e.py:
+executor. Both arms start at LR 0.01 and 0.1, which train (tests/scaling/e2e/test_refine_e2e.py:
 0.1 gives ~6.9 at 12 steps); the scan climbs one step (x30) to 3.0, where the loss runs away
 and the trainer ends the cell as diverged. The report's Stability section names 0.1 as each
 arm's largest stable LR."""

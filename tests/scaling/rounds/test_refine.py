@@ -21,8 +21,7 @@ from scaling.rounds.refine import decide_round
 from scaling.spec.grid import cell_id
 from scaling.spec.loader import study_from_dict
 from scaling.spec.search.search_state import SearchState, read_state, write_state
-
-from .conftest import small_spec
+from tests.scaling.conftest import small_spec
 
 TOKENS = 1e6
 

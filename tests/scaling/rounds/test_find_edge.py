@@ -66,8 +66,7 @@ def test_max_rounds_names_the_arm_whose_edge_was_not_found(tmp_path):
 
 def test_find_edge_with_token_branches_is_refused(tmp_path):
     from scaling.spec.loader import study_from_dict
-
-    from .conftest import small_spec
+    from tests.scaling.conftest import small_spec
 
     data = small_spec(
         tmp_path / "data",

@@ -1,0 +1,1 @@
+"""Whole studies end to end across the rooms: local, Slurm, LR search, looks, downstream tasks."""

@@ -1,0 +1,1 @@
+"""Tests of scaling.spec: the study spec, its checks and its expansion into cells."""

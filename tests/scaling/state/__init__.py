@@ -1,0 +1,1 @@
+"""Tests of scaling.state: the MLflow-backed state, the scheduler's records, stale code."""
