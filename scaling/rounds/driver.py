@@ -126,16 +126,6 @@ class StudyRun:
         self.last = result
         return result
 
-    def wait(
-        self,
-        callback: Callable[[Rows], None] | None = None,
-        timeout_s: float | None = None,
-        busy: Callable[[], bool] | None = None,
-        on_error: Callable[[Exception], None] | None = None,
-    ) -> Rows:
-        """Poll the grid until no cell is queued or running (`RoundWatcher.wait`)."""
-        return self.watcher.wait(callback, timeout_s, busy, on_error)
-
     def drive(
         self, wait: bool = True, retry_failed: bool = False, submit_first: bool = True
     ) -> Rows:
@@ -386,8 +376,8 @@ def wait_study(
     busy: Callable[[], bool] | None = None,
     on_error: Callable[[Exception], None] | None = None,
 ) -> Rows:
-    """Poll until no cell is queued or running (`StudyRun.wait`)."""
-    return StudyRun(study, poll_s=poll_s).wait(callback, timeout_s, busy, on_error)
+    """Poll until no cell is queued or running (`RoundWatcher.wait`)."""
+    return StudyRun(study, poll_s=poll_s).watcher.wait(callback, timeout_s, busy, on_error)
 
 
 def cancel_study(study: ResolvedStudy) -> Cancelled:
