@@ -49,16 +49,13 @@ _sent_forward: list[list[Any]] = []  # the first stage's send handles, one list 
 _pending: list[Any] = []  # every other send handle this rank posted since the last `finish`
 
 
-def _all_pipeline_groups(world_size: int, pipeline_parallel: int) -> list[list[int]]:
-    """Every pipeline group's global ranks, stage order, as megatron-core lays them out.
-
-    Its default order ``tp-cp-ep-dp-pp`` makes the pipeline rank the slowest-varying index, so
-    the group of rank r is r mod n, r mod n + n, ... with n = world size / stages. `setup`
-    checks this rank's group against megatron's, so a change of layout fails loudly.
-    """
-    stride = world_size // pipeline_parallel
-    stages = range(pipeline_parallel)
-    return [[first + stage * stride for stage in stages] for first in range(stride)]
+def _all_pipeline_groups(mine: list[int]) -> list[list[int]]:
+    """Every pipeline group's global ranks, stage order, as megatron-core made them: each rank
+    contributes its own group (a collective on the default group, once at set-up)."""
+    local = torch.tensor(mine, dtype=torch.int64)  # CPU: gloo serves it under any mapping
+    gathered = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, local)
+    return sorted({tuple(g.tolist()) for g in gathered})
 
 
 def setup() -> None:
@@ -75,12 +72,10 @@ def setup() -> None:
     if stages == 1 or _forward_group is not None:
         return
     mine = dist.get_process_group_ranks(parallel_state.get_pipeline_model_parallel_group())
-    groups = _all_pipeline_groups(dist.get_world_size(), stages)
-    assert mine in groups, f"megatron's pipeline group {mine} is not one of {groups}"
-    for ranks in groups:
-        forward, backward = dist.new_group(ranks), dist.new_group(ranks)
-        if ranks == mine:
-            _forward_group, _backward_group, _pipeline_ranks = forward, backward, ranks
+    for ranks in _all_pipeline_groups(mine):  # the same list, in the same order, on every rank
+        forward, backward = dist.new_group(list(ranks)), dist.new_group(list(ranks))
+        if list(ranks) == mine:
+            _forward_group, _backward_group, _pipeline_ranks = forward, backward, mine
 
 
 def reset() -> None:
