@@ -21,6 +21,7 @@ SIZES = tuple(float(x) for x in np.geomspace(1.2e6, 1e8, 5))
 SHARED_SD, RUN_SD = 0.006, 0.004
 GRID = (0.5, 1.0, 2.0)  # LR multiples of the optimum: brackets it
 LR_PENALTY = 0.02  # loss added at an LR m x the optimum: LR_PENALTY ln(m)^2
+ARMS = ("linear", "nonlinear")
 LossFn = Callable[[float, float], float]  # (N, D) -> loss
 
 
@@ -127,6 +128,24 @@ def noisy_study(
     arms = {"linear": chinchilla, "nonlinear": at_compute_multiplier(lambda c: k0)}
     rows = ladder(arms, rng_seed, num_seeds, noise=noise, sizes=sizes, lr_penalty=lr_penalty)
     return normalise(pd.DataFrame(rows), "synthetic study")
+
+
+def off_grid_study(
+    k0: float,
+    rng_seed: int,
+    num_seeds: int = 6,
+    lr_penalty: float = 0.08,
+    noise: Noise = Noise(),
+) -> pd.DataFrame:
+    """``noisy_study`` whose LR grids miss each arm's optimum: each arm's grid (0.5x/1x/2x) is
+    moved by its own factor 2^u, u uniform in (-1/2, 1/2) step (drawn once per study from a
+    third stream of ``rng_seed``), so the best grid LR sits up to half a step from the optimum
+    and the grid alone moves the gain by up to ``lr_penalty`` ln(2)^2 / 4 in either direction."""
+    u = np.random.default_rng([rng_seed, 3]).uniform(-0.5, 0.5, size=2)
+    grids = {arm: tuple(m * 2.0**x for m in GRID) for arm, x in zip(ARMS, u, strict=True)}
+    arms = {"linear": chinchilla, "nonlinear": at_compute_multiplier(lambda c: k0)}
+    rows = ladder(arms, rng_seed, num_seeds, grids=grids, noise=noise, lr_penalty=lr_penalty)
+    return normalise(pd.DataFrame(rows), "synthetic study, LR grids off the optimum")
 
 
 def true_gain_pct(k0: float, n: float) -> float:
