@@ -13,12 +13,12 @@ import pandas as pd
 from analysis.report.document import write_report
 from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
+from analysis.stats.axes.downstream import at_chosen_lrs, downstream_verdict
 from analysis.stats.core import analyse, check_inputs
-from analysis.stats.gains.downstream import at_chosen_lrs, downstream_verdict
+from analysis.stats.gains.levels import ALPHA
 from analysis.stats.inference import inference_summary
 from analysis.stats.looks.sequential import Design, data_seed, paired_top_seeds
 from analysis.stats.lr.stability import stability_verdict
-from analysis.stats.rules.verdict import ALPHA
 from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import log_to_parent
 

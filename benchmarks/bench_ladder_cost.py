@@ -8,7 +8,7 @@ What runs is the pipeline's own decision code: the LR search (`scaling.rounds.re
 decide_round`, with `lr.search.transfer: law`, i.e. `scaling.rounds.transfer` and
 `analysis.stats.lr.lr_law`, and `analysis.lr_frontier` for edges) driven round after round on a
 synthetic world, as `scaling run` drives it on MLflow runs; then the looks' seeds as
-`scaling plan` prices them (`analysis.stats.planning.seq_cost.simulate_sequential`: the verdict's
+`scaling plan` prices them (`analysis.stats.looks.seq_cost.simulate_sequential`: the verdict's
 binding top-size test at each look's spending level, `seeds: {start: 3, max: 10, step: 2}`).
 
 The world (assumptions, stated): each arm's true best LR is 1.3x Porian's law times an arm
@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.stats.looks.seq_cost import simulate_sequential
 from analysis.stats.looks.sequential import Design
 from analysis.stats.lr.frontier import lr_frontier
 from analysis.stats.planning.power import power_of
-from analysis.stats.planning.seq_cost import simulate_sequential
 from analysis.tables.runs import normalise
 from foundation.config import load_file
 from scaling.costs.plan import plan_study

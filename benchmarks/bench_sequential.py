@@ -18,7 +18,7 @@ sd in % of the loss per size from ``analysis.stats.planning.power.noise_from_sou
 its upper 80% bound as ``scaling plan`` does), carried to the ladder's sizes by
 ``sd_for_sizes`` (nearest size in log N).
 
-What is simulated (``analysis.stats.planning.seq_cost.simulate_sequential``, which ``scaling plan``
+What is simulated (``analysis.stats.looks.seq_cost.simulate_sequential``, which ``scaling plan``
 runs for its expected seed cost too): the verdict's binding test, Student's t on the top size's
 paired seeds (``analysis.stats.planning.power``; tests/analysis/stats/planning/test_power.py checks
 it predicts the verdict's own detection rate), one variant against the baseline. Sequential: at look
@@ -44,6 +44,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis.stats.gains.levels import TOP_WEIGHT
+from analysis.stats.looks.seq_cost import simulate_sequential
 from analysis.stats.looks.sequential import Design
 from analysis.stats.planning.power import (
     noise_from_source,
@@ -51,8 +53,6 @@ from analysis.stats.planning.power import (
     power_of,
     sd_for_sizes,
 )
-from analysis.stats.planning.seq_cost import simulate_sequential
-from analysis.stats.rules.levels import TOP_WEIGHT
 from analysis.tables.runs import normalise
 from scaling.costs.seeds import SeedCost
 

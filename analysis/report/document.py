@@ -20,8 +20,8 @@ from analysis.report.sections.looks import look_blocks, look_note
 from analysis.report.sections.lr_selection import lr_blocks
 from analysis.report.sections.stability import stability_blocks
 from analysis.report.sections.tokens import token_blocks
+from analysis.stats.gains.levels import ALPHA
 from analysis.stats.rules import verdict as verdicts
-from analysis.stats.rules.levels import ALPHA
 
 METHOD = (
     "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "

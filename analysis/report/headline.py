@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from analysis.report import fmt
-from analysis.stats.rules.levels import ALPHA
+from analysis.stats.gains.levels import ALPHA
 
 _CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
 

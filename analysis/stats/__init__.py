@@ -11,9 +11,15 @@ because it is pure statistics (no files, no MLflow) and the report's figures rea
 - ``variance``: seed noise (``noise``), cell losses per draw (``cells``), checks (``diagnose``).
 - ``lr``: the LR frontier (``frontier``), LR transfer by law (``lr_law``), ``stability``.
 - ``gains``: paired gains (``compare``), the gain test (``robust``), matched compute
-  (``matched``), ``intervals``, the token axis (``tokens``), downstream tasks (``downstream``).
-- ``rules``: error levels (``levels``), the verdict along N (``verdict``) and D (``verdict_d``),
-  the conditional verdict (``held``), verdict.json's side tables (``summary``).
-- ``looks``: sequential seeds: ``spending``, a look (``sequential``), its ``outcome``, ``replay``.
-- ``planning``: the power planner (``power``) and a sequential design's cost (``seq_cost``).
+  (``matched``), ``intervals``, the error levels with the bootstrap interval and p (``levels``).
+- ``planning``: the power planner (``power``).
+- ``rules``: the verdict along N (``verdict``) and D (``verdict_d``), the conditional verdict
+  (``held``), verdict.json's side tables (``summary``).
+- ``axes``: the verdict along other axes: token budgets (``tokens``), downstream tasks
+  (``downstream``).
+- ``looks``: sequential seeds: ``spending``, a look (``sequential``), its ``outcome``, ``replay``,
+  a sequential design's cost (``seq_cost``).
+
+Each room imports only the rooms before it (tests/test_imports.py): lr <- variance <- fits <-
+gains <- planning <- rules <- axes <- core <- looks; ``inference`` imports none of them.
 """

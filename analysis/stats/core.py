@@ -7,18 +7,18 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from analysis.stats.axes import tokens as token_axis
 from analysis.stats.fits.laws import LawFit, fit_arms, fit_k
 from analysis.stats.gains import intervals
 from analysis.stats.gains import matched as matching
-from analysis.stats.gains import tokens as token_axis
-from analysis.stats.gains.compare import Comparison, baseline_map, compare
+from analysis.stats.gains.compare import Comparison, baseline_map, compare, parse_baselines
+from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, global_p, holm_levels, size_weights
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.lr.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
 from analysis.stats.lr.optimum import brackets as lr_brackets
 from analysis.stats.rules import summary
 from analysis.stats.rules import verdict as rules
 from analysis.stats.rules.held import decide_held, lr_guards
-from analysis.stats.rules.levels import global_p, size_weights
 from analysis.stats.variance.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.stats.variance.diagnose import noise_diagnostics
 from analysis.stats.variance.noise import NoiseModel
@@ -39,14 +39,6 @@ class Analysis:
     # per variant: its p and decide_held's arguments but the level, to judge again at another
     # family-wise level without refitting (analysis.stats.looks.sequential.judge_at)
     decide_inputs: dict[str, tuple] = dataclasses.field(default_factory=dict)
-
-
-def parse_baselines(baseline: str) -> list[str]:
-    """``"linear"`` or ``"linear,linear_qknorm"`` (per size, the strongest of them)."""
-    names = [b.strip() for b in baseline.split(",") if b.strip()]
-    if not names:
-        raise ValueError("--baseline is empty; name the arm the others are judged by")
-    return names
 
 
 def check_inputs(
@@ -88,10 +80,10 @@ def _guards(comparison: Comparison, k_ok: bool, has_ci: bool, num_seeds: int) ->
     if len(comparison.curve) < rules.MIN_SIZES:
         guards.append(f"{len(comparison.curve)} sizes per arm; a trend needs >= {rules.MIN_SIZES}")
     if not has_ci:
-        guards.append(f"no CIs with {num_seeds} seed(s); >= {rules.MIN_SEEDS} needed")
-    elif comparison.top is not None and comparison.top.num_paired < rules.MIN_SEEDS:
+        guards.append(f"no CIs with {num_seeds} seed(s); >= {MIN_SEEDS} needed")
+    elif comparison.top is not None and comparison.top.num_paired < MIN_SEEDS:
         top = comparison.top
-        guards.append(f"{top.num_paired} paired seed(s) at {top.size}; >= {rules.MIN_SEEDS} needed")
+        guards.append(f"{top.num_paired} paired seed(s) at {top.size}; >= {MIN_SEEDS} needed")
     if not k_ok and len(comparison.curve) >= rules.MIN_SIZES:
         guards.append("k(C) could not be fitted")
     return guards
@@ -131,13 +123,13 @@ def analyse(
     seed: int = 0,
     detect_gain_pct: float = 0.5,
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
-    alpha: float = rules.ALPHA,
+    alpha: float = ALPHA,
 ) -> Analysis:
     """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
 
     The N verdict reads, per size, only the largest budget its baseline measured
-    (``analysis.stats.gains.tokens.n_axis_rows``); with several budgets per size the token axis is
-    judged too (``analysis.stats.gains.tokens.analyse_tokens``, verdict.json's ``tokens``).
+    (``analysis.stats.axes.tokens.n_axis_rows``); with several budgets per size the token axis is
+    judged too (``analysis.stats.axes.tokens.analyse_tokens``, verdict.json's ``tokens``).
     ``alpha``: the N verdict's family-wise level (5%; a sequential look's nominal level:
     ``analysis.stats.looks.sequential``)."""
     check_inputs(table, baseline, num_resamples, margin_pct)
@@ -177,7 +169,7 @@ def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) 
     num_draws = num_resamples if intervals.enough_seeds(int(usable["seed"].nunique())) else 0
     at_optimum = lr_brackets(table, frontiers)  # each arm at its LR optimum, not its grid LR
     groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers), at_optimum)
-    has_ci = groups.noise is not None and len(groups.seeds) >= rules.MIN_SEEDS and num_resamples > 0
+    has_ci = groups.noise is not None and len(groups.seeds) >= MIN_SEEDS and num_resamples > 0
     base_of = baseline_map(groups, baselines)
     return _Measured(
         table, every_budget, baselines, frontiers, usable, excluded, groups, num_draws, has_ci,
@@ -222,7 +214,7 @@ def _judge(
     groups, has_ci = data.groups, data.has_ci
     tests = {v: [GainTest.of(b, groups) for b in j.comparison.curve] for v, j in judged.items()}
     p_values = {v: _global_p(j.comparison, tests[v]) if has_ci else 1.0 for v, j in judged.items()}
-    levels = rules.holm_levels(p_values, alpha) if p_values else {}
+    levels = holm_levels(p_values, alpha) if p_values else {}
     frontier = {(f.variant, f.size, f.tokens): f for f in data.frontiers}
     rows, decide_inputs = [], {}
     for variant, one in judged.items():
@@ -273,7 +265,7 @@ def _verdict(
     num_resamples: int,
     detect_gain_pct: float,
     margin_pct: float,
-    alpha: float = rules.ALPHA,
+    alpha: float = ALPHA,
 ) -> dict:
     """verdict.json of the N axis: the study's counts, each variant's row, fits and noise."""
     info, groups, table = data.groups.info, data.groups, data.table
@@ -343,14 +335,14 @@ def _add_token_axis(verdict: dict, data: _Measured, along_d: token_axis.TokenAna
 
 def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
     """The variant's weighted-Bonferroni p of "no gain at any size"
-    (``analysis.stats.rules.levels``)."""
-    family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= rules.MIN_SEEDS]
+    (``analysis.stats.gains.levels``)."""
+    family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= MIN_SEEDS]
     if not family or family[-1] != len(comparison.curve) - 1:
         return 1.0
     return global_p([tests[i].p() for i in family], size_weights(len(family)))
 
 
-def _multiple(num_variants: int, alpha: float = rules.ALPHA) -> str:
+def _multiple(num_variants: int, alpha: float = ALPHA) -> str:
     """The multiple-comparisons sentence: its family-wise level first, then how it is split."""
     level = f"family-wise {100 * alpha:.3g}%"
     within = (

@@ -5,7 +5,7 @@ naive grid's at equal power.
 from the plan (`scaling.costs.seeds.point_hours`), `n` the smallest fixed seed count whose power
 at the study's margin (`analysis.stats.planning.power.power_of`: the verdict's top-size paired
 t-test) reaches the study's own there: for `seeds: {start, max, step}` the design's simulated power
-at a true gain equal to the margin (`analysis.stats.planning.seq_cost.expected_seeds`: the share of
+at a true gain equal to the margin (`analysis.stats.looks.seq_cost.expected_seeds`: the share of
 simulated studies that claim it), for a fixed seed list `power_of` on its seeds (so `n` is their
 count).
 
@@ -85,7 +85,7 @@ def naive_cost(study: ResolvedStudy, plan: Plan, sd: tuple[float, str]) -> Naive
     """The study against the naive grid at equal power; None for a study with neither
     `lr.search` nor `seeds: {start, max, step}` (it is a fixed grid already).
     `sd`: (the top size's paired sd in % of the loss, the size it was measured at)."""
-    from analysis.stats.planning.seq_cost import expected_seeds  # lazy: scipy's simulation
+    from analysis.stats.looks.seq_cost import expected_seeds  # lazy: scipy's simulation
 
     spec = study.spec
     if spec.lr.search is None and spec.seed_rounds is None:

@@ -7,7 +7,7 @@ Three figures, in the study's device-hours:
   LRs either side; the search's extra scan LRs are its own line of the plan);
 - maximum: `max` seeds at every size;
 - expected: the minimum plus the seeds the looks add on average, from a simulation of the
-  design's binding test (`analysis.stats.planning.seq_cost.expected_seeds`) at a true gain: while
+  design's binding test (`analysis.stats.looks.seq_cost.expected_seeds`) at a true gain: while
   the top gain's interval holds 0 only the top size gets seeds, so the other sizes keep `start`.
 
 A seed a look adds runs each arm once at its chosen LR (`scaling.rounds.looks`), so one more seed
@@ -159,7 +159,7 @@ def format_seed_cost(
     `sd`: (paired sd in % of the loss at the top size, the size it was measured at) from
     `--noise`; the expected figure is simulated at `target_gain` and at no gain. Without `sd`
     the lines say what the expected figure needs."""
-    from analysis.stats.planning.seq_cost import NUM_STUDIES, expected_seeds  # lazy: scipy
+    from analysis.stats.looks.seq_cost import NUM_STUDIES, expected_seeds  # lazy: scipy
 
     design = cost.design()
     looks = ", ".join(str(n) for n in design.planned_seeds())

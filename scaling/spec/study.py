@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from analysis.stats.rules.levels import ALPHA
+from analysis.stats.gains.levels import ALPHA
 from analysis.tables.spec import DEFAULT_BASELINE
 from data_prep.config import DataPrepConfig
 from foundation import contract
@@ -250,7 +250,7 @@ class VerdictSpec:
     nothing to judge, and is not checked. `scaling run --baseline`
     overrides it for the whole run, and is refused once a look was judged against another.
 
-    `alpha`: the family-wise level of every claim (`analysis.stats.rules.levels`); a sequential
+    `alpha`: the family-wise level of every claim (`analysis.stats.gains.levels`); a sequential
     study spends it over its looks.
     """
 

@@ -1,6 +1,6 @@
 """The report's "Downstream" section: per task, the gain in correct-answer bits per byte at each
 size and the task's word, from verdict.json's ``downstream`` only
-(``analysis.stats.gains.downstream``). Absent when no run logged a task."""
+(``analysis.stats.axes.downstream``). Absent when no run logged a task."""
 
 from __future__ import annotations
 

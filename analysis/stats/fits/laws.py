@@ -105,7 +105,7 @@ def _curve_points(groups: Groups, variant: str) -> np.ndarray:
 
 def fit_arms(groups: Groups) -> list[LawFit]:
     """L(N) and L(C) per arm on its largest budget per size (L(N, D), on every budget, is
-    ``analysis.stats.gains.tokens.fit_nd``: the N analysis sees one budget per size)."""
+    ``analysis.stats.axes.tokens.fit_nd``: the N analysis sees one budget per size)."""
     info = groups.info
     fits: list[LawFit] = []
     n, c = (info[k].to_numpy(float) for k in ("num_nonembedding_params", "flops"))

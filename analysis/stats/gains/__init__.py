@@ -1,1 +1,1 @@
-"""Gain tests: matched comparisons, the robust test, matched compute, intervals, D, downstream."""
+"""Gain tests: matched comparisons, the robust test, matched compute, intervals, error levels."""

@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from analysis.stats.gains.compare import Budget
-from analysis.stats.rules import verdict as rules
+from analysis.stats.gains.levels import ci, p_two_sided
 from analysis.stats.variance.cells import Groups
 
 POOLED, PAIRED = "pooled bootstrap", "paired-seed t"
@@ -80,7 +80,7 @@ class GainTest:
         """(the union of both intervals at ``1 - alpha``, the one that decided it): the source
         named is the one whose interval lies nearer 0 on the side the estimate lies on (the
         one that would keep 0 in, i.e. the larger p-value)."""
-        pooled, paired = rules.ci(self.draws, alpha), self.t_interval(alpha)
+        pooled, paired = ci(self.draws, alpha), self.t_interval(alpha)
         if pooled is None or paired is None:
             return None, None
         union = [min(pooled[0], paired[0]), max(pooled[1], paired[1])]
@@ -88,10 +88,10 @@ class GainTest:
 
     def p(self) -> float:
         """Two-sided p of "no gain": the larger of the two tests' (union-interval duality)."""
-        return max(rules.p_two_sided(self.draws), self.t_p())
+        return max(p_two_sided(self.draws), self.t_p())
 
     def decided_by(self) -> str:
-        return PAIRED if self.t_p() >= rules.p_two_sided(self.draws) else POOLED
+        return PAIRED if self.t_p() >= p_two_sided(self.draws) else POOLED
 
     def half_width_se(self) -> tuple[float, float]:
         """(standard error, df) of the test that decided: the scale a planner needs."""

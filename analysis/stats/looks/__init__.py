@@ -1,1 +1,1 @@
-"""Sequential seeds: alpha spending, a look's decision, the seeds it adds, a design's replay."""
+"""Sequential seeds: alpha spending, a look's decision, the seeds it adds, replay, its cost."""

@@ -44,12 +44,12 @@ import pandas as pd
 from scipy import stats
 
 from analysis.stats.core import Analysis, analyse
+from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, holm_levels
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.looks.outcome import added_cells, top_gains
 from analysis.stats.looks.spending import Boundary, spending_boundaries
 from analysis.stats.rules import verdict as rules
 from analysis.stats.rules.held import decide_held
-from analysis.stats.rules.levels import ALPHA
 
 DECIDED = ("persists", "grows", "fades", "hurts", "none")  # a look stops on these
 CLAIMS = ("persists", "grows", "fades", "helps", "hurts")
@@ -66,9 +66,9 @@ class Design:
     alpha: float = ALPHA  # the study's verdict.alpha
 
     def __post_init__(self) -> None:
-        if self.start < rules.MIN_SEEDS:
+        if self.start < MIN_SEEDS:
             raise ValueError(
-                f"seeds.start {self.start}: a look needs >= {rules.MIN_SEEDS} paired seeds for an "
+                f"seeds.start {self.start}: a look needs >= {MIN_SEEDS} paired seeds for an "
                 "interval"
             )
         if self.max < self.start:
@@ -157,7 +157,7 @@ def judge_at(result: Analysis, alpha: float) -> dict[str, dict]:
     (Holm across variants, then ``decide_held``), on the analysis's own tests and fits, so one
     analysis can be judged at a look's level and at 5% without refitting."""
     inputs = result.decide_inputs
-    levels = rules.holm_levels({v: x[0] for v, x in inputs.items()}, alpha) if inputs else {}
+    levels = holm_levels({v: x[0] for v, x in inputs.items()}, alpha) if inputs else {}
     margin = float(result.verdict["margin_pct"])
     out = {}
     for variant, (_p, (comp, tests, gamma, k0), (guards, lr, flops)) in inputs.items():
@@ -184,7 +184,7 @@ def analyse_look(
     design: Design,
     baseline: str,
     num_resamples: int = 1000,
-    alpha: float = rules.ALPHA,
+    alpha: float = ALPHA,
 ) -> Analysis:
     """The analysis a look reads: the bootstrap seeded from the data, the design's margin."""
     return analyse(
@@ -235,7 +235,7 @@ def decide_look(
     z = bound.z if level is None else float(stats.norm.isf(level / 2))
     args = (look, frac, n_top, z, alpha_k, word, verdicts)
     defects = {v: d for v, d in decisions.items() if d["verdict"] == "inconclusive"}
-    if defects and n_top >= rules.MIN_SEEDS:
+    if defects and n_top >= MIN_SEEDS:
         why = "; ".join(f"{v}: {d['reason']}" for v, d in defects.items())
         reason = (
             f"{at}: inconclusive for a design defect ({why}); more seeds do not bracket an LR, "

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import optimize, stats
 
-from analysis.stats.rules.levels import ALPHA
+from analysis.stats.gains.levels import ALPHA
 
 _GRID = 1001  # Simpson points over each look's continuation interval (odd)
 

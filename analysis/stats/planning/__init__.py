@@ -1,1 +1,1 @@
-"""Planning seeds: the power planner and what a sequential design costs."""
+"""Planning seeds: the power planner (the smallest gain a design detects, the seeds it needs)."""

@@ -4,7 +4,7 @@ verdict's "undetected" reason: all three describe the verdict's own top-size tes
 
 That test (``analysis.stats.gains.robust``) rejects "no gain" when both the pooled bootstrap
 interval and Student's t on the top size's paired seeds exclude 0, at the level the family-wise
-procedure starts the top size at (``analysis.stats.rules.levels.TOP_ALPHA``, 4%). With few seeds the
+procedure starts the top size at (``analysis.stats.gains.levels.TOP_ALPHA``, 4%). With few seeds the
 paired t interval is the wider one, so the verdict's power is that of a paired t-test on ``n``
 seeds, two-sided at 4%, of the paired difference ``baseline - variant`` with sd ``sigma`` (% of the
 baseline's loss). Its t statistic follows a noncentral t with ``n - 1`` df and noncentrality
@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from analysis.stats.gains.levels import TOP_ALPHA  # the verdict's top-size level
 from analysis.stats.lr.frontier import lr_frontier
-from analysis.stats.rules.levels import TOP_ALPHA  # the verdict's top-size level
 from analysis.stats.variance.cells import build_groups, selected_lrs, usable_cells
 from analysis.tables.mlflow_io import load_study_runs
 from analysis.tables.runs import load_csv

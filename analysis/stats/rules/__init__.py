@@ -1,1 +1,1 @@
-"""The verdict rules: error levels, the rule along N and D, the conditional verdict, side tables."""
+"""The verdict rules: the rule along N and D, the conditional verdict, verdict.json's tables."""

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.stats.gains.compare import Comparison
+from analysis.stats.gains.levels import ALPHA
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.lr.frontier import LRFrontier, unbracketed_summary
 from analysis.stats.rules import verdict as rules
@@ -39,7 +40,7 @@ def conditional(
     level: float | None,
     other_guards: list[str],
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
-    alpha: float = rules.ALPHA,
+    alpha: float = ALPHA,
 ) -> dict | None:
     """The decision with the LR guard lifted (``verdict`` and ``reason``), or None when another
     guard would still leave it inconclusive (then the condition changes nothing)."""
@@ -76,7 +77,7 @@ def decide_held(
     lr_guard: list[str],
     flops_guard: list[str],
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
-    alpha: float = rules.ALPHA,
+    alpha: float = ALPHA,
 ) -> dict:
     """``analysis.stats.rules.verdict.apply_rule`` on every guard, plus ``conditional_verdict`` and
     ``conditional_assumes`` (None unless a held guard alone kept it from a claim); the

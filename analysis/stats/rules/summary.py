@@ -6,6 +6,7 @@ import numpy as np
 
 from analysis.stats.fits.laws import LawFit
 from analysis.stats.gains.compare import Comparison
+from analysis.stats.gains.levels import ALPHA, MIN_SEEDS
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.planning.power import paired_sd_pct, power_table, sd_upper
 from analysis.stats.rules import verdict as rules
@@ -60,7 +61,7 @@ def gains_table(comparison: Comparison, groups: Groups, has_ci: bool) -> list[di
     info = groups.info
     rows = []
     for b in comparison.budgets:
-        ok = has_ci and b.num_paired >= rules.MIN_SEEDS
+        ok = has_ci and b.num_paired >= MIN_SEEDS
         rows.append(
             {
                 "size": b.size,
@@ -82,7 +83,7 @@ def _robust_pct(budget, groups: Groups, ok: bool) -> dict:
     seeds' t interval (``analysis.stats.gains.robust``), and which of them decided."""
     out = rules.stat(budget.gain_pct, False)
     if ok:
-        out["ci95"], out["decided_by"] = GainTest.of(budget, groups).interval(rules.ALPHA)
+        out["ci95"], out["decided_by"] = GainTest.of(budget, groups).interval(ALPHA)
     return out
 
 

@@ -4,7 +4,7 @@ k0 and gamma intervals are percentile intervals over the parametric-bootstrap dr
 ``analysis.stats.variance.noise`` (seed noise as two fitted components, small-sample t inflation); a
 gain's interval is the wider of that and the paired seeds' t interval
 (``analysis.stats.gains.robust``), and every claim needs a rejection in the variant's weighted Holm
-family (``analysis.stats.rules.levels``). An interval is given only when it can mean something: at
+family (``analysis.stats.gains.levels``). An interval is given only when it can mean something: at
 least three seeds (three *paired* seeds for a per-size gain) and a fit on at least half of the
 draws; otherwise it is ``None`` and the report says "not available", never a made-up interval.
 """
@@ -17,11 +17,10 @@ import numpy as np
 
 from analysis.stats.fits.laws import LawFit
 from analysis.stats.gains.compare import Comparison
+from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, ci, size_weights, weighted_holm
 from analysis.stats.planning.power import mde, seeds_to_resolve
-from analysis.stats.rules.levels import ALPHA, size_weights, weighted_holm
 
 MIN_SIZES = 4  # a trend (gamma) from fewer sizes per arm is not judged
-MIN_SEEDS = 3  # fewer seeds cannot estimate a spread worth an interval
 FAR_EXTRAPOLATION = 100.0  # beyond this many times the largest measured compute: say so
 
 GAMMA_PIN = math.log10(1.25)  # |gamma| <= this: k changes by at most 1.25x per decade of C
@@ -58,39 +57,6 @@ Extrapolation never makes a claim: k(C) = k0 (C/c_ref)^gamma only judges the tre
 named scales are shown with how far they lie beyond the measured compute. gamma = 0 is a
 constant compute multiplier, which still means an absolute loss gap that shrinks as the loss
 approaches its floor E."""
-
-
-def ci(samples: np.ndarray, alpha: float = ALPHA) -> list[float] | None:
-    """Central ``1 - alpha`` percentile interval of the finite draws, or None with too few."""
-    s = samples[np.isfinite(samples)]
-    if samples.size == 0 or s.size < max(10, 0.5 * samples.size):
-        return None
-    lo, hi = np.percentile(s, [50 * alpha, 100 - 50 * alpha])
-    return [float(lo), float(hi)]
-
-
-def p_two_sided(samples: np.ndarray) -> float:
-    """Bootstrap p-value of "= 0": twice the share of draws on the far side of 0 (at least
-    1/(B+1)); ``ci(samples, a)`` excludes 0 exactly when this is below ``a``."""
-    s = samples[np.isfinite(samples)]
-    if s.size == 0:
-        return 1.0
-    side = min(np.mean(s <= 0), np.mean(s >= 0))
-    return float(min(1.0, max(2 * side, 1.0 / (s.size + 1))))
-
-
-def holm_levels(p_values: dict[str, float], alpha: float = ALPHA) -> dict[str, float | None]:
-    """Holm (1979) step-down: the i-th smallest p is tested at ``alpha / (m - i)``; once one
-    is not rejected, every later one is not (level None = not significant whatever its CI)."""
-    order = sorted(p_values, key=p_values.get)
-    levels: dict[str, float | None] = {}
-    stopped = False
-    for i, name in enumerate(order):
-        level = alpha / (len(order) - i)
-        levels[name] = None if stopped else level
-        if not stopped and p_values[name] >= level:
-            stopped = True
-    return levels
 
 
 def _num(x: float) -> float | None:

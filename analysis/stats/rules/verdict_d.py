@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, ci
 from analysis.stats.rules import verdict as rules
 
 MIN_BUDGETS = 3  # a trend along D from fewer matched budgets at every size is not judged
@@ -51,7 +52,7 @@ def top_point(points: list):
 
 
 def guards(points: list, top) -> list[str]:
-    """Rule 1's sentences, except the LR guard (``analysis.stats.gains.tokens.token_lr_guards``)."""
+    """Rule 1's sentences, except the LR guard (``analysis.stats.axes.tokens.token_lr_guards``)."""
     counts: dict[str, int] = {}
     for p in points:
         counts[p.budget.size] = counts.get(p.budget.size, 0) + 1
@@ -62,10 +63,10 @@ def guards(points: list, top) -> list[str]:
             f"{most} budget(s) both arms measured at any one size; a trend along D needs "
             f">= {MIN_BUDGETS}"
         )
-    if top is not None and top.budget.num_paired < rules.MIN_SEEDS:
+    if top is not None and top.budget.num_paired < MIN_SEEDS:
         out.append(
             f"{top.budget.num_paired} paired seed(s) at {top.budget.size} "
-            f"@{top.budget.tokens:.3g} tokens; >= {rules.MIN_SEEDS} needed"
+            f"@{top.budget.tokens:.3g} tokens; >= {MIN_SEEDS} needed"
         )
     return out
 
@@ -78,19 +79,19 @@ def _gain_clause(p, interval: list[float]) -> str:
 def apply_rule_d(
     points: list, top, slope: np.ndarray, level: float | None, guards: list[str]
 ) -> dict:
-    """Apply RULE_D. ``slope [B+1]`` (``analysis.stats.gains.tokens.slope``); ``level`` the Holm
+    """Apply RULE_D. ``slope [B+1]`` (``analysis.stats.axes.tokens.slope``); ``level`` the Holm
     level (None = the step-down stopped before this variant); ``guards`` failed guards
     (sentences)."""
     out: dict = {"level": level, "top_gain": None, "slope": None}
-    alpha = level or rules.ALPHA
+    alpha = level or ALPHA
     if top is not None and top.has_ci:
-        interval = rules.ci(top.budget.gain_loss[1:], alpha)
+        interval = ci(top.budget.gain_loss[1:], alpha)
         if interval is not None:
             b = top.budget
             out["top_gain"] = {"size": b.size, "tokens": b.tokens, "ci": interval}
             out["top_gain"].update(value=float(b.gain_loss[0]), pct=float(b.gain_pct[0]))
     if slope.shape[0] > 1 and np.isfinite(slope[0]):
-        interval = rules.ci(slope[1:], alpha)
+        interval = ci(slope[1:], alpha)
         if interval is not None:
             out["slope"] = {"value": float(slope[0]), "ci": interval}
     if not guards and out["top_gain"] is None:
@@ -108,7 +109,7 @@ def apply_rule_d(
         return {**out, "verdict": "grows", "reason": f"{t_clause}; {s_clause}"}
     if rules.sign(s["ci"]) < 0 and level is not None:
         for p in axis_points(points):
-            interval = rules.ci(p.budget.gain_loss[1:], level) if p.has_ci else None
+            interval = ci(p.budget.gain_loss[1:], level) if p.has_ci else None
             if rules.sign(interval) > 0:
                 reason = f"{s_clause}; {_gain_clause(p, interval)}"
                 return {**out, "verdict": "fades", "reason": reason}

@@ -9,10 +9,10 @@ import pytest
 from scipy import stats
 
 from analysis.stats.core import analyse
+from analysis.stats.gains import levels
 from analysis.stats.gains.compare import Budget, Comparison
 from analysis.stats.gains.robust import PAIRED, GainTest
 from analysis.stats.lr.frontier import lr_frontier
-from analysis.stats.rules import levels
 from analysis.stats.rules.verdict import apply_rule
 from analysis.stats.variance import noise
 from analysis.stats.variance.cells import build_groups, selected_lrs, usable_cells

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import yaml
 
+from analysis.stats.looks.seq_cost import expected_seeds
 from analysis.stats.looks.sequential import Design
 from analysis.stats.planning.power import power_of
-from analysis.stats.planning.seq_cost import expected_seeds
 from scaling.costs.plan import plan_study
 from scaling.spec.loader import read_study
 from tests.scaling.conftest import small_spec

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from analysis.stats.planning.seq_cost import expected_seeds
+from analysis.stats.looks.seq_cost import expected_seeds
 from scaling.cli import app
 from scaling.costs.plan import plan_study
 from scaling.spec.loader import read_study

@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from analysis.stats.planning import seq_cost
+from analysis.stats.looks import seq_cost
 from scaling.rounds import refine
 
 BENCH = Path(__file__).parents[3] / "benchmarks" / "bench_ladder_cost.py"

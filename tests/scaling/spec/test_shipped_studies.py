@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from analysis.stats.rules.verdict import MIN_SEEDS, MIN_SIZES
+from analysis.stats.gains.levels import MIN_SEEDS
+from analysis.stats.rules.verdict import MIN_SIZES
 from scaling.costs.lr_search import search_cost
 from scaling.costs.plan import plan_study
 from scaling.rounds.environment import load_study_spec

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from analysis.stats.gains.levels import TOP_WEIGHT
 from analysis.stats.looks.sequential import Design
-from analysis.stats.rules.levels import TOP_WEIGHT
 
 __all__ = ["SeedOutcome", "simulate_sequential", "expected_seeds", "NUM_STUDIES"]
 

@@ -1,4 +1,4 @@
-"""The per-task downstream verdict (analysis.stats.gains.downstream) on synthetic tasks with known
+"""The per-task downstream verdict (analysis.stats.axes.downstream) on synthetic tasks with known
 gains, t(3) seed noise (heavy tails the parametric bootstrap's normal model does not assume).
 
 Family-wise error: each study has 10 null tasks (no true difference) at 2 sizes, 5 seeds; a study
@@ -22,7 +22,7 @@ import numpy as np
 from scipy import stats
 
 from analysis.api import run_analysis
-from analysis.stats.gains.downstream import downstream_verdict
+from analysis.stats.axes.downstream import downstream_verdict
 from analysis.synthetic.downstream import task_study
 
 NUM_STUDIES = int(os.environ.get("SCALING_DOWNSTREAM_STUDIES", "60"))

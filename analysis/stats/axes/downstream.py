@@ -7,10 +7,10 @@ runs are the loss verdict's usable runs at each arm's chosen LR (``at_chosen_lrs
 chosen on the loss once, never on a task.
 
 Family-wise: per (task, variant) the per-size tests are one weighted Holm family
-(``analysis.stats.rules.levels``, the top size 80% of the weight) whose weighted-Bonferroni p enters
+(``analysis.stats.gains.levels``, the top size 80% of the weight) whose weighted-Bonferroni p enters
 Holm's step-down over every (task, variant); that sets each one's level. On tasks with no true
 difference the chance that any task claims a gain or a loss is then at most ``alpha``
-(tests/analysis/stats/gains/test_downstream.py measures it under t(3) seed noise).
+(tests/analysis/stats/axes/test_downstream.py measures it under t(3) seed noise).
 
 Words, from the top size's interval: ``helps`` / ``hurts`` (rejected "no gain", gain > 0 / < 0),
 ``none`` (the interval within +-margin), ``undetected`` (not resolved), ``inconclusive`` (fewer
@@ -23,12 +23,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.stats.core import parse_baselines
 from analysis.stats.gains import intervals
-from analysis.stats.gains.compare import baseline_map, compare
+from analysis.stats.gains.compare import baseline_map, compare, parse_baselines
+from analysis.stats.gains.levels import (
+    ALPHA,
+    MIN_SEEDS,
+    global_p,
+    holm_levels,
+    size_weights,
+    weighted_holm,
+)
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.rules import verdict as rules
-from analysis.stats.rules.levels import global_p, size_weights, weighted_holm
 from analysis.stats.variance.cells import build_groups
 from analysis.tables.runs import is_eval_column
 from foundation import contract
@@ -65,7 +71,7 @@ def downstream_verdict(
     num_resamples: int = 1000,
     seed: int = 0,
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
-    alpha: float = rules.ALPHA,
+    alpha: float = ALPHA,
 ) -> dict | None:
     """verdict.json's ``downstream`` for runs with one LR per (variant, size, tokens), or None
     when no run logged a task. ``tasks: {task: {variant: row}}``; a row holds ``verdict``,
@@ -80,7 +86,7 @@ def downstream_verdict(
         for variant, tests in _task_tests(runs, task, baselines, num_resamples, seed).items():
             measured[(task, variant)] = tests
     p_values = {key: _family_p(curve, tests) for key, (curve, tests) in measured.items()}
-    levels = rules.holm_levels(p_values, alpha) if p_values else {}
+    levels = holm_levels(p_values, alpha) if p_values else {}
     out: dict = {}
     for (task, variant), (curve, tests) in measured.items():
         row = _judge(curve, tests, levels.get((task, variant)), margin_pct, alpha)
@@ -116,7 +122,7 @@ def _task_tests(
 
 def _family(curve: list) -> list[int]:
     """Sizes in the per-size family: at least 3 paired seeds, and only if the top size has."""
-    family = [i for i, b in enumerate(curve) if b.num_paired >= rules.MIN_SEEDS]
+    family = [i for i, b in enumerate(curve) if b.num_paired >= MIN_SEEDS]
     return family if family and family[-1] == len(curve) - 1 else []
 
 
@@ -147,7 +153,7 @@ def _judge(
         }
     row = {"level": level, "gain_pct_by_size": by_size, "interval": None}
     if not family:
-        reason = f"fewer than {rules.MIN_SEEDS} paired seeds at the top size: no interval"
+        reason = f"fewer than {MIN_SEEDS} paired seeds at the top size: no interval"
         return {**row, "verdict": "inconclusive", "reason": reason}
     top = by_size[curve[-1].size]
     row["interval"] = top["ci"]

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from analysis.report import fmt
+from analysis.stats.axes import tokens as token_axis
 from analysis.stats.core import analyse
-from analysis.stats.gains import tokens as token_axis
 from analysis.stats.rules.verdict_d import RULE_D
 from analysis.synthetic.studies import ArmLaw, make_nd_study, true_gain
 

@@ -30,6 +30,7 @@ import pandas as pd
 from analysis.stats.fits import fit
 from analysis.stats.fits.laws import LawFit, fit_across_resamples
 from analysis.stats.gains.compare import Budget, baseline_map, compare
+from analysis.stats.gains.levels import MIN_SEEDS, holm_levels, p_two_sided
 from analysis.stats.lr.frontier import LRFrontier, lr_frontier, unbracketed_summary
 from analysis.stats.rules import verdict as verdicts
 from analysis.stats.rules import verdict_d
@@ -114,11 +115,7 @@ def build_slices(table: pd.DataFrame, num_resamples: int, seed: int) -> list[Sli
             continue
         chosen = selected_lrs(part, frontiers)
         groups = build_groups(usable, num_resamples, seed + int(rank), chosen)
-        has_ci = (
-            groups.noise is not None
-            and len(groups.seeds) >= verdicts.MIN_SEEDS
-            and num_resamples > 0
-        )
+        has_ci = groups.noise is not None and len(groups.seeds) >= MIN_SEEDS and num_resamples > 0
         frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
         out.append(Slice(int(rank), groups, frontier, has_ci, len(usable)))
     return out
@@ -133,7 +130,7 @@ def matched_points(slices: list[Slice], baselines: list[str], variant: str) -> l
         base_of = baseline_map(sl.groups, baselines)
         for b in compare(sl.groups, base_of, variant).budgets:
             n = float(sl.groups.info.at[b.base, "num_nonembedding_params"])
-            points.append(Point(b, sl.rank, n, sl.has_ci and b.num_paired >= verdicts.MIN_SEEDS))
+            points.append(Point(b, sl.rank, n, sl.has_ci and b.num_paired >= MIN_SEEDS))
     return sorted(points, key=lambda p: (p.n_params, p.budget.tokens))
 
 
@@ -256,10 +253,10 @@ def analyse_tokens(
         points = matched_points(slices, baselines, variant)
         judged[variant] = (points, verdict_d.top_point(points))
     p_values = {
-        v: verdicts.p_two_sided(top.budget.gain_loss[1:]) if top is not None and top.has_ci else 1.0
+        v: p_two_sided(top.budget.gain_loss[1:]) if top is not None and top.has_ci else 1.0
         for v, (_, top) in judged.items()
     }
-    levels = verdicts.holm_levels(p_values) if p_values else {}
+    levels = holm_levels(p_values) if p_values else {}
     rows = []
     for variant, (points, top) in judged.items():
         guards = verdict_d.guards(points, top) + token_lr_guards(

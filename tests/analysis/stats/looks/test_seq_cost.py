@@ -1,4 +1,4 @@
-"""analysis.stats.planning.seq_cost: the sequential design's expected seeds, by simulation of its
+"""analysis.stats.looks.seq_cost: the sequential design's expected seeds, by simulation of its
 binding test (the simulation bench_sequential runs and `scaling plan` prints)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.stats.looks import seq_cost
 from analysis.stats.looks.sequential import Design
-from analysis.stats.planning import seq_cost
 
 BENCH = Path(__file__).parents[4] / "benchmarks" / "bench_sequential.py"
 

@@ -1,0 +1,1 @@
+"""The verdict along other axes: token budgets (``tokens``), downstream tasks (``downstream``)."""
