@@ -50,11 +50,11 @@ from analysis.stats.planning.power import power_of
 from analysis.tables.runs import normalise
 from foundation.config import load_file
 from scaling.costs.plan import plan_study
+from scaling.records.search_state import SearchState
 from scaling.rounds.refine import decide_round
 from scaling.spec.grid import cell_id, grid_points
 from scaling.spec.ladder import nominal_params, porian_lr
 from scaling.spec.loader import resolve, study_from_dict
-from scaling.spec.search.search_state import SearchState
 
 ROOT = Path(__file__).resolve().parents[1]
 LADDER = ROOT / "studies" / "ladder.yaml"

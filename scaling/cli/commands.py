@@ -96,9 +96,9 @@ def _say_if_no_store(spec) -> None:
 @contextlib.contextmanager
 def _one_driver(spec) -> Iterator[None]:
     """Refuse at once (one line, exit 2) if another process drives this study
-    (`scaling.cli.driver_lock`)."""
+    (`scaling.records.driver_lock`)."""
     from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
-    from scaling.cli.driver_lock import acquire, release  # lazy: `scaling --help` stays fast
+    from scaling.records.driver_lock import acquire, release  # lazy: `scaling --help` stays fast
 
     try:
         path = acquire(spec.folder)
@@ -207,7 +207,7 @@ def _status_table(spec, rows=None, show_all: bool = False) -> None:
 
     for line in look_lines(spec):  # sequential seeds: the latest look and why it goes on
         typer.echo(line)
-    from scaling.state.cancel_mark import cancel_line, read_cancel_mark  # lazy, as above
+    from scaling.records.cancel_mark import cancel_line, read_cancel_mark  # lazy, as above
 
     mark = read_cancel_mark(spec.folder)
     if mark is not None:

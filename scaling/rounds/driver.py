@@ -20,6 +20,13 @@ from dataclasses import dataclass
 from foundation import contract
 from jobs import load_run_config
 from jobs.telemetry.upload import upload_spool
+from scaling.records.cancel_mark import (
+    cancel_line,
+    clear_cancel_mark,
+    mark_cancelled,
+    read_cancel_mark,
+)
+from scaling.records.job_records import JobRecord, read_records
 from scaling.rounds.backends.executors import Executor, executor_for
 from scaling.rounds.looks import look_due, take_look
 from scaling.rounds.refine import advance, search_over
@@ -27,14 +34,8 @@ from scaling.rounds.reupload import reupload_results
 from scaling.rounds.submission import Submitted, submit_due
 from scaling.rounds.watcher import POLL_S, RoundWatcher, Rows, View
 from scaling.spec.grid import Cell
+from scaling.spec.loader import looks_over
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search.look_state import looks_over
-from scaling.state.cancel_mark import (
-    cancel_line,
-    clear_cancel_mark,
-    mark_cancelled,
-    read_cancel_mark,
-)
 from scaling.state.mlflow_state import (
     cell_runs,
     client_for,
@@ -43,7 +44,6 @@ from scaling.state.mlflow_state import (
     parent_run_state,
     parent_status,
 )
-from scaling.state.scheduler import JobRecord, read_records
 from scaling.state.stale import StaleChoice, stop_if_stale
 from scaling.state.store_check import StoreLost
 from scaling.state.tracking_refusal import TrackingRefused
@@ -206,7 +206,7 @@ class StudyRun:
         end_parent_run(self.study, parent_status([r.state for r in rows]))
 
     def cancelled(self) -> dict | None:
-        """The mark `scaling cancel` left (`scaling.state.cancel_mark`), said once; None if the
+        """The mark `scaling cancel` left (`scaling.records.cancel_mark`), said once; None if the
         study was not cancelled."""
         mark = read_cancel_mark(self.study.folder)
         if mark is not None and not self._said_cancelled:

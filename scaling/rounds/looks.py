@@ -6,7 +6,7 @@ finished runs at the look's nominal level (O'Brien-Fleming-type spending) and sa
 which sizes get `step` more seeds. Those seeds run at each arm's chosen LR (the LR frontier's
 best on all its seeds so far), numbered on from the highest seed run at that size.
 
-State: `<study folder>/looks.json` (`scaling.spec.search.look_state`), written atomically
+State: `<study folder>/looks.json` (`scaling.records.look_state`), written atomically
 *before* the
 look's seeds are submitted; `scaling.spec.loader.resolve` expands it into cells. A look in the
 file is never judged again, so a crash between looks recomputes the same decision from MLflow
@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from foundation import contract
+from scaling.records.look_state import read_looks, write_looks
 from scaling.rounds.refine import scan_table, search_over
-from scaling.spec.loader import resolve
+from scaling.spec.loader import looks_over, resolve
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search.look_state import looks_over, read_looks, write_looks
 from scaling.state.mlflow_state import cell_runs, client_for, find_parent_run
 from scaling.state.stale import stop_if_stale
 from scaling.state.status import StatusRow

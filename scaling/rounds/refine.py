@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 
 from foundation import contract
 from foundation.studypaths import missing_store
+from scaling.records.search_state import AddedLR, SearchState, read_state, write_state
 from scaling.rounds import transfer
 from scaling.spec.grid import cell_id
 from scaling.spec.loader import resolve
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search.search_state import AddedLR, SearchState, read_state, write_state
 from scaling.spec.study import Study
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun

@@ -15,13 +15,13 @@ from pathlib import Path
 from analysis.tables.digests import MixedCode
 from foundation import contract
 from foundation.process.quiet import verbose
+from scaling.records.look_state import looks_summary
+from scaling.records.search_state import SearchState, read_state
 from scaling.rounds.driver import StudyRun, View
 from scaling.rounds.looks import judged_against
 from scaling.rounds.submission import fail_parent_run, prepare_study_data, study_parent_run_id
 from scaling.spec.loader import resolve
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search.look_state import looks_summary
-from scaling.spec.search.search_state import SearchState, read_state
 from scaling.state.status import StatusRow, study_status
 
 __all__ = ["RunOutcome", "run_study", "interrupted_line", "analyze_study"]

@@ -20,6 +20,7 @@ from typing import Any
 from data_prep import prepare
 from data_prep.manifest import MANIFEST_NAME
 from foundation import contract
+from scaling.records.job_records import JobRecord, read_records, write_records
 from scaling.rounds.backends.executors import Executor
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
@@ -32,7 +33,7 @@ from scaling.state.mlflow_state import (
     find_parent_run,
 )
 from scaling.state.run_cache import CellRun
-from scaling.state.scheduler import QUEUED, JobRecord, live_jobs, read_records, write_records
+from scaling.state.scheduler import QUEUED, live_jobs
 from scaling.state.stale import StaleChoice, settle_stale
 from scaling.state.status import cell_state, gave_up_note, submitit_folder
 

@@ -23,10 +23,10 @@ import numpy as np
 from analysis.stats.lr.frontier import LRFrontier, fmt_lr
 from analysis.stats.lr.lr_law import ArmPlan, plan_arm
 from foundation import contract
+from scaling.records.search_state import AddedLR, SearchState
 from scaling.spec.branches import budgets
 from scaling.spec.grid import learning_rates
 from scaling.spec.ladder import nominal_params, resolve_arm
-from scaling.spec.search.search_state import AddedLR, SearchState
 from scaling.spec.study import Study
 
 __all__ = ["is_on", "law_held", "rounds_since_wave", "next_wave", "broken_laws"]

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from foundation import contract
+from scaling.records.look_state import read_looks
+from scaling.records.search_state import read_state
 from scaling.rounds.backends.executors import Executor
 from scaling.rounds.progress import CellTimeModel, Progress, Reporter, SearchOutlook
 from scaling.rounds.refine import search_over
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search.look_state import read_looks
-from scaling.spec.search.search_state import read_state
 from scaling.state.status import StatusRow, study_status
 from scaling.state.store_check import StoreLost, StoreWatch
 from scaling.state.tracking_refusal import (

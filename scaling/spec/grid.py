@@ -253,7 +253,7 @@ def expand_cells(
     """Every cell of the grid (sizes × variants × seeds × LRs), in a stable order.
 
     `added`: (size, variant, seed, lr, round) of cells LR-search rounds added
-    (`scaling.spec.search.search_state.added_points`), appended after the starting grid through
+    (`scaling.spec.loader.added_points`), appended after the starting grid through
     the same
     path. Raises one ConfigError listing every problem, each once, named by the study field:
     resolved run configs that are invalid (e.g. TP does not divide a size's heads) and cells that

@@ -4,6 +4,10 @@ Three layers of checks, all before anything is written or submitted: the spec's 
 (`Study.validate`), every resolved run config (`expand_cells`), and what lies outside the file
 (dataset on disk, MLflow server reachable, Slurm controller reachable). Each layer reports all
 its problems at once. A study that loads is a `ResolvedStudy` whose cells can all be submitted.
+
+Its cells are the starting grid's, then those the LR search's rounds and the looks added
+(`added_points`, `added_look_points`: read from their state files, `scaling.records.search_state`
+and `scaling.records.look_state`); `looks_over` says whether the looks' file ended the study.
 """
 
 from __future__ import annotations
@@ -20,13 +24,14 @@ from typing import Any
 from data_prep.config import BPE, DataConfig
 from foundation.config import ConfigError, from_dict, load_file
 from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
+from scaling.records.look_state import read_looks
+from scaling.records.search_state import read_state
 from scaling.spec.checks import check_study
 from scaling.spec.credentials import check_login, take_credentials
 from scaling.spec.grid import expand_cells, learning_rates
+from scaling.spec.ladder import resolve_arm
 from scaling.spec.places import check_paths
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.search.look_state import added_look_points
-from scaling.spec.search.search_state import added_points
 from scaling.spec.study import Study
 from scaling.spec.value_checks import non_finite_problems, section_key_problems
 
@@ -39,6 +44,9 @@ __all__ = [
     "resolve",
     "check_grid_size",
     "MAX_CELLS",
+    "added_points",
+    "added_look_points",
+    "looks_over",
 ]
 
 PROBE_TIMEOUT_S = 10.0
@@ -261,3 +269,49 @@ def check_grid_size(study: Study, num_added: int = 0) -> None:
             f"{' x branches' if per_point > 1 else ''}), over the cap of {MAX_CELLS:,}; split "
             "it into several studies, or use fewer seeds, learning rates or sizes"
         )
+
+
+def added_points(study: Study) -> list[tuple[str, str, int, float, int]]:
+    """(size, variant, seed, lr, round) of every cell the search added, for `expand_cells`.
+
+    Arms are stored by their arm name; the spec's own variant string (e.g. `module:function`)
+    is handed back to the grid so that the cell is built exactly as the starting grid's are.
+    """
+    if study.lr.search is None:
+        return []
+    spec_variant = {resolve_arm(v)[0]: v for v in study.variants}
+    seen: set[tuple[str, str, int, float]] = set()
+    points = []
+    for a in read_state(study.folder).added:
+        for seed in a.seeds:
+            key = (a.size, a.variant, seed, a.lr)
+            if key not in seen:  # one cell per LR even when several token budgets ask for it
+                seen.add(key)
+                points.append((a.size, spec_variant.get(a.variant, a.variant), seed, a.lr, a.round))
+    return points
+
+
+def looks_over(study: Study) -> bool:
+    """True when the study has no sequential seeds, or its last look stopped it."""
+    if study.seed_rounds is None:
+        return True
+    looks = read_looks(study.folder)["looks"]
+    return bool(looks) and bool(looks[-1]["stop"])
+
+
+def added_look_points(study: Study) -> list[tuple[str, str, int, float, int]]:
+    """(size, variant, seed, lr, round) of every cell the looks added, for `expand_cells`.
+
+    Arms are stored by their arm name; the spec's own variant string is handed back to the grid
+    so that the cell is built exactly as the starting grid's are.
+    """
+    if study.seed_rounds is None:
+        return []
+    spec_variant = {resolve_arm(v)[0]: v for v in study.variants}
+    points = []
+    for look in read_looks(study.folder)["looks"]:
+        for a in look["added"]:
+            variant = spec_variant.get(a["variant"], a["variant"])
+            round_ = int(look["round"])
+            points += [(a["size"], variant, int(s), float(a["lr"]), round_) for s in a["seeds"]]
+    return points

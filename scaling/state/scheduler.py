@@ -1,37 +1,31 @@
 """What the scheduler says about a study's jobs, asked in bounded time, and how to stop them.
 
-Every submitted cell is recorded in `STUDY_DIR/jobs.json` (cell → executor, job id). Live state
-comes from the scheduler itself: `squeue` for Slurm (no `sacct`: without slurmdbd it fails, and a
-job that has left the queue is simply not live any more; MLflow says how it ended), and the
-controller process for local jobs. Every call has a timeout, so `status` never hangs.
+Every submitted cell is recorded in `STUDY_DIR/jobs.json` (cell → executor, job id;
+`scaling.records.job_records`). Live state comes from the scheduler itself: `squeue` for Slurm
+(no `sacct`: without slurmdbd it fails, and a job that has left the queue is simply not live any
+more; MLflow says how it ended), and the controller process for local jobs. Every call has a
+timeout, so `status` never hangs.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from foundation import contract
 from foundation.process.proc import kill_tree
+from scaling.records.job_records import RECORDS, JobRecord
 
 __all__ = [
-    "JobRecord",
-    "new_record",
-    "read_records",
-    "write_records",
     "live_jobs",
     "cancel_jobs",
     "SQUEUE_TIMEOUT_S",
 ]
 
 SQUEUE_TIMEOUT_S = 30.0
-RECORDS = "jobs.json"
 # Slurm job states of a job that has not ended (squeue(1) "JOB STATE CODES").
 LIVE_SLURM_STATES = {
     "PENDING",
@@ -50,46 +44,6 @@ LIVE_SLURM_STATES = {
 LOCAL_CONTROLLER = "submitit.local._local"
 ESCALATE_S = 5.0  # a local job still alive this long after SIGINT is killed
 QUEUED = "queued-"  # local job id of a cell waiting for a slot: "queued-<pid of submit>"
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """One submission of one cell."""
-
-    cell_id: str
-    executor: str  # local | slurm
-    job_id: str  # Slurm "ARRAYID_INDEX" or a job id; local: the controller's pid
-    submitted_at: float
-    failures: int = 0  # the cell's failed jobs before this one (reset by --retry-failed)
-
-    def given_up(self, state: str, retries: int) -> bool:
-        """True if this job `state` is the cell's failure past `retries` resubmissions."""
-        return state == contract.FAILED and self.failures >= retries
-
-
-def new_record(
-    records: dict[str, JobRecord], cell_id: str, executor: str, job_id: str
-) -> JobRecord:
-    """The record of a new job of `cell_id`, carrying the failure count of its last one."""
-    last = records.get(cell_id)
-    return JobRecord(cell_id, executor, job_id, time.time(), last.failures if last else 0)
-
-
-def read_records(folder: Path) -> dict[str, JobRecord]:
-    """cell_id → its latest submission (empty if the study was never submitted)."""
-    path = Path(folder) / RECORDS
-    if not path.is_file():
-        return {}
-    data = json.loads(path.read_text())
-    return {cid: JobRecord(**rec) for cid, rec in data.items()}
-
-
-def write_records(folder: Path, records: dict[str, JobRecord]) -> None:
-    path = Path(folder) / RECORDS
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{RECORDS}.tmp")
-    tmp.write_text(json.dumps({cid: asdict(r) for cid, r in sorted(records.items())}, indent=1))
-    tmp.replace(path)
 
 
 def _squeue(job_ids: list[str]) -> dict[str, str]:

@@ -16,11 +16,12 @@ from analysis.tables.study_table import run_state
 from foundation import contract
 from foundation.studypaths import missing_store
 from jobs.telemetry.spool import last_logged_step
+from scaling.records.job_records import read_records
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import job_error_log, last_error_line
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
-from scaling.state.scheduler import live_jobs, read_records
+from scaling.state.scheduler import live_jobs
 from scaling.state.stale import code_digests
 
 __all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]

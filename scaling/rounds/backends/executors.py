@@ -19,19 +19,14 @@ from typing import Any, ClassVar
 
 from foundation import contract
 from foundation.config import Problems
+from scaling.records.job_records import JobRecord, new_record, write_records
 from scaling.rounds.backends.local_jobs import LocalRound, local_gpus, visible_gpu_indices
 from scaling.rounds.backends.slurm_jobs import slurm_parameters
 from scaling.rounds.warmstart import warm_python
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.resources import check_local_devices, check_slurm, check_slurm_gpus
-from scaling.state.scheduler import (
-    JobRecord,
-    cancel_jobs,
-    live_jobs,
-    new_record,
-    write_records,
-)
+from scaling.state.scheduler import cancel_jobs, live_jobs
 from scaling.state.status import submitit_folder
 
 __all__ = [

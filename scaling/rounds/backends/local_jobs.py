@@ -16,17 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from foundation import contract
+from scaling.records.job_records import JobRecord, new_record, read_records, write_records
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.mlflow_state import cell_runs, fail_cell_run, kill_cell_run
-from scaling.state.scheduler import (
-    QUEUED,
-    JobRecord,
-    live_jobs,
-    new_record,
-    read_records,
-    write_records,
-)
+from scaling.state.scheduler import QUEUED, live_jobs
 from scaling.state.status import cell_state, submitit_folder
 
 __all__ = ["DeviceSlots", "LocalRound", "local_gpus", "visible_gpu_indices"]

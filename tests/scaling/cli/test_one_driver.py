@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from scaling.cli import app
-from scaling.cli.driver_lock import LOCK_NAME, acquire, release
+from scaling.records.driver_lock import LOCK_NAME, acquire, release
 from tests.scaling.conftest import one_size_spec
 
 

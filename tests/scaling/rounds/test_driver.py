@@ -17,11 +17,11 @@ from mlflow.tracking import MlflowClient
 
 import scaling.rounds.backends.executors
 from foundation import contract as C
+from scaling.records.job_records import read_records
 from scaling.rounds.backends.executors import LocalExecutor, SlurmExecutor, executor_for
 from scaling.rounds.driver import StudyRun
 from scaling.rounds.environment import load_study_spec
 from scaling.rounds.submission import study_parent_run_id
-from scaling.state.scheduler import read_records
 from scaling.state.status import StatusRow
 from tests.conftest import REPO
 from tests.scaling.conftest import one_size_spec

@@ -18,7 +18,8 @@ import pytest
 
 from foundation import contract as C
 from jobs.telemetry.upload import METRIC_QUEUE_S
-from scaling.state.scheduler import QUEUED, read_records
+from scaling.records.job_records import read_records
+from scaling.state.scheduler import QUEUED
 from scaling.state.status import study_status
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import study_runs, write_and_load

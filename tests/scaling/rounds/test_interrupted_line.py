@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+from scaling.records.search_state import AddedLR, SearchState, write_state
 from scaling.rounds.environment import load_study_spec
 from scaling.rounds.run import interrupted_line
-from scaling.spec.search.search_state import AddedLR, SearchState, write_state
 from tests.shipped import shipped_study
 
 

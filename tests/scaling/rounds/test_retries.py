@@ -13,10 +13,10 @@ import scaling.rounds.backends.executors
 from foundation import contract as C
 from scaling.cli import app
 from scaling.cli.status_view import EXIT_CELLS_FAILED
+from scaling.records.job_records import read_records
+from scaling.records.search_state import read_state
 from scaling.rounds.driver import submit_rounds, submit_study
 from scaling.spec.loader import resolve
-from scaling.spec.search.search_state import read_state
-from scaling.state.scheduler import read_records
 from scaling.state.status import study_status
 from tests.conftest import REPO
 from tests.scaling.conftest import one_size_spec

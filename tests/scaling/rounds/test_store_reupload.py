@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from foundation import contract as C
+from scaling.records.job_records import read_records
 from scaling.rounds.driver import submit_study
 from scaling.rounds.environment import load_study_spec
-from scaling.state.scheduler import read_records
 from tests.scaling.conftest import one_size_spec
 
 STEPS = 6

@@ -13,11 +13,11 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from scaling.cli import app
+from scaling.records.cancel_mark import read_cancel_mark
+from scaling.records.job_records import JobRecord, write_records
 from scaling.rounds.driver import Cancelled, cancel_study
 from scaling.spec.resolved import ResolvedStudy
-from scaling.state.cancel_mark import read_cancel_mark
 from scaling.state.mlflow_state import end_parent_run, ensure_parent_run
-from scaling.state.scheduler import JobRecord, write_records
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load
 

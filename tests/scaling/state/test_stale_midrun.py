@@ -27,10 +27,10 @@ from jobs.telemetry.record import LossHistory, RunResult
 from jobs.telemetry.tracking import Tracker
 from models.accounting import flops_per_token
 from scaling.cli import app
+from scaling.records.look_state import read_looks
+from scaling.records.search_state import read_state
 from scaling.rounds.environment import load_study_spec
 from scaling.rounds.looks import take_look
-from scaling.spec.search.look_state import read_looks
-from scaling.spec.search.search_state import read_state
 from scaling.state.mlflow_state import (
     client_for,
     ensure_cell_run,

@@ -1,8 +1,8 @@
 """The LR search's state file, `<study folder>/lr_search.json`: the LRs its rounds added.
 
-Part of the study's expansion: `scaling.spec.loader.resolve` turns the added LRs into cells
-through the same `scaling.spec.grid` path as the starting grid. How rounds are judged and the
-file written is the round driver's (`scaling.rounds.refine`).
+Its name, format, reader and writer. `scaling.spec.loader.added_points` turns the added LRs into
+cells (through the same `scaling.spec.grid` path as the starting grid); how rounds are judged and
+the file written is the round driver's (`scaling.rounds.refine`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ from pathlib import Path
 
 from foundation.atomic import write_text
 from foundation.config import ConfigError
-from scaling.spec.ladder import resolve_arm
-from scaling.spec.study import Study
 
-__all__ = ["STATE_FILE", "AddedLR", "SearchState", "read_state", "write_state", "added_points"]
+__all__ = ["STATE_FILE", "AddedLR", "SearchState", "read_state", "write_state"]
 
 STATE_FILE = "lr_search.json"
 
@@ -77,23 +75,3 @@ def read_state(folder: Path) -> SearchState:
 def write_state(folder: Path, state: SearchState) -> None:
     Path(folder).mkdir(parents=True, exist_ok=True)
     write_text(state_path(folder), json.dumps(dataclasses.asdict(state), indent=1) + "\n")
-
-
-def added_points(study: Study) -> list[tuple[str, str, int, float, int]]:
-    """(size, variant, seed, lr, round) of every cell the search added, for `expand_cells`.
-
-    Arms are stored by their arm name; the spec's own variant string (e.g. `module:function`)
-    is handed back to the grid so that the cell is built exactly as the starting grid's are.
-    """
-    if study.lr.search is None:
-        return []
-    spec_variant = {resolve_arm(v)[0]: v for v in study.variants}
-    seen: set[tuple[str, str, int, float]] = set()
-    points = []
-    for a in read_state(study.folder).added:
-        for seed in a.seeds:
-            key = (a.size, a.variant, seed, a.lr)
-            if key not in seen:  # one cell per LR even when several token budgets ask for it
-                seen.add(key)
-                points.append((a.size, spec_variant.get(a.variant, a.variant), seed, a.lr, a.round))
-    return points

@@ -10,9 +10,10 @@ import inspect
 
 import pytest
 
+from scaling.records.job_records import JobRecord, read_records, write_records
 from scaling.rounds.backends.executors import LocalExecutor, SlurmExecutor
 from scaling.state import scheduler
-from scaling.state.scheduler import JobRecord, live_jobs, read_records, write_records
+from scaling.state.scheduler import live_jobs
 
 
 def test_nothing_in_the_scheduler_compares_a_backend_name():

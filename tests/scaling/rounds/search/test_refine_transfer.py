@@ -13,11 +13,11 @@ import pytest
 from analysis.stats.lr.frontier import lr_frontier
 from analysis.tables.runs import normalise
 from foundation.config import ConfigError
+from scaling.records.search_state import SearchState
 from scaling.rounds.refine import decide_round
 from scaling.spec.grid import cell_id, grid_points
 from scaling.spec.ladder import nominal_params, porian_lr
 from scaling.spec.loader import study_from_dict
-from scaling.spec.search.search_state import SearchState
 from tests.scaling.conftest import small_spec
 
 LAYERS = {"30K": 1, "60K": 2, "110K": 4, "220K": 8, "440K": 16}  # 12 L 48^2 = 27.6K L
@@ -148,7 +148,7 @@ def test_plan_prices_the_waves_at_their_worst_case():
     from scaling.costs.plan import plan_study
     from scaling.spec.loader import resolve
 
-    ladder = Path(__file__).parents[3] / "studies" / "ladder.yaml"
+    ladder = Path(__file__).parents[4] / "studies" / "ladder.yaml"
     from scaling.costs.wall import wall_estimate
 
     totals, lines, walls = {}, {}, {}

@@ -33,7 +33,7 @@ from scaling.cli import app
 # Hypothesis caches what it learns (examples, constants) under ./.hypothesis; nothing of it
 # belongs in the repository, and a derandomized run needs none of it
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "hypothesis-scaling-tests")
-STUDIES = Path(__file__).resolve().parents[3] / "studies"
+STUDIES = Path(__file__).resolve().parents[4] / "studies"
 TEXTS = {p.name: p.read_text() for p in sorted(STUDIES.glob("*.yaml"))}
 PARSED = {name: yaml.safe_load(text) for name, text in TEXTS.items()}
 PASSWORD = "Fz-s3cret-pw"  # planted in tracking URIs (only there: a secret); never printed

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from foundation.config import ConfigError
+from scaling.records.look_state import looks_path
 from scaling.rounds.environment import load_study_spec
 from scaling.rounds.looks import design_of, judged_against
-from scaling.spec.search.look_state import looks_path
 from tests.scaling.conftest import small_spec
 
 

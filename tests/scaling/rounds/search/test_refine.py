@@ -17,10 +17,10 @@ import pytest
 from analysis.stats.lr.frontier import lr_frontier
 from analysis.tables.runs import normalise
 from foundation.config import ConfigError
+from scaling.records.search_state import SearchState, read_state, write_state
 from scaling.rounds.refine import decide_round
 from scaling.spec.grid import cell_id
 from scaling.spec.loader import study_from_dict
-from scaling.spec.search.search_state import SearchState, read_state, write_state
 from tests.scaling.conftest import small_spec
 
 TOKENS = 1e6
@@ -226,8 +226,8 @@ def test_bad_search_settings_name_the_field(tmp_path, search, field):
 def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
     import yaml
 
+    from scaling.records.search_state import AddedLR
     from scaling.rounds.environment import load_study_spec
-    from scaling.spec.search.search_state import AddedLR
 
     spec = small_spec(
         data_dir,

@@ -15,7 +15,7 @@ Cost: each study writes 72 runs to MLflow, reads them back three ways and runs t
 ~80 s on 2 cores shared with other test runs. So CI runs `NUM_STUDIES` = 5, which hold every
 kind of study above (study 1: bad cells, 2: a missing seed, 3: an undeclared variant, 4: an LR
 at an edge and bad cells); `SCALING_ONE_WORD_STUDIES=200` runs the issue's 200 (about 40 minutes).
-The table-level twin over 200 studies is `tests/scaling/rounds/test_refine_table.py`.
+The table-level twin over 200 studies is `tests/scaling/rounds/search/test_refine_table.py`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from scaling.rounds.environment import load_study_spec
 from tests.scaling.conftest import small_spec
 
 PASSWORD = "Rt2-s3cret-pw"
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from foundation.config import Problems
 from scaling.rounds.backends.executors import check_no_oversubscription
 from scaling.rounds.backends.local_jobs import DeviceSlots, _gpu_params, visible_gpu_indices
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def _visible() -> str:

@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from foundation import contract as C
+from scaling.records.look_state import write_looks
 from scaling.rounds.environment import load_study_spec
 from scaling.rounds.progress import Progress
-from scaling.spec.search.look_state import looks_over, write_looks
+from scaling.spec.loader import looks_over
 from scaling.state.status import StatusRow
 from tests.scaling.conftest import small_spec
 

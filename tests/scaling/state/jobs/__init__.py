@@ -1,0 +1,1 @@
+"""Tests of the scheduler's view of the jobs (scaling.state.scheduler) and their records."""

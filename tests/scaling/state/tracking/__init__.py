@@ -1,0 +1,1 @@
+"""Tests of the tracking store and server: lost stores, races, logins, the REST reader."""
