@@ -4,17 +4,26 @@ A name is a backticked dotted path that starts with one of the project's package
 (`models.build_gpt`, `foundation.contract.TAG_FLOPS_COUNTED`); MLflow tag names and file names
 are left out. It is resolved by importing the longest module prefix and reading the rest as
 attributes. A renamed or deleted function then fails here, not in a reader's hands.
+
+A cited name written with its parameters (`analysis.lr_frontier(table, *, step_factor=None)`)
+must also take every parameter it is written with: a renamed parameter fails here too. `...`,
+`*` and `/` are notation, and a `*args` / `**kwargs` of the real signature takes any name.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "interfaces.md"
 PACKAGES = ("foundation", "models", "jobs", "data_prep", "scaling", "analysis")
 NAME = re.compile(r"`((?:" + "|".join(PACKAGES) + r")(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+
+
+CALL = re.compile(r"`((?:" + "|".join(PACKAGES) + r")(?:\.[A-Za-z_][A-Za-z0-9_]*)+)\(([^`]*)`")
+PARAM = re.compile(r"\*{0,2}([A-Za-z_][A-Za-z0-9_]*)\s*(?:[:=].*)?", re.DOTALL)
 
 
 def not_code() -> set[str]:
@@ -54,3 +63,62 @@ def test_every_name_the_contract_cites_exists():
         except (ModuleNotFoundError, AttributeError) as err:
             missing.append(f"`{name}` ({err})")
     assert not missing, "docs/interfaces.md cites names that do not exist:\n" + "\n".join(missing)
+
+
+def split_top(text: str) -> list[str] | None:
+    """The parameters of `text` (what follows a call's opening bracket) up to its closing
+    bracket, split at the commas outside brackets and quotes; None if it does not close."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == ")":
+            if depth == 0:
+                parts.append(text[start:i])
+                return [p.strip() for p in parts if p.strip()]
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return None
+
+
+def cited_calls() -> list[tuple[str, list[str]]]:
+    """(name, parameter names) for every cited name written with its parameters."""
+    calls = []
+    for name, args in CALL.findall(DOC.read_text()):
+        params = []
+        for arg in split_top(args) or []:
+            if arg in ("...", "*", "/"):
+                continue
+            match = PARAM.fullmatch(arg)
+            assert match, f"`{name}(...)`: cannot read the parameter {arg!r}"
+            params.append(match.group(1))
+        calls.append((name, params))
+    return calls
+
+
+def test_every_parameter_the_contract_cites_exists():
+    calls = cited_calls()
+    assert len(calls) > 20, calls  # the pattern still finds the doc's signatures
+    wrong = []
+    for name, params in calls:
+        try:
+            sig = inspect.signature(resolve(name))
+        except (ModuleNotFoundError, AttributeError):
+            continue  # the name test reports it
+        except (TypeError, ValueError):
+            continue  # no signature to read (a builtin)
+        kinds = {p.kind for p in sig.parameters.values()}
+        if inspect.Parameter.VAR_KEYWORD in kinds:
+            continue
+        missing = [p for p in params if p not in sig.parameters]
+        if missing:
+            wrong.append(f"`{name}`: {', '.join(missing)} not in {sig}")
+    assert not wrong, "docs/interfaces.md cites parameters that do not exist:\n" + "\n".join(wrong)
