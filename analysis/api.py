@@ -124,7 +124,7 @@ def check_looks(sequential: dict) -> dict:
     if missing:
         raise ValueError(
             f"sequential: not a looks.json state (missing {', '.join(missing)}); pass the "
-            "study's looks.json as read by scaling.spec.search.look_state.read_looks"
+            "study's looks.json as read by scaling.records.look_state.read_looks"
         )
     numbers = [int(look["look"]) for look in sequential["looks"]]
     if numbers != list(range(1, len(numbers) + 1)):
