@@ -60,7 +60,7 @@ def run_analysis(
     that look's. verdict.json gets the looks under ``sequential`` and the report a "Sequential
     looks" section. A dict without looks (none judged yet) is the same as None.
 
-    ``inference``: measured inference figures (``{"device", "rows"}``, `scaling.costs.inference`);
+    ``inference``: measured inference figures (``{"device", "rows"}``, `scaling.serving.inference`);
     verdict.json gets each arm's cost ratio to the baseline under ``inference``, the report an
     "Inference cost" section (without it the section says how to measure them).
     ``stability`` (the study ran ``lr.search.find_edge``): verdict.json gets ``stability``

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_inference.py                  # GPU: 124M and 350M shapes
     .venv/bin/python benchmarks/bench_inference.py --json out.json  # also write the figures
 
-Per size every variant is built (same seed) and measured by `scaling.costs.inference`:
+Per size every variant is built (same seed) and measured by `scaling.serving.inference`:
 prefill tokens/s, KV-cache decode ms per step at batch 1 and 32, peak memory. The variants of
 one size run round-robin (one round of each per repeat, median over repeats), so load drifts
 hit all of them alike; the ratio columns are variant / linear cost (above 1: costlier; prefill
@@ -35,7 +35,7 @@ RATIOS += (("decode b32", "decode_ms_b32", False), ("memory", "peak_mem_mb", Fal
 def main() -> None:
     import torch
 
-    from scaling.costs.inference import InferenceSettings, measure
+    from scaling.serving.inference import InferenceSettings, measure
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny CPU sizes, 3 repeats")

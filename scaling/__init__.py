@@ -1,15 +1,17 @@
 """Scaling studies of attention-query variants: study specs, orchestration and the `scaling` CLI.
 
-The rooms (arrows point one way: records ← spec ← state ← rounds ← costs ← cli):
+The rooms (arrows point one way: records ← spec ← serving ← state ← rounds ← costs ← cli):
 
 - `scaling.records`: the study folder's files, one module per file (its name, format, reader and
   writer): `lr_search.json`, `looks.json`, `jobs.json`, `cancelled.json`, `driver.pid`. A file
   whose format is its logic's stays beside it: `mlflow_runs.json` (`scaling.state.run_cache`),
   `tracking_store.json` (`scaling.state.store_check`), `pilot.json` (`scaling.costs.pilot`),
-  `inference-request.json` (`scaling.costs.inference_study`), `.submit.lock`
+  `inference-request.json` (`scaling.serving.inference_study`), `.submit.lock`
   (`scaling.rounds.submission`).
 - `scaling.spec`: the study spec and its expansion into cells; `ResolvedStudy`, the one study type
   past the loader.
+- `scaling.serving`: what a trained model costs to serve (prefill, KV-cache decode), measured
+  for a study's checkpoints after its runs, and by the pilot.
 - `scaling.state`: the MLflow-backed state: parent and child runs, each cell's state, the run
   cache, the REST reader, stale code, what the scheduler says about the jobs.
 - `scaling.rounds`: running rounds: the round driver `StudyRun` and its watcher `RoundWatcher`,

@@ -23,7 +23,7 @@ from tests.distributed import free_port
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 # studies analysed by tests are not about inference cost: no measuring at analysis time
-# (tests/scaling/costs/test_inference_cost.py turns it back on for its own study)
+# (tests/scaling/serving/test_inference_cost.py turns it back on for its own study)
 os.environ.setdefault("SCALING_INFERENCE_COST", "off")
 
 

@@ -58,6 +58,10 @@ ROOMS_BELOW = {
         **in_order("lr", "variance", "fits", "gains", "planning", "rules", "axes", "core", "looks"),
         "inference": set(),  # cost ratios: imports none of the others
     },
+    "scaling": {
+        **in_order("records", "spec", "serving", "state", "rounds", "costs", "cli"),
+        "__main__": {"cli"},
+    },
 }
 
 

@@ -1,7 +1,7 @@
 """Inference cost per arm and size as a ratio to the baseline's (`verdict["inference"]`).
 
 Input: ``{"device": str, "rows": [{"variant", "size", "prefill_tok_s", "decode_ms_b1",
-"decode_ms_b32", "peak_mem_mb"}, ...]}`` (`scaling.costs.inference`, from ``pilot.json`` or
+"decode_ms_b32", "peak_mem_mb"}, ...]}`` (`scaling.serving.inference`, from ``pilot.json`` or
 ``inference.json``). Every ratio is a cost ratio, arm / baseline, so above 1 is costlier:
 prefill is baseline tokens/s over the arm's (time per prompt token), decode the arm's ms per
 step over the baseline's, memory the arm's peak over the baseline's.

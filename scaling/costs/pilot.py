@@ -293,7 +293,7 @@ def _measurement(probe: Probe, result: dict[str, Any], say: Callable[[str], None
             f"{result['tokens_per_s']:.0f} tokens/s"
         )
         inf = result.get("inference") or {}
-        if inf.get("status") == OK:  # measured after the timed steps (scaling.costs.inference)
+        if inf.get("status") == OK:  # measured after the timed steps (scaling.serving.inference)
             say(
                 f"  inference: prefill {inf['prefill_tok_s']:.0f} tokens/s, decode "
                 f"{inf['decode_ms_b1']:.2f} ms/step at batch 1, {inf['decode_ms_b32']:.2f} at 32"

@@ -133,7 +133,7 @@ def analyze_study(
     from analysis.tables.mlflow_io import load_curves, load_study_runs
 
     # lazy: the inference measurement runs only when a study is analysed
-    from scaling.costs.inference_study import study_inference
+    from scaling.serving.inference_study import study_inference
 
     uri = study.mlflow.tracking_uri
     table, parent_id = load_study_runs(uri, study.mlflow.experiment, study.name)

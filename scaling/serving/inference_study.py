@@ -9,7 +9,7 @@ the driver) and writes ``inference.json``. Other executors' devices are elsewher
 measured here, and the report says to run `scaling pilot`. ``SCALING_INFERENCE_COST=off``
 turns the measuring off (the test suite sets it: its studies are not about inference cost).
 
-``python -m scaling.costs.inference_study REQUEST.json`` is that child.
+``python -m scaling.serving.inference_study REQUEST.json`` is that child.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def study_inference(study: ResolvedStudy, say: Callable[[str], None]) -> dict | 
     say(f"inference cost: measuring {len(payload['arms'])} arms on this machine")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "scaling.costs.inference_study", str(request)],
+            [sys.executable, "-m", "scaling.serving.inference_study", str(request)],
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
@@ -85,7 +85,7 @@ def _main(request_path: str) -> None:
 
     # lazy: the child alone loads megatron-core
     from models.config import ModelConfig
-    from scaling.costs.inference import InferenceSettings, measure
+    from scaling.serving.inference import InferenceSettings, measure
 
     request = json.loads(Path(request_path).read_text())
     configs = {key: ModelConfig(**fields) for key, fields in request["arms"].items()}

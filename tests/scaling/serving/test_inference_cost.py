@@ -1,4 +1,4 @@
-"""Inference cost, measured (`scaling.costs.inference`, `scaling.costs.inference_study`).
+"""Inference cost, measured (`scaling.serving.inference`, `scaling.serving.inference_study`).
 
 Real tiny megatron models on this CPU: the figures are positive, labelled CPU, and the CPU
 memory estimate is exactly the weights plus the batch-32 KV cache; a local study without a
@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from analysis.tables.inference_io import INFERENCE_FILE
-from scaling.costs.inference_study import ENV_SWITCH, study_inference
 from scaling.rounds.environment import load_study_spec
+from scaling.serving.inference_study import ENV_SWITCH, study_inference
 from tests.distributed import run_ranks
 from tests.models._workers import tiny_config
 from tests.scaling.conftest import small_spec
@@ -23,7 +23,7 @@ from tests.scaling.conftest import small_spec
 
 def measure_worker(rank: int, world_size: int) -> dict:
     from models.accounting import num_params
-    from scaling.costs.inference import InferenceSettings, measure
+    from scaling.serving.inference import InferenceSettings, measure
 
     configs = {v: tiny_config(query_variant=v) for v in ("linear", "nonlinear")}
     settings = InferenceSettings(prompt_len=6, decode_steps=4, repeats=2)
