@@ -67,6 +67,11 @@ def brackets(table: pd.DataFrame, frontiers: list[LRFrontier]) -> dict[tuple, Br
     """``{(variant, size, tokens): Bracket}`` for every group whose best LR has a neighbour on
     each side with completed runs on common seeds (``table``: the run table, all states)."""
     usable = table[is_usable(table) & table["lr"].notna()]
+    keys = ["variant", "size", "tokens", "lr", "seed"]
+    per_seed = usable.groupby(keys, sort=False)["final_val_loss"].mean()  # repeats averaged
+    seeds_at: dict[tuple, dict] = {}
+    for (variant, size, tokens, lr, seed), loss in per_seed.items():
+        seeds_at.setdefault((str(variant), str(size), float(tokens), float(lr)), {})[seed] = loss
     out = {}
     for f in frontiers:
         if f.best_lr is None or f.best_lr not in f.lrs:
@@ -75,19 +80,13 @@ def brackets(table: pd.DataFrame, frontiers: list[LRFrontier]) -> dict[tuple, Br
         if i == 0 or i == len(f.lrs) - 1:
             continue
         lrs = (f.lrs[i - 1], f.best_lr, f.lrs[i + 1])
-        group = usable[
-            (usable["variant"] == f.variant)
-            & (usable["size"] == f.size)
-            & np.isclose(usable["tokens"], f.tokens)
-        ]
-        per_lr = [group[np.isclose(group["lr"], lr)].groupby("seed")["final_val_loss"].mean()
-                  for lr in lrs]  # fmt: skip
-        common = per_lr[0].index.intersection(per_lr[1].index).intersection(per_lr[2].index)
-        if common.empty:
+        runs = [seeds_at.get((f.variant, f.size, float(f.tokens), float(lr)), {}) for lr in lrs]
+        common = set(runs[0]) & set(runs[1]) & set(runs[2])
+        if not common:
             continue
-        loss = tuple(float(s[common].mean()) for s in per_lr)
+        loss = tuple(float(np.mean([r[seed] for seed in common])) for r in runs)
         out[f.variant, f.size, f.tokens] = Bracket(
-            tuple(float(np.log(lr)) for lr in lrs), loss, int(common.size)
+            tuple(float(np.log(lr)) for lr in lrs), loss, len(common)
         )
     return out
 
