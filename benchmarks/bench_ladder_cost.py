@@ -23,9 +23,10 @@ LR search: every cell the search ran (scan seed 0 on the starting grid, edges, w
 and 2 at each arm's winner: `follow_neighbours: 0`). Looks: (E[top seeds] - 3) more seeds at the
 top size, each arm at its chosen LR. Naive: 3 LRs x n seeds at every (arm, size), n the smallest
 fixed seed count whose power at the +-0.5% margin (`analysis.stats.planning.power.power_of`) reaches
-the sequential design's simulated power. Floor: what a perfect law would cost (3 LRs at the law
-sizes, 2 at every later size, no edges, no break, the same seeds): the part of the ratio that
-LR transfer cannot remove, because the seeds (3 at each winner, then the looks) remain.
+the sequential design's simulated power. Floor: what a perfect law would cost (3 LRs at every
+size: past the first wave the law's 2 and the 1 past the winner's edge, which the analysis needs
+for a bracket; no further edges, no break, the same seeds): the part of the ratio that LR
+transfer cannot remove, because the seeds (3 at each winner, then the looks) remain.
 False claims on identical arms: "tuned", both arms at their
 true optimum; "with grid tuning error", the loss penalty (% of the loss) of the baseline's and
 nonlinear's chosen top-size LRs enters as a gain, for the pipeline's sequential looks and for the
@@ -188,8 +189,8 @@ def main() -> None:
         "ratio | power | false claims: tuned / at grid LRs / at LR optima (naive grid LRs) | "
         "LR within 1 step | scan runs | LR search GPU-h | laws broken | floor"
     )
-    law_sizes = spec.lr.search.law_sizes
-    scans = sum(cost[a, s] * (3 if i < law_sizes else 2) for a in arms for i, s in enumerate(sizes))
+    # a perfect law still scans 3 LRs a size: past the first wave its 2, then 1 past the edge
+    scans = sum(cost[a, s] * 3 for a in arms for s in sizes)
     floor_search = scans + 2 * all_cells  # seeds 1 and 2 at every (arm, size)'s winner
     design = Design()
     rng = np.random.default_rng(args.seed)

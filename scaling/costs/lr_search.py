@@ -104,7 +104,8 @@ def format_search_cost(
         return (
             f"lr search with transfer: law: the starting grid holds {base_sizes} "
             f"({base:.4g} {device}-hours); then {', '.join(waves)} one wave each, smallest first, "
-            f"on each arm's LR law (1-2 LRs) or its full grid; worst case (every law broken) "
+            f"on each arm's LR law (2 LRs, then 1 past the winner's edge) or its full grid; worst "
+            f"case (every law broken) "
             f"+{cost.num_cells} cells, +{cost.gpu_hours:.4g} {device}-hours; total at most "
             f"{base + cost.gpu_hours:.4g} {device}-hours"
         )

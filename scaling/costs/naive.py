@@ -14,8 +14,9 @@ count).
   follower seeds at each arm's winner and `follow_neighbours` LRs either side;
 - with `lr.search.transfer: law`, every size past the first wave scanned by the scan seeds on
   each arm's law while it holds: `MAX_SCAN` (2) LRs per arm (`analysis.stats.lr.lr_law.plan_arm`,
-  `scaling.rounds.transfer.next_wave`); an edge of those LRs is bracketed by the law, not
-  extended;
+  `scaling.rounds.transfer.next_wave`), and the one LR that extends their edge (the winner of two
+  LRs always sits at an edge of them, and the analysis needs a neighbour on each side):
+  `WAVE_LRS` (3);
 - with sequential seeds, the seeds the looks add on average at a true gain equal to the margin
   (`SeedCost.at_top_seeds`, from the same simulation as the power).
 Edge rounds, a broken law and a law too uncertain to narrow the scan are not in it: the plan's
@@ -34,9 +35,17 @@ from scaling.costs.plan import Plan
 from scaling.costs.seeds import first_round, format_hours, point_hours, seed_cost
 from scaling.spec.resolved import ResolvedStudy
 
-__all__ = ["NAIVE_LRS", "NaiveCost", "naive_cost", "equal_power_seeds", "format_naive_cost"]
+__all__ = [
+    "NAIVE_LRS",
+    "WAVE_LRS",
+    "NaiveCost",
+    "naive_cost",
+    "equal_power_seeds",
+    "format_naive_cost",
+]
 
 NAIVE_LRS = 3  # the naive grid: every arm at every size at 3 LRs, every seed at each
+WAVE_LRS = MAX_SCAN + 1  # a size scanned on a law: its LRs, then the one past the winner's edge
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,7 @@ class NaiveCost:
     sd_pct: float  # the top size's paired sd, % of the loss
     sd_at: str  # the size the sd was measured at ("all": a number)
     top: str
-    wave_sizes: tuple[str, ...] = ()  # past the first wave, at MAX_SCAN LRs per arm
+    wave_sizes: tuple[str, ...] = ()  # past the first wave, at WAVE_LRS LRs per arm
     num_followers: int = 0  # follower seeds of the LR search (0: none or no search)
     has_search: bool = False
     mean_top_seeds: float | None = None  # sequential seeds: E[seeds at the top] at the margin
@@ -102,7 +111,7 @@ def naive_cost(study: ResolvedStudy, plan: Plan, sd: tuple[float, str]) -> Naive
     else:
         power = power_of(margin, sd[0], len(spec.seeds))
     waves = tuple(s for s in sorted(spec.sizes, key=size_key) if s not in spec.first_wave)
-    scan = MAX_SCAN * len(spec.scan_seeds)
+    scan = WAVE_LRS * len(spec.scan_seeds)
     hours += scan * sum(h for (size, _), h in points.items() if size in waves)
     return NaiveCost(
         expected=hours,
@@ -129,7 +138,8 @@ def format_naive_cost(cost: NaiveCost, device: str = "GPU") -> str:
         what[0] += f" and {cost.num_followers} follower seed(s)"
     if cost.wave_sizes:
         what.append(
-            f"{', '.join(cost.wave_sizes)} at {MAX_SCAN} LRs per arm (each arm's LR law holding)"
+            f"{', '.join(cost.wave_sizes)} at {WAVE_LRS} LRs per arm (each arm's LR law holding: "
+            f"{MAX_SCAN} on the law, 1 past the winner's edge)"
         )
     if cost.has_search:
         what.append("no edge round (worst case: the lr search line)")

@@ -93,8 +93,9 @@ def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
 
 
 def _waves_wall(study: ResolvedStudy) -> WallEstimate:
-    """`lr.search.transfer: law`: the first wave, then each later size as its own phase (2 LRs
-    per arm on its law; in the worst case its full grid and `max_rounds` edge rounds), then the
+    """`lr.search.transfer: law`: the first wave, then each later size as its own phases (2 LRs
+    per arm on its law, then one edge round past the winner's edge; in the worst case its full
+    grid and `max_rounds` edge rounds), then the
     followers of every size. Priced on the study's cells without transfer (the later sizes are
     not in its starting grid)."""
     from dataclasses import replace
@@ -127,6 +128,7 @@ def _waves_wall(study: ResolvedStudy) -> WallEstimate:
     worst = base + search.max_rounds * edges(first)
     for size in [s for s in full.spec.first_wave if s not in first]:  # smallest first
         base += phase([t for (_, s), t in point.items() if s == size for _ in range(2 * num_scan)])
+        base += edges([size])  # the winner of two LRs sits at an edge: one LR past it
         worst += phase(grid[size]) + search.max_rounds * edges([size])
     per_arm = num_follow * (1 + 2 * search.follow_neighbours)
     followers = phase([t for t in point.values() for _ in range(per_arm)])

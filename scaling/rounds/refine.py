@@ -116,8 +116,9 @@ def decide_round(
     assert search is not None and not state.ended, "decide_round() runs only during a search"
     scan = spec.scan_seeds
     frontiers = lr_frontier(table[table["seed"].isin(scan)], step_factor=search.step_factor)
-    held = transfer.law_held(spec, state, frontiers) if transfer.is_on(spec) else set()
-    edges = [f for f in frontiers if f.state in EDGES and (f.variant, f.size) not in held]
+    # every edge is extended, a law's scan's too: the analysis compares an arm only at a best
+    # LR with a neighbour on each side (its LR optimum is interpolated there)
+    edges = [f for f in frontiers if f.state in EDGES]
     step = state.round + 1
     wanted = [
         (f, lr, f"{f.state} at {fmt_lr(f.lrs[0] if f.state == 'edge_low' else f.lrs[-1])}")

@@ -10,9 +10,11 @@ How it rides on the search's rounds (`scaling.rounds.refine.decide_round`):
 - when no arm is left at an edge, the next size, smallest first, is added as one round (a
   *wave*): per arm, the law's LRs (reason `law: ...`) or, before the law exists, when it is
   broken or too uncertain to save an LR, the full grid (reason `wave: ...`);
-- an arm scanned on its law whose winner sits at an edge of those LRs is bracketed by the law
-  while the law holds (`law_held`); once broken, its edge is extended as any other, and every
-  later size of the arm gets the full grid. `max_rounds` counts edge rounds since the last wave.
+- an arm scanned on its law whose winner sits at an edge of those LRs has that edge extended, as
+  any other: the analysis compares an arm only at a best LR with a completed neighbour on each
+  side (`analysis.stats.lr.frontier`; `analysis.stats.lr.optimum` interpolates its optimum
+  there), so a law does not stand in for a bracket. Once a law is broken every later size of
+  the arm gets the full grid. `max_rounds` counts edge rounds since the last wave.
 Every decision is a pure function of the runs' results and the state file, as the search's are.
 """
 
@@ -29,7 +31,7 @@ from scaling.spec.grid import learning_rates
 from scaling.spec.ladder import nominal_params, resolve_arm
 from scaling.spec.study import Study
 
-__all__ = ["is_on", "law_held", "rounds_since_wave", "next_wave", "broken_laws"]
+__all__ = ["is_on", "rounds_since_wave", "next_wave", "broken_laws"]
 
 LAW, WAVE = "law", "wave"  # reasons of the LRs a wave adds: on the arm's law, or its full grid
 
@@ -70,16 +72,6 @@ def _plan(spec: Study, frontiers: list[LRFrontier], arm: str, size: str, upto=No
     return plan_arm(
         arm, done, _num_params(spec, size), lrs[len(lrs) // 2], step, min_sizes=law_sizes
     )
-
-
-def law_held(spec: Study, state: SearchState, frontiers: list[LRFrontier]) -> set[tuple[str, str]]:
-    """(arm, size) scanned on the arm's law that keep it: their edges need no extending."""
-    on_law = {(a.variant, a.size) for a in state.added if a.reason.startswith(LAW)}
-    return {
-        (arm, size)
-        for arm, size in on_law
-        if _plan(spec, frontiers, arm, size, upto=size).broken is None
-    }
 
 
 def rounds_since_wave(state: SearchState) -> int:

@@ -79,7 +79,8 @@ def test_a_fixed_seed_study_against_3_lrs_at_its_own_seed_count(tmp_path, data_d
 def test_sequential_seeds_in_waves_at_the_designs_power(tmp_path, data_dir):
     """`seeds: {start 3, max 7, step 2}` with `transfer: law` on 3 sizes (the first wave 30K and
     60K): expected = the first wave's grid (seed 0 at 3 LRs), seeds 1-2 at each winner at every
-    size, 90K at 2 LRs by seed 0, and the looks' seeds at 90K at a gain equal to the margin;
+    size, 90K at 3 LRs by seed 0 (2 on the law, 1 past the winner's edge), and the looks' seeds
+    at 90K at a gain equal to the margin;
     naive = 3 LRs x the fixed seeds whose power at the margin reaches the design's simulated."""
     seeds = {"start": 3, "max": 7, "step": 2}
     search = {"max_rounds": 2, "scan_seeds": 1, "follow_neighbours": 0}
@@ -95,12 +96,12 @@ def test_sequential_seeds_in_waves_at_the_designs_power(tmp_path, data_dir):
     out = _plan(path, "--noise", "0.3")
     ratio, expected, naive, num_seeds = _line(out)
     sim = expected_seeds(Design(3, 7, 2, 0.5), 0.5, 0.3)
-    hand = 3 * (at["30K"] + at["60K"]) + 2 * sum(at.values()) + 2 * at["90K"]
+    hand = 3 * (at["30K"] + at["60K"]) + 2 * sum(at.values()) + 3 * at["90K"]
     hand += (sim.mean_top_seeds - 3) * at["90K"]
     n = next(n for n in range(2, 1000) if power_of(0.5, 0.3, n) >= sim.claim_rate)
     assert num_seeds == n
     assert close(expected, hand) and close(naive, 3 * n * sum(at.values()))
     assert abs(ratio - hand / (3 * n * sum(at.values()))) < 0.006
-    assert "90K at 2 LRs per arm (each arm's LR law holding)" in out
+    assert "90K at 3 LRs per arm (each arm's LR law holding: 2 on the law, 1 past the" in out
     assert f"{sim.mean_top_seeds:.2f} seeds at 90K on average at a 0.5% gain" in out
     assert f"power {sim.claim_rate:.3f} at the 0.5% margin (the design's, simulated" in out
