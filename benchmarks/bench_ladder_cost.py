@@ -31,10 +31,8 @@ False claims on identical arms: "tuned", both arms at their
 true optimum; "with grid tuning error", the loss penalty (% of the loss) of the baseline's and
 nonlinear's chosen top-size LRs enters as a gain, for the pipeline's sequential looks and for the
 naive grid's fixed test (its best of Porian x {0.5, 1, 2}; a grid's resolution alone leaves a
-penalty of up to `curve` ln(2)^2 / 4 per arm); "at LR optima", what is left of that penalty once
-each arm's loss is taken at the minimum of the parabola through its winner and neighbours, as
-the analysis compares (``analysis.stats.lr.optimum``; the shift's noise, which the analysis adds
-to the interval, is left out here, so this rate is an upper bound).
+penalty of up to `curve` ln(2)^2 / 4 per arm: docs/statistics.md, "The LR grid's
+resolution").
 """
 
 from __future__ import annotations
@@ -50,7 +48,6 @@ import pandas as pd
 from analysis.stats.looks.seq_cost import simulate_sequential
 from analysis.stats.looks.sequential import Design
 from analysis.stats.lr.frontier import lr_frontier
-from analysis.stats.lr.optimum import brackets
 from analysis.stats.planning.power import power_of
 from analysis.tables.runs import normalise
 from foundation.config import load_file
@@ -65,7 +62,6 @@ ROOT = Path(__file__).resolve().parents[1]
 LADDER = ROOT / "studies" / "ladder.yaml"
 LOSS = 3.0  # the loss level the % noise refers to
 BASELINE, VARIANT = "linear", "nonlinear"
-ARMS = (BASELINE, VARIANT)
 
 
 def ladder_spec(transfer: str):
@@ -144,12 +140,6 @@ def one_study(spec, cost, rng, args, sd_pct, break_top) -> dict:
         )
         / LOSS
     )  # % gain a mis-tuned pair shows on identical arms
-    # at the LR optima (analysis.stats.lr.optimum, as the analysis compares): each arm's
-    # parabola through its top-size winner and neighbours takes its shift off the penalty
-    table = world.table()
-    shift = {k[0]: b.shift for k, b in brackets(table, lr_frontier(table)).items() if k[1] == top}
-    left = {arm: world.penalty(arm, top, chosen[arm, top]) - shift.get(arm, 0.0) for arm in ARMS}
-    bias_opt = 100 * (left[BASELINE] - left[VARIANT]) / LOSS
     scan = sum(1 for r in world.rows if r["seed"] == 0)
     # the naive grid at the top size: Porian x {0.5, 1, 2}, the best of three (its seeds average
     # the run noise away), no refinement
@@ -157,7 +147,6 @@ def one_study(spec, cost, rng, args, sd_pct, break_top) -> dict:
     naive = {arm: min(world.penalty(arm, top, lr) for lr in grid) for arm in (BASELINE, VARIANT)}
     naive_bias = 100 * (naive[BASELINE] - naive[VARIANT]) / LOSS
     return {"search": search_gpu_h, "within": within, "bias": bias, "scan_runs": scan,
-            "bias_opt": bias_opt,
             "broken": state.broken_laws, "naive_bias": naive_bias}  # fmt: skip
 
 
@@ -186,7 +175,7 @@ def main() -> None:
           f"noise; {args.studies} studies per row, {args.looks} look sequences")  # fmt: skip
     print(
         f"row | seed noise | E[GPU-h] transfer {args.transfer} + seq | naive GPU-h (n seeds) | "
-        "ratio | power | false claims: tuned / at grid LRs / at LR optima (naive grid LRs) | "
+        "ratio | power | false claims: tuned / with grid tuning error (naive) | "
         "LR within 1 step | scan runs | LR search GPU-h | laws broken | floor"
     )
     # a perfect law still scans 3 LRs a size: past the first wave its 2, then 1 past the edge
@@ -208,20 +197,17 @@ def main() -> None:
             )
             naive = 3 * n_fixed * all_cells
             p0, m0, _ = simulate_sequential(design, 0.0, sd_pct, args.looks, rng)
-            false, false_opt = [], []
+            false = []
             for s in studies:
                 p, m, _ = simulate_sequential(design, s["bias"], sd_pct, args.looks // 10, rng)
                 false.append(float((p | m).mean()))
-                p, m, _ = simulate_sequential(design, s["bias_opt"], sd_pct, args.looks // 10, rng)
-                false_opt.append(float((p | m).mean()))
             naive_false = [power_of(s["naive_bias"], sd_pct, n_fixed) for s in studies]
             within = np.concatenate([s["within"] for s in studies])
             broken = sum(bool(s["broken"]) for s in studies)
             label = "law breaks at top" if break_top else "law holds"
             print(f"{label} | {sd_pct}% | {expected:.0f} | {naive:.0f} ({n_fixed}) | "
                   f"{expected / naive:.2f}x | {power:.3f} | {float((p0 | m0).mean()):.3f} / "
-                  f"{np.mean(false):.3f} / {np.mean(false_opt):.3f} "
-                  f"(naive {np.mean(naive_false):.3f}) | "
+                  f"{np.mean(false):.3f} (naive {np.mean(naive_false):.3f}) | "
                   f"{within.mean():.3f} | {np.mean([s['scan_runs'] for s in studies]):.1f} | "
                   f"{np.mean([s['search'] for s in studies]):.0f} | "
                   f"{broken}/{len(studies)} | "

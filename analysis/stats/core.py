@@ -15,7 +15,6 @@ from analysis.stats.gains.compare import Comparison, baseline_map, compare, pars
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, global_p, holm_levels, size_weights
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.lr.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
-from analysis.stats.lr.optimum import brackets as lr_brackets
 from analysis.stats.rules import summary
 from analysis.stats.rules import verdict as rules
 from analysis.stats.rules.held import decide_held, lr_guards
@@ -167,8 +166,7 @@ def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) 
         raise ValueError(f"no usable runs of the baseline {baseline!r}; see the excluded runs")
     # below the seeds an interval needs, no draws at all: no interval, band or p-value anywhere
     num_draws = num_resamples if intervals.enough_seeds(int(usable["seed"].nunique())) else 0
-    at_optimum = lr_brackets(table, frontiers)  # each arm at its LR optimum, not its grid LR
-    groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers), at_optimum)
+    groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers))
     has_ci = groups.noise is not None and len(groups.seeds) >= MIN_SEEDS and num_resamples > 0
     base_of = baseline_map(groups, baselines)
     return _Measured(
@@ -293,33 +291,10 @@ def _verdict(
         "noise_model": _noise(groups.noise),
         "noise_diagnostics": noise_diagnostics(groups),
         "margin_pct": float(margin_pct),
-        "lr_selection": _lr_selection(data),
+        "lr_selection": _records(frontier_frame(data.frontiers), list(frontier_frame([]).columns)),
         "lr_chosen_on": selection_column(table),
         "flops_estimated": bool(table["flops_estimated"].any()),
     }
-
-
-def _lr_selection(data: _Measured) -> list[dict]:
-    """The frontier per (variant, size, tokens), with how far the parabola's minimum lies below
-    the best LR's loss (``optimum_shift``, loss units; 0 where the best LR has no bracket) and
-    the shift's bootstrap sd; None for a group with no usable LR."""
-    rows = _records(frontier_frame(data.frontiers), list(frontier_frame([]).columns))
-    info = data.groups.info
-    shift = {
-        (str(v), str(s), float(t)): (float(a), float(b))
-        for v, s, t, a, b in zip(
-            info["variant"],
-            info["size"],
-            info["tokens"],
-            info["lr_shift"],
-            info["lr_shift_sd"],
-            strict=True,
-        )
-    }
-    for row in rows:
-        got = shift.get((row["variant"], row["size"], float(row["tokens"])))
-        row["optimum_shift"], row["optimum_shift_sd"] = got if got else (None, None)
-    return rows
 
 
 def _add_token_axis(verdict: dict, data: _Measured, along_d: token_axis.TokenAnalysis) -> None:

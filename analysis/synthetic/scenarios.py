@@ -78,6 +78,7 @@ def ladder(
     noise: Noise = Noise(),
     sizes: tuple[float, ...] = SIZES,
     lr_penalty: float = LR_PENALTY,
+    lr_skew: float = 1.0,
 ) -> list[dict]:
     """Rows of a study: every arm x size x budget x LR x seed, all completed. The model's own
     noise comes from ``rng_seed``'s stream; the misspecified parts from a second stream of the
@@ -96,7 +97,10 @@ def ladder(
                 d = tpp * n
                 for mult in (grids or {}).get(arm, GRID):
                     lr = mult * lr_opt(n)
-                    clean = loss_fn(n, d) + lr_penalty * np.log(mult) ** 2
+                    # above the optimum the loss rises lr_skew times as fast (real LR curves
+                    # are steeper towards divergence)
+                    slope = lr_penalty * (lr_skew if mult > 1 else 1.0)
+                    clean = loss_fn(n, d) + slope * np.log(mult) ** 2
                     own = rng.normal(0.0, run_sd, size=num_seeds)
                     for s in range(num_seeds):
                         rows.append(
@@ -136,15 +140,20 @@ def off_grid_study(
     num_seeds: int = 6,
     lr_penalty: float = 0.08,
     noise: Noise = Noise(),
+    lr_skew: float = 1.0,
 ) -> pd.DataFrame:
     """``noisy_study`` whose LR grids miss each arm's optimum: each arm's grid (0.5x/1x/2x) is
     moved by its own factor 2^u, u uniform in (-1/2, 1/2) step (drawn once per study from a
     third stream of ``rng_seed``), so the best grid LR sits up to half a step from the optimum
-    and the grid alone moves the gain by up to ``lr_penalty`` ln(2)^2 / 4 in either direction."""
+    and the grid alone moves the gain by up to ``lr_penalty`` ln(2)^2 / 4 in either direction.
+    ``lr_skew``: the loss rises that many times faster above the optimum than below (real LR
+    curves are steeper towards divergence)."""
     u = np.random.default_rng([rng_seed, 3]).uniform(-0.5, 0.5, size=2)
     grids = {arm: tuple(m * 2.0**x for m in GRID) for arm, x in zip(ARMS, u, strict=True)}
     arms = {"linear": chinchilla, "nonlinear": at_compute_multiplier(lambda c: k0)}
-    rows = ladder(arms, rng_seed, num_seeds, grids=grids, noise=noise, lr_penalty=lr_penalty)
+    rows = ladder(
+        arms, rng_seed, num_seeds, grids=grids, noise=noise, lr_penalty=lr_penalty, lr_skew=lr_skew
+    )
     return normalise(pd.DataFrame(rows), "synthetic study, LR grids off the optimum")
 
 

@@ -117,7 +117,7 @@ def decide_round(
     scan = spec.scan_seeds
     frontiers = lr_frontier(table[table["seed"].isin(scan)], step_factor=search.step_factor)
     # every edge is extended, a law's scan's too: the analysis compares an arm only at a best
-    # LR with a neighbour on each side (its LR optimum is interpolated there)
+    # LR with a neighbour on each side (else the verdict is inconclusive)
     edges = [f for f in frontiers if f.state in EDGES]
     step = state.round + 1
     wanted = [

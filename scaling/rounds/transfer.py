@@ -12,8 +12,8 @@ How it rides on the search's rounds (`scaling.rounds.refine.decide_round`):
   broken or too uncertain to save an LR, the full grid (reason `wave: ...`);
 - an arm scanned on its law whose winner sits at an edge of those LRs has that edge extended, as
   any other: the analysis compares an arm only at a best LR with a completed neighbour on each
-  side (`analysis.stats.lr.frontier`; `analysis.stats.lr.optimum` interpolates its optimum
-  there), so a law does not stand in for a bracket. Once a law is broken every later size of
+  side (`analysis.stats.lr.frontier`; an unbracketed compared cell makes the verdict
+  inconclusive), so a law does not stand in for a bracket. Once a law is broken every later size of
   the arm gets the full grid. `max_rounds` counts edge rounds since the last wave.
 Every decision is a pure function of the runs' results and the state file, as the search's are.
 """

@@ -1,7 +1,6 @@
 """The report's "Learning-rate selection" section, from ``verdict["lr_selection"]`` and
 ``verdict["lr_search"]``: per arm, size and budget the best LR, the LRs tried and usable and the
-frontier's state (``analysis.stats.lr.frontier``) and how far the arm's LR optimum lies below
-its best LR (``analysis.stats.lr.optimum``), then the study's LR search (its rounds and
+frontier's state (``analysis.stats.lr.frontier``), then the study's LR search (its rounds and
 the arms it left open) and the loss-vs-LR figure."""
 
 from __future__ import annotations
@@ -27,12 +26,10 @@ def lr_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
             lrs(r["usable_lrs"]),
             r["state"] if r["bracketed"] else f"[[inconclusive|{r['state']}]]",
             lrs(r["next_lrs"]) if r["next_lrs"] else "",
-            _shift(r.get("optimum_shift")),
         ]
         for r in sorted(verdict["lr_selection"], key=lambda r: (r["variant"], r["tokens"]))
     ]
     header = ["variant", "size", "tokens", "best LR", "tried", "usable", "state", "add"]
-    header.append("optimum below best LR")
     b.append(("table", header, rows))
     b.append(
         (
@@ -40,11 +37,7 @@ def lr_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
             f"Best LR = lowest mean `{verdict['lr_chosen_on']}` over all seeds of an LR; an LR "
             "is usable only when every one of its seeds completed (never chosen on the "
             "survivors). An LR whose next step up diverged counts as bracketed; a best LR at "
-            "the edge of its grid makes a verdict inconclusive. Each arm is compared at its LR "
-            "optimum: the minimum of the parabola in log LR through its best LR and the two "
-            "neighbours (on the seeds all three ran), that far below the best LR's loss; the "
-            "shift's noise is in every interval. A best LR without a completed neighbour on "
-            "each side keeps its own loss (—).",
+            "the edge of its grid makes a verdict inconclusive.",
         )
     )
     b.extend(_search_blocks(verdict.get("lr_search")))
@@ -75,10 +68,3 @@ def _search_blocks(search: dict | None) -> list[tuple]:
     if search["stopped_arms"]:
         b.append(("note", "No usable LR (search stopped): " + "; ".join(search["stopped_arms"])))
     return b
-
-
-def _shift(value: float | None) -> str:
-    """How far the parabola's minimum lies below the best LR's loss, in nats."""
-    if value is None:
-        return "—"
-    return f"{value:.4f}" if value > 0 else "0"

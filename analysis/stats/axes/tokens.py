@@ -32,7 +32,6 @@ from analysis.stats.fits.laws import LawFit, fit_across_resamples
 from analysis.stats.gains.compare import Budget, baseline_map, compare
 from analysis.stats.gains.levels import MIN_SEEDS, holm_levels, p_two_sided
 from analysis.stats.lr.frontier import LRFrontier, lr_frontier, unbracketed_summary
-from analysis.stats.lr.optimum import brackets
 from analysis.stats.rules import verdict as verdicts
 from analysis.stats.rules import verdict_d
 from analysis.stats.variance.cells import Groups, build_groups, selected_lrs, usable_cells
@@ -115,8 +114,7 @@ def build_slices(table: pd.DataFrame, num_resamples: int, seed: int) -> list[Sli
         if usable.empty:
             continue
         chosen = selected_lrs(part, frontiers)
-        at_optimum = brackets(part, frontiers)  # each arm at its LR optimum, as along N
-        groups = build_groups(usable, num_resamples, seed + int(rank), chosen, at_optimum)
+        groups = build_groups(usable, num_resamples, seed + int(rank), chosen)
         has_ci = groups.noise is not None and len(groups.seeds) >= MIN_SEEDS and num_resamples > 0
         frontier = {(f.variant, f.size, f.tokens): f for f in frontiers}
         out.append(Slice(int(rank), groups, frontier, has_ci, len(usable)))

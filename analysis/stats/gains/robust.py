@@ -10,8 +10,6 @@ failure of the other.
   sizes all sit inside the per-seed differences it is computed from. It ignores the LR choice.
   Where the arms' FLOPs differ, each seed's losses are first moved to matched compute along that
   seed's own curve (``analysis.stats.gains.matched``), so both tests judge the same gain.
-  Each arm's loss is at its LR optimum (``analysis.stats.lr.optimum``); the optimum's shift is
-  one number per arm, so its variance is added to the paired mean's.
 
 The interval is their union (lower bound = the lower of the two, upper = the higher), its
 p-value the larger of the two: it excludes 0 only when both do. Under the model's own noise it
@@ -57,9 +55,6 @@ class GainTest:
         diff = 100.0 * (base - var) / base.mean() if both.any() else base  # [paired seeds]
         n = diff.size
         se = float(diff.std(ddof=1) / np.sqrt(n)) if n >= 2 else float("nan")
-        if n >= 2:  # the LR optimum's shift is one number per arm: its noise is not the seeds'
-            shift_sd = groups.info["lr_shift_sd"].to_numpy()[[budget.base, budget.var]]
-            se = float(np.hypot(se, 100.0 * np.hypot(*shift_sd) / base.mean()))
         value = float(budget.gain_pct[0])
         return cls(value, budget.gain_pct[1:], float(diff.mean()), se, n - 1)
 

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from analysis.stats.lr.frontier import LRFrontier, selection_column
-from analysis.stats.lr.optimum import Bracket, shift_draws
 from analysis.stats.variance import noise
 from analysis.tables.runs import is_usable
 
@@ -73,21 +72,14 @@ def selected_lrs(table: pd.DataFrame, frontiers: list[LRFrontier]) -> dict | Non
 
 
 def build_groups(
-    runs: pd.DataFrame,
-    num_draws: int,
-    seed: int = 0,
-    chosen_lr: dict | None = None,
-    brackets: dict[tuple, Bracket] | None = None,
+    runs: pd.DataFrame, num_draws: int, seed: int = 0, chosen_lr: dict | None = None
 ) -> Groups:
     """Cells, the noise model and ``num_draws`` parametric draws; the best LR per group.
 
     ``runs`` holds usable cells only (``usable_cells``). ``chosen_lr`` (``selected_lrs``) fixes
     each group's LR, in the data and in every draw, at the one the selection windows chose: the
     reported ``final_val_loss`` then never takes part in choosing it. Without it each draw
-    chooses the LR with the lowest ``final_val_loss`` of that draw. ``brackets``
-    (``analysis.stats.lr.optimum.brackets``) moves each bracketed best LR's losses to the
-    parabola's minimum, in the data and, with the shift drawn again, in every draw
-    (``info``'s ``lr_shift`` and ``lr_shift_sd``, in loss units).
+    chooses the LR with the lowest ``final_val_loss`` of that draw.
     """
     seeds = np.sort(runs["seed"].unique())
     seed_index = {s: i for i, s in enumerate(seeds)}
@@ -111,12 +103,6 @@ def build_groups(
         rng = np.random.default_rng(seed)
         simulated = noise.simulate(centre, present, cell_size, model, num_draws, rng)
         draws = np.concatenate([draws, simulated])
-    shifts = _optimum_shifts(cell_frame, cell_size, brackets, model, draws, seed)
-    if shifts:
-        draws = draws.copy()
-        for c, shift in shifts.items():  # each bracketed best LR, at its parabola's minimum
-            draws[:, c, :] -= shift[:, None]
-            y[c] -= shift[0]
     means = np.nanmean(draws, axis=2)  # [B+1, cells]; every seed of a usable cell is there
 
     group_ids = cell_frame.groupby(GROUP_KEYS, sort=True).ngroup().to_numpy()
@@ -153,7 +139,6 @@ def build_groups(
                 "flops": float(cell_frame["flops"].to_numpy()[members].mean()),
                 "lr_grid": sorted(float(x) for x in lr_keys[members] if x >= 0),
                 "num_seeds": int(present[members[0]].sum()),
-                **_shift_columns(shifts.get(members[pick[0]])),
             }
         )
     info = pd.DataFrame(rows)
@@ -165,30 +150,3 @@ def build_groups(
     return Groups(
         info, loss, best_lr, seeds, seed_loss, draws, chosen, seed_sets, model, cells_info
     )
-
-
-def _optimum_shifts(cell_frame, cell_size, brackets, model, draws, seed) -> dict[int, np.ndarray]:
-    """``{cell: [B+1] shift}`` for each cell that is a bracketed group's best LR; the draws'
-    shifts from their own stream, so the loss draws are those without brackets."""
-    if not brackets:
-        return {}
-    rng = np.random.default_rng([seed, 2])
-    out = {}
-    columns = ("variant", "size", "tokens", "lr_key")
-    keys = zip(*(cell_frame[k] for k in columns), strict=True)
-    for c, (variant, size, tokens, lr) in enumerate(keys):
-        bracket = brackets.get((str(variant), str(size), float(tokens)))
-        if bracket is None or lr < 0 or not np.isclose(np.log(lr), bracket.log_lr[1]):
-            continue
-        sd_run = 0.0
-        if model is not None:
-            sd_run = float(model.inflate_run * model.sd_run[cell_size[c]])
-        out[c] = shift_draws(bracket, sd_run if np.isfinite(sd_run) else 0.0, len(draws) - 1, rng)
-    return out
-
-
-def _shift_columns(shift: np.ndarray | None) -> dict[str, float]:
-    if shift is None:
-        return {"lr_shift": 0.0, "lr_shift_sd": 0.0}
-    sd = float(shift[1:].std(ddof=1)) if shift.size > 2 else 0.0
-    return {"lr_shift": float(shift[0]), "lr_shift_sd": sd}
