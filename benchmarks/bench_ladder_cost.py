@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.stats.gains.resolution import penalty_var_pct
 from analysis.stats.looks.seq_cost import simulate_sequential
 from analysis.stats.looks.sequential import Design
 from analysis.stats.lr.frontier import lr_frontier
@@ -62,6 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LADDER = ROOT / "studies" / "ladder.yaml"
 LOSS = 3.0  # the loss level the % noise refers to
 BASELINE, VARIANT = "linear", "nonlinear"
+LN2 = math.log(2.0)
 
 
 def ladder_spec(transfer: str):
@@ -159,6 +161,17 @@ def main() -> None:
     parser.add_argument("--run-frac", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--no-resolution",
+        action="store_true",
+        help="the test without the grid's resolution term (as before it was counted)",
+    )
+    parser.add_argument(
+        "--seeds",
+        default=None,
+        metavar="START/MAX/STEP",
+        help="the looks' design instead of the ladder's `seeds:` (e.g. 3/16/2)",
+    )
+    parser.add_argument(
         "--transfer", default="law", choices=["law", "none"], help="none: the LR search alone"
     )
     args = parser.parse_args()
@@ -181,27 +194,45 @@ def main() -> None:
     # a perfect law still scans 3 LRs a size: past the first wave its 2, then 1 past the edge
     scans = sum(cost[a, s] * 3 for a in arms for s in sizes)
     floor_search = scans + 2 * all_cells  # seeds 1 and 2 at every (arm, size)'s winner
-    design = Design()
+    rounds = spec.seed_rounds
+    start, most, step = (
+        map(int, args.seeds.split("/")) if args.seeds else (rounds.start, rounds.max, rounds.step)
+    )
+    design = Design(start, most, step, spec.verdict.margin_pct, spec.verdict.alpha)
+    # the verdict's test carries the grid's resolution (analysis.stats.gains.resolution): each
+    # arm's best LR has neighbours one 2x step away, the curve's curvature as the analysis
+    # estimates it (here the world's own)
+    tune = 0.0 if args.no_resolution else 2 * penalty_var_pct(args.curve / LOSS, LN2, LN2)
+    print(f"looks: seeds {start}/{most}/{step} at the top size; the grid's resolution in the "
+          f"test: sd {math.sqrt(tune):.3f}% of the loss")  # fmt: skip
     rng = np.random.default_rng(args.seed)
     for sd_pct in (0.3, 1.0):
         for break_top in (False, True):
             studies = [
                 one_study(spec, cost, rng, args, sd_pct, break_top) for _ in range(args.studies)
             ]
-            plus, _, n_top = simulate_sequential(design, design.margin_pct, sd_pct, args.looks, rng)
+            plus, _, n_top = simulate_sequential(
+                design, design.margin_pct, sd_pct, args.looks, rng, tune_var=tune
+            )
             power = float(plus.mean())
             seq_seeds = (float(n_top.mean()) - design.start) * per_seed_top
             expected = float(np.mean([s["search"] for s in studies])) + seq_seeds
             n_fixed = next(
-                n for n in range(2, 10_000) if power_of(design.margin_pct, sd_pct, n) >= power
+                n
+                for n in range(2, 10_000)
+                if power_of(design.margin_pct, sd_pct, n, tune_var=tune) >= power
             )
             naive = 3 * n_fixed * all_cells
-            p0, m0, _ = simulate_sequential(design, 0.0, sd_pct, args.looks, rng)
+            p0, m0, _ = simulate_sequential(design, 0.0, sd_pct, args.looks, rng, tune_var=tune)
             false = []
             for s in studies:
-                p, m, _ = simulate_sequential(design, s["bias"], sd_pct, args.looks // 10, rng)
+                p, m, _ = simulate_sequential(
+                    design, s["bias"], sd_pct, args.looks // 10, rng, tune_var=tune
+                )
                 false.append(float((p | m).mean()))
-            naive_false = [power_of(s["naive_bias"], sd_pct, n_fixed) for s in studies]
+            naive_false = [
+                power_of(s["naive_bias"], sd_pct, n_fixed, tune_var=tune) for s in studies
+            ]
             within = np.concatenate([s["within"] for s in studies])
             broken = sum(bool(s["broken"]) for s in studies)
             label = "law breaks at top" if break_top else "law holds"

@@ -144,6 +144,11 @@ def _unresolved(v: dict) -> str:
     d = v["decision"]
     seeds = d.get("seeds_to_resolve_margin")
     need = f"about {seeds} paired seeds would" if seeds else "more seeds than can be planned would"
+    if d.get("grid_limits"):
+        need = (
+            "no number of seeds at this LR grid's resolution would (a finer grid near the best "
+            "LRs could)"
+        )
     return (
         f"the interval reaches past \u00b1{_margin(v)}, so the study cannot tell a gain that "
         f"small from none: not resolved (it detects gains of "

@@ -13,6 +13,7 @@ from analysis.stats.gains import intervals
 from analysis.stats.gains import matched as matching
 from analysis.stats.gains.compare import Comparison, baseline_map, compare, parse_baselines
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, global_p, holm_levels, size_weights
+from analysis.stats.gains.resolution import tuning_variances
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.lr.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
 from analysis.stats.rules import summary
@@ -167,6 +168,7 @@ def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) 
     # below the seeds an interval needs, no draws at all: no interval, band or p-value anywhere
     num_draws = num_resamples if intervals.enough_seeds(int(usable["seed"].nunique())) else 0
     groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers))
+    groups.tuning_var = tuning_variances(table, frontiers)
     has_ci = groups.noise is not None and len(groups.seeds) >= MIN_SEEDS and num_resamples > 0
     base_of = baseline_map(groups, baselines)
     return _Measured(

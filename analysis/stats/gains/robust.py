@@ -20,12 +20,14 @@ model does not assume it keeps the paired test's calibration (docs/statistics.md
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 from scipy import stats
 
 from analysis.stats.gains.compare import Budget
 from analysis.stats.gains.levels import ci, p_two_sided
+from analysis.stats.gains.resolution import t_half, t_p
 from analysis.stats.variance.cells import Groups
 
 POOLED, PAIRED = "pooled bootstrap", "paired-seed t"
@@ -40,6 +42,12 @@ class GainTest:
     mean: float  # mean per-seed paired gain (= value on complete pairs)
     se: float  # its standard error, from this size's seeds only
     df: int  # paired seeds - 1
+    tune_var: float = 0.0  # both arms' grid-resolution variance, %^2 (gains.resolution)
+
+    @property
+    def t_se(self) -> float:
+        """The t test's standard error: the seeds' and the LR grid's resolution's."""
+        return math.sqrt(self.se**2 + self.tune_var)
 
     @classmethod
     def of(cls, budget: Budget, groups: Groups) -> GainTest:
@@ -56,20 +64,30 @@ class GainTest:
         n = diff.size
         se = float(diff.std(ddof=1) / np.sqrt(n)) if n >= 2 else float("nan")
         value = float(budget.gain_pct[0])
-        return cls(value, budget.gain_pct[1:], float(diff.mean()), se, n - 1)
+        info = groups.info
+        tune = sum(
+            groups.tuning_var.get(
+                (str(info.at[g, "variant"]), str(info.at[g, "size"]), float(info.at[g, "tokens"])),
+                0.0,
+            )
+            for g in (budget.base, budget.var)
+        )
+        return cls(value, budget.gain_pct[1:], float(diff.mean()), se, n - 1, tune)
 
     def t_interval(self, alpha: float) -> list[float] | None:
         if self.df < 1 or not np.isfinite(self.se):
             return None
-        half = float(stats.t.ppf(1 - alpha / 2, self.df)) * self.se
+        half = float(t_half(1 - alpha / 2, self.se, self.df, self.tune_var))
         return [self.mean - half, self.mean + half]
 
     def t_p(self) -> float:
         if self.df < 1 or not np.isfinite(self.se):
             return 1.0
-        if self.se == 0:
+        if self.t_se == 0:
             return 1.0 if self.mean == 0 else 0.0
-        return float(2 * stats.t.sf(abs(self.mean) / self.se, self.df))
+        if self.se == 0:  # the seeds agree exactly: the grid's term alone
+            return float(2 * stats.norm.sf(abs(self.mean) / self.t_se))
+        return t_p(self.mean, self.se, self.df, self.tune_var)
 
     def interval(self, alpha: float) -> tuple[list[float] | None, str | None]:
         """(the union of both intervals at ``1 - alpha``, the one that decided it): the source

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from analysis.stats.gains.levels import TOP_WEIGHT
+from analysis.stats.gains.resolution import t_half
 from analysis.stats.looks.sequential import Design
 
 __all__ = ["SeedOutcome", "simulate_sequential", "expected_seeds", "NUM_STUDIES"]
@@ -31,11 +31,19 @@ NUM_STUDIES = 20_000  # the plan's simulation: the mean top seeds to about +-0.0
 
 
 def simulate_sequential(
-    design: Design, gain: float, sd: float, num: int, rng, draws: int | None = None
+    design: Design,
+    gain: float,
+    sd: float,
+    num: int,
+    rng,
+    draws: int | None = None,
+    tune_var: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(claimed +, claimed -, seeds at the top when it stopped), one entry per study.
 
     ``gain`` and ``sd``: the true paired gain and the paired-difference sd, % of the loss.
+    ``tune_var``: the LR grid's resolution (%^2), added to the t test's squared standard error
+    as the verdict adds it (``analysis.stats.gains.robust``).
     ``draws``: the bootstrap draws of the analysis; when given, equivalence stops a look only
     where they resolve the top size's interval (``draws * level / 2 >= 1``, as ``decide_look``
     does); None: equivalence stops any look (the benchmark's published figures)."""
@@ -48,7 +56,7 @@ def simulate_sequential(
         level = TOP_WEIGHT * bound.level
         mean = total[:, n - 1] / n
         var = (squares[:, n - 1] - n * mean**2) / (n - 1)
-        half = stats.t.isf(level / 2, n - 1) * np.sqrt(var / n)
+        half = t_half(1 - level / 2, np.sqrt(var / n), n - 1, tune_var)
         up, down = mean - half > 0, mean + half < 0
         same = np.abs(mean) + half <= design.margin_pct
         if draws is not None and draws * level / 2 < 1:

@@ -32,6 +32,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from analysis.stats.gains.levels import TOP_ALPHA  # the verdict's top-size level
+from analysis.stats.gains.resolution import effective_df, t_half
 from analysis.stats.lr.frontier import lr_frontier
 from analysis.stats.variance.cells import build_groups, selected_lrs, usable_cells
 from analysis.tables.mlflow_io import load_study_runs
@@ -44,24 +45,56 @@ UPPER = 0.8  # the noise is planned on at its upper 80% confidence bound
 MAX_SEEDS = 10_000  # beyond this a gain is not worth planning for
 
 
-def power_of(gain_pct: float, sd_pct: float, num_seeds: int, alpha: float = TOP_ALPHA) -> float:
+def power_of(
+    gain_pct: float,
+    sd_pct: float,
+    num_seeds: int,
+    alpha: float = TOP_ALPHA,
+    tune_var: float = 0.0,
+) -> float:
     """Probability the two-sided paired t-test at ``alpha`` rejects "no gain" on ``num_seeds``
-    paired seeds when the true gain is ``gain_pct`` and the paired-difference sd ``sd_pct``."""
+    paired seeds when the true gain is ``gain_pct`` and the paired-difference sd ``sd_pct``.
+    ``tune_var``: the LR grid's resolution (%^2, ``analysis.stats.gains.resolution``), a variance
+    the test adds to the seeds' and no number of seeds shrinks; taken as part of the per-seed
+    sd, ``sqrt(sd^2 + n tune_var)``."""
     if num_seeds < 2 or sd_pct <= 0:
         return float("nan")
-    df = num_seeds - 1
+    own = _t_power(gain_pct, sd_pct, num_seeds, num_seeds - 1, alpha)
+    if not tune_var > 0:
+        return own
+    # the verdict rejects only past both intervals (gains.resolution.t_half): at most either's
+    df = effective_df(sd_pct**2 / num_seeds, num_seeds - 1, tune_var)
+    return min(
+        own, _t_power(gain_pct, _per_seed_sd(sd_pct, num_seeds, tune_var), num_seeds, df, alpha)
+    )
+
+
+def _t_power(gain_pct: float, sd_pct: float, num_seeds: int, df: float, alpha: float) -> float:
     crit = stats.t.ppf(1 - alpha / 2, df)
     ncp = gain_pct * math.sqrt(num_seeds) / sd_pct
     far_tail = stats.nct.cdf(-crit, df, abs(ncp))  # NaN deep in the tail: it is ~0 there
     return float(stats.nct.sf(crit, df, abs(ncp)) + np.nan_to_num(far_tail))
 
 
-def mde(sd_pct: float, num_seeds: int, alpha: float = TOP_ALPHA, power: float = POWER) -> float:
+def _per_seed_sd(sd_pct: float, num_seeds: int, tune_var: float) -> float:
+    return math.sqrt(sd_pct**2 + num_seeds * tune_var)
+
+
+def mde(
+    sd_pct: float,
+    num_seeds: int,
+    alpha: float = TOP_ALPHA,
+    power: float = POWER,
+    tune_var: float = 0.0,
+) -> float:
     """Smallest true gain (same unit as ``sd_pct``) detected with ``power``; NaN below 2 seeds."""
     if num_seeds < 2 or not sd_pct > 0:
         return float("nan")
-    hi = 2 * mde_closed_form(sd_pct, num_seeds, alpha, power) + sd_pct
-    return float(optimize.brentq(lambda d: power_of(d, sd_pct, num_seeds, alpha) - power, 0, hi))
+    sd = _per_seed_sd(sd_pct, num_seeds, tune_var)
+    hi = 2 * mde_closed_form(sd, num_seeds, alpha, power) + sd
+    return float(
+        optimize.brentq(lambda d: power_of(d, sd_pct, num_seeds, alpha, tune_var) - power, 0, hi)
+    )
 
 
 def mde_closed_form(
@@ -74,19 +107,28 @@ def mde_closed_form(
 
 
 def seeds_needed(
-    sd_pct: float, gain_pct: float, alpha: float = TOP_ALPHA, power: float = POWER
+    sd_pct: float,
+    gain_pct: float,
+    alpha: float = TOP_ALPHA,
+    power: float = POWER,
+    tune_var: float = 0.0,
 ) -> int | None:
     """Smallest number of paired seeds (>= 2) whose test has ``power`` at ``gain_pct``; None
     when the gain is not positive or would need more than ``MAX_SEEDS``."""
     if not (gain_pct > 0 and sd_pct > 0):
         return None
+    if (
+        tune_var > 0
+        and stats.norm.sf(stats.norm.isf(alpha / 2) - gain_pct / math.sqrt(tune_var)) < power
+    ):
+        return None  # even infinitely many seeds leave the grid's resolution
     n = 2
-    while power_of(gain_pct, sd_pct, n, alpha) < power:  # power rises with n: first n is it
+    while power_of(gain_pct, sd_pct, n, alpha, tune_var) < power:  # rises with n: first n is it
         n = n + 1 if n < 64 else int(n * 1.1)
         if n > MAX_SEEDS:
             return None
     if n > 64:  # the coarse steps may have overshot: walk back
-        while n > 64 and power_of(gain_pct, sd_pct, n - 1, alpha) >= power:
+        while n > 64 and power_of(gain_pct, sd_pct, n - 1, alpha, tune_var) >= power:
             n -= 1
     return n
 
@@ -113,19 +155,40 @@ def power_table(
     return rows
 
 
-def seeds_to_resolve(sd_pct: float, margin_pct: float, alpha: float = TOP_ALPHA) -> int | None:
+def seeds_to_resolve(
+    sd_pct: float, margin_pct: float, alpha: float = TOP_ALPHA, tune_var: float = 0.0
+) -> int | None:
     """Paired seeds that show equivalence (the whole interval within +-``margin_pct``) with
     80% probability when the true gain is 0: ``|mean| + t se <= margin``, ``|mean| ~ N(0, se)``,
-    so ``margin >= (t_{1-alpha/2, n-1} + z_{0.9}) sd / sqrt(n)``. None beyond ``MAX_SEEDS``."""
+    so ``margin >= (t_{1-alpha/2, n-1} + z_{0.9}) sd / sqrt(n)``; with the grid's resolution
+    (``tune_var``) the half-width is ``gains.resolution.t_half``'s and ``|mean|`` spreads by
+    ``sqrt(sd^2 / n + tune_var)``. None beyond ``MAX_SEEDS`` or when the grid's resolution alone
+    keeps the margin out of reach."""
     if not (sd_pct > 0 and margin_pct > 0):
         return None
     z = stats.norm.ppf(0.5 + POWER / 2)
+    if not resolvable(margin_pct, alpha, tune_var):
+        return None
     n = 2
-    while (stats.t.ppf(1 - alpha / 2, n - 1) + z) * sd_pct / math.sqrt(n) > margin_pct:
+    while _margin_reach(sd_pct, n, alpha, tune_var, z) > margin_pct:
         n = n + 1 if n < 64 else int(n * 1.1) + 1
         if n > MAX_SEEDS:
             return None
     return n
+
+
+def _margin_reach(sd_pct: float, n: int, alpha: float, tune_var: float, z: float) -> float:
+    """What ``|mean| + half-width`` reaches with 80% probability at a true gain of 0."""
+    se = sd_pct / math.sqrt(n)
+    return float(t_half(1 - alpha / 2, se, n - 1, tune_var)) + z * math.sqrt(se**2 + tune_var)
+
+
+def resolvable(margin_pct: float, alpha: float = TOP_ALPHA, tune_var: float = 0.0) -> bool:
+    """Whether seeds enough could show equivalence within +-``margin_pct`` with 80%
+    probability at a true gain of 0, given the grid's resolution ``tune_var`` (%^2) that no
+    seed shrinks: ``(z_{1-alpha/2} + z_{0.9}) sqrt(tune_var) < margin``."""
+    z = stats.norm.ppf(0.5 + POWER / 2)
+    return bool((stats.norm.isf(alpha / 2) + z) * math.sqrt(tune_var) < margin_pct)
 
 
 def sd_upper(sd: float, df: float, confidence: float = UPPER) -> float:

@@ -18,7 +18,7 @@ import numpy as np
 from analysis.stats.fits.laws import LawFit
 from analysis.stats.gains.compare import Comparison
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, ci, size_weights, weighted_holm
-from analysis.stats.planning.power import mde, seeds_to_resolve
+from analysis.stats.planning.power import mde, resolvable, seeds_to_resolve
 
 MIN_SIZES = 4  # a trend (gamma) from fewer sizes per arm is not judged
 FAR_EXTRAPOLATION = 100.0  # beyond this many times the largest measured compute: say so
@@ -150,6 +150,9 @@ def apply_rule(
         out["top_gain_pct"] = dict(out["sizes"][-1])
         out["top_gain_pct"].update(paired_ci=tests[top_i].t_interval(top_level))
         out["top_gain_pct"].update(pooled_ci=ci(tests[top_i].draws, top_level))
+        # the paired t's two parts: the seeds' standard error and the LR grid's resolution
+        top_test = tests[top_i]
+        out["top_gain_pct"].update(seeds_se=_num(top_test.se), grid_sd=_num(top_test.tune_var**0.5))
     if gamma is not None and np.isfinite(gamma[0]):
         interval = ci(gamma[1:], top_level)
         if interval is not None:
@@ -196,8 +199,13 @@ def _rule(out: dict, level: float | None, top_test) -> dict:
         reason = f"{t_clause}; CI within the +-{margin:.3g}% margin: equivalent{holm}"
         return {**out, "verdict": "none", "reason": reason}
     detect, seeds = resolution(top_test, t["level"], margin)
-    out.update(detectable_gain_pct=detect, seeds_to_resolve_margin=seeds)
+    grid_bound = seeds is None and grid_limits(top_test, t["level"], margin)
+    out.update(detectable_gain_pct=detect, seeds_to_resolve_margin=seeds, grid_limits=grid_bound)
     seeds_text = f"about {seeds} paired seeds" if seeds else "more seeds than can be planned"
+    if grid_bound:
+        seeds_text = (
+            "no number of seeds at this LR grid's resolution (a finer grid near the best LRs)"
+        )
     reason = (
         f"{t_clause}; CI reaches past the +-{margin:.3g}% margin: not resolved{holm}; this study "
         f"detects a gain of {detect:.3g}% (80% power); {seeds_text} would resolve +-{margin:.3g}%"
@@ -228,4 +236,11 @@ def resolution(test, alpha: float, margin_pct: float) -> tuple[float, int | None
     se, df = test.half_width_se()
     n = df + 1 if np.isfinite(df) else test.df + 1
     sd = se * math.sqrt(n)  # per-seed sd of the paired gain
-    return mde(sd, int(n), alpha), seeds_to_resolve(sd, margin_pct, alpha)
+    tune = test.tune_var
+    return mde(sd, int(n), alpha, tune_var=tune), seeds_to_resolve(sd, margin_pct, alpha, tune)
+
+
+def grid_limits(test, alpha: float, margin_pct: float) -> bool:
+    """True when the LR grid's resolution alone (``test.tune_var``) keeps the interval from
+    fitting within +-``margin_pct``, whatever the seeds."""
+    return not resolvable(margin_pct, alpha, test.tune_var)

@@ -163,7 +163,10 @@ def test_verdict_accuracy_over_20_studies(name):
     # paired test on 3 seeds misses it: no claim), never a claim of the wrong kind; identical
     # arms claim nothing, along either axis
     real = {"helps", "undetected"}
-    allowed_n = {"null": {"none", "undetected"}, "fades_along_d": {"persists"} | real}
+    # fades_along_d's true gain at the top size along N is 0.27%, inside the +-0.5% margin:
+    # an interval within it (`none`, equivalent) reads it rightly
+    assert 100 * true_gain(BASE, FADES_ALONG_D, 1e8, 2e9) / BASE.loss(1e8, 2e9) < 0.5
+    allowed_n = {"null": {"none", "undetected"}, "fades_along_d": {"persists", "none"} | real}
     allowed_n["fades_along_n"] = {"fades"} | real
     wrong_n = sum(n["verdict"] not in allowed_n[name] | {"inconclusive"} for n, _ in got)
     assert wrong_n <= 2, words_n
@@ -172,8 +175,8 @@ def test_verdict_accuracy_over_20_studies(name):
         assert right_n + words_n["undetected"] >= 18, words_n
     else:
         assert right_d >= 18
-        # measured (seeds 100-119): persists 11/20 (undetected 8, grows 1) along N; fades
-        # 13/20 (undetected 7) along N
+        # measured (seeds 100-119): persists 9/20 (undetected 8, none 2, grows 1) along N, 11/20
+        # before the grid's resolution entered the test; fades 13/20 (undetected 7) along N
         assert right_n >= {"fades_along_d": 9, "fades_along_n": 11}[name], words_n
 
 
