@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.stats.gains.resolution import penalty_var_pct
+from analysis.stats.gains.resolution import pair_var, tuning_variances
 from analysis.stats.looks.seq_cost import simulate_sequential
 from analysis.stats.looks.sequential import Design
 from analysis.stats.lr.frontier import lr_frontier
@@ -63,7 +63,6 @@ ROOT = Path(__file__).resolve().parents[1]
 LADDER = ROOT / "studies" / "ladder.yaml"
 LOSS = 3.0  # the loss level the % noise refers to
 BASELINE, VARIANT = "linear", "nonlinear"
-LN2 = math.log(2.0)
 
 
 def ladder_spec(transfer: str):
@@ -148,8 +147,13 @@ def one_study(spec, cost, rng, args, sd_pct, break_top) -> dict:
     grid = [porian_lr(nominal_params(spec.shape(top))) * m for m in (0.5, 1.0, 2.0)]
     naive = {arm: min(world.penalty(arm, top, lr) for lr in grid) for arm in (BASELINE, VARIANT)}
     naive_bias = 100 * (naive[BASELINE] - naive[VARIANT]) / LOSS
+    # the grid's resolution in the verdict's test, as the analysis takes it from this study's
+    # runs (its curvature, each arm's neighbours and picks; the run noise: the world's own)
+    table = world.table()
+    tune = tuning_variances(table, lr_frontier(table), {s: run_sd for s in spec.sizes})
+    tune_top = pair_var(tune, (BASELINE, top, 1.0), (VARIANT, top, 1.0))
     return {"search": search_gpu_h, "within": within, "bias": bias, "scan_runs": scan,
-            "broken": state.broken_laws, "naive_bias": naive_bias}  # fmt: skip
+            "broken": state.broken_laws, "naive_bias": naive_bias, "tune": tune_top}  # fmt: skip
 
 
 def main() -> None:
@@ -188,8 +192,8 @@ def main() -> None:
           f"noise; {args.studies} studies per row, {args.looks} look sequences")  # fmt: skip
     print(
         f"row | seed noise | E[GPU-h] transfer {args.transfer} + seq | naive GPU-h (n seeds) | "
-        "ratio | power | false claims: tuned / with grid tuning error (naive) | "
-        "LR within 1 step | scan runs | LR search GPU-h | laws broken | floor"
+        "ratio | power (seeds alone) | false claims: tuned / with grid tuning error (naive) | "
+        "LR within 1 step | scan runs | LR search GPU-h | laws broken | floor | grid sd in the test"
     )
     # a perfect law still scans 3 LRs a size: past the first wave its 2, then 1 past the edge
     scans = sum(cost[a, s] * 3 for a in arms for s in sizes)
@@ -199,35 +203,39 @@ def main() -> None:
         map(int, args.seeds.split("/")) if args.seeds else (rounds.start, rounds.max, rounds.step)
     )
     design = Design(start, most, step, spec.verdict.margin_pct, spec.verdict.alpha)
-    # the verdict's test carries the grid's resolution (analysis.stats.gains.resolution): each
-    # arm's best LR has neighbours one 2x step away, the curve's curvature as the analysis
-    # estimates it (here the world's own)
-    tune = 0.0 if args.no_resolution else 2 * penalty_var_pct(args.curve / LOSS, LN2, LN2)
-    print(f"looks: seeds {start}/{most}/{step} at the top size; the grid's resolution in the "
-          f"test: sd {math.sqrt(tune):.3f}% of the loss")  # fmt: skip
+    print(f"looks: seeds {start}/{most}/{step} at the top size")
     rng = np.random.default_rng(args.seed)
     for sd_pct in (0.3, 1.0):
         for break_top in (False, True):
             studies = [
                 one_study(spec, cost, rng, args, sd_pct, break_top) for _ in range(args.studies)
             ]
+            if args.no_resolution:
+                for s in studies:
+                    s["tune"] = 0.0
+            tune = float(np.mean([s["tune"] for s in studies]))  # the row's mean grid term
+            # the looks as they run (the test with the grid's term): the seeds they spend
             plus, _, n_top = simulate_sequential(
                 design, design.margin_pct, sd_pct, args.looks, rng, tune_var=tune
             )
             power = float(plus.mean())
             seq_seeds = (float(n_top.mean()) - design.start) * per_seed_top
             expected = float(np.mean([s["search"] for s in studies])) + seq_seeds
+            # the naive grid as `scaling plan` prices it: the fixed seeds that match the design's
+            # power on the seeds alone (the grid's term is a floor no fixed seed count lowers,
+            # and would make "equal power" cost any number of seeds)
+            seeds_power = float(
+                simulate_sequential(design, design.margin_pct, sd_pct, args.looks, rng)[0].mean()
+            )
             n_fixed = next(
-                n
-                for n in range(2, 10_000)
-                if power_of(design.margin_pct, sd_pct, n, tune_var=tune) >= power
+                n for n in range(2, 10_000) if power_of(design.margin_pct, sd_pct, n) >= seeds_power
             )
             naive = 3 * n_fixed * all_cells
             p0, m0, _ = simulate_sequential(design, 0.0, sd_pct, args.looks, rng, tune_var=tune)
             false = []
             for s in studies:
                 p, m, _ = simulate_sequential(
-                    design, s["bias"], sd_pct, args.looks // 10, rng, tune_var=tune
+                    design, s["bias"], sd_pct, args.looks // 10, rng, tune_var=s["tune"]
                 )
                 false.append(float((p | m).mean()))
             naive_false = [
@@ -237,12 +245,14 @@ def main() -> None:
             broken = sum(bool(s["broken"]) for s in studies)
             label = "law breaks at top" if break_top else "law holds"
             print(f"{label} | {sd_pct}% | {expected:.0f} | {naive:.0f} ({n_fixed}) | "
-                  f"{expected / naive:.2f}x | {power:.3f} | {float((p0 | m0).mean()):.3f} / "
+                  f"{expected / naive:.2f}x | {power:.3f} ({seeds_power:.3f}) | "
+                  f"{float((p0 | m0).mean()):.3f} / "
                   f"{np.mean(false):.3f} (naive {np.mean(naive_false):.3f}) | "
                   f"{within.mean():.3f} | {np.mean([s['scan_runs'] for s in studies]):.1f} | "
                   f"{np.mean([s['search'] for s in studies]):.0f} | "
                   f"{broken}/{len(studies)} | "
-                  f"{(floor_search + seq_seeds) / naive:.2f}x")  # fmt: skip
+                  f"{(floor_search + seq_seeds) / naive:.2f}x | "
+                  f"{math.sqrt(tune):.3f}%")  # fmt: skip
     print(f"took {time.time() - started:.0f} s")
 
 

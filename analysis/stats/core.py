@@ -168,7 +168,12 @@ def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) 
     # below the seeds an interval needs, no draws at all: no interval, band or p-value anywhere
     num_draws = num_resamples if intervals.enough_seeds(int(usable["seed"].nunique())) else 0
     groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers))
-    groups.tuning_var = tuning_variances(table, frontiers)
+    sd_run = (
+        None
+        if groups.noise is None
+        else dict(zip(groups.noise.sizes, groups.noise.sd_run, strict=True))
+    )
+    groups.tuning_var = tuning_variances(table, frontiers, sd_run)
     has_ci = groups.noise is not None and len(groups.seeds) >= MIN_SEEDS and num_resamples > 0
     base_of = baseline_map(groups, baselines)
     return _Measured(

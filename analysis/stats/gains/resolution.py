@@ -1,22 +1,26 @@
-"""The LR grid's resolution as a noise term of each gain.
+"""The LR grid's resolution, and the LR search's pick, as an error term of each gain.
 
-An arm is compared at its best grid LR, which sits up to half a step from its true optimum; its
-loss there is above the optimum's by the curve's rise over that distance. Two arms sit at
-different distances, so the grid alone moves their measured gain, and no number of seeds
-averages that away: it is one draw per (arm, size). Modelled here as a random term: the optimum
-lies anywhere between the midpoints to the best LR's scanned neighbours (uniformly, in ln LR),
-and the loss rises as ``c u^2`` at ``u`` from it. ``c`` is in nats per ln(LR)^2, the same at
-every size and arm: the median over every bracketed sweep of the study (per size it would rest
-on the few arms there), taken relative to each arm's own loss. Each arm's penalty then has a
-variance; the sum of both arms' is added to the paired test's squared standard error
-(``analysis.stats.gains.robust``), with Welch-Satterthwaite df (``effective_df``); the term only
+An arm is compared at its best grid LR, which sits up to half a step from its true optimum (more
+when the search picked on one noisy scan seed); its loss there is above the optimum's by the
+curve's rise over that distance. Two arms sit at different distances, so the grid alone moves
+their measured gain, and no number of seeds averages that away: it is one draw per (arm, size).
+
+Modelled here: the loss rises as ``c u^2`` at ``u`` (ln LR) from the optimum. ``c`` is in nats per
+ln(LR)^2, the same at every size and arm: the median over every bracketed sweep of the study
+(per size it would rest on the few arms there), taken relative to each arm's own loss. The
+optimum lies uniformly between the midpoints to the best LR's neighbours, reaching further
+towards a neighbour the run noise cannot exclude as the better LR (``_reach``, with the noise
+model's run sd). Each arm's loss above its optimum then has
+a mean and a variance; a gain's term is both arms' variances plus the square of the difference
+of their means (``pair_var``), added to the paired t's squared standard error
+(``analysis.stats.gains.robust``) with Welch-Satterthwaite df (``effective_df``); the term only
 ever widens the seeds' own interval (``t_half``).
 
 Why not correct each arm to its fitted optimum (a parabola through the best LR and its
 neighbours): three points cannot tell a parabola's dip from a steep side, and on LR curves
 steeper above the optimum that claimed more than the grid itself (docs/statistics.md, "The LR
 grid's resolution"). A variance term does not move the estimate; it only admits the grid's
-uncertainty.
+uncertainty, as large as the correction it does not make.
 """
 
 from __future__ import annotations
@@ -27,11 +31,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.stats.lr.frontier import BRACKETED, LRFrontier
+from analysis.stats.lr.frontier import BRACKETED, LRFrontier, selection_column
 
-__all__ = ["curvature", "effective_df", "penalty_var_pct", "t_half", "t_p", "tuning_variances"]
+__all__ = [
+    "curvature",
+    "effective_df",
+    "pair_var",
+    "penalty_var_pct",
+    "t_half",
+    "t_p",
+    "tuning_variances",
+]
 
 Key = tuple[str, str, float]
+Z_PICK = 2.0  # a neighbour may be the better LR while its seen rise is within Z_PICK sds
 
 
 def _sweep_curvature(group: pd.DataFrame, lrs: list[float]) -> float | None:
@@ -69,15 +82,14 @@ def curvature(table: pd.DataFrame, frontiers: list[LRFrontier]) -> float:
     return max(0.0, float(np.median(found))) if found else 0.0
 
 
-def penalty_var_pct(c: float, below: float, above: float) -> float:
-    """Variance (in %^2 of the loss) of ``100 c u^2`` for ``u`` uniform in (-below/2, above/2):
-    the loss above the optimum at the best LR, its neighbours ``below`` and ``above`` away in
-    ln LR."""
-    lo, hi = below / 2.0, above / 2.0
-    if lo + hi <= 0:
+def penalty_var_pct(c: float, low: float, high: float) -> float:
+    """Variance (in %^2 of the loss) of ``100 c u^2`` for ``u`` uniform in (-low, high): the loss
+    above the optimum at the best LR when the optimum lies anywhere from ``low`` below it to
+    ``high`` above it in ln LR (half a 2x step each side: ``ln(2) / 2``)."""
+    if low + high <= 0:
         return 0.0
-    m2 = (hi**3 + lo**3) / (3.0 * (lo + hi))  # E[u^2]
-    m4 = (hi**5 + lo**5) / (5.0 * (lo + hi))  # E[u^4]
+    m2 = (high**3 + low**3) / (3.0 * (low + high))  # E[u^2]
+    m4 = (high**5 + low**5) / (5.0 * (low + high))  # E[u^4]
     return (100.0 * c) ** 2 * max(0.0, m4 - m2**2)
 
 
@@ -114,25 +126,97 @@ def t_p(mean: float, se: float, df: int, tune_var: float = 0.0) -> float:
     return float(max(own, both))
 
 
-def _gaps(f: LRFrontier) -> tuple[float, float]:
-    """ln-LR distances from the best LR to its tried neighbours; a missing side mirrors the
-    other (a sweep of one LR: none)."""
+def _gaps(f: LRFrontier) -> tuple[float | None, float | None]:
+    """ln-LR distances from the best LR to its tried neighbours (None: no neighbour there)."""
     i = f.lrs.index(f.best_lr)
     below = math.log(f.best_lr / f.lrs[i - 1]) if i > 0 else None
     above = math.log(f.lrs[i + 1] / f.best_lr) if i < len(f.lrs) - 1 else None
-    below = above if below is None else below
-    above = below if above is None else above
-    return (below or 0.0), (above or 0.0)
+    return below, above
 
 
-def tuning_variances(table: pd.DataFrame, frontiers: list[LRFrontier]) -> dict[Key, float]:
-    """``{(variant, size, tokens): variance of the arm's grid penalty, %^2}`` for every sweep with
-    a best LR."""
+def _pick_gap(group: pd.DataFrame, column: str, best: float, other: float) -> tuple[float, int]:
+    """(how much worse ``other`` LR is than ``best`` on the seeds both completed, those seeds);
+    (nan, 0) without a common seed (a diverged neighbour)."""
+    done = group[group["status"] == "completed"]
+    mine = done[np.isclose(done["lr"], other)].groupby("seed")[column].mean()
+    theirs = done[np.isclose(done["lr"], best)].groupby("seed")[column].mean()
+    common = mine.index.intersection(theirs.index)
+    if common.empty:
+        return float("nan"), 0
+    return float((mine[common] - theirs[common]).mean()), int(len(common))
+
+
+def _reach(gap: float, c: float, seen: float, num: int, sd_run: float | None) -> float:
+    """How far towards a neighbour ``gap`` away (ln LR) the optimum may lie: the midpoint, or
+    further where the run noise cannot exclude that the neighbour is the better LR. With the
+    optimum ``u`` from the best LR the neighbour's loss is above the best LR's by
+    ``c gap (gap - 2u)``; the optimum may lie as far as that rise is still within ``Z_PICK``
+    sds (both cells' run noise on their ``num`` common seeds) of the ``seen`` one, at most at
+    the neighbour. A side seen far worse is never taken to push the optimum away: curves rise
+    faster towards divergence than any parabola through three LRs says."""
+    if sd_run is None or not (num > 0 and math.isfinite(seen) and c > 0):
+        return gap / 2.0
+    slack = Z_PICK * sd_run * math.sqrt(2.0 / num) - seen
+    return min(gap, max(gap / 2.0, gap / 2.0 + slack / (2.0 * c * gap)))
+
+
+def _location_var_pct(
+    c: float, relative: float, sides: list[tuple[float, float, int] | None], sd_run: float | None
+) -> tuple[float, float]:
+    """(mean, variance) (%, %^2) of the best LR's loss above the optimum, ``relative u^2``, with
+    the optimum uniform (in ln LR) between its reaches towards the neighbours (``_reach``).
+
+    ``sides``: per neighbour (below, above) its ln-LR distance, how much worse it was seen on
+    the seeds both ran, and those seeds (None: no neighbour there; that side mirrors the
+    other)."""
+    reach = [None if s is None else _reach(s[0], c, s[1], s[2], sd_run) for s in sides]
+    low, high = reach
+    low = high if low is None else low
+    high = low if high is None else high
+    if low is None or not (low + high > 0 and relative > 0):
+        return 0.0, 0.0
+    m2 = (high**3 + low**3) / (3.0 * (low + high))  # E[u^2]
+    mean = 100.0 * relative * m2
+    return mean, penalty_var_pct(relative, low, high)
+
+
+def tuning_variances(
+    table: pd.DataFrame,
+    frontiers: list[LRFrontier],
+    sd_run: dict[str, float] | None = None,
+) -> dict[Key, tuple[float, float]]:
+    """``{(variant, size, tokens): (mean, variance)}`` of the arm's loss above its optimum at its
+    best LR (% of the loss, %^2) for every sweep with a best LR (``_location_var_pct``; the run
+    noise ``sd_run`` per size, e.g. the noise model's)."""
     c = curvature(table, frontiers)
+    column = selection_column(table)
+    rows = table[table["lr"].notna()]
+    by_group = {key: g for key, g in rows.groupby(["variant", "size", "tokens"], sort=False)}
     out: dict[Key, float] = {}
     for f in frontiers:
-        if f.best_lr is not None:
-            loss = f.mean_loss.get(f.best_lr)
-            relative = c / loss if loss and math.isfinite(loss) and loss > 0 else 0.0
-            out[(f.variant, f.size, float(f.tokens))] = penalty_var_pct(relative, *_gaps(f))
+        if f.best_lr is None:
+            continue
+        loss = f.mean_loss.get(f.best_lr)
+        relative = c / loss if loss and math.isfinite(loss) and loss > 0 else 0.0
+        noise = None if sd_run is None else sd_run.get(f.size)
+        group = by_group[(f.variant, f.size, f.tokens)]
+        sides: list[tuple[float, float, int] | None] = []
+        for sign, gap in zip((-1.0, 1.0), _gaps(f), strict=True):
+            if gap is None:
+                sides.append(None)
+                continue
+            other = min(f.lrs, key=lambda lr: abs(math.log(lr / f.best_lr) - sign * gap))
+            sides.append((gap, *_pick_gap(group, column, f.best_lr, other)))
+        key = (f.variant, f.size, float(f.tokens))
+        out[key] = _location_var_pct(c, relative, sides, noise)
     return out
+
+
+def pair_var(tuning: dict[Key, tuple[float, float]], base: Key, variant: Key) -> float:
+    """The grid's term in a gain of ``variant`` over ``base`` (%^2): both arms' variances and the
+    square of the difference of their mean penalties. That difference is not subtracted from
+    the gain (three LRs cannot tell a parabola's dip from a steep side: docs/statistics.md); it
+    is admitted as an error of that size."""
+    mb, vb = tuning.get(base, (0.0, 0.0))
+    mv, vv = tuning.get(variant, (0.0, 0.0))
+    return vb + vv + (mb - mv) ** 2

@@ -27,7 +27,7 @@ from scipy import stats
 
 from analysis.stats.gains.compare import Budget
 from analysis.stats.gains.levels import ci, p_two_sided
-from analysis.stats.gains.resolution import t_half, t_p
+from analysis.stats.gains.resolution import pair_var, t_half, t_p
 from analysis.stats.variance.cells import Groups
 
 POOLED, PAIRED = "pooled bootstrap", "paired-seed t"
@@ -65,13 +65,11 @@ class GainTest:
         se = float(diff.std(ddof=1) / np.sqrt(n)) if n >= 2 else float("nan")
         value = float(budget.gain_pct[0])
         info = groups.info
-        tune = sum(
-            groups.tuning_var.get(
-                (str(info.at[g, "variant"]), str(info.at[g, "size"]), float(info.at[g, "tokens"])),
-                0.0,
-            )
+        keys = [
+            (str(info.at[g, "variant"]), str(info.at[g, "size"]), float(info.at[g, "tokens"]))
             for g in (budget.base, budget.var)
-        )
+        ]
+        tune = pair_var(groups.tuning_var, *keys)
         return cls(value, budget.gain_pct[1:], float(diff.mean()), se, n - 1, tune)
 
     def t_interval(self, alpha: float) -> list[float] | None:

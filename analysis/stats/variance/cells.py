@@ -36,8 +36,8 @@ class Groups:
     seed_sets: np.ndarray  # [groups, seeds] bool: seeds the group has
     noise: noise.NoiseModel | None  # None = too few seeds for any interval
     cells: pd.DataFrame | None = None  # per cell (rows of draws' axis 1): variant, size, lr_key
-    # (variant, size, tokens) -> variance (%^2) of the arm's loss above its optimum at its best
-    # grid LR (analysis.stats.gains.resolution); empty: the grid's resolution is not counted
+    # (variant, size, tokens) -> (mean %, variance %^2) of the arm's loss above its optimum at its
+    # best grid LR (analysis.stats.gains.resolution); empty: the grid's resolution not counted
     tuning_var: dict = dataclasses.field(default_factory=dict)
 
     def paired_loss(self, g: int, seeds: np.ndarray) -> np.ndarray:

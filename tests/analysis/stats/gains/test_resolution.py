@@ -20,7 +20,14 @@ import numpy as np
 import pytest
 
 from analysis.stats.core import analyse
-from analysis.stats.gains.resolution import curvature, penalty_var_pct, tuning_variances
+from analysis.stats.gains.resolution import (
+    _location_var_pct,
+    _reach,
+    curvature,
+    pair_var,
+    penalty_var_pct,
+    tuning_variances,
+)
 from analysis.stats.lr.frontier import lr_frontier
 from analysis.synthetic.scenarios import NOISES, Noise, off_grid_study
 from tests.analysis.bounds import max_count
@@ -32,12 +39,39 @@ CURVE = 0.15
 CLAIMS = ("persists", "grows", "fades", "helps", "hurts")
 
 
-@pytest.mark.parametrize("below,above", [(math.log(2), math.log(2)), (0.3, 0.9), (0.5, 0.0)])
-def test_the_penalty_variance_is_that_of_a_uniform_optimum(below, above):
+@pytest.mark.parametrize("below,above", [(math.log(2), math.log(2)), (0.3, 0.9), (0.5, None)])
+def test_without_run_noise_the_optimum_lies_uniformly_between_the_midpoints(below, above):
     c = 0.04
-    u = np.random.default_rng(0).uniform(-below / 2, above / 2, 400_000)
-    assert penalty_var_pct(c, below, above) == pytest.approx(np.var(100 * c * u**2), rel=0.02)
-    assert penalty_var_pct(c, 0.0, 0.0) == 0.0
+    hi = below if above is None else above  # a missing side mirrors the other
+    u = np.random.default_rng(0).uniform(-below / 2, hi / 2, 400_000)
+    sides = [(below, 0.0, 1), None if above is None else (above, 0.0, 1)]
+    mean, var = _location_var_pct(0.15, c, sides, sd_run=None)
+    assert var == pytest.approx(np.var(100 * c * u**2), rel=0.02)
+    assert var == pytest.approx(penalty_var_pct(c, below / 2, hi / 2), rel=0.02)
+    assert mean == pytest.approx(np.mean(100 * c * u**2), rel=0.02)
+    assert _location_var_pct(0.15, c, [None, None], None) == (0.0, 0.0)
+
+
+def test_a_pick_the_noise_cannot_confirm_widens_where_the_optimum_may_lie():
+    """A neighbour seen far worse than the best LR (a steep side, or clear data) leaves the
+    midpoint; one seen about as good, within the run noise, lets the optimum reach towards it,
+    further with more noise, never past the neighbour."""
+    h, c, loss = math.log(2), 0.15, 3.0
+    clear = [(h, 0.2, 1), (h, 0.2, 1)]
+    assert _location_var_pct(c, c / loss, clear, sd_run=0.002) == pytest.approx(
+        _location_var_pct(c, c / loss, clear, sd_run=None)
+    )
+    assert _reach(h, c, 0.2, 1, 0.002) == h / 2
+    tie = [(h, 0.2, 1), (h, 0.0, 1)]  # the upper neighbour seen as good as the best
+    assert h / 2 < _reach(h, c, 0.0, 1, 0.01) < _reach(h, c, 0.0, 1, 0.02) <= h
+    assert _reach(h, c, 0.0, 1, 1.0) == h
+    assert _reach(h, c, 0.0, 4, 0.01) < _reach(h, c, 0.0, 1, 0.01)  # more common seeds
+    (m0, v0), (m1, v1) = (_location_var_pct(c, c / loss, tie, sd) for sd in (0.002, 0.02))
+    assert m1 > m0 and v1 > v0
+    # a gain's term: both variances and the squared difference of the means
+    tuning = {("a", "1", 1.0): (0.3, 0.01), ("b", "1", 1.0): (0.1, 0.02)}
+    assert pair_var(tuning, ("a", "1", 1.0), ("b", "1", 1.0)) == pytest.approx(0.07)
+    assert pair_var(tuning, ("a", "1", 1.0), ("c", "1", 1.0)) == pytest.approx(0.01 + 0.09)
 
 
 def test_the_curvature_is_the_loss_curves_own():
@@ -45,15 +79,15 @@ def test_the_curvature_is_the_loss_curves_own():
     table = off_grid_study(1.0, rng_seed=1, num_seeds=3, lr_penalty=CURVE, noise=Noise(0.0, 0.0))
     frontiers = lr_frontier(table)
     assert curvature(table, frontiers) == pytest.approx(CURVE, rel=1e-6)
-    variances = tuning_variances(table, frontiers)
-    assert len(variances) == 10 and all(v > 0 for v in variances.values())
+    tuning = tuning_variances(table, frontiers)
+    assert len(tuning) == 10 and all(v > 0 for _, v in tuning.values())
     # one LR tried: no neighbour, no term; no bracketed sweep: no curvature
     one = table[
         np.isclose(table["lr"], table.groupby(["variant", "size"])["lr"].transform("median"))
     ]
     assert len(one) == len(table) // 3
     assert curvature(one, lr_frontier(one)) == 0.0
-    assert set(tuning_variances(one, lr_frontier(one)).values()) == {0.0}
+    assert set(tuning_variances(one, lr_frontier(one)).values()) == {(0.0, 0.0)}
 
 
 def _word(args: tuple) -> str:

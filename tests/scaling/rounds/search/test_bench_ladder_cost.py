@@ -23,7 +23,9 @@ def test_the_benchmark_runs_the_pipeline_s_decisions(monkeypatch, capsys):
     bench.main()
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if "% |" in line]
     assert [r[0] for r in rows] == ["law holds", "law breaks at top"] * 2
-    assert [r[-2] for r in rows][1::2] == ["1/1", "1/1"]  # the moved optimum breaks the law
+    assert [r[-3] for r in rows][1::2] == ["1/1", "1/1"]  # the moved optimum breaks the law
     assert all(float(r[4].rstrip("x")) < 1 for r in rows)  # cheaper than the naive grid
     # the floor (a perfect law) is never above what the pipeline spends
-    assert all(float(r[-1].rstrip("x")) <= float(r[4].rstrip("x")) + 0.005 for r in rows)
+    assert all(float(r[-2].rstrip("x")) <= float(r[4].rstrip("x")) + 0.005 for r in rows)
+    # the verdict's test carries the grid's term, from the study's own runs
+    assert all(float(r[-1].rstrip("%")) > 0 for r in rows)
