@@ -192,7 +192,7 @@ def tuning_variances(
     column = selection_column(table)
     rows = table[table["lr"].notna()]
     by_group = {key: g for key, g in rows.groupby(["variant", "size", "tokens"], sort=False)}
-    out: dict[Key, float] = {}
+    out: dict[Key, tuple[float, float]] = {}
     for f in frontiers:
         if f.best_lr is None:
             continue
