@@ -47,28 +47,45 @@ Key = tuple[str, str, float]
 Z_PICK = 2.0  # a neighbour may be the better LR while its seen rise is within Z_PICK sds
 
 
-def _sweep_curvature(group: pd.DataFrame, lrs: list[float]) -> float | None:
+Cells = dict[tuple[str, str, float, float], dict[object, tuple[float, float]]]
+
+
+def _cells(table: pd.DataFrame, column: str) -> Cells:
+    """``{(variant, size, tokens, lr): {seed: (selection loss, final loss)}}`` over the completed
+    runs with an LR (a seed's repeats averaged): one pass, read by every sweep below."""
+    done = table[table["lr"].notna() & (table["status"] == "completed")]
+    sums: dict = {}
+    keys = zip(done["variant"], done["size"], done["tokens"], done["lr"], done["seed"], strict=True)
+    for (v, s, t, lr, seed), sel, fin in zip(
+        keys, done[column], done["final_val_loss"], strict=True
+    ):
+        cell = sums.setdefault((str(v), str(s), float(t), float(lr)), {})
+        total = cell.setdefault(seed, [0.0, 0.0, 0])
+        total[0] += float(sel)
+        total[1] += float(fin)
+        total[2] += 1
+    return {k: {seed: (a / n, b / n) for seed, (a, b, n) in c.items()} for k, c in sums.items()}
+
+
+def _sweep_curvature(cells: Cells, group: Key, lrs: list[float]) -> float | None:
     """The second divided difference of the mean loss in ln LR through three LRs, on the seeds
     all three completed; None without a common seed."""
-    done = group[group["status"] == "completed"]
-    seeds = None
-    for lr in lrs:
-        at = set(done.loc[np.isclose(done["lr"], lr), "seed"])
-        seeds = at if seeds is None else seeds & at
+    runs = [cells.get((*group, float(lr)), {}) for lr in lrs]
+    seeds = set(runs[0]).intersection(*runs[1:])
     if not seeds:
         return None
-    picked = done[done["seed"].isin(seeds)]
-    y = [float(picked.loc[np.isclose(picked["lr"], lr), "final_val_loss"].mean()) for lr in lrs]
+    y = [float(np.mean([r[seed][1] for seed in seeds])) for r in runs]
     x = [math.log(lr) for lr in lrs]
     slope_low, slope_high = (y[1] - y[0]) / (x[1] - x[0]), (y[2] - y[1]) / (x[2] - x[1])
     return (slope_high - slope_low) / (x[2] - x[0])
 
 
-def curvature(table: pd.DataFrame, frontiers: list[LRFrontier]) -> float:
+def curvature(
+    table: pd.DataFrame, frontiers: list[LRFrontier], cells: Cells | None = None
+) -> float:
     """The loss's curvature in ln LR (nats per ln(LR)^2), the median over every sweep whose best
     LR has a completed neighbour on each side; 0 when none has (nothing to scale by)."""
-    rows = table[table["lr"].notna()]
-    by_group = {key: g for key, g in rows.groupby(["variant", "size", "tokens"], sort=False)}
+    cells = _cells(table, selection_column(table)) if cells is None else cells
     found = []
     for f in frontiers:
         if f.best_lr is None or f.state not in BRACKETED:
@@ -76,7 +93,7 @@ def curvature(table: pd.DataFrame, frontiers: list[LRFrontier]) -> float:
         i = f.lrs.index(f.best_lr)
         if i == 0 or i == len(f.lrs) - 1:
             continue
-        value = _sweep_curvature(by_group[(f.variant, f.size, f.tokens)], f.lrs[i - 1 : i + 2])
+        value = _sweep_curvature(cells, (f.variant, f.size, float(f.tokens)), f.lrs[i - 1 : i + 2])
         if value is not None and math.isfinite(value):
             found.append(value)
     return max(0.0, float(np.median(found))) if found else 0.0
@@ -134,16 +151,14 @@ def _gaps(f: LRFrontier) -> tuple[float | None, float | None]:
     return below, above
 
 
-def _pick_gap(group: pd.DataFrame, column: str, best: float, other: float) -> tuple[float, int]:
-    """(how much worse ``other`` LR is than ``best`` on the seeds both completed, those seeds);
-    (nan, 0) without a common seed (a diverged neighbour)."""
-    done = group[group["status"] == "completed"]
-    mine = done[np.isclose(done["lr"], other)].groupby("seed")[column].mean()
-    theirs = done[np.isclose(done["lr"], best)].groupby("seed")[column].mean()
-    common = mine.index.intersection(theirs.index)
-    if common.empty:
+def _pick_gap(cells: Cells, group: Key, best: float, other: float) -> tuple[float, int]:
+    """(how much worse ``other`` LR is than ``best`` on the seeds both completed, those seeds),
+    on the selection loss; (nan, 0) without a common seed (a diverged neighbour)."""
+    mine, theirs = cells.get((*group, float(other)), {}), cells.get((*group, float(best)), {})
+    common = set(mine) & set(theirs)
+    if not common:
         return float("nan"), 0
-    return float((mine[common] - theirs[common]).mean()), int(len(common))
+    return float(np.mean([mine[seed][0] - theirs[seed][0] for seed in common])), len(common)
 
 
 def _reach(gap: float, c: float, seen: float, num: int, sd_run: float | None) -> float:
@@ -188,10 +203,8 @@ def tuning_variances(
     """``{(variant, size, tokens): (mean, variance)}`` of the arm's loss above its optimum at its
     best LR (% of the loss, %^2) for every sweep with a best LR (``_location_var_pct``; the run
     noise ``sd_run`` per size, e.g. the noise model's)."""
-    c = curvature(table, frontiers)
-    column = selection_column(table)
-    rows = table[table["lr"].notna()]
-    by_group = {key: g for key, g in rows.groupby(["variant", "size", "tokens"], sort=False)}
+    cells = _cells(table, selection_column(table))
+    c = curvature(table, frontiers, cells)
     out: dict[Key, tuple[float, float]] = {}
     for f in frontiers:
         if f.best_lr is None:
@@ -199,16 +212,15 @@ def tuning_variances(
         loss = f.mean_loss.get(f.best_lr)
         relative = c / loss if loss and math.isfinite(loss) and loss > 0 else 0.0
         noise = None if sd_run is None else sd_run.get(f.size)
-        group = by_group[(f.variant, f.size, f.tokens)]
+        group = (f.variant, f.size, float(f.tokens))
         sides: list[tuple[float, float, int] | None] = []
         for sign, gap in zip((-1.0, 1.0), _gaps(f), strict=True):
             if gap is None:
                 sides.append(None)
                 continue
             other = min(f.lrs, key=lambda lr: abs(math.log(lr / f.best_lr) - sign * gap))
-            sides.append((gap, *_pick_gap(group, column, f.best_lr, other)))
-        key = (f.variant, f.size, float(f.tokens))
-        out[key] = _location_var_pct(c, relative, sides, noise)
+            sides.append((gap, *_pick_gap(cells, group, f.best_lr, other)))
+        out[group] = _location_var_pct(c, relative, sides, noise)
     return out
 
 
