@@ -37,7 +37,7 @@ __all__ = [
     "curvature",
     "effective_df",
     "pair_var",
-    "penalty_var_pct",
+    "penalty_moments",
     "t_half",
     "t_p",
     "tuning_variances",
@@ -99,15 +99,15 @@ def curvature(
     return max(0.0, float(np.median(found))) if found else 0.0
 
 
-def penalty_var_pct(c: float, low: float, high: float) -> float:
-    """Variance (in %^2 of the loss) of ``100 c u^2`` for ``u`` uniform in (-low, high): the loss
-    above the optimum at the best LR when the optimum lies anywhere from ``low`` below it to
-    ``high`` above it in ln LR (half a 2x step each side: ``ln(2) / 2``)."""
+def penalty_moments(c: float, low: float, high: float) -> tuple[float, float]:
+    """(mean %, variance %^2) of ``100 c u^2`` for ``u`` uniform in (-low, high): the loss above
+    the optimum at the best LR when the optimum lies anywhere from ``low`` below it to ``high``
+    above it in ln LR (half a 2x step each side: ``ln(2) / 2``)."""
     if low + high <= 0:
-        return 0.0
+        return 0.0, 0.0
     m2 = (high**3 + low**3) / (3.0 * (low + high))  # E[u^2]
     m4 = (high**5 + low**5) / (5.0 * (low + high))  # E[u^4]
-    return (100.0 * c) ** 2 * max(0.0, m4 - m2**2)
+    return 100.0 * c * m2, (100.0 * c) ** 2 * max(0.0, m4 - m2**2)
 
 
 def effective_df(se2, df, tune_var: float):
@@ -115,7 +115,8 @@ def effective_df(se2, df, tune_var: float):
     array) estimated on ``df`` df, ``tune_var`` taken as known; ``df`` itself when it is 0."""
     if not tune_var > 0:
         return df
-    return df * (1.0 + tune_var / np.maximum(se2, 1e-300)) ** 2
+    # seeds that agree exactly (se2 0) give a normal test; capped so the square stays finite
+    return df * (1.0 + np.minimum(tune_var / np.maximum(se2, 1e-300), 1e100)) ** 2
 
 
 def t_half(q: float, se, df, tune_var: float = 0.0):
@@ -133,8 +134,12 @@ def t_half(q: float, se, df, tune_var: float = 0.0):
 
 
 def t_p(mean: float, se: float, df: int, tune_var: float = 0.0) -> float:
-    """Two-sided p of "no gain" for ``t_half``'s interval: the larger of the two tests' p."""
-    own = 2 * stats.t.sf(abs(mean) / se, df)
+    """Two-sided p of "no gain" for ``t_half``'s interval: the larger of the two tests' p (with
+    ``se`` 0, seeds that agree exactly, the grid's term alone decides)."""
+    if se == 0:
+        own = 1.0 if mean == 0 else 0.0
+    else:
+        own = 2 * stats.t.sf(abs(mean) / se, df)
     if not tune_var > 0:
         return float(own)
     both = 2 * stats.t.sf(
@@ -188,11 +193,9 @@ def _location_var_pct(
     low, high = reach
     low = high if low is None else low
     high = low if high is None else high
-    if low is None or not (low + high > 0 and relative > 0):
+    if low is None or not relative > 0:
         return 0.0, 0.0
-    m2 = (high**3 + low**3) / (3.0 * (low + high))  # E[u^2]
-    mean = 100.0 * relative * m2
-    return mean, penalty_var_pct(relative, low, high)
+    return penalty_moments(relative, low, high)
 
 
 def tuning_variances(

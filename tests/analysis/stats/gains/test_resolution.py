@@ -18,6 +18,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from analysis.stats.core import analyse
 from analysis.stats.gains.resolution import (
@@ -25,7 +26,8 @@ from analysis.stats.gains.resolution import (
     _reach,
     curvature,
     pair_var,
-    penalty_var_pct,
+    penalty_moments,
+    t_p,
     tuning_variances,
 )
 from analysis.stats.lr.frontier import lr_frontier
@@ -47,9 +49,12 @@ def test_without_run_noise_the_optimum_lies_uniformly_between_the_midpoints(belo
     sides = [(below, 0.0, 1), None if above is None else (above, 0.0, 1)]
     mean, var = _location_var_pct(0.15, c, sides, sd_run=None)
     assert var == pytest.approx(np.var(100 * c * u**2), rel=0.02)
-    assert var == pytest.approx(penalty_var_pct(c, below / 2, hi / 2), rel=0.02)
+    assert (mean, var) == pytest.approx(penalty_moments(c, below / 2, hi / 2), rel=0.02)
     assert mean == pytest.approx(np.mean(100 * c * u**2), rel=0.02)
     assert _location_var_pct(0.15, c, [None, None], None) == (0.0, 0.0)
+    # seeds that agree exactly: the grid's term alone decides, as a normal test
+    assert t_p(0.3, 0.0, 2, 0.01) == pytest.approx(2 * stats.norm.sf(3.0), rel=1e-3)
+    assert t_p(0.0, 0.0, 2, 0.01) == 1.0
 
 
 def test_a_pick_the_noise_cannot_confirm_widens_where_the_optimum_may_lie():
