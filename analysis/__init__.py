@@ -18,7 +18,7 @@ import importlib
 from typing import Any
 
 __all__ = ["run_analysis", "load_csv", "load_study_runs", "lr_frontier", "LRFrontier"]
-__all__ += ["noise_from_source", "power_table"]
+__all__ += ["noise_from_source", "noise_and_grid_from_source", "power_table"]
 
 _WHERE = {
     "run_analysis": "analysis.api",
@@ -27,6 +27,7 @@ _WHERE = {
     "lr_frontier": "analysis.stats.lr.frontier",
     "LRFrontier": "analysis.stats.lr.frontier",
     "noise_from_source": "analysis.stats.planning.power",  # `scaling plan --noise`
+    "noise_and_grid_from_source": "analysis.api",  # the same, with the LR grid's term
     "power_table": "analysis.stats.planning.power",
 }
 

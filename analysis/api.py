@@ -14,11 +14,12 @@ from analysis.report.document import write_report
 from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
 from analysis.stats.axes.downstream import at_chosen_lrs, downstream_verdict
-from analysis.stats.core import analyse, check_inputs
+from analysis.stats.core import analyse, check_inputs, grid_terms
 from analysis.stats.gains.levels import ALPHA
 from analysis.stats.inference import inference_summary
 from analysis.stats.looks.sequential import Design, data_seed, paired_top_seeds
 from analysis.stats.lr.stability import stability_verdict
+from analysis.stats.planning.power import noise_from_table, source_table
 from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import log_to_parent
 
@@ -197,3 +198,15 @@ def json_safe(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def noise_and_grid_from_source(
+    source: str | float | Path, baseline: str, mlflow: tuple[str, str] | None = None
+) -> tuple[dict[str, float], dict[str, float]]:
+    """`scaling plan --noise`: (``noise_from_source``'s paired sd per size, the LR grid's term
+    per size in %^2, ``analysis.stats.core.grid_terms``) from one read of the source; a number
+    has no runs, so no grid term ({})."""
+    table = source_table(source, mlflow)
+    if table is None:
+        return {"all": float(source)}, {}  # type: ignore[arg-type]
+    return noise_from_table(table, baseline), grid_terms(table, baseline)

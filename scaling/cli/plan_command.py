@@ -81,10 +81,11 @@ def plan(
     if saving is not None:
         typer.echo(format_branch_saving(saving))
     baseline = baseline or spec.spec.verdict.baseline
-    sd = _read_noise(spec, noise, baseline) if noise is not None else None
-    _print_seed_cost(spec, the_plan, device, sd, noise, target_gain)
+    sd, grid = _read_noise(spec, noise, baseline) if noise is not None else (None, {})
+    tune_var = _top_grid_var(spec, grid)
+    _print_seed_cost(spec, the_plan, device, sd, noise, target_gain, tune_var)
     if sd is not None:
-        _print_naive_cost(spec, the_plan, device, sd)
+        _print_naive_cost(spec, the_plan, device, sd, tune_var)
         _print_power(spec, sd, noise, target_gain)
     if check_environment:
         _warn_environment(study, spec)
@@ -129,14 +130,26 @@ def _check_noise_args(noise: str, target_gain: float | None) -> None:
         _fail(f"--target-gain {target_gain}: must be a positive gain in % (e.g. 1.0)")
 
 
-def _read_noise(spec, noise: str, baseline: str) -> dict[str, float]:
+def _top_grid_var(spec, grid: dict[str, float]) -> float:
+    """The LR grid's term (%^2) a finished --noise study shows, at its size nearest this
+    study's top size (as the seed noise is taken); 0 without one."""
+    if not grid:
+        return 0.0
+    from analysis.stats.planning.power import sd_for_sizes  # lazy: scipy and pandas
+    from foundation.contract import size_key  # lazy: `scaling --help` imports only typer
+
+    top = max(spec.spec.sizes, key=size_key)
+    return sd_for_sizes(grid, [top])[top][0]
+
+
+def _read_noise(spec, noise: str, baseline: str) -> tuple[dict[str, float], dict[str, float]]:
     from mlflow.exceptions import MlflowException
 
-    # lazy: scipy and pandas
-    from analysis.stats.planning.power import noise_from_source
+    """(seed noise per size, the LR grid's term per size: {} for a number) from --noise."""
+    from analysis.api import noise_and_grid_from_source  # lazy: scipy and pandas
 
     try:
-        return noise_from_source(
+        return noise_and_grid_from_source(
             noise, baseline, (spec.mlflow.tracking_uri, spec.mlflow.experiment)
         )
     except (ValueError, OSError, MlflowException) as err:
@@ -144,7 +157,7 @@ def _read_noise(spec, noise: str, baseline: str) -> dict[str, float]:
         _fail(message if message.startswith("--noise") else f"--noise {noise}: {message}")
 
 
-def _print_seed_cost(spec, the_plan, device: str, sd, noise, target_gain) -> None:
+def _print_seed_cost(spec, the_plan, device: str, sd, noise, target_gain, tune_var) -> None:
     """Sequential seeds: their minimum, expected (with --noise) and maximum device-hours."""
     from scaling.costs.seeds import format_seed_cost, seed_cost  # lazy: `scaling --help`
 
@@ -156,10 +169,10 @@ def _print_seed_cost(spec, the_plan, device: str, sd, noise, target_gain) -> Non
         from analysis.stats.planning.power import sd_for_sizes  # lazy: scipy and pandas
 
         top = sd_for_sizes(sd, [cost.top])[cost.top]
-    typer.echo(format_seed_cost(cost, device, top, target_gain, noise))
+    typer.echo(format_seed_cost(cost, device, top, target_gain, noise, tune_var))
 
 
-def _print_naive_cost(spec, the_plan, device: str, sd: dict[str, float]) -> None:
+def _print_naive_cost(spec, the_plan, device: str, sd: dict[str, float], tune_var) -> None:
     """The study's expected device-hours against the naive grid's at equal power (one line)."""
     from analysis.stats.planning.power import sd_for_sizes  # lazy: scipy and pandas
 
@@ -168,7 +181,7 @@ def _print_naive_cost(spec, the_plan, device: str, sd: dict[str, float]) -> None
     from scaling.costs.naive import format_naive_cost, naive_cost  # lazy: `scaling --help`
 
     top = max(spec.spec.sizes, key=size_key)
-    cost = naive_cost(spec, the_plan, sd_for_sizes(sd, [top])[top])
+    cost = naive_cost(spec, the_plan, sd_for_sizes(sd, [top])[top], tune_var)
     if cost is not None:
         typer.echo(format_naive_cost(cost, device))
 

@@ -7,7 +7,9 @@ at the study's margin (`analysis.stats.planning.power.power_of`: the verdict's t
 t-test) reaches the study's own there: for `seeds: {start, max, step}` the design's simulated power
 at a true gain equal to the margin (`analysis.stats.looks.seq_cost.expected_seeds`: the share of
 simulated studies that claim it), for a fixed seed list `power_of` on its seeds (so `n` is their
-count).
+count). A finished study as `--noise` also brings its LR grid's term in the top-size test
+(`analysis.stats.core.grid_terms`): the study's power and looks are simulated with it, while
+the naive grid is priced at the power on the seeds alone (no fixed seed count lowers the term).
 
 *Expected*: what the study runs when its LR search needs no edge round:
 - the first round (`scaling.costs.seeds.first_round`): the starting grid and the search's
@@ -64,6 +66,8 @@ class NaiveCost:
     num_followers: int = 0  # follower seeds of the LR search (0: none or no search)
     has_search: bool = False
     mean_top_seeds: float | None = None  # sequential seeds: E[seeds at the top] at the margin
+    tune_var: float = 0.0  # the LR grid's term in the top-size test (%^2) the --noise runs show
+    seeds_power: float | None = None  # with a grid term: the power on the seeds alone
 
     @property
     def naive(self) -> float:
@@ -90,10 +94,16 @@ def equal_power_seeds(power: float, margin_pct: float, sd_pct: float) -> int | N
     return lo
 
 
-def naive_cost(study: ResolvedStudy, plan: Plan, sd: tuple[float, str]) -> NaiveCost | None:
+def naive_cost(
+    study: ResolvedStudy, plan: Plan, sd: tuple[float, str], tune_var: float = 0.0
+) -> NaiveCost | None:
     """The study against the naive grid at equal power; None for a study with neither
     `lr.search` nor `seeds: {start, max, step}` (it is a fixed grid already).
-    `sd`: (the top size's paired sd in % of the loss, the size it was measured at)."""
+    `sd`: (the top size's paired sd in % of the loss, the size it was measured at).
+    `tune_var`: the LR grid's term (%^2) in the top-size test, read from a finished study's runs
+    (`analysis.stats.core.grid_terms`): the study's power and its looks' seeds are simulated
+    with it; the naive grid is priced at the study's power on the seeds alone, since no fixed
+    seed count lowers that term (as benchmarks/bench_ladder_cost.py prices it)."""
     from analysis.stats.looks.seq_cost import expected_seeds  # lazy: scipy's simulation
 
     spec = study.spec
@@ -105,18 +115,20 @@ def naive_cost(study: ResolvedStudy, plan: Plan, sd: tuple[float, str]) -> Naive
     mean_top = None
     seeds = seed_cost(study, plan)
     if seeds is not None:
-        out = expected_seeds(seeds.design(), margin, sd[0])
+        out = expected_seeds(seeds.design(), margin, sd[0], tune_var=tune_var)
         power, mean_top = out.claim_rate, out.mean_top_seeds
         hours = seeds.at_top_seeds(mean_top)  # the first round and the looks' seeds
+        alone = expected_seeds(seeds.design(), margin, sd[0]).claim_rate if tune_var else power
     else:
-        power = power_of(margin, sd[0], len(spec.seeds))
+        power = power_of(margin, sd[0], len(spec.seeds), tune_var=tune_var)
+        alone = power_of(margin, sd[0], len(spec.seeds))
     waves = tuple(s for s in sorted(spec.sizes, key=size_key) if s not in spec.first_wave)
     scan = WAVE_LRS * len(spec.scan_seeds)
     hours += scan * sum(h for (size, _), h in points.items() if size in waves)
     return NaiveCost(
         expected=hours,
         per_seed_naive=NAIVE_LRS * sum(points.values()),
-        num_seeds=equal_power_seeds(power, margin, sd[0]),
+        num_seeds=equal_power_seeds(alone, margin, sd[0]),
         power=power,
         margin_pct=margin,
         sd_pct=sd[0],
@@ -126,6 +138,8 @@ def naive_cost(study: ResolvedStudy, plan: Plan, sd: tuple[float, str]) -> Naive
         num_followers=num_followers,
         has_search=spec.lr.search is not None,
         mean_top_seeds=mean_top,
+        tune_var=tune_var,
+        seeds_power=alone if tune_var else None,
     )
 
 
@@ -154,6 +168,13 @@ def format_naive_cost(cost: NaiveCost, device: str = "GPU") -> str:
         f"power {cost.power:.3f} at the {cost.margin_pct:g}% margin ({whose}; paired sd "
         f"{cost.sd_pct:.3g}% at {cost.top}{at})"
     )
+    if cost.seeds_power is not None:
+        power = (
+            f"power {cost.seeds_power:.3f} on the seeds alone at the {cost.margin_pct:g}% margin "
+            f"({whose}; paired sd {cost.sd_pct:.3g}% at {cost.top}{at}); "
+            f"{cost.power:.3f} with the LR grid's resolution, sd {math.sqrt(cost.tune_var):.3g}% "
+            "in the test, which no fixed seed count lowers"
+        )
     expected = f"expected {format_hours(cost.expected)} {unit}: {', '.join(what)}"
     if cost.num_seeds is None:
         why = (

@@ -17,6 +17,7 @@ at a size costs one grid point per arm there (a WSD family whole), priced from t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from foundation.contract import size_key
@@ -30,6 +31,7 @@ __all__ = [
     "point_hours",
     "first_round",
     "format_hours",
+    "grid_words",
 ]
 
 
@@ -153,12 +155,14 @@ def format_seed_cost(
     sd: tuple[float, str] | None = None,
     target_gain: float | None = None,
     noise: str | None = None,
+    tune_var: float = 0.0,
 ) -> str:
     """The plan's lines on the seeds: per-seed cost, minimum, expected and maximum.
 
     `sd`: (paired sd in % of the loss at the top size, the size it was measured at) from
     `--noise`; the expected figure is simulated at `target_gain` and at no gain. Without `sd`
-    the lines say what the expected figure needs."""
+    the lines say what the expected figure needs. `tune_var`: the LR grid's term (%^2) a
+    finished `--noise` study shows at the top size, which the looks' test adds (0: none)."""
     from analysis.stats.looks.seq_cost import NUM_STUDIES, expected_seeds  # lazy: scipy
 
     design = cost.design()
@@ -188,7 +192,7 @@ def format_seed_cost(
         gains = ([target_gain] if target_gain is not None else []) + [0.0]
         parts = []
         for gain in gains:
-            out = expected_seeds(design, gain, sd[0])
+            out = expected_seeds(design, gain, sd[0], tune_var=tune_var)
             what = f"at a {gain:g}% gain" if gain else "at no gain"
             claims = f"; claims it in {out.claim_rate:.0%} of studies" if gain else ""
             parts.append(
@@ -203,7 +207,18 @@ def format_seed_cost(
             f"{cost.top} paired seeds, paired sd {sd[0]:.3g}%{source}{at}, at 80% of each "
             f"look's level, margin {cost.margin_pct:g}%); the other sizes keep {cost.start} seeds"
         )
+        if tune_var > 0:
+            lines.append(f"    {grid_words(tune_var, noise)}")
         if target_gain is None:
             lines.append("    at a target gain: add --target-gain PCT")
     lines.append(f"  maximum {format_hours(cost.maximum)} {unit}: {cost.max} seeds at every size")
     return "\n".join(lines)
+
+
+def grid_words(tune_var: float, noise: str | None) -> str:
+    """The plan's words for the LR grid's term it simulated with."""
+    return (
+        f"with the LR grid's resolution the verdict reads from {noise or 'the --noise runs'}: "
+        f"sd {math.sqrt(tune_var):.3g}% of the loss in the top-size test, which no number of "
+        'seeds shrinks (docs/statistics.md, "The LR grid\'s resolution")'
+    )

@@ -88,13 +88,15 @@ def expected_seeds(
     num: int = NUM_STUDIES,
     seed: int = 0,
     draws: int | None = 1000,
+    tune_var: float = 0.0,
 ) -> SeedOutcome:
     """The design's expected seeds at the top size at a true gain, from ``num`` simulated
     studies (``simulate_sequential``; deterministic: ``seed`` seeds the generator). ``draws``:
-    the analysis's bootstrap draws (1,000 by default, as a look's)."""
+    the analysis's bootstrap draws (1,000 by default, as a look's). ``tune_var``: the LR grid's
+    term in the test (%^2), e.g. read from a finished study (``analysis.stats.core.grid_terms``)."""
     if not sd_pct > 0:
         raise ValueError(f"paired sd {sd_pct}: must be positive")
     rng = np.random.default_rng(seed)
-    plus, _, n_used = simulate_sequential(design, gain_pct, sd_pct, num, rng, draws)
+    plus, _, n_used = simulate_sequential(design, gain_pct, sd_pct, num, rng, draws, tune_var)
     share = tuple(float((n_used == n).mean()) for n in design.planned_seeds())
     return SeedOutcome(gain_pct, sd_pct, num, float(n_used.mean()), float(plus.mean()), share)

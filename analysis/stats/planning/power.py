@@ -284,6 +284,22 @@ def noise_source_kind(source: str | float | Path) -> str:
     raise ValueError(f"--noise {source}: not a number, a run CSV or a study; give {SOURCE_FORMS}")
 
 
+def source_table(source: str | float | Path, mlflow: tuple[str, str] | None):
+    """The runs of a ``--noise`` source (``noise_from_source``'s forms); None for a number."""
+    kind = noise_source_kind(source)
+    if kind == "number":
+        return None
+    if kind == "csv":
+        return load_csv(source)
+    if kind == "spec":
+        return load_study_runs(*study_source(Path(source))[:3])[0]
+    if mlflow is None:
+        raise ValueError(
+            f"--noise {source}: a study name needs an MLflow store; give {SOURCE_FORMS}"
+        )
+    return load_study_runs(mlflow[0], mlflow[1], str(source))[0]
+
+
 def noise_from_source(
     source: str | float | Path,
     baseline: str,
@@ -293,20 +309,8 @@ def noise_from_source(
     ``.yaml``/``.yml``/``.json`` path: the runs are read from its MLflow; or its name, read from
     ``mlflow = (tracking_uri, experiment)``), a run CSV path, or a number (the sd as % of loss,
     the same at every size: key ``"all"``)."""
-    kind = noise_source_kind(source)
-    if kind == "number":
-        return {"all": float(source)}  # type: ignore[arg-type]
-    if kind == "csv":
-        return noise_from_table(load_csv(source), baseline)
-    if kind == "spec":
-        table, _ = load_study_runs(*study_source(Path(source))[:3])
-    elif mlflow is None:
-        raise ValueError(
-            f"--noise {source}: a study name needs an MLflow store; give {SOURCE_FORMS}"
-        )
-    else:
-        table, _ = load_study_runs(mlflow[0], mlflow[1], str(source))
-    return noise_from_table(table, baseline)
+    table = source_table(source, mlflow)
+    return {"all": float(source)} if table is None else noise_from_table(table, baseline)  # type: ignore[arg-type]
 
 
 def sd_for_sizes(sd_by_size: dict[str, float], sizes: list[str]) -> dict[str, tuple[float, str]]:

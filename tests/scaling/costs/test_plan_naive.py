@@ -105,3 +105,47 @@ def test_sequential_seeds_in_waves_at_the_designs_power(tmp_path, data_dir):
     assert "90K at 3 LRs per arm (each arm's LR law holding: 2 on the law, 1 past the" in out
     assert f"{sim.mean_top_seeds:.2f} seeds at 90K on average at a 0.5% gain" in out
     assert f"power {sim.claim_rate:.3f} at the 0.5% margin (the design's, simulated" in out
+
+
+def test_a_finished_study_as_noise_brings_its_lr_grids_resolution(tmp_path, data_dir):
+    """`--noise` a run CSV with LR sweeps: the LR grid's term the verdict would read from those
+    runs (`analysis.stats.core.grid_terms`, at the source size nearest the top) enters the
+    looks' simulation (their seeds and power), and the naive grid is priced at the power on the
+    seeds alone, both printed; a number as --noise has no runs, so no term."""
+    from analysis.stats.core import grid_terms
+    from analysis.stats.planning.power import noise_from_table
+    from analysis.synthetic.scenarios import NOISES, noisy_study
+    from analysis.tables.runs import load_csv
+
+    csv = tmp_path / "runs.csv"
+    noisy_study(1.0, NOISES["model"], rng_seed=9000).to_csv(csv, index=False)
+    table = load_csv(csv)
+    # the plan's sizes (30K-90K) are all nearest the source's smallest, 1.2M
+    tune_var, sd = grid_terms(table, "linear")["1.2M"], noise_from_table(table, "linear")["1.2M"]
+    assert tune_var > 0
+    seeds = {"start": 3, "max": 7, "step": 2}
+    search = {"max_rounds": 2, "scan_seeds": 1, "follow_neighbours": 0}
+    common = {"seeds": seeds, "sizes": list(SHAPES), "ladder": {"shapes": SHAPES}}
+    common["tokens"] = {"per_size": dict.fromkeys(SHAPES, 3072)}
+    lr = {"law": "porian", "multipliers": MULTIPLIERS, "search": search}
+    path = _write(tmp_path, data_dir, "grid-term", **common, lr=lr)
+
+    out = _plan(path, "--noise", str(csv))
+    design = Design(3, 7, 2, 0.5)
+    with_term = expected_seeds(design, 0.5, sd, tune_var=tune_var)
+    alone = expected_seeds(design, 0.5, sd)
+    assert with_term.claim_rate <= alone.claim_rate  # the term only widens the test
+    _, _, _, num_seeds = _line(out)
+    assert num_seeds == next(n for n in range(2, 1000) if power_of(0.5, sd, n) >= alone.claim_rate)
+    grid_sd = f"{math.sqrt(tune_var):.3g}%"
+    assert (
+        f"power {alone.claim_rate:.3f} on the seeds alone at the 0.5% margin" in out
+        and f"{with_term.claim_rate:.3f} with the LR grid's resolution, sd {grid_sd} in the test"
+        in out
+    ), out
+    assert f"{with_term.mean_top_seeds:.2f} seeds at 90K on average at a 0.5% gain" in out
+    assert f"with the LR grid's resolution the verdict reads from {csv}: sd {grid_sd}" in out
+
+    number = _plan(path, "--noise", f"{sd}")
+    assert "LR grid's resolution" not in number
+    assert f"power {alone.claim_rate:.3f} at the 0.5% margin (the design's, simulated" in number

@@ -129,3 +129,17 @@ def test_a_real_gain_is_still_found():
 def test_a_study_without_lrs_has_no_term():
     table = off_grid_study(1.0, rng_seed=2, num_seeds=3).assign(lr=float("nan"))
     assert tuning_variances(table, lr_frontier(table)) == {}
+
+
+def test_the_plan_reads_the_term_the_verdict_uses():
+    """`scaling plan --noise STUDY` takes the grid's term from `grid_terms`: at the top size it
+    is the verdict's own (`top_gain_pct.grid_sd` squared)."""
+    from analysis.stats.core import grid_terms
+
+    table = off_grid_study(1.0, rng_seed=3, num_seeds=3, lr_penalty=CURVE)
+    (v,) = analyse(table, "linear", num_resamples=NUM_DRAWS, seed=0).verdict["variants"]
+    terms = grid_terms(table, "linear")
+    top = list(v["gain_pct_by_size"])[-1]
+    assert list(terms) == list(v["gain_pct_by_size"])  # every size, smallest first
+    assert terms[top] == pytest.approx(v["decision"]["top_gain_pct"]["grid_sd"] ** 2)
+    assert terms[top] > 0
