@@ -25,6 +25,9 @@ SHARED = REPO.parent / "shared"
 # studies analysed by tests are not about inference cost: no measuring at analysis time
 # (tests/scaling/serving/test_inference_cost.py turns it back on for its own study)
 os.environ.setdefault("SCALING_INFERENCE_COST", "off")
+# `scaling run` and `status --watch` see a round's end within 1 s, not 5: the end-to-end tests
+# wait on rounds (docs/testing.md, "How to stay inside the budget")
+os.environ.setdefault("SCALING_POLL_S", "1")
 
 
 def services_required() -> bool:

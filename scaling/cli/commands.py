@@ -153,6 +153,20 @@ def _print_table(title: str, header: list[str], rows: list[list[str]], footer: s
     console.print(table)
 
 
+def _check_driver_settings() -> None:
+    """The driver's environment settings (`SCALING_POLL_S`, `SCALING_LOGIN_GIVE_UP_S`): a bad
+    value is one `error:` line naming it and its default, exit 2."""
+    from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
+    from scaling.rounds.watcher import poll_seconds  # lazy: `scaling --help` stays fast
+    from scaling.state.tracking_refusal import refusal_give_up_s  # lazy: as above
+
+    try:
+        poll_seconds()
+        refusal_give_up_s()
+    except ConfigError as err:
+        _fail(str(err))
+
+
 def _fail(message: str) -> None:
     from foundation.secrets import mask_userinfo  # a message may quote a URI
 
@@ -362,6 +376,7 @@ def run(
     from scaling.rounds.looks import judged_against  # lazy: `scaling --help` stays fast
     from scaling.rounds.run import run_study  # lazy: `scaling --help` stays fast
 
+    _check_driver_settings()  # before the study is read: nothing prepared or submitted yet
     spec = _load(study, writes=True, new_store=new_store)
     try:
         spec = judged_against(spec, baseline)  # for the whole run, looks included

@@ -32,7 +32,7 @@ from scaling.rounds.looks import look_due, take_look
 from scaling.rounds.refine import advance, search_over
 from scaling.rounds.reupload import reupload_results
 from scaling.rounds.submission import Submitted, submit_due
-from scaling.rounds.watcher import POLL_S, RoundWatcher, Rows, View
+from scaling.rounds.watcher import RoundWatcher, Rows, View
 from scaling.spec.grid import Cell
 from scaling.spec.loader import looks_over
 from scaling.spec.resolved import ResolvedStudy
@@ -76,7 +76,8 @@ class StudyRun:
     """A study's rounds on its executor: submit, wait, judge, retry or give up, end the parent.
 
     `say` gets every line meant for a person; `view` shows the progress of a round waited for
-    (default: a `Reporter` line per change); `poll_s` is the wait between status polls.
+    (default: a `Reporter` line per change); `poll_s` is the wait between status polls (default:
+    `scaling.rounds.watcher.poll_seconds`, `SCALING_POLL_S` or 5 s).
     `study` grows as the LR search adds rounds (`next_cells`). `refused_give_up_s`: how long a
     tracking server refusing the login is retried before `TrackingRefused` (default:
     `scaling.state.tracking_refusal.refusal_give_up_s`); other failures are retried for good.
@@ -88,7 +89,7 @@ class StudyRun:
         executor: Executor | None = None,
         say: Callable[[str], None] = lambda _msg: None,
         view: View | None = None,
-        poll_s: float = POLL_S,
+        poll_s: float | None = None,
         refused_give_up_s: float | None = None,
     ) -> None:
         self.executor = executor or executor_for(study)
@@ -281,7 +282,7 @@ class StudyRun:
                         f"MLflow still unreachable ({err}); `scaling run` again uploads the rest"
                     )
                     return rows
-                time.sleep(POLL_S)
+                time.sleep(self.watcher.poll_s)
         try:
             return self.status()
         except Exception:  # noqa: BLE001 - a flapping server: keep the rows we have

@@ -10,11 +10,13 @@ one watcher and tells it the study as the LR search grows it.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from foundation import contract
+from foundation.config import ConfigError
 from scaling.records.look_state import read_looks
 from scaling.records.search_state import read_state
 from scaling.rounds.backends.executors import Executor
@@ -31,9 +33,29 @@ from scaling.state.tracking_refusal import (
     refusal_status,
 )
 
-__all__ = ["RoundWatcher", "View", "Rows", "POLL_S"]
+__all__ = ["RoundWatcher", "View", "Rows", "POLL_S", "POLL_ENV", "poll_seconds"]
 
 POLL_S = 5.0
+POLL_ENV = "SCALING_POLL_S"  # seconds between a driver's status polls (the test suite: 1)
+
+
+def poll_seconds() -> float:
+    """The wait between status polls: `SCALING_POLL_S` seconds, else 5. A round's end is seen
+    up to this late; each poll reads every cell's state (MLflow and the executor)."""
+    raw = os.environ.get(POLL_ENV, "").strip()
+    if not raw:
+        return POLL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):  # also NaN
+        raise ConfigError(
+            f"{POLL_ENV}={raw!r}: not a positive number of seconds; set it to the wait between "
+            f"status polls (default {POLL_S:g}), or unset it"
+        )
+    return value
+
 
 Rows = list[StatusRow]
 # What shows a round's progress while it is waited for, given the study as it is now (with the
@@ -47,8 +69,8 @@ class RoundWatcher:
 
     `study` is the study as it is now (its owner sets it as rounds are added); `say` gets every
     line meant for a person; `view` shows the progress (default: a `Reporter` line per change);
-    `poll_s` is the wait between polls; `refused_give_up_s`: how long a tracking server
-    refusing the login is retried before `TrackingRefused` (default:
+    `poll_s` is the wait between polls (default: `poll_seconds`); `refused_give_up_s`: how long a
+    tracking server refusing the login is retried before `TrackingRefused` (default:
     `scaling.state.tracking_refusal.refusal_give_up_s`); other failures are retried for good.
     """
 
@@ -58,11 +80,12 @@ class RoundWatcher:
         executor: Executor,
         say: Callable[[str], None] = lambda _msg: None,
         view: View | None = None,
-        poll_s: float = POLL_S,
+        poll_s: float | None = None,
         refused_give_up_s: float | None = None,
     ) -> None:
         self.study, self.executor = study, executor
-        self.say, self.view, self.poll_s = say, view, poll_s
+        self.say, self.view = say, view
+        self.poll_s = poll_seconds() if poll_s is None else poll_s
         self.took: dict[str, float] = {}  # cell -> wall seconds, as the progress saw it
         give_up_s = refusal_give_up_s() if refused_give_up_s is None else refused_give_up_s
         self._refusals = RefusalClock(study.mlflow.tracking_uri, give_up_s)
