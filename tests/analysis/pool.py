@@ -7,6 +7,8 @@ spawned, not forked, so none inherits a copy of the parent's threads or of torch
 
 from __future__ import annotations
 
+import atexit
+import functools
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -32,6 +34,13 @@ def map_studies(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
     if workers() == 1 or len(items) < 2:
         yield from map(fn, items)
         return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers(), mp_context=context) as pool:
-        yield from pool.map(fn, items, chunksize=max(1, len(items) // (8 * workers())))
+    yield from _pool().map(fn, items, chunksize=max(1, len(items) // (8 * workers())))
+
+
+@functools.cache
+def _pool() -> ProcessPoolExecutor:
+    """One pool per test process, kept for its every replay: a spawned worker pays ~1.4 s of
+    imports (pandas, SciPy, the analysis), and a module runs several replays. Shut at exit."""
+    pool = ProcessPoolExecutor(workers(), mp_context=multiprocessing.get_context("spawn"))
+    atexit.register(pool.shutdown, cancel_futures=True)
+    return pool
