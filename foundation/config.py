@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
+import os
 import types
 import typing
 from collections.abc import Iterable
@@ -53,6 +55,26 @@ class ConfigError(ValueError):
     def prefixed(self, prefix: str) -> ConfigError:
         """The same problems, each preceded by `prefix` (a file name)."""
         return ConfigError(f"{prefix}: {p}" for p in self.problems)
+
+
+def seconds_from_env(name: str, default: float, what: str, *, positive: bool = False) -> float:
+    """A duration in seconds from the environment variable `name`, else `default`. A value that
+    is not a number, negative (or with `positive`, zero or infinite) is a `ConfigError` naming
+    the variable, `what` it sets and its default."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf if positive else value >= 0):  # NaN fails both
+        kind = "a positive number" if positive else "a number"
+        raise ConfigError(
+            f"{name}={raw!r}: not {kind} of seconds; set it to {what} (default {default:g}), "
+            "or unset it"
+        )
+    return value
 
 
 class Problems:

@@ -10,13 +10,12 @@ one watcher and tells it the study as the LR search grows it.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from foundation import contract
-from foundation.config import ConfigError
+from foundation.config import seconds_from_env
 from scaling.records.look_state import read_looks
 from scaling.records.search_state import read_state
 from scaling.rounds.backends.executors import Executor
@@ -42,19 +41,7 @@ POLL_ENV = "SCALING_POLL_S"  # seconds between a driver's status polls (the test
 def poll_seconds() -> float:
     """The wait between status polls: `SCALING_POLL_S` seconds, else 5. A round's end is seen
     up to this late; each poll reads every cell's state (MLflow and the executor)."""
-    raw = os.environ.get(POLL_ENV, "").strip()
-    if not raw:
-        return POLL_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):  # also NaN
-        raise ConfigError(
-            f"{POLL_ENV}={raw!r}: not a positive number of seconds; set it to the wait between "
-            f"status polls (default {POLL_S:g}), or unset it"
-        )
-    return value
+    return seconds_from_env(POLL_ENV, POLL_S, "the wait between status polls", positive=True)
 
 
 Rows = list[StatusRow]

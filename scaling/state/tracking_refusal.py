@@ -17,7 +17,7 @@ import os
 import re
 import time
 
-from foundation.config import ConfigError
+from foundation.config import seconds_from_env
 from foundation.secrets import PASSWORD_ENV, USERNAME_ENV, mask_userinfo
 
 __all__ = ["GIVE_UP_ENV", "TrackingRefused", "RefusalClock", "refusal_status", "refusal_give_up_s"]
@@ -40,19 +40,7 @@ def refusal_status(err: BaseException) -> int | None:
 
 def refusal_give_up_s() -> float:
     """How long a refused login is retried: `SCALING_LOGIN_GIVE_UP_S` seconds, else 120."""
-    raw = os.environ.get(GIVE_UP_ENV, "").strip()
-    if not raw:
-        return GIVE_UP_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:  # also NaN
-        raise ConfigError(
-            f"{GIVE_UP_ENV}={raw!r}: not a number of seconds; set it to how long a refused "
-            "login is retried (default 120), or unset it"
-        )
-    return value
+    return seconds_from_env(GIVE_UP_ENV, GIVE_UP_S, "how long a refused login is retried")
 
 
 class RefusalClock:
