@@ -143,9 +143,9 @@ def _top_grid_var(spec, grid: dict[str, float]) -> float:
 
 
 def _read_noise(spec, noise: str, baseline: str) -> tuple[dict[str, float], dict[str, float]]:
+    """(seed noise per size, the LR grid's term per size: {} for a number) from --noise."""
     from mlflow.exceptions import MlflowException
 
-    """(seed noise per size, the LR grid's term per size: {} for a number) from --noise."""
     from analysis.api import noise_and_grid_from_source  # lazy: scipy and pandas
 
     try:

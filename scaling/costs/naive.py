@@ -67,7 +67,7 @@ class NaiveCost:
     has_search: bool = False
     mean_top_seeds: float | None = None  # sequential seeds: E[seeds at the top] at the margin
     tune_var: float = 0.0  # the LR grid's term in the top-size test (%^2) the --noise runs show
-    seeds_power: float | None = None  # with a grid term: the power on the seeds alone
+    seeds_power: float = math.nan  # the power on the seeds alone (= power without a term)
 
     @property
     def naive(self) -> float:
@@ -139,7 +139,7 @@ def naive_cost(
         has_search=spec.lr.search is not None,
         mean_top_seeds=mean_top,
         tune_var=tune_var,
-        seeds_power=alone if tune_var else None,
+        seeds_power=alone,
     )
 
 
@@ -164,16 +164,13 @@ def format_naive_cost(cost: NaiveCost, device: str = "GPU") -> str:
         )
     at = "" if cost.sd_at in (cost.top, "all") else f", measured at {cost.sd_at}"
     whose = "the design's, simulated" if cost.mean_top_seeds is not None else "its fixed seeds'"
-    power = (
-        f"power {cost.power:.3f} at the {cost.margin_pct:g}% margin ({whose}; paired sd "
-        f"{cost.sd_pct:.3g}% at {cost.top}{at})"
-    )
-    if cost.seeds_power is not None:
+    measured = f"({whose}; paired sd {cost.sd_pct:.3g}% at {cost.top}{at})"
+    power = f"power {cost.power:.3f} at the {cost.margin_pct:g}% margin {measured}"
+    if cost.tune_var > 0:
         power = (
             f"power {cost.seeds_power:.3f} on the seeds alone at the {cost.margin_pct:g}% margin "
-            f"({whose}; paired sd {cost.sd_pct:.3g}% at {cost.top}{at}); "
-            f"{cost.power:.3f} with the LR grid's resolution, sd {math.sqrt(cost.tune_var):.3g}% "
-            "in the test, which no fixed seed count lowers"
+            f"{measured}; {cost.power:.3f} with the LR grid's resolution, sd "
+            f"{math.sqrt(cost.tune_var):.3g}% in the test, which no fixed seed count lowers"
         )
     expected = f"expected {format_hours(cost.expected)} {unit}: {', '.join(what)}"
     if cost.num_seeds is None:

@@ -31,7 +31,6 @@ __all__ = [
     "point_hours",
     "first_round",
     "format_hours",
-    "grid_words",
 ]
 
 
@@ -208,14 +207,14 @@ def format_seed_cost(
             f"look's level, margin {cost.margin_pct:g}%); the other sizes keep {cost.start} seeds"
         )
         if tune_var > 0:
-            lines.append(f"    {grid_words(tune_var, noise)}")
+            lines.append(f"    {_grid_words(tune_var, noise)}")
         if target_gain is None:
             lines.append("    at a target gain: add --target-gain PCT")
     lines.append(f"  maximum {format_hours(cost.maximum)} {unit}: {cost.max} seeds at every size")
     return "\n".join(lines)
 
 
-def grid_words(tune_var: float, noise: str | None) -> str:
+def _grid_words(tune_var: float, noise: str | None) -> str:
     """The plan's words for the LR grid's term it simulated with."""
     return (
         f"with the LR grid's resolution the verdict reads from {noise or 'the --noise runs'}: "
