@@ -9,8 +9,8 @@ Modelled here: the loss rises as ``c u^2`` at ``u`` (ln LR) from the optimum. ``
 ln(LR)^2, the same at every size and arm: the median over every bracketed sweep of the study
 (per size it would rest on the few arms there), taken relative to each arm's own loss. The
 optimum lies uniformly between the midpoints to the best LR's neighbours, reaching further
-towards a neighbour the run noise cannot exclude as the better LR (``_reach``, with the noise
-model's run sd). Each arm's loss above its optimum then has
+towards a neighbour the run noise cannot exclude as the better LR, and up to one step past it
+(``_reach``, with the noise model's run sd). Each arm's loss above its optimum then has
 a mean and a variance; a gain's term is both arms' variances plus the square of the difference
 of their means (``pair_var``), added to the paired t's squared standard error
 (``analysis.stats.gains.robust``) with Welch-Satterthwaite df (``effective_df``); the term only
@@ -44,7 +44,12 @@ __all__ = [
 ]
 
 Key = tuple[str, str, float]
-Z_PICK = 2.0  # a neighbour may be the better LR while its seen rise is within Z_PICK sds
+# A neighbour may be the better LR while its seen rise is within Z_PICK sds of the curve's. A
+# gain compares two arms' picks, and a pick whose optimum lies past its reach is a bias the term
+# does not carry: at 2 sds one arm's optimum lay past its reach in 3.1% of one-seed picks at the
+# ladder's 1% noise (about 6% of comparisons, and most such claimed), at 2.5 sds in 1.0%
+# (tests/analysis/stats/gains/test_resolution.py; the claims: docs/statistics.md).
+Z_PICK = 2.5
 
 
 Cells = dict[tuple[str, str, float, float], dict[object, tuple[float, float]]]
@@ -148,14 +153,6 @@ def t_p(mean: float, se: float, df: int, tune_var: float = 0.0) -> float:
     return float(max(own, both))
 
 
-def _gaps(f: LRFrontier) -> tuple[float | None, float | None]:
-    """ln-LR distances from the best LR to its tried neighbours (None: no neighbour there)."""
-    i = f.lrs.index(f.best_lr)
-    below = math.log(f.best_lr / f.lrs[i - 1]) if i > 0 else None
-    above = math.log(f.lrs[i + 1] / f.best_lr) if i < len(f.lrs) - 1 else None
-    return below, above
-
-
 def _pick_gap(cells: Cells, group: Key, best: float, other: float) -> tuple[float, int]:
     """(how much worse ``other`` LR is than ``best`` on the seeds both completed, those seeds),
     on the selection loss; (nan, 0) without a common seed (a diverged neighbour)."""
@@ -166,30 +163,48 @@ def _pick_gap(cells: Cells, group: Key, best: float, other: float) -> tuple[floa
     return float(np.mean([mine[seed][0] - theirs[seed][0] for seed in common])), len(common)
 
 
-def _reach(gap: float, c: float, seen: float, num: int, sd_run: float | None) -> float:
+def _bound(dist: float, c: float, seen: float, num: int, sd_run: float) -> float:
+    """The farthest optimum (ln LR from the best LR, towards a tried LR ``dist`` away) whose
+    rise there, ``c dist (dist - 2u)``, is still within ``Z_PICK`` sds (both cells' run noise on
+    their ``num`` common seeds) of the ``seen`` one; inf without a comparison (no common seed)."""
+    if not (num > 0 and math.isfinite(seen)):
+        return math.inf
+    slack = Z_PICK * sd_run * math.sqrt(2.0 / num) - seen
+    return dist / 2.0 + slack / (2.0 * c * dist)
+
+
+def _reach(
+    gap: float, c: float, seen: float, num: int, sd_run: float | None,
+    further: tuple[tuple[float, float, int], ...] = (),
+) -> float:  # fmt: skip
     """How far towards a neighbour ``gap`` away (ln LR) the optimum may lie: the midpoint, or
-    further where the run noise cannot exclude that the neighbour is the better LR. With the
-    optimum ``u`` from the best LR the neighbour's loss is above the best LR's by
-    ``c gap (gap - 2u)``; the optimum may lie as far as that rise is still within ``Z_PICK``
-    sds (both cells' run noise on their ``num`` common seeds) of the ``seen`` one, at most at
-    the neighbour. A side seen far worse is never taken to push the optimum away: curves rise
-    faster towards divergence than any parabola through three LRs says."""
+    further where the run noise cannot exclude that the neighbour is the better LR (``_bound``),
+    up to the neighbour; and past it, up to one more step (``2 gap``), while the neighbour's
+    seen rise and every farther tried LR's on that side (``further``: distance, seen rise,
+    common seeds) still allow it. A search that picked on one noisy scan seed can sit two steps
+    from the optimum when the step between looked flat. A side seen far worse is never taken to
+    push the optimum away: curves rise faster towards divergence than any parabola through
+    three LRs says; so the farther LRs only ever bound the reach past the neighbour."""
     if sd_run is None or not (num > 0 and math.isfinite(seen) and c > 0):
         return gap / 2.0
-    slack = Z_PICK * sd_run * math.sqrt(2.0 / num) - seen
-    return min(gap, max(gap / 2.0, gap / 2.0 + slack / (2.0 * c * gap)))
+    near = _bound(gap, c, seen, num, sd_run)
+    past = min([near, 2.0 * gap, *(_bound(d, c, s, n, sd_run) for d, s, n in further)])
+    return max(gap / 2.0, min(gap, near), past)
+
+
+Side = tuple  # (distance, seen, common seeds[, farther LRs as such triples])
 
 
 def _location_var_pct(
-    c: float, relative: float, sides: list[tuple[float, float, int] | None], sd_run: float | None
+    c: float, relative: float, sides: list[Side | None], sd_run: float | None
 ) -> tuple[float, float]:
     """(mean, variance) (%, %^2) of the best LR's loss above the optimum, ``relative u^2``, with
     the optimum uniform (in ln LR) between its reaches towards the neighbours (``_reach``).
 
     ``sides``: per neighbour (below, above) its ln-LR distance, how much worse it was seen on
-    the seeds both ran, and those seeds (None: no neighbour there; that side mirrors the
-    other)."""
-    reach = [None if s is None else _reach(s[0], c, s[1], s[2], sd_run) for s in sides]
+    the seeds both ran, those seeds, and the same (distance, seen, seeds) for every farther LR
+    tried on that side (None: no neighbour there; that side mirrors the other)."""
+    reach = [None if s is None else _reach(s[0], c, s[1], s[2], sd_run, *s[3:]) for s in sides]
     low, high = reach
     low = high if low is None else low
     high = low if high is None else high
@@ -216,14 +231,21 @@ def tuning_variances(
         relative = c / loss if loss and math.isfinite(loss) and loss > 0 else 0.0
         noise = None if sd_run is None else sd_run.get(f.size)
         group = (f.variant, f.size, float(f.tokens))
-        sides: list[tuple[float, float, int] | None] = []
-        for sign, gap in zip((-1.0, 1.0), _gaps(f), strict=True):
-            if gap is None:
-                sides.append(None)
-                continue
-            other = min(f.lrs, key=lambda lr: abs(math.log(lr / f.best_lr) - sign * gap))
-            sides.append((gap, *_pick_gap(cells, group, f.best_lr, other)))
-        out[group] = _location_var_pct(c, relative, sides, noise)
+        out[group] = _location_var_pct(c, relative, _sides(cells, group, f), noise)
+    return out
+
+
+def _sides(cells: Cells, group: Key, f: LRFrontier) -> list[Side | None]:
+    """Below and above the best LR: the tried LRs on that side, nearest first, each as (ln-LR
+    distance, how much worse it was seen, common seeds) (``_pick_gap``); None without one."""
+    i = f.lrs.index(f.best_lr)
+    out: list[Side | None] = []
+    for others in (f.lrs[:i][::-1], f.lrs[i + 1 :]):
+        seen = [
+            (abs(math.log(lr / f.best_lr)), *_pick_gap(cells, group, f.best_lr, lr))
+            for lr in others
+        ]
+        out.append((*seen[0], tuple(seen[1:])) if seen else None)
     return out
 
 
