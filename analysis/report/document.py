@@ -21,6 +21,7 @@ from analysis.report.sections.lr_selection import lr_blocks
 from analysis.report.sections.stability import stability_blocks
 from analysis.report.sections.tokens import token_blocks
 from analysis.stats.gains.levels import ALPHA
+from analysis.stats.planning.power import GRID_CAPS, MAX_SEEDS
 from analysis.stats.rules import verdict as verdicts
 
 METHOD = (
@@ -193,6 +194,13 @@ def _fit_blocks(verdict: dict, figures: dict[str, str]) -> list[tuple]:
     return b
 
 
+def _seeds_needed(row: dict):
+    """A seed-noise row's seeds for the named gain: a count, or why there is none."""
+    if row.get("seeds_needed"):
+        return row["seeds_needed"]
+    return GRID_CAPS if row.get("grid_caps") else f"more than {MAX_SEEDS:,}"
+
+
 def _noise_blocks(verdict: dict) -> list[tuple]:
     b: list[tuple] = [("h", "Seed noise and power")]
     rows = []
@@ -210,12 +218,13 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
                 fmt.num(r["seed_sd"], sig=2),
                 fmt.num(seed_pct, sig=2) + "%" if seed_pct is not None else fmt.NA,
                 fmt.num(sd_pct, sig=2) + "%" if has and sd_pct is not None else "",
+                fmt.num(r["grid_sd_pct"], sig=2) + "%" if r.get("grid_sd_pct") else "",
                 fmt.num(r.get("mde_pct"), sig=2) + "%" if has and r.get("mde_pct") else "",
-                (r.get("seeds_needed") or "more than 10,000") if has and sd_pct else "",
+                _seeds_needed(r) if has and sd_pct else "",
             ]
         )
     header = ["size", "arm", "seeds", "seed sd (loss)", "seed sd (% of loss)"]
-    header += ["paired-difference sd"]
+    header += ["paired-difference sd", "LR grid sd"]
     header += ["detectable gain", f"seeds for {gain}%" if gain is not None else "seeds needed"]
     b.append(("table", header, rows))
     b.append(
@@ -223,8 +232,10 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
             "p",
             "Detectable gain: the smallest true gain the verdict's top-size test (a paired t-test "
             "on this many paired seeds, two-sided 4%) detects with 80% power (exact, noncentral t, "
-            "on the upper 80% bound of the paired sd; `analysis.stats.planning.power`, the same "
-            "figures `scaling plan --noise` prints). Seeds needed: the fewest paired seeds with "
+            "on the upper 80% bound of the paired sd, with the LR grid's resolution that test "
+            "carries, LR grid sd, which no number of seeds shrinks; "
+            "`analysis.stats.planning.power`, the same figures `scaling plan --noise` prints). "
+            "Seeds needed: the fewest paired seeds with "
             "that power at the gain named in the header. Seed sd (% of loss): the sd of one arm's "
             "final loss over its seeds, in % of its mean loss; the paired-difference sd (what the "
             "test sees) is in % of the baseline's loss.",

@@ -86,7 +86,7 @@ def plan(
     _print_seed_cost(spec, the_plan, device, sd, noise, target_gain, tune_var)
     if sd is not None:
         _print_naive_cost(spec, the_plan, device, sd, tune_var)
-        _print_power(spec, sd, noise, target_gain)
+        _print_power(spec, sd, noise, target_gain, grid)
     if check_environment:
         _warn_environment(study, spec)
 
@@ -186,10 +186,12 @@ def _print_naive_cost(spec, the_plan, device: str, sd: dict[str, float], tune_va
         typer.echo(format_naive_cost(cost, device))
 
 
-def _print_power(spec, sd: dict[str, float], noise: str, target_gain: float | None) -> None:
+def _print_power(
+    spec, sd: dict[str, float], noise: str, target_gain: float | None, grid: dict[str, float]
+) -> None:
     from scaling.costs.plan import power_plan  # lazy: `scaling --help` stays fast
 
-    header, rows, note = power_plan(spec, sd, target_gain)
+    header, rows, note = power_plan(spec, sd, target_gain, grid)
     _print_table(f"study {spec.name}: power (noise from {noise})", header, rows, note)
 
 

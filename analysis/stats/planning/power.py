@@ -43,6 +43,7 @@ from foundation.contract import parse_size
 POWER = 0.8
 UPPER = 0.8  # the noise is planned on at its upper 80% confidence bound
 MAX_SEEDS = 10_000  # beyond this a gain is not worth planning for
+GRID_CAPS = "none at this LR grid"  # the seeds needed where the grid's term alone caps the power
 
 
 def power_of(
@@ -106,6 +107,15 @@ def mde_closed_form(
     return float(t_sum * sd_pct / math.sqrt(num_seeds))
 
 
+def grid_caps(gain_pct: float, alpha: float, power: float, tune_var: float) -> bool:
+    """Whether the LR grid's term alone keeps ``gain_pct`` from ``power``: infinitely many seeds
+    leave a normal test with sd ``sqrt(tune_var)``."""
+    return bool(
+        tune_var > 0
+        and stats.norm.sf(stats.norm.isf(alpha / 2) - gain_pct / math.sqrt(tune_var)) < power
+    )
+
+
 def seeds_needed(
     sd_pct: float,
     gain_pct: float,
@@ -117,10 +127,7 @@ def seeds_needed(
     when the gain is not positive or would need more than ``MAX_SEEDS``."""
     if not (gain_pct > 0 and sd_pct > 0):
         return None
-    if (
-        tune_var > 0
-        and stats.norm.sf(stats.norm.isf(alpha / 2) - gain_pct / math.sqrt(tune_var)) < power
-    ):
+    if grid_caps(gain_pct, alpha, power, tune_var):
         return None  # even infinitely many seeds leave the grid's resolution
     n = 2
     while power_of(gain_pct, sd_pct, n, alpha, tune_var) < power:  # rises with n: first n is it
@@ -139,18 +146,23 @@ def power_table(
     target_gain: float | None = None,
     alpha: float = TOP_ALPHA,
     power: float = POWER,
+    tune_by_size: dict[str, float] | None = None,
 ) -> list[dict]:
-    """One row per size: ``size, sd_pct, num_seeds, mde_pct`` (the gain detected with
+    """One row per size: ``size, sd_pct, num_seeds, tune_var, mde_pct`` (the gain detected with
     ``power`` on ``num_seeds`` seeds) and, with ``target_gain`` (%), ``target_gain_pct,
-    seeds_needed, power_at_target``. ``sd_by_size`` is what ``noise_from_source`` returns."""
+    seeds_needed, power_at_target``. ``sd_by_size`` is what ``noise_from_source`` returns;
+    ``tune_by_size`` the LR grid's term per size (%^2, ``analysis.stats.core.grid_terms``: the
+    verdict's test carries it, and no number of seeds shrinks it), 0 where absent."""
     rows = []
     for size, sd in sd_by_size.items():
-        row = {"size": size, "sd_pct": sd, "num_seeds": num_seeds}
-        row["mde_pct"] = mde(sd, num_seeds, alpha, power)
+        tune = (tune_by_size or {}).get(size, 0.0)
+        row = {"size": size, "sd_pct": sd, "num_seeds": num_seeds, "tune_var": tune}
+        row["mde_pct"] = mde(sd, num_seeds, alpha, power, tune)
         if target_gain is not None:
             row["target_gain_pct"] = target_gain
-            row["seeds_needed"] = seeds_needed(sd, target_gain, alpha, power)
-            row["power_at_target"] = power_of(target_gain, sd, num_seeds, alpha)
+            row["seeds_needed"] = seeds_needed(sd, target_gain, alpha, power, tune)
+            row["grid_caps"] = grid_caps(target_gain, alpha, power, tune)
+            row["power_at_target"] = power_of(target_gain, sd, num_seeds, alpha, tune)
         rows.append(row)
     return rows
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from analysis.stats.fits.laws import LawFit
 from analysis.stats.gains.compare import Comparison
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS
+from analysis.stats.gains.resolution import pair_var
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.planning.power import paired_sd_pct, power_table, sd_upper
 from analysis.stats.rules import verdict as rules
@@ -92,8 +95,9 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
     difference (in loss; in % of the baseline's loss at its upper 80% bound), the gain the
     study's paired seeds detect (``mde_pct``: 80% power, the verdict's top-size test) and the
     seeds needed for
-    ``detect_gain_pct``; all from ``analysis.stats.planning.power``, which `scaling plan` uses
-    too."""
+    ``detect_gain_pct``, with the LR grid's term the pair's gain carries in the verdict's test
+    (``grid_sd_pct``, ``analysis.stats.gains.resolution.pair_var``); all from
+    ``analysis.stats.planning.power``, which `scaling plan` uses too."""
     info, rows = groups.info, []
     curve = info[info["on_curve"]].sort_values("num_nonembedding_params", kind="stable")
     for (size, tokens), frame in curve.groupby(["size", "tokens"], sort=False):
@@ -123,9 +127,19 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
                     detect_gain_pct=detect_gain_pct,
                     seeds_needed=None,
                 )
+                # the LR grid's term this pair's gain carries in the verdict's test
+                keys = [(str(info.at[k, "variant"]), str(size), float(tokens)) for k in (base, g)]
+                tune = pair_var(groups.tuning_var, *keys)
+                row["grid_sd_pct"] = math.sqrt(tune)
                 if sd_pct is not None:  # the planner's own function (`scaling plan --noise`)
-                    (power,) = power_table({size: sd_pct}, paired, detect_gain_pct)
-                    row.update(mde_pct=power["mde_pct"], seeds_needed=power["seeds_needed"])
+                    (power,) = power_table(
+                        {size: sd_pct}, paired, detect_gain_pct, tune_by_size={size: tune}
+                    )
+                    row.update(
+                        mde_pct=power["mde_pct"],
+                        seeds_needed=power["seeds_needed"],
+                        grid_caps=power["grid_caps"],
+                    )
             rows.append(row)
     return rows
 

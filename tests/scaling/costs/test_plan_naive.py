@@ -12,7 +12,7 @@ import yaml
 
 from analysis.stats.looks.seq_cost import expected_seeds
 from analysis.stats.looks.sequential import Design
-from analysis.stats.planning.power import power_of
+from analysis.stats.planning.power import mde, power_of, seeds_needed
 from scaling.costs.plan import plan_study
 from scaling.spec.loader import read_study
 from tests.scaling.conftest import small_spec
@@ -42,6 +42,12 @@ def _line(output: str) -> tuple[float, float, float, int]:
     assert match, f"no cost vs naive line in:\n{output}"
     ratio, expected, naive, seeds = (float(g.replace(",", "")) for g in match.groups())
     return ratio, expected, naive, int(seeds)
+
+
+def _table_row(output: str, size: str) -> list[str]:
+    """The power table's cells for ``size``, as printed."""
+    line = next(x for x in output.splitlines() if x.strip().startswith(f"│ {size} "))
+    return [cell.strip() for cell in line.strip().strip("│").split("│")]
 
 
 def _point(path: Path) -> dict[tuple[str, str], float]:
@@ -145,7 +151,16 @@ def test_a_finished_study_as_noise_brings_its_lr_grids_resolution(tmp_path, data
     ), out
     assert f"{with_term.mean_top_seeds:.2f} seeds at 90K on average at a 0.5% gain" in out
     assert f"with the LR grid's resolution the verdict reads from {csv}: sd {grid_sd}" in out
+    # the per-size power table carries the same term, as the verdict's test does: on the seeds
+    # alone 4 seeds would detect a 0.1% gain; with the term no number of seeds does
+    assert seeds_needed(sd, 0.1) == 4 and seeds_needed(sd, 0.1, tune_var=tune_var) is None
+    row = _table_row(_plan(path, "--noise", str(csv), "--target-gain", "0.1"), "90K")
+    num = int(row[4])
+    assert row[3] == grid_sd and row[5] == f"{mde(sd, num, tune_var=tune_var):.3g}%"
+    assert row[6] == "none at this LR grid"
 
     number = _plan(path, "--noise", f"{sd}")
     assert "LR grid's resolution" not in number
+    assert "LR grid sd" not in number
+    assert _table_row(_plan(path, "--noise", f"{sd}", "--target-gain", "0.1"), "90K")[5] == "4"
     assert f"power {alone.claim_rate:.3f} at the 0.5% margin (the design's, simulated" in number

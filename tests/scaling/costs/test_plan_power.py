@@ -9,8 +9,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from analysis.stats.core import grid_terms
 from analysis.stats.planning import power as P
 from analysis.synthetic.studies import Effect, make_study
+from analysis.tables.runs import load_csv
 from scaling.cli import app
 from tests.scaling.conftest import small_spec
 
@@ -61,6 +63,8 @@ def test_plan_with_a_run_csv_takes_the_nearest_measured_size(tmp_path, data_dir)
     assert res.exit_code == 0, res.output
     measured = P.noise_from_source(str(DEMO_RUNS), baseline="linear")
     assert list(measured) == ["50K", "100K", "300K", "800K"]
+    # one LR per cell: the source shows no LR grid term, so the table has no column for it
+    assert set(grid_terms(load_csv(DEMO_RUNS), "linear").values()) == {0.0}
     rows = _power_rows(res.output)
     for size in ("30K", "60K"):  # both nearest (in log N) to the CSV's 50K
         _, source, sd, seeds, mde = rows[size]

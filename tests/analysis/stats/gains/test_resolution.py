@@ -194,15 +194,25 @@ def test_a_study_without_lrs_has_no_term():
     assert tuning_variances(table, lr_frontier(table)) == {}
 
 
-def test_the_plan_reads_the_term_the_verdict_uses():
-    """`scaling plan --noise STUDY` takes the grid's term from `grid_terms`: at the top size it
-    is the verdict's own (`top_gain_pct.grid_sd` squared)."""
+def test_the_plan_and_the_reports_power_table_read_the_term_the_verdict_uses():
+    """`scaling plan --noise STUDY` takes the grid's term from `grid_terms`, and the report's
+    "Seed noise and power" table from the same pairs: at the top size both are the verdict's own
+    (`top_gain_pct.grid_sd` squared), and the table's detectable gain is the test's with it."""
     from analysis.stats.core import grid_terms
+    from analysis.stats.planning.power import power_table
 
     table = off_grid_study(1.0, rng_seed=3, num_seeds=3, lr_penalty=CURVE)
-    (v,) = analyse(table, "linear", num_resamples=NUM_DRAWS, seed=0).verdict["variants"]
+    verdict = analyse(table, "linear", num_resamples=NUM_DRAWS, seed=0).verdict
+    (v,) = verdict["variants"]
     terms = grid_terms(table, "linear")
     top = list(v["gain_pct_by_size"])[-1]
     assert list(terms) == list(v["gain_pct_by_size"])  # every size, smallest first
     assert terms[top] == pytest.approx(v["decision"]["top_gain_pct"]["grid_sd"] ** 2)
     assert terms[top] > 0
+    rows = {r["size"]: r for r in verdict["seed_noise"] if r["variant"] == "nonlinear"}
+    row = rows[top]
+    assert row["grid_sd_pct"] ** 2 == pytest.approx(terms[top])
+    sd = {top: row["paired_diff_sd_pct"]}
+    (alone,) = power_table(sd, row["num_paired_seeds"], 0.5)
+    (both,) = power_table(sd, row["num_paired_seeds"], 0.5, tune_by_size={top: terms[top]})
+    assert row["mde_pct"] == pytest.approx(both["mde_pct"]) and both["mde_pct"] > alone["mde_pct"]
