@@ -13,7 +13,7 @@ from analysis.stats.gains import intervals
 from analysis.stats.gains import matched as matching
 from analysis.stats.gains.compare import Comparison, baseline_map, compare, parse_baselines
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, global_p, holm_levels, size_weights
-from analysis.stats.gains.resolution import pair_var, tuning_variances
+from analysis.stats.gains.resolution import groups_pair_var, tuning_variances
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.lr.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
 from analysis.stats.rules import summary
@@ -156,20 +156,19 @@ def analyse(
 
 
 def grid_terms(table: pd.DataFrame, baseline: str) -> dict[str, float]:
-    """Per size: the LR grid's term (%^2, ``gains.resolution.pair_var``) in the gain of each arm
-    over ``baseline`` at the size's largest budget, as ``analyse`` reads it from these runs (their
-    curvature, each arm's neighbours and picks, the noise model's run sd); with several other
-    arms the largest. For `scaling plan --noise` on a finished study: its power with the term."""
+    """Per size: the LR grid's term (%^2, ``gains.resolution.groups_pair_var``) in the gain of
+    each arm over ``baseline`` at the size's largest budget, as ``analyse`` reads it from these
+    runs (their curvature, each arm's neighbours and picks, the noise model's run sd); with
+    several other arms the largest. For `scaling plan --noise` on a finished study."""
     data = _measure(table, baseline, 0, 0)
     info, out = data.groups.info, {}
     curve = info[info["on_curve"]].sort_values("num_nonembedding_params", kind="stable")
     for g in curve.index:  # smallest size first
-        size, tokens = str(info.at[g, "size"]), float(info.at[g, "tokens"])
-        b = data.base_of.get((info.at[g, "size"], tokens))
+        size = str(info.at[g, "size"])
+        b = data.base_of.get((info.at[g, "size"], float(info.at[g, "tokens"])))
         if b is None or info.at[g, "variant"] in data.baselines:  # a baseline is not tested
             continue
-        arms = [(str(info.at[i, "variant"]), size, tokens) for i in (b, g)]
-        out[size] = max(out.get(size, 0.0), pair_var(data.groups.tuning_var, *arms))
+        out[size] = max(out.get(size, 0.0), groups_pair_var(data.groups, b, g))
     return out
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "curvature",
     "effective_df",
     "pair_var",
+    "groups_pair_var",
     "penalty_moments",
     "t_half",
     "t_p",
@@ -53,6 +54,8 @@ Z_PICK = 2.5
 
 
 Cells = dict[tuple[str, str, float, float], dict[object, tuple[float, float]]]
+Seen = tuple[float, float, int]  # a tried LR: ln-LR distance, how much worse seen, common seeds
+Side = tuple[float, float, int, tuple[Seen, ...]]  # the neighbour's, then the farther LRs'
 
 
 def _cells(table: pd.DataFrame, column: str) -> Cells:
@@ -175,7 +178,7 @@ def _bound(dist: float, c: float, seen: float, num: int, sd_run: float) -> float
 
 def _reach(
     gap: float, c: float, seen: float, num: int, sd_run: float | None,
-    further: tuple[tuple[float, float, int], ...] = (),
+    further: tuple[Seen, ...] = (),
 ) -> float:  # fmt: skip
     """How far towards a neighbour ``gap`` away (ln LR) the optimum may lie: the midpoint, or
     further where the run noise cannot exclude that the neighbour is the better LR (``_bound``),
@@ -192,9 +195,6 @@ def _reach(
     return max(gap / 2.0, min(gap, near), past)
 
 
-Side = tuple  # (distance, seen, common seeds[, farther LRs as such triples])
-
-
 def _location_var_pct(
     c: float, relative: float, sides: list[Side | None], sd_run: float | None
 ) -> tuple[float, float]:
@@ -204,7 +204,7 @@ def _location_var_pct(
     ``sides``: per neighbour (below, above) its ln-LR distance, how much worse it was seen on
     the seeds both ran, those seeds, and the same (distance, seen, seeds) for every farther LR
     tried on that side (None: no neighbour there; that side mirrors the other)."""
-    reach = [None if s is None else _reach(s[0], c, s[1], s[2], sd_run, *s[3:]) for s in sides]
+    reach = [None if s is None else _reach(s[0], c, s[1], s[2], sd_run, s[3]) for s in sides]
     low, high = reach
     low = high if low is None else low
     high = low if high is None else high
@@ -257,3 +257,16 @@ def pair_var(tuning: dict[Key, tuple[float, float]], base: Key, variant: Key) ->
     mb, vb = tuning.get(base, (0.0, 0.0))
     mv, vv = tuning.get(variant, (0.0, 0.0))
     return vb + vv + (mb - mv) ** 2
+
+
+def groups_pair_var(groups, base: int, var: int) -> float:
+    """``pair_var`` of two rows of the bootstrap groups (``analysis.stats.variance.cells.Groups``:
+    its ``info`` and ``tuning_var``), keyed as ``tuning_variances`` keys an arm: (variant, size,
+    tokens). The one place a gain's grid term is read: the verdict's test, the report's power
+    table and `scaling plan`'s ``grid_terms``."""
+    info = groups.info
+    keys = [
+        (str(info.at[g, "variant"]), str(info.at[g, "size"]), float(info.at[g, "tokens"]))
+        for g in (base, var)
+    ]
+    return pair_var(groups.tuning_var, *keys)

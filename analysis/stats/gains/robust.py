@@ -26,7 +26,7 @@ import numpy as np
 
 from analysis.stats.gains.compare import Budget
 from analysis.stats.gains.levels import ci, p_two_sided
-from analysis.stats.gains.resolution import pair_var, t_half, t_p
+from analysis.stats.gains.resolution import groups_pair_var, t_half, t_p
 from analysis.stats.variance.cells import Groups
 
 POOLED, PAIRED = "pooled bootstrap", "paired-seed t"
@@ -63,12 +63,7 @@ class GainTest:
         n = diff.size
         se = float(diff.std(ddof=1) / np.sqrt(n)) if n >= 2 else float("nan")
         value = float(budget.gain_pct[0])
-        info = groups.info
-        keys = [
-            (str(info.at[g, "variant"]), str(info.at[g, "size"]), float(info.at[g, "tokens"]))
-            for g in (budget.base, budget.var)
-        ]
-        tune = pair_var(groups.tuning_var, *keys)
+        tune = groups_pair_var(groups, budget.base, budget.var)
         return cls(value, budget.gain_pct[1:], float(diff.mean()), se, n - 1, tune)
 
     def t_interval(self, alpha: float) -> list[float] | None:

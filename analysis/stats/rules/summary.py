@@ -9,7 +9,7 @@ import numpy as np
 from analysis.stats.fits.laws import LawFit
 from analysis.stats.gains.compare import Comparison
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS
-from analysis.stats.gains.resolution import pair_var
+from analysis.stats.gains.resolution import groups_pair_var
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.planning.power import paired_sd_pct, power_table, sd_upper
 from analysis.stats.rules import verdict as rules
@@ -96,7 +96,7 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
     study's paired seeds detect (``mde_pct``: 80% power, the verdict's top-size test) and the
     seeds needed for
     ``detect_gain_pct``, with the LR grid's term the pair's gain carries in the verdict's test
-    (``grid_sd_pct``, ``analysis.stats.gains.resolution.pair_var``); all from
+    (``grid_sd_pct``, ``analysis.stats.gains.resolution.groups_pair_var``); all from
     ``analysis.stats.planning.power``, which `scaling plan` uses too."""
     info, rows = groups.info, []
     curve = info[info["on_curve"]].sort_values("num_nonembedding_params", kind="stable")
@@ -128,8 +128,7 @@ def seed_noise(groups: Groups, baseline_of: dict, detect_gain_pct: float) -> lis
                     seeds_needed=None,
                 )
                 # the LR grid's term this pair's gain carries in the verdict's test
-                keys = [(str(info.at[k, "variant"]), str(size), float(tokens)) for k in (base, g)]
-                tune = pair_var(groups.tuning_var, *keys)
+                tune = groups_pair_var(groups, base, g)
                 row["grid_sd_pct"] = math.sqrt(tune)
                 if sd_pct is not None:  # the planner's own function (`scaling plan --noise`)
                     (power,) = power_table(

@@ -47,7 +47,7 @@ def test_without_run_noise_the_optimum_lies_uniformly_between_the_midpoints(belo
     c = 0.04
     hi = below if above is None else above  # a missing side mirrors the other
     u = np.random.default_rng(0).uniform(-below / 2, hi / 2, 400_000)
-    sides = [(below, 0.0, 1), None if above is None else (above, 0.0, 1)]
+    sides = [(below, 0.0, 1, ()), None if above is None else (above, 0.0, 1, ())]
     mean, var = _location_var_pct(0.15, c, sides, sd_run=None)
     assert var == pytest.approx(np.var(100 * c * u**2), rel=0.02)
     assert (mean, var) == pytest.approx(penalty_moments(c, below / 2, hi / 2), rel=0.02)
@@ -64,12 +64,12 @@ def test_a_pick_the_noise_cannot_confirm_widens_where_the_optimum_may_lie():
     further with more noise, and past it by at most one more step, as far as the LRs tried
     beyond it allow (never less far than the neighbour alone allows)."""
     h, c, loss = math.log(2), 0.15, 3.0
-    clear = [(h, 0.2, 1), (h, 0.2, 1)]
+    clear = [(h, 0.2, 1, ()), (h, 0.2, 1, ())]
     assert _location_var_pct(c, c / loss, clear, sd_run=0.002) == pytest.approx(
         _location_var_pct(c, c / loss, clear, sd_run=None)
     )
     assert _reach(h, c, 0.2, 1, 0.002) == h / 2
-    tie = [(h, 0.2, 1), (h, 0.0, 1)]  # the upper neighbour seen as good as the best
+    tie = [(h, 0.2, 1, ()), (h, 0.0, 1, ())]  # the upper neighbour seen as good as the best
     assert h / 2 < _reach(h, c, 0.0, 1, 0.01) < _reach(h, c, 0.0, 1, 0.02) <= h
     assert _reach(h, c, 0.0, 1, 1.0) == 2 * h  # one step past the neighbour, no further
     past = _reach(h, c, 0.0, 1, 0.05)
