@@ -17,10 +17,19 @@ checkpoint. A checkpoint then weighs one copy of the model and optimiser, not on
 
 Loads use `torch.load(weights_only=True)`: payloads hold tensors, numbers, strings, lists and
 dicts only.
+
+Integrity: a file damaged after it was written (a bad disk block, a stray write into the middle
+of a tensor) still unpickles, and its weights would train on as NaN or noise. So each rank hashes
+its file while writing it (sha256, one pass, no re-read) and `complete.json` records every rank
+file's digest and size (`files`). Resume checks a file against it before loading it; a file that
+fails is skipped like an unreadable one: the newest intact checkpoint is used and the log says
+which was skipped and why, or the run starts afresh if none is intact. A checkpoint written before
+checksums (no `files`) is loaded unchecked.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -49,6 +58,28 @@ __all__ = [
 
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
 _SHARED = "shared_from_rank"
+_CHUNK = 1 << 20  # bytes hashed per read when a load checks a file
+
+
+class _HashingWriter:
+    """A binary file that hashes what torch.save writes through it (torch writes sequentially)."""
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        self.sha256.update(data)
+        self.size += memoryview(data).nbytes
+        return self.file.write(data)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
+def _digest_name(rank: int) -> str:
+    return f".rank_{rank:05d}.sha256"
 
 
 def shared_from(rank: int) -> dict[str, int]:
@@ -130,7 +161,12 @@ def save_checkpoint(
     partial = tmp / f".rank_{rank:05d}.pt.partial"
     error: BaseException | None = None
     try:
-        torch.save(payload, partial)  # a full disk: OSError, or RuntimeError from torch's writer
+        with open(partial, "wb") as f:
+            writer = _HashingWriter(f)
+            # a full disk: OSError, or RuntimeError from torch's writer
+            torch.save(payload, writer)  # type: ignore[arg-type]
+        digest = {"sha256": writer.sha256.hexdigest(), "bytes": writer.size}
+        (tmp / _digest_name(rank)).write_text(json.dumps(digest))  # for rank 0's manifest
         os.replace(partial, target)
     except (OSError, RuntimeError) as err:
         error = err
@@ -138,6 +174,7 @@ def save_checkpoint(
         try:
             world = dist.get_world_size() if dist.is_initialized() else 1
             record = {"step": step, "world_size": world, **(layout or {})}
+            record["files"] = _gather_digests(tmp, world)
             (tmp / "complete.json").write_text(json.dumps(record))
             if final.exists():  # a re-save of the same step (e.g. preemption right after a save)
                 shutil.rmtree(final)
@@ -166,6 +203,50 @@ def save_checkpoint(
     return final
 
 
+def _gather_digests(tmp: Path, world: int) -> dict[str, dict[str, Any]]:
+    """Every rank's file digest, read from the sidecars the ranks wrote (then removed)."""
+    files = {}
+    for rank in range(world):
+        sidecar = tmp / _digest_name(rank)
+        files[f"rank_{rank:05d}.pt"] = json.loads(sidecar.read_text())
+        sidecar.unlink()
+    return files
+
+
+def _manifest(path: Path) -> dict[str, Any] | None:
+    """The checkpoint's `complete.json`, or None (and a word) if it cannot be read."""
+    try:
+        data = json.loads((path / "complete.json").read_text())
+    except (OSError, ValueError) as err:  # ValueError: a damaged file is not JSON, or not UTF-8
+        print(f"[jobs] checkpoint {path}: complete.json unreadable ({err})", flush=True)
+        return None
+    if not isinstance(data, dict):
+        print(f"[jobs] checkpoint {path}: complete.json is not a record", flush=True)
+        return None
+    return data
+
+
+def _damage(path: Path, expected: dict[str, Any] | None) -> str | None:
+    """Why file `path` differs from what its checkpoint wrote (size, sha256), or None."""
+    if expected is None:
+        return None  # written before checksums: nothing to check against
+    if not isinstance(expected, dict) or not {"bytes", "sha256"} <= expected.keys():
+        return f"complete.json records no size and sha256 for it ({expected!r})"
+    try:
+        size = path.stat().st_size
+        if size != expected["bytes"]:
+            return f"{size:,} bytes, written as {expected['bytes']:,}"
+        sha256 = hashlib.sha256()
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                sha256.update(chunk)
+    except OSError as err:
+        return f"unreadable ({err})"
+    if sha256.hexdigest() != expected["sha256"]:
+        return "its sha256 differs from the one recorded when it was written"
+    return None
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -174,13 +255,19 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _try_load(path: Path) -> dict[str, Any] | None:
+def _try_load(path: Path, files: dict[str, Any]) -> dict[str, Any] | None:
+    """The payload in `path`, or None (and a word) if it fails its checksum or cannot be read;
+    `files` is the checkpoint manifest's `files` (empty for a checkpoint without checksums)."""
+    damage = _damage(path, files.get(path.name))
+    if damage is not None:
+        print(f"[jobs] checkpoint {path} is damaged: {damage}; not loaded", flush=True)
+        return None
     try:
         # mmap: every DP rank reads the same replica file; mapped pages are shared through the
         # page cache instead of each rank holding its own copy while it loads
         return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a torn or foreign file raises many types (IndexError among them)
-        print(f"[jobs] checkpoint {path} unreadable ({err}); trying an older one", flush=True)
+        print(f"[jobs] checkpoint {path} unreadable ({err}); not loaded", flush=True)
         return None
 
 
@@ -199,16 +286,17 @@ def _shared_entries(payload: dict[str, Any]) -> list[tuple[tuple[str, ...], int]
     return found
 
 
-def _load_rank(path: Path, rank: int) -> dict[str, Any] | None:
+def _load_rank(path: Path, rank: int, manifest: dict[str, Any]) -> dict[str, Any] | None:
     """Rank `rank`'s payload of checkpoint `path` with its `shared_from` entries filled from
-    the files that hold them; None if a file is unreadable or lacks the entry."""
-    payload = _try_load(path / f"rank_{rank:05d}.pt")
+    the files that hold them; None if a file is damaged, unreadable or lacks the entry."""
+    files = manifest.get("files") or {}
+    payload = _try_load(path / f"rank_{rank:05d}.pt", files)
     if payload is None:
         return None
     sources: dict[int, Any] = {}
     for keys, source in _shared_entries(payload):
         if source not in sources:
-            sources[source] = _try_load(path / f"rank_{source:05d}.pt")
+            sources[source] = _try_load(path / f"rank_{source:05d}.pt", files)
         value = sources[source]
         for key in keys:
             value = value.get(key) if isinstance(value, dict) else None
@@ -222,14 +310,15 @@ def _load_rank(path: Path, rank: int) -> dict[str, Any] | None:
     return payload
 
 
-def check_layout(path: Path, layout: dict[str, int]) -> None:
+def check_layout(path: Path, layout: dict[str, int], saved: dict[str, Any] | None = None) -> None:
     """Raise ValueError if checkpoint `path` was written with another parallel layout.
 
     Each rank's file holds its own shard of the model and optimiser, so shards written at one
     TP x PP x DP cannot be read at another: loading them would fail deep inside torch or, worse,
     load the wrong slices.
     """
-    saved = json.loads((path / "complete.json").read_text())
+    if saved is None:
+        saved = json.loads((path / "complete.json").read_text())
     world = dist.get_world_size() if dist.is_initialized() else 1
     expected = {"world_size": world, **layout}
     differs = {k: (saved[k], v) for k, v in expected.items() if k in saved and saved[k] != v}
@@ -250,18 +339,36 @@ def load_newest(
 ) -> dict[str, Any] | None:
     """Collective: this rank's payload from the newest checkpoint every rank can read, or None.
 
-    A checkpoint with a missing or corrupt rank file is skipped on all ranks alike; one written
-    with another parallel `layout` (or world size) raises ValueError before anything is read.
+    A checkpoint with a missing, unreadable or damaged (checksum) rank file is skipped on all
+    ranks alike, and the log names it and the step resumed instead; with none intact, None (the
+    run starts afresh). One written with another parallel `layout` (or world size) raises
+    ValueError before anything is read.
     """
     rank = _rank()
-    for _, path in list_checkpoints(root):
-        check_layout(path, layout or {})
-        payload = _load_rank(path, rank)
+    skipped = []
+    for step, path in list_checkpoints(root):
+        manifest = _manifest(path)
+        if manifest is not None:
+            check_layout(path, layout or {}, manifest)
+        payload = _load_rank(path, rank, manifest) if manifest is not None else None
         if all_ranks(payload is not None):
             assert payload is not None
+            if skipped and rank == 0:
+                print(
+                    f"[jobs] resuming from step {step}, the newest intact checkpoint under "
+                    f"{root} (skipped step {', '.join(map(str, skipped))}: damaged or unreadable)",
+                    flush=True,
+                )
             if load_fn is not None:
                 load_fn(payload)
             return payload
+        skipped.append(step)
+    if skipped and rank == 0:
+        print(
+            f"[jobs] no intact checkpoint under {root} (step {', '.join(map(str, skipped))} "
+            "damaged or unreadable): starting afresh",
+            flush=True,
+        )
     return None
 
 
@@ -269,13 +376,19 @@ def load_step(path: Path, layout: dict[str, int] | None = None) -> dict[str, Any
     """Collective: this rank's payload of the complete checkpoint directory `path`.
 
     For a run that starts from another run's checkpoint: unlike `load_newest` there is no
-    older one to fall back to, so a missing or unreadable file raises (FileNotFoundError).
+    older one to fall back to, so a missing, unreadable or damaged file raises
+    (FileNotFoundError).
     """
     if not (path / "complete.json").is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no complete.json)")
-    check_layout(path, layout or {})
-    payload = _load_rank(path, _rank())
+    manifest = _manifest(path)
+    if manifest is None:
+        raise FileNotFoundError(f"{path}: its complete.json is unreadable")
+    check_layout(path, layout or {}, manifest)
+    payload = _load_rank(path, _rank(), manifest)
     if not all_ranks(payload is not None):
-        raise FileNotFoundError(f"{path}: a rank's file is missing or unreadable")
+        raise FileNotFoundError(
+            f"{path}: a rank's file is missing, unreadable or damaged (see the lines above)"
+        )
     assert payload is not None
     return payload

@@ -3,6 +3,7 @@ optimiser state sharded only where ZeRO shards it; `checkpoint_bytes` predicts t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,12 @@ ENGINES = {
 
 
 def _files(output_dir: str) -> dict[str, int]:
+    """Each rank file's size; the manifest records every rank's file (its checksum's size)."""
     ((_, path),) = list_checkpoints(Path(output_dir) / "checkpoints")
-    return {f.name: f.stat().st_size for f in sorted(path.glob("rank_*.pt"))}
+    sizes = {f.name: f.stat().st_size for f in sorted(path.glob("rank_*.pt"))}
+    manifest = json.loads((path / "complete.json").read_text())["files"]
+    assert {name: entry["bytes"] for name, entry in manifest.items()} == sizes, manifest
+    return sizes
 
 
 @pytest.mark.slow
