@@ -176,7 +176,8 @@ def _write_curve(history: LossHistory, path: Path) -> Path:
 def finish(
     tracker: Any, config: RunConfig, result: RunResult, history: LossHistory, flops_per_token: int
 ) -> None:
-    """Summary metrics, artifacts (config, curve CSV and plot), outcome tag, FINISHED."""
+    """Summary metrics, artifacts (config, curve CSV and plot), outcome tag, FINISHED, and the
+    spool's seal."""
 
     summary = {
         C.NUM_PARAMS_TOTAL: num_params(config.model),
@@ -197,3 +198,4 @@ def finish(
     tracker.log_artifact(_plot_losses(history, artifacts / "loss_curve.png", config.name))
     tracker.set_tags({C.TAG_OUTCOME: result.status})
     tracker.set_status("FINISHED")
+    tracker.seal()  # the spool is whole: a replay into a new run checks this

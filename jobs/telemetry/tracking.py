@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config import TrackingConfig
+from jobs.telemetry.spool import end_record
 from jobs.telemetry.upload import SpoolUploader
 
 __all__ = ["Tracker", "NullTracker"]
@@ -95,6 +96,14 @@ class Tracker:
         """The run's training data as an MLflow dataset input (the UI's Dataset column)."""
         record = {"name": name, "digest": digest, "source": source, "profile": profile}
         self._write({"t": "dataset", **record})
+
+    def seal(self) -> None:
+        """The run's training ended: end the spool with the size and sha256 of all before it,
+        so a replay can tell it whole from cut short or damaged (`jobs.telemetry.spool`).
+        One read of the spool, once per run."""
+        with self._lock:
+            self._file.flush()
+            self._file.write(json.dumps(end_record(self._uploader.spool)) + "\n")
 
     def _flush_file(self) -> None:
         with self._lock:
@@ -176,6 +185,9 @@ class NullTracker:
         pass
 
     def log_dataset(self, name: str, digest: str, source: str, profile: dict[str, Any]) -> None:
+        pass
+
+    def seal(self) -> None:
         pass
 
     def flush(self) -> bool:

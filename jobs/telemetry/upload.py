@@ -25,7 +25,7 @@ from typing import Any
 from foundation.contract import RUN_ID_FILE, TAG_PARENT, ensure_experiment, make_client
 from foundation.studypaths import sqlite_path
 from jobs.config import TrackingConfig
-from jobs.telemetry.spool import SPOOL, UPLOADED_OFFSET
+from jobs.telemetry.spool import END, SPOOL, UPLOADED_OFFSET, line_number, parse_line
 
 __all__ = ["SpoolUploader", "resolve_tracking_uri", "upload_spool", "METRIC_QUEUE_S"]
 
@@ -194,12 +194,16 @@ class SpoolUploader:
 
         position = offset
         for line in data[:end].splitlines(keepends=True):
+            record, damage = parse_line(line)
+            if record is None:  # a killed writer's torn line, or damage: skipped, said
+                number = line_number(self.spool, position)
+                print(f"[jobs] {self.spool} line {number}: {damage}; skipped", flush=True)
             position += len(line)
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the torn last line of a killed writer
+            if record is None:
+                continue
             kind = record["t"]
+            if kind == END:
+                continue  # the seal of a run's spool (`jobs.telemetry.spool`): nothing to send
             if kind == "metric":
                 key, step = record["k"], record["step"]
                 if step <= last_step.get(key, -1):
