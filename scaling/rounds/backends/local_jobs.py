@@ -19,6 +19,7 @@ from foundation import contract
 from scaling.records.job_records import JobRecord, new_record, read_records, write_records
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
+from scaling.state.job_errors import last_error_line
 from scaling.state.mlflow_state import cell_runs, fail_cell_run, kill_cell_run
 from scaling.state.scheduler import QUEUED, live_jobs
 from scaling.state.status import cell_state, submitit_folder
@@ -122,7 +123,8 @@ class LocalRound:
                 self.devices.give_back(self.held.pop(cid, ()))
                 self.finished[cid] = job
                 self.ended[cid] = _job_state(job)
-                self.say(f"ended {cid}: {job.state}")
+                # the cell's end, not submitit's (FINISHED whenever its controller exits)
+                self.say(f"ended {cid}: {self.ended[cid]}{_failure(job, self.ended[cid])}")
 
 
 @contextmanager
@@ -240,6 +242,24 @@ def _job_state(job: Any) -> str:
     if status == "interrupted":  # jobs.loop.trainer: SIGTERM, a cancel or a preemption
         return contract.CANCELLED
     return status if status in contract.DONE_STATES else contract.FAILED
+
+
+def _failure(job: Any, state: str) -> str:
+    """` (why)` for a failed job: its log's last error line (as `scaling status` gives it), else
+    `killed` if it left no result; nothing for a cell that did not fail."""
+    if state != contract.FAILED:
+        return ""
+    from submitit.core.utils import UncompletedJobError
+
+    why = last_error_line(Path(job.paths.stderr))
+    if why is not None:
+        return f" ({why})"
+    try:
+        error = job.exception()
+    except Exception as err:  # noqa: BLE001 - its error could not even be read
+        error = err
+    killed = isinstance(error, UncompletedJobError)
+    return " (killed: its job ended without a result)" if killed else ""
 
 
 def _next_ready(queue: list[Cell], running: dict[str, Any], ended: dict[str, str]) -> Cell | None:

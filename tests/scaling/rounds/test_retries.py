@@ -51,12 +51,17 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
     path.write_text(yaml.safe_dump(spec))
     study = write_and_load(spec, path)
     doomed = next(c.cell_id for c in study.cells if c.variant == "nonlinear")
+    (other,) = (c.cell_id for c in study.cells if c.cell_id != doomed)
     real = _crash(monkeypatch, doomed)
 
     said: list[str] = []
     submit_rounds(study, on_progress=said.append)
     # one local `submit`: the first job and one retry, then it stops
     assert sum(m.startswith(f"started {doomed}") for m in said) == 2, said
+    # issue 55 #17: the cell's end as it is, not submitit's `FINISHED`
+    ended = [m for m in said if m.startswith("ended ")]
+    crashed = f"ended {doomed}: {C.FAILED} (RuntimeError: injected by the test)"
+    assert sorted(ended) == sorted([crashed] * 2 + [f"ended {other}: {C.COMPLETED}"]), ended
     rows = {r.cell_id: r for r in study_status(study)}
     assert rows[doomed].state == C.FAILED and rows[doomed].given_up
     assert rows[doomed].note == "gave up after 2 failures; retries: 1"
