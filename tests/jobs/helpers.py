@@ -236,3 +236,37 @@ def whole_then_cut_and_resumed(
     train_with_gpu_groups(rank, world_size, cut, True)
     between_runs()
     return first, train_with_gpu_groups(rank, world_size, cut, False)
+
+
+def trained_then_newest_damaged_and_rerun(
+    rank: int, world_size: int, config: dict, damaged_rank: int
+) -> tuple[dict, dict]:
+    """Train `config` to its end; then, as if killed before its last save, its result and last
+    checkpoint go, and (issue 55 #8) 4,000 bytes in the middle of rank `damaged_rank`'s file
+    of the checkpoint before are overwritten; the cell is run again. Both results."""
+    import shutil
+    import time
+    from pathlib import Path
+
+    from jobs.checkpoints.checkpoint import list_checkpoints
+    from tests.jobs.emulated_runs import between_runs
+
+    (first,) = train_ranks(rank, world_size, [config])
+    out = Path(config["output_dir"])
+    if rank == 0:
+        (out / "result.json").unlink()
+        (_, last), (_, newest), *_ = list_checkpoints(out / "checkpoints")
+        shutil.rmtree(last)
+        path = newest / f"rank_{damaged_rank:05d}.pt"
+        data = bytearray(path.read_bytes())
+        middle = len(data) // 2 - 2000
+        data[middle : middle + 4000] = b"\xff" * 4000
+        path.write_bytes(bytes(data))
+        (out / "damaged").touch()
+    deadline = time.monotonic() + 120
+    while not (out / "damaged").exists():  # no process group between two runs: a file says so
+        assert time.monotonic() < deadline, "rank 0 never damaged the checkpoint"
+        time.sleep(0.1)
+    between_runs()
+    (second,) = train_ranks(rank, world_size, [config])
+    return first, second

@@ -13,7 +13,7 @@ from jobs.testing import tiny_run_config, tiny_run_dict
 from models.accounting import checkpoint_bytes, num_params, num_stored_params
 from models.config import ParallelConfig
 from tests.distributed import run_ranks
-from tests.jobs.helpers import whole_then_cut_and_resumed
+from tests.jobs.helpers import trained_then_newest_damaged_and_rerun, whole_then_cut_and_resumed
 
 ENGINES = {
     "megatron": {},
@@ -71,3 +71,23 @@ def test_checkpoint_bytes_per_layout_and_engine(tmp_path, data_dir):
     assert tp2 == 12 * 2 * 768 + 768 + 1024 * 768  # two norm gains per layer, ln_f, wpe
     pp2 = num_stored_params(big, ParallelConfig(pipeline_parallel=2)) - num_params(big)
     assert pp2 == 50304 * 768
+
+
+# 15-35 s per engine on 2 busy cores: two 2-rank trainings; the real engines' files are the point
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_a_damaged_checkpoint_is_resumed_from_the_one_before(tmp_path, data_dir, engine, capfd):
+    """Issue 55 #8 in a real run: the newest checkpoint's file damaged in the middle (on a
+    ZeRO run, the second rank's own optimiser slice) used to be loaded and trained on (NaN, a
+    `diverged` result); the rerun resumes from the checkpoint before it and ends exactly as the
+    undamaged run did."""
+    train = {"steps": 3, "checkpoint_interval": 1, "keep_checkpoints": 3}
+    over = {**ENGINES[engine], "parallel": {"data_parallel": 2}}
+    cfg = tiny_run_dict(tmp_path, data_dir, train=train, **over)
+    damaged = 1 if engine.startswith("deepspeed") else 0
+    ranks = run_ranks(trained_then_newest_damaged_and_rerun, 2, cfg, damaged)
+    for first, again in ranks:
+        assert again["status"] == first["status"] == "completed"
+        assert again["train_losses"] == first["train_losses"]
+        assert again["final_val_loss"] == first["final_val_loss"]
+    assert "resuming from step 1, the newest intact checkpoint" in capfd.readouterr().out
