@@ -132,7 +132,17 @@ class SpoolUploader:
         self.client.log_metric(run.info.run_id, METRIC_QUEUE_S, queue_s, step=0)
 
     def _offset(self) -> int:
-        return int(self.offset_file.read_text()) if self.offset_file.is_file() else 0
+        """How far MLflow has the spool; 0 (all again: each point still lands once, see above)
+        if the file is missing or damaged, or claims more than the spool holds."""
+        if not self.offset_file.is_file():
+            return 0
+        try:
+            offset = int(self.offset_file.read_bytes().decode("ascii"))
+        except ValueError:  # not a number (not even ASCII): damaged
+            print(f"[jobs] {self.offset_file} is damaged; sending the spool again", flush=True)
+            return 0
+        size = self.spool.stat().st_size if self.spool.is_file() else 0
+        return offset if 0 <= offset <= size else 0
 
     def _set_offset(self, offset: int) -> None:
         tmp = self.offset_file.with_name(".uploaded_offset.tmp")

@@ -9,7 +9,13 @@ from mlflow.tracking import MlflowClient
 
 from foundation.contract import RUN_ID_FILE
 from jobs.config import TrackingConfig
-from jobs.telemetry.spool import SPOOL, check_spool, last_logged_step, reset_uploaded
+from jobs.telemetry.spool import (
+    SPOOL,
+    UPLOADED_OFFSET,
+    check_spool,
+    last_logged_step,
+    reset_uploaded,
+)
 from jobs.telemetry.tracking import Tracker
 from jobs.telemetry.upload import upload_spool
 
@@ -56,6 +62,11 @@ def test_a_binary_line_is_named_and_skipped_and_the_seal_tells_the_spool_changed
     assert sorted(steps) == [s for s in range(1, STEPS + 1) if s != 5]
     assert client.get_run(run_id).info.status == "FINISHED"
     assert last_logged_step(out) == STEPS
+    # a damaged upload offset: the spool is sent again, and each point still lands once
+    (out / UPLOADED_OFFSET).write_bytes(b"\xff12")
+    assert upload_spool(out, tracking, run_name="cell") == 0
+    again = [m.step for m in client.get_metric_history(run_id, "train/loss")]
+    assert sorted(again) == sorted(steps)
 
 
 def test_a_cut_spool_is_not_whole(tmp_path, mlflow_server):
