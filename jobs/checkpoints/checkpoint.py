@@ -290,6 +290,9 @@ def _load_rank(path: Path, rank: int, manifest: dict[str, Any]) -> dict[str, Any
     """Rank `rank`'s payload of checkpoint `path` with its `shared_from` entries filled from
     the files that hold them; None if a file is damaged, unreadable or lacks the entry."""
     files = manifest.get("files") or {}
+    if not isinstance(files, dict):
+        print(f"[jobs] checkpoint {path}: complete.json's `files` is damaged", flush=True)
+        return None
     payload = _try_load(path / f"rank_{rank:05d}.pt", files)
     if payload is None:
         return None
