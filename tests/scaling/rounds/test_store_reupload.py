@@ -51,7 +51,7 @@ def _children(store) -> dict[str, list[tuple[int, float]]]:
         return {name: db.execute(query, (rid, C.TRAIN_LOSS)).fetchall() for name, rid in runs}
 
 
-# 70-100 s on 2 busy cores (submit 20-35 s, run ~25 s, a run that retrains a cell ~30 s): two
+# 35-100 s on 2 cores, idle to busy (submit, run --new-store, a run that retrains a cell): two
 # real cells train, three stores made
 @pytest.mark.slow
 def test_completed_cells_are_uploaded_again_into_a_new_store(tmp_path, data_dir):
