@@ -39,9 +39,9 @@ from scaling.state.status import study_status
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import study_runs, write_and_load
 
-pytestmark = pytest.mark.slow  # six drivers and four real cells: about two minutes on 2 cores
+pytestmark = pytest.mark.slow  # six drivers and four real cells: about 140 s on 2 busy cores
 
-STEPS = 150
+STEPS = 80
 
 
 class Driver:
