@@ -5,6 +5,9 @@ study folder becomes immutable (`chattr +i`: no file can be made or renamed in i
 so the driver cannot record the second cell's job when the first ends. It used to die in the
 thread that starts cells (an `OSError` traceback) while its watcher showed the second cell
 queued forever. Now it says so, tries again, and once the folder is writable the study ends.
+
+Slow (about 36 s on 2 busy cores): the hang was between a real driver's threads, so a real
+driver runs two real 80-step cells; the spell itself lasts a few seconds.
 """
 
 from __future__ import annotations
