@@ -2,7 +2,9 @@
 
 `LocalExecutor.submit` (`scaling.rounds.backends.executors`) makes one `LocalRound` per call and
 runs it to its end: cells start longest first in free slots, a WSD branch once its parent has a
-result, and an interrupt cancels the running jobs and ends their runs KILLED.
+result, and an interrupt cancels the running jobs and ends their runs KILLED. Cells that a killed
+driver left running (their controllers outlive it) are adopted: they hold their slots and GPUs
+until they end, so a rerun never runs more than `local.max_parallel` cells at once.
 """
 
 from __future__ import annotations
@@ -60,7 +62,10 @@ class LocalRound:
         self.orphans = {
             cid: records[cid]
             for cid, state in self.ended.items()
-            if state in contract.ACTIVE_STATES and cid in records
+            if state in contract.ACTIVE_STATES
+            and cid in records
+            and records[cid].executor == executor_name
+            and not records[cid].job_id.startswith(QUEUED)
         }
         for cid, record in self.orphans.items():
             self.held[cid] = self.devices.take_these(_job_gpus(record.job_id))

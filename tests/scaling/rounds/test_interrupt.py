@@ -144,7 +144,8 @@ def test_ctrl_c_leaves_unstarted_cells_pending_and_the_rerun_continues(
 def test_a_second_quick_ctrl_c_does_not_cut_the_cleanup_short(tmp_path, data_dir, mlflow_server):
     """Issue 55, case 13: Ctrl-C twice, a moment apart, while a cell trains and another waits:
     the second is held until the cells are stopped. The running cell is cancelled (its job gone,
-    its run KILLED), the queued one left pending, nothing counted as a failure."""
+    its run KILLED), the queued one left pending, nothing counted as a failure. About 47 s on 2
+    busy cores (slow, as this module): a real terminal, driver, warm server and training cell."""
     spec = one_size_spec(
         data_dir, tmp_path / "study", mlflow_server, 100_000, variants=["linear"], seeds=[0, 1]
     )
