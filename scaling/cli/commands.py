@@ -192,8 +192,8 @@ def submit(
     from scaling.rounds.driver import submit_rounds  # lazy: `scaling --help` stays fast
 
     spec = _load(study, writes=True, new_store=new_store)
-    _settle_stale(spec, rerun_stale, accept_stale)
     with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
+        _settle_stale(spec, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
         result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
     spec = _load(study, announce=False)  # with the cells LR-search rounds added meanwhile
     typer.echo(
@@ -382,8 +382,8 @@ def run(
         spec = judged_against(spec, baseline)  # for the whole run, looks included
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--baseline") from None
-    _settle_stale(spec, rerun_stale, accept_stale)
     with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
+        _settle_stale(spec, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
         outcome = run_study(
             spec,
             analyze=analyze,

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from foundation import contract
+from scaling.records.io_retry import written
 
 __all__ = ["RECORDS", "JobRecord", "new_record", "read_records", "write_records"]
 
@@ -51,8 +52,14 @@ def read_records(folder: Path) -> dict[str, JobRecord]:
 
 
 def write_records(folder: Path, records: dict[str, JobRecord]) -> None:
+    """Write the records atomically, through a transient I/O error (`written`)."""
     path = Path(folder) / RECORDS
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{RECORDS}.tmp")
-    tmp.write_text(json.dumps({cid: asdict(r) for cid, r in sorted(records.items())}, indent=1))
-    tmp.replace(path)
+    text = json.dumps({cid: asdict(r) for cid, r in sorted(records.items())}, indent=1)
+
+    def write() -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{RECORDS}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+    written(write, path)

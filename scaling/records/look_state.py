@@ -14,6 +14,7 @@ from typing import Any
 
 from foundation.atomic import write_text
 from foundation.config import ConfigError
+from scaling.records.io_retry import written
 
 __all__ = [
     "LOOKS_FILE",
@@ -53,8 +54,14 @@ def read_looks(folder: Path) -> dict[str, Any]:
 
 
 def write_looks(folder: Path, data: dict[str, Any]) -> None:
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    write_text(looks_path(folder), json.dumps(data, indent=1, allow_nan=False) + "\n")
+    """Write the looks atomically, through a transient I/O error (`written`)."""
+    text = json.dumps(data, indent=1, allow_nan=False) + "\n"
+
+    def write() -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        write_text(looks_path(folder), text)
+
+    written(write, looks_path(folder))
 
 
 def looks_summary(folder: Path) -> dict[str, Any] | None:

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundation.atomic import write_text
 from foundation.config import ConfigError
+from scaling.records.io_retry import written
 
-__all__ = ["STATE_FILE", "AddedLR", "SearchState", "read_state", "write_state"]
+__all__ = [
+    "STATE_FILE",
+    "AddedLR",
+    "SearchState",
+    "SearchStateChanged",
+    "read_state",
+    "write_state",
+    "keep_state",
+]
 
 STATE_FILE = "lr_search.json"
 
@@ -73,5 +83,46 @@ def read_state(folder: Path) -> SearchState:
 
 
 def write_state(folder: Path, state: SearchState) -> None:
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    write_text(state_path(folder), json.dumps(dataclasses.asdict(state), indent=1) + "\n")
+    """Write the state atomically, through a transient I/O error (`written`)."""
+    text = json.dumps(dataclasses.asdict(state), indent=1) + "\n"
+
+    def write() -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        write_text(state_path(folder), text)
+
+    written(write, state_path(folder))
+
+
+class SearchStateChanged(ConfigError):
+    """`lr_search.json` changed under a running driver: it stops rather than judge with it."""
+
+
+def keep_state(folder: Path, known: SearchState, say: Callable[[str], None]) -> None:
+    """Hold `lr_search.json` to `known`, the state the running driver wrote last.
+
+    Deleted mid-study (issue 55, case 15), the file is written again from `known`: without it
+    the driver's next round would start the search over and run past `max_rounds`, and `status`
+    from another shell would hide the cells the search added. Changed to anything else, it is
+    `SearchStateChanged` (one line): this driver stops, nothing judged or submitted with it.
+    """
+    path = state_path(folder)
+    if not path.is_file():
+        if known != SearchState():
+            write_state(folder, known)
+            say(
+                f"{path} was deleted while this driver ran the study: written again as the "
+                f"driver knows it (round {known.round}); stop the driver first to restart the "
+                "search"
+            )
+        return
+    try:
+        on_disk = read_state(folder)
+    except ConfigError as err:
+        raise SearchStateChanged(f"{err} (it changed while this driver ran the study)") from None
+    if on_disk != known:
+        raise SearchStateChanged(
+            f"{path}: changed while this driver ran the study (the driver wrote round "
+            f"{known.round}, the file now says round {on_disk.round}); the driver stopped without "
+            "judging or submitting anything. Restore the file, or `scaling run` again to go on "
+            "from the file as it is"
+        )

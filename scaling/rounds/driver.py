@@ -12,9 +12,11 @@ progress and ETA) is its `RoundWatcher`'s (`scaling.rounds.watcher`); `StudyRun`
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from foundation import contract
@@ -177,12 +179,14 @@ class StudyRun:
         if any(r.state == contract.STALE for r in rows):
             stop_if_stale(self.study)  # code changed mid-study: StaleCode, nothing judged
         following = advance(self.study, rows, self.say)
+        self.watcher.remember_search()  # the state it just wrote is this driver's
         if following is None and any(r.retryable for r in rows):
             self.say(f"retrying the failed cells (study.retries: {self.study.spec.retries})")
             return [self.study.cell(r.cell_id) for r in rows if r.retryable]
         if following is None and not search_over(self.study):
             # cancelled cells hold the round: judge it with them
             following = advance(self.study, rows, self.say, allow_failed=True)
+            self.watcher.remember_search()
         if following is None and look_due(self.study, rows):
             following = take_look(self.study, rows, self.say)
         if following is None:
@@ -310,12 +314,19 @@ class StudyRun:
                 errors.append(err)
 
         submitting = threading.Thread(target=submit, name="scaling-submit", daemon=True)
+
+        def busy() -> bool:
+            if errors:  # it died: its queued cells will never start, so stop watching them
+                raise errors[0]
+            return submitting.is_alive()
+
         submitting.start()
         try:
-            rows = self.watcher.watched(progress, busy=submitting.is_alive)
+            rows = self.watcher.watched(progress, busy=busy)
         except (KeyboardInterrupt, TrackingRefused, StoreLost):
-            stop.set()
-            submitting.join(timeout=STOP_WAIT_S)
+            with _interrupts_held(self.say):  # a second Ctrl-C must not cut the cleanup short
+                stop.set()
+                submitting.join(timeout=STOP_WAIT_S)
             raise
         if errors:
             raise errors[0]
@@ -334,6 +345,28 @@ class StudyRun:
                 cause = f": {row.cause}" if row.cause else ""  # the job's last error line
                 why = f"{row.note}{cause}. `scaling submit --retry-failed` tries again"
                 fail_cell_run(self.study, self.study.cell(row.cell_id), why)
+
+
+@contextlib.contextmanager
+def _interrupts_held(say: Callable[[str], None]) -> Iterator[None]:
+    """While the cells are being stopped after a Ctrl-C: further SIGINTs are said to wait, not
+    raised (a second quick Ctrl-C used to abandon the cleanup: the running cells trained on and
+    the queued ones read as failed). In the main thread only (where Python takes signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    said = []
+
+    def held(_signum: int, _frame: object) -> None:
+        if not said:
+            said.append(True)
+            say(f"stopping the cells first (at most {STOP_WAIT_S:.0f} s)")
+
+    before = signal.signal(signal.SIGINT, held)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def submit_study(

@@ -35,7 +35,7 @@ from scaling.state.mlflow_state import (
 from scaling.state.run_cache import CellRun
 from scaling.state.scheduler import QUEUED, live_jobs
 from scaling.state.stale import StaleChoice, settle_stale
-from scaling.state.status import cell_state, gave_up_note, submitit_folder
+from scaling.state.status import cell_state, gave_up_note, never_started, submitit_folder
 
 __all__ = [
     "Submitted",
@@ -158,8 +158,8 @@ def _due_cells(
     todo: list[Cell] = []
     skipped: dict[str, str] = {}
     for cell in study.cells:
-        state = cell_state(runs.get(cell.cell_id), live.get(cell.cell_id))
         record = records.get(cell.cell_id)
+        state = cell_state(runs.get(cell.cell_id), live.get(cell.cell_id), never_started(record))
         if state == contract.FAILED and record is not None:  # its job failed: count it
             if record.given_up(state, study.spec.retries) and not retry_failed:
                 skipped[cell.cell_id] = state

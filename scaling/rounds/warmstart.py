@@ -13,7 +13,11 @@ The server binds its socket (in a private 0700 directory) before importing, so a
 connect at once and is served when the imports are done. It forks only
 `submitit.core._submit FOLDER` for a client of the same user, and never another command. A
 task whose client dies (the controller's SIGKILL on cancel) is killed with it. The server
-exits when the process that started it does, and it declines to fork at all if importing
+watches its driver, named on its command line by pid and start time (so a driver killed during
+the imports, or a pid reused since, is seen as gone): once the driver is gone, however it died
+(a SIGKILL runs no cleanup), the server serves no new task and exits as soon as the tasks it
+forked have ended (those cells run on, as cold local jobs outlive their submitter, and the next
+driver adopts them). It never outlives both. It declines to fork at all if importing
 started CUDA or left a thread running that a fork would lose. `SCALING_WARM_START=0` turns it
 off. In every case where it cannot serve, the client runs the task cold
 (`scaling/rounds/warm_client.py`).
@@ -28,11 +32,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from foundation.process.proc import kill, stop
+from scaling.records.driver_lock import process_start
 
 __all__ = ["warm_python", "serve"]
 
@@ -72,7 +77,7 @@ def warm_python(log_folder: Path) -> Iterator[str | None]:
     env = dict(os.environ, OMP_NUM_THREADS="1")  # one-thread imports; each task sets its own
     with open(log_folder / "warm-server.log", "a") as log:
         server = subprocess.Popen(
-            [sys.executable, "-u", "-m", "scaling.rounds.warmstart", sock],
+            [sys.executable, "-u", "-m", "scaling.rounds.warmstart", sock, *_driver_id()],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -89,33 +94,50 @@ def warm_python(log_folder: Path) -> Iterator[str | None]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def serve(sock_path: str) -> None:
-    """The server loop (`python -m scaling.rounds.warmstart SOCKET`)."""
+def _driver_id() -> tuple[str, str]:
+    """This process (the driver) as the server watches it: its pid and start time."""
+    return str(os.getpid()), str(process_start(os.getpid()) or 0)
+
+
+def _driver_alive(pid: int, start: int) -> bool:
+    """True while the driver `pid` that started at `start` lives (a reused pid is not it)."""
+    if start == 0:  # no /proc where it started: its parent pid is all there is
+        return os.getppid() == pid
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and process_start(pid) == start  # a zombie has died, unreaped
+
+
+def serve(sock_path: str, driver: int | None = None, driver_start: int = 0) -> None:
+    """The server loop (`python -m scaling.rounds.warmstart SOCKET DRIVER_PID DRIVER_START`)."""
     import gc
     import selectors
     import socket
 
+    # read before the imports: a driver killed meanwhile must not pass for alive afterwards
+    driver = os.getppid() if driver is None else driver
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(sock_path)
     listener.listen(128)
-    _preload()
-    refusal = _fork_refusal()
-    if refusal:
-        print(f"warm start off: {refusal}; cells run cold", flush=True)
-        listener.close()  # waiting clients read EOF and run cold
-        return
-    gc.freeze()  # the imported objects: never collected, so forked pages stay shared
-    # terminate() from `warm_python`: the tasks go with the server (the finally below)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    parent = os.getppid()
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ)
     tasks: dict[int, socket.socket] = {}
     try:
-        while os.getppid() == parent or tasks:
-            if os.getppid() != parent and listener.fileno() >= 0:
-                # the submitter is gone: serve no new task; those running finish (as cold
-                # local jobs outlive their submitter)
+        _preload(lambda: not _driver_alive(driver, driver_start))
+        refusal = _fork_refusal()
+        if refusal:
+            print(f"warm start off: {refusal}; cells run cold", flush=True)
+            listener.close()  # waiting clients read EOF and run cold
+            return
+        gc.freeze()  # the imported objects: never collected, so forked pages stay shared
+        # terminate() from `warm_python`: the tasks go with the server (the finally below)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        selector = selectors.DefaultSelector()
+        selector.register(listener, selectors.EVENT_READ)
+        while (alive := _driver_alive(driver, driver_start)) or tasks:
+            if not alive and listener.fileno() >= 0:
+                # the driver is gone: serve no new task; those running finish (as cold local
+                # jobs outlive their submitter) and the next driver waits for them
                 selector.unregister(listener)
                 listener.close()
             for key, _ in selector.select(timeout=0.2):
@@ -136,13 +158,16 @@ def serve(sock_path: str) -> None:
             shutil.rmtree(Path(sock_path).parent, ignore_errors=True)
 
 
-def _preload() -> None:
+def _preload(gone: Callable[[], bool]) -> None:
+    """Import `PRELOAD`; stop early once the driver is `gone` (no task will come)."""
     import importlib
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in PRELOAD:
+            if gone():
+                return
             try:
                 importlib.import_module(name)
             except Exception as err:  # noqa: BLE001 - the task imports it itself, cold
@@ -305,4 +330,7 @@ def _reap(tasks, selector) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    if len(sys.argv) > 3:
+        serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        serve(sys.argv[1])

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from foundation import contract
 from foundation.config import seconds_from_env
 from scaling.records.look_state import read_looks
-from scaling.records.search_state import read_state
+from scaling.records.search_state import SearchState, SearchStateChanged, keep_state, read_state
 from scaling.rounds.backends.executors import Executor
 from scaling.rounds.progress import CellTimeModel, Progress, Reporter, SearchOutlook
 from scaling.rounds.refine import search_over
@@ -77,9 +77,19 @@ class RoundWatcher:
         give_up_s = refusal_give_up_s() if refused_give_up_s is None else refused_give_up_s
         self._refusals = RefusalClock(study.mlflow.tracking_uri, give_up_s)
         self._store = StoreWatch(study)  # a SQLite store deleted mid-study stops the driver
+        # `lr_search.json` as this driver wrote it last: held to it at every poll (`keep_state`)
+        self.search_known: SearchState | None = None
+        self.remember_search()
+
+    def remember_search(self) -> None:
+        """Take `lr_search.json` as it is now as the driver's own (at start, after a round)."""
+        if self.study.spec.lr.search is not None:
+            self.search_known = read_state(self.study.folder)
 
     def status(self) -> Rows:
         self._store.check()
+        if self.search_known is not None:
+            keep_state(self.study.folder, self.search_known, self.say)
         rows = study_status(self.study)
         self._refusals.answered()
         return rows
@@ -91,7 +101,8 @@ class RoundWatcher:
         busy: Callable[[], bool] | None = None,
         on_error: Callable[[Exception], None] | None = None,
     ) -> Rows:
-        """Poll the grid until no cell is queued or running (and `busy()`, if given, is False).
+        """Poll the grid until no cell is queued or running (and `busy()`, if given, is False;
+        it is asked at every poll, and what it raises ends the wait).
 
         `callback` sees every poll's rows. With `on_error`, a failed status query (MLflow or its
         database restarting) is passed to it and the loop keeps polling: the cells keep
@@ -110,7 +121,9 @@ class RoundWatcher:
             if callback is not None:
                 callback(rows)
             active = [r.cell_id for r in rows if r.state in contract.ACTIVE_STATES]
-            if not active and (busy is None or not busy()):
+            # asked at every poll: `busy` raises if what it watches died (`StudyRun`)
+            still_busy = busy is not None and busy()
+            if not active and not still_busy:
                 return rows
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(
@@ -130,7 +143,7 @@ class RoundWatcher:
     def unavailable(self, err: Exception) -> None:
         """A failed status poll: retried, but a refused login only for a bounded time, and a
         SQLite store that vanished not at all (`StoreLost`)."""
-        if isinstance(err, StoreLost):
+        if isinstance(err, (StoreLost, SearchStateChanged)):
             raise err
         self._store.check()
         status = refusal_status(err)

@@ -16,12 +16,12 @@ from analysis.tables.study_table import run_state
 from foundation import contract
 from foundation.studypaths import missing_store
 from jobs.telemetry.spool import last_logged_step
-from scaling.records.job_records import read_records
+from scaling.records.job_records import JobRecord, read_records
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import job_error_log, last_error_line
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
-from scaling.state.scheduler import live_jobs
+from scaling.state.scheduler import QUEUED, live_jobs
 from scaling.state.stale import code_digests
 
 __all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
@@ -66,8 +66,9 @@ class StatusRow:
 STALE_NOTE = "model code changed since; --rerun-stale or --accept-stale"
 
 
-def cell_state(run: CellRun | None, live: str | None) -> str:
-    """One of `foundation.contract.STATES` from MLflow's `run` and the scheduler's `live` state."""
+def cell_state(run: CellRun | None, live: str | None, unstarted: bool = False) -> str:
+    """One of `foundation.contract.STATES` from MLflow's `run` and the scheduler's `live` state.
+    `unstarted`: the cell's latest submission never got a job (`never_started`)."""
     if run is not None and contract.run_status_state(run.status) is None:  # FINISHED
         # the report's own mapping: a run that finished without its final loss failed
         return run_state(run.status, run.outcome, run.final_val_loss is not None)
@@ -76,8 +77,20 @@ def cell_state(run: CellRun | None, live: str | None) -> str:
     if run is None:
         return contract.PENDING
     state = contract.run_status_state(run.status)
+    if state == contract.RUNNING and unstarted:
+        # submitted, but its driver died (a SIGKILL) before it gave the cell a job: nothing ran,
+        # nothing failed; the next submit starts it, counting no failure against `retries`.
+        # (RUNNING too: MLflow makes a new run RUNNING before the submit marks it SCHEDULED.)
+        return contract.PENDING
     # A run that says it is running but has no live job: it crashed, or its job died.
     return contract.FAILED if state == contract.RUNNING else state
+
+
+def never_started(record: JobRecord | None) -> bool:
+    """True if no job was ever started for the cell's latest submission: no record (its submit
+    was killed before writing one) or a `queued-` one (waiting for a local slot) whose submit
+    is gone (a live one is read as queued before this is asked)."""
+    return record is None or record.job_id.startswith(QUEUED)
 
 
 def submitit_folder(study: ResolvedStudy) -> Path:
@@ -107,7 +120,7 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
         val = None
         if run is not None:
             val = run.final_val_loss if run.final_val_loss is not None else run.last_val_loss
-        state = cell_state(run, live.get(cell.cell_id))
+        state = cell_state(run, live.get(cell.cell_id), never_started(record))
         if state in contract.DONE_STATES and run.stale(digests[cell.run.model.query_variant]):
             state = contract.STALE  # its model code changed since (`scaling.state.stale`)
         given_up = record is not None and record.given_up(state, study.spec.retries)

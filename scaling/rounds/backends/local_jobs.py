@@ -2,7 +2,9 @@
 
 `LocalExecutor.submit` (`scaling.rounds.backends.executors`) makes one `LocalRound` per call and
 runs it to its end: cells start longest first in free slots, a WSD branch once its parent has a
-result, and an interrupt cancels the running jobs and ends their runs KILLED.
+result, and an interrupt cancels the running jobs and ends their runs KILLED. Cells that a killed
+driver left running (their controllers outlive it) are adopted: they hold their slots and GPUs
+until they end, so a rerun never runs more than `local.max_parallel` cells at once.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import last_error_line
 from scaling.state.mlflow_state import cell_runs, fail_cell_run, kill_cell_run
 from scaling.state.scheduler import QUEUED, live_jobs
-from scaling.state.status import cell_state, submitit_folder
+from scaling.state.status import cell_state, never_started, submitit_folder
 
 __all__ = ["DeviceSlots", "LocalRound", "local_gpus", "visible_gpu_indices"]
 
@@ -56,6 +58,18 @@ class LocalRound:
         self.ended = dict(states or {})  # cell id → state, for parents not running here
         self.devices = DeviceSlots(visible_gpu_indices())
         self.held: dict[str, tuple[int, ...]] = {}  # cell id → the GPUs its job was given
+        # cells still running from a driver that was killed: adopted, they hold their slots
+        # (and GPUs) until they end, so this round never runs more than `max_parallel` at once
+        self.orphans = {
+            cid: records[cid]
+            for cid, state in self.ended.items()
+            if state in contract.ACTIVE_STATES
+            and cid in records
+            and records[cid].executor == executor_name
+            and not records[cid].job_id.startswith(QUEUED)
+        }
+        for cid, record in self.orphans.items():
+            self.held[cid] = self.devices.take_these(_job_gpus(record.job_id))
 
     def run(self) -> dict[str, Any]:
         queued_id = f"{QUEUED}{os.getpid()}"
@@ -91,7 +105,8 @@ class LocalRound:
         from scaling.rounds.backends.session_executor import SessionLocalExecutor
 
         max_parallel = self.study.spec.local.max_parallel
-        while len(self.running) < max_parallel:
+        self._forget_ended_orphans()
+        while len(self.running) + len(self.orphans) < max_parallel:
             cell = _next_ready(self.queue, self.running, self.ended)
             if cell is None:
                 return
@@ -115,6 +130,15 @@ class LocalRound:
             )
             write_records(self.study.folder, self.records)
             self.say(f"started {cell.cell_id} (pid {job.job_id})")
+
+    def _forget_ended_orphans(self) -> None:
+        """Give back the slots of adopted cells (`orphans`) whose jobs have ended."""
+        if not self.orphans:
+            return
+        live = live_jobs(self.orphans, submitit_folder(self.study))
+        for cid in [c for c in self.orphans if c not in live]:
+            del self.orphans[cid]
+            self.devices.give_back(self.held.pop(cid, ()))
 
     def _collect_ended(self) -> None:
         for cid, job in list(self.running.items()):
@@ -165,6 +189,12 @@ class DeviceSlots:
         taken, self.free = tuple(self.free[:world_size]), self.free[world_size:]
         return taken
 
+    def take_these(self, devices: tuple[int, ...]) -> tuple[int, ...]:
+        """Mark `devices` held (a running job's, started by an earlier driver); those taken."""
+        taken = tuple(d for d in devices if d in self.free)
+        self.free = [d for d in self.free if d not in taken]
+        return taken
+
     def give_back(self, devices: tuple[int, ...]) -> None:
         self.free = sorted({*self.free, *devices})
 
@@ -179,6 +209,19 @@ def visible_gpu_indices() -> list[int]:
         return list(range(len(list(driver.iterdir())))) if driver.is_dir() else []
     devices = [d.strip() for d in visible.split(",") if d.strip()]
     return [int(d) for d in devices] if all(d.isdigit() for d in devices) else []
+
+
+def _job_gpus(job_id: str) -> tuple[int, ...]:
+    """The GPUs a running local job was given (its controller's `CUDA_VISIBLE_DEVICES`)."""
+    try:
+        environ = Path(f"/proc/{int(job_id)}/environ").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return ()
+    for entry in environ:
+        if entry.startswith(b"CUDA_VISIBLE_DEVICES="):
+            value = entry.split(b"=", 1)[1].decode(errors="replace")
+            return tuple(int(d) for d in value.split(",") if d.strip().isdigit())
+    return ()
 
 
 def _gpu_params(gpus: tuple[int, ...]) -> dict[str, Any]:
@@ -293,5 +336,7 @@ def _blocked(
 
 
 def _current_state(study: ResolvedStudy, cell_id: str) -> str:
-    live = live_jobs(read_records(study.folder), submitit_folder(study))
-    return cell_state(cell_runs(study).get(cell_id), live.get(cell_id))
+    records = read_records(study.folder)
+    live = live_jobs(records, submitit_folder(study))
+    unstarted = never_started(records.get(cell_id))
+    return cell_state(cell_runs(study).get(cell_id), live.get(cell_id), unstarted)

@@ -11,10 +11,12 @@ from typer.testing import CliRunner
 from foundation.config import ConfigError
 from scaling.cli import app
 from scaling.costs.plan import plan_study
+from scaling.records.job_records import JobRecord
 from scaling.spec.grid import expand_cells
 from scaling.spec.loader import resolve, study_from_dict, vocab_size
 from scaling.state.run_cache import CellRun
-from scaling.state.status import cell_state
+from scaling.state.scheduler import QUEUED
+from scaling.state.status import cell_state, never_started
 from tests.scaling.conftest import small_spec
 
 
@@ -46,6 +48,19 @@ def _run(status: str, outcome: str | None = None, final: float | None = None) ->
 )
 def test_cell_state(run, live, expected):
     assert cell_state(run, live) == expected
+
+
+def test_a_cell_whose_submit_died_before_its_job_is_pending():
+    """Issue 55, case 12: a driver killed while the cell waited for a slot gave it no job:
+    nothing ran, so nothing failed (no retry is charged); a run that ended keeps its state."""
+    assert cell_state(_run("SCHEDULED"), None, unstarted=True) == "pending"
+    # a run just made (MLflow: RUNNING) by a submit killed before it marked it SCHEDULED
+    assert cell_state(_run("RUNNING"), None, unstarted=True) == "pending"
+    assert cell_state(_run("FAILED"), None, unstarted=True) == "failed"
+    assert cell_state(_run("KILLED"), None, unstarted=True) == "cancelled"
+    assert never_started(None)
+    assert never_started(JobRecord("c", "local", f"{QUEUED}123", 0.0))
+    assert not never_started(JobRecord("c", "local", "4567", 0.0))
 
 
 def test_plan_costs_every_cell_from_the_accounting(tmp_path, data_dir):

@@ -139,3 +139,43 @@ def test_ctrl_c_leaves_unstarted_cells_pending_and_the_rerun_continues(
     first, last = fresh[0], fresh[-1]
     waited = (last.info.start_time - first.info.start_time) / 1000
     assert waited > 0 and last.data.metrics[METRIC_QUEUE_S] >= waited - 1.0
+
+
+def test_a_second_quick_ctrl_c_does_not_cut_the_cleanup_short(tmp_path, data_dir, mlflow_server):
+    """Issue 55, case 13: Ctrl-C twice, a moment apart, while a cell trains and another waits:
+    the second is held until the cells are stopped. The running cell is cancelled (its job gone,
+    its run KILLED), the queued one left pending, nothing counted as a failure. About 47 s on 2
+    busy cores (slow, as this module): a real terminal, driver, warm server and training cell."""
+    spec = one_size_spec(
+        data_dir, tmp_path / "study", mlflow_server, 100_000, variants=["linear"], seeds=[0, 1]
+    )
+    spec["local"] = {"max_parallel": 1, "timeout_min": 20}
+    path = tmp_path / "study.yaml"
+    study = write_and_load(spec, path)
+
+    term = Terminal("run", str(path), "--no-analyze", cwd=tmp_path)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:  # interrupt once a cell trains
+        term.read(0.5)
+        if any(r.state == C.RUNNING and r.step for r in study_status(study)):
+            break
+    else:
+        raise AssertionError(f"no cell trained:\n{term.text}")
+    records = read_records(study.folder)
+    (running,) = [r for r in records.values() if not r.job_id.startswith(QUEUED)]
+    os.write(term.fd, b"\x03")
+    term.read(0.3)
+    os.write(term.fd, b"\x03")  # the second, while the first is stopping the cells
+    code = term.wait(180)
+    text = term.text
+
+    assert code == 130, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    assert "stopping the cells first" in text, text
+    assert not Path(f"/proc/{running.job_id}").exists()  # its controller and task have ended
+    states = _states(study)
+    assert sorted(states.values()) == [C.CANCELLED, C.PENDING], states
+    assert states[running.cell_id] == C.CANCELLED, states
+    records = read_records(study.folder)
+    assert not any(r.job_id.startswith(QUEUED) for r in records.values()), records
+    assert all(r.failures == 0 for r in records.values()), records

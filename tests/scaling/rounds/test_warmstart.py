@@ -133,3 +133,29 @@ def test_the_client_runs_anything_but_a_submitit_task_cold(tmp_path):
         timeout=30,
     )
     assert out.stdout.strip() == "cold 0", out.stderr
+
+
+DRIVER = (
+    "import sys; from pathlib import Path; import time; "
+    "from scaling.rounds.warmstart import warm_python\n"
+    "with warm_python(Path(sys.argv[1])) as python:\n"
+    "    print(python, flush=True); time.sleep(600)\n"
+)
+
+
+def test_a_server_whose_driver_is_killed_exits(tmp_path):
+    """Issue 55, case 14: a driver SIGKILLed (no cleanup runs) while its server still imports
+    leaves no server behind: the server watches the driver by pid and start time, read before
+    its imports, and exits once it is gone (it had no task to finish)."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(tmp_path / "warm")],
+        cwd=Path(__file__).parents[3],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    python = driver.stdout.readline().strip()
+    server = _server_pid(python)
+    driver.kill()  # while the server imports torch, megatron-core and mlflow
+    driver.wait()
+    poll(lambda: dead(server), 180, "the warm server to exit after its driver died")
+    assert not Path(python.split()[-2]).parent.exists()  # its socket's directory went with it
