@@ -230,6 +230,23 @@ MAX_YAML_VALUES = 100_000  # a study is a few hundred values; 10^5 is an alias b
 MAX_YAML_DEPTH = 64  # a study nests 4 levels deep; 64 leaves room and stays far off the stack
 
 
+def _check_depth(text: str) -> None:
+    """`_TooLarge` if collections nest over `MAX_YAML_DEPTH` levels, read from the parser's
+    events (a loop: PyYAML's composer recurses once per level, and 1,500 brackets took it 4 s
+    to end in a RecursionError)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise _TooLarge(
+                    f"line {event.start_mark.line + 1}: values nest over {MAX_YAML_DEPTH} levels "
+                    "deep; a config nests a few: fix the brackets or the indentation there"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def _expanded_size(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:
     """How many values `node` holds once every alias is expanded, counted over the graph's
     nodes once each (an alias is the same node object as its anchor); `_TooLarge` past
@@ -311,6 +328,7 @@ def load_file(path: str | Path) -> dict:
         if path.suffix == ".json":
             data = json.loads(text, object_pairs_hook=_unique_pairs)
         else:
+            _check_depth(text)  # before the recursive composer, which would take seconds
             data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except (_DuplicateKey, _TooLarge) as err:
         raise ConfigError(f"{path}: {err}") from None
