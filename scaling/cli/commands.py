@@ -276,6 +276,8 @@ def status(
     only for the runs that may have changed; the first poll without that file, and
     `--refresh`, search them all.
     """
+    if watch:  # it drives: it polls, and submits the LR search's next rounds
+        _check_driver_settings()
     spec = _load(study)
     _say_if_no_store(spec)
     if not watch:

@@ -148,7 +148,7 @@ BAD_SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("command", ["run", "submit", "pilot"])
+@pytest.mark.parametrize("command", ["run", "submit", "pilot", "status --watch"])
 @pytest.mark.parametrize(("name", "value"), BAD_SETTINGS.items(), ids=BAD_SETTINGS.keys())
 def test_a_bad_documented_setting_is_refused_before_anything_starts(
     study, tmp_path, command, name, value
@@ -157,7 +157,8 @@ def test_a_bad_documented_setting_is_refused_before_anything_starts(
     failed on it; every documented setting is read by the command first."""
     path, _ = study
     before = _files(tmp_path)
-    line = _one_error(_invoke([command, str(path)], env={name: value}), name, repr(value))
+    result = _invoke([*command.split(), str(path)], env={name: value})
+    line = _one_error(result, name, repr(value))
     assert "unset it" in line
     assert _files(tmp_path) == before
 
