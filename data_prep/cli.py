@@ -69,7 +69,7 @@ def prepare_data(
 
         manifest = prepare(resolved, force=force, progress=True)
     except ValueError as err:  # bad input: the message names the field and the fix
-        typer.echo(f"prepare-data: {err}", err=True)
+        typer.echo(f"error: prepare-data: {err}", err=True)
         raise typer.Exit(2) from err
     splits = manifest["splits"]
     typer.echo(

@@ -53,13 +53,39 @@ def is_validation_document(index: int, seed: int, fraction: float) -> bool:
 
 @contextlib.contextmanager
 def _output_lock(out: Path) -> Iterator[None]:
+    """Hold `.NAME.lock` beside `out`. A refusal (ValueError) raised under it takes away what
+    it made, the lock file and the folders made for it, so bad input leaves nothing behind."""
+    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / f".{out.name}.lock", "w") as handle:
+    lock = out.parent / f".{out.name}.lock"
+    existed = lock.exists()
+    with open(lock, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
+        except ValueError:
+            if not existed:
+                lock.unlink(missing_ok=True)
+            for folder in made:  # deepest first; one another process filled stays
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _preflight(out: Path, config: DataPrepConfig, force: bool) -> Manifest | None:
+    """The refusals that need no lock, before anything is made: an output prepared otherwise,
+    a source or tokenizer that cannot be opened. The reusable manifest, if any (a complete
+    output is only ever renamed into place, so reading it needs no lock)."""
+    if not force and (manifest := _reusable(out, config)) is not None:
+        return manifest
+    open_source(config)
+    if config.tokenizer != BPE:
+        tokenizer = load_pretrained(config.tokenizer)
+        eod_token_id(tokenizer, config)
+        _resolve_dtype(config, tokenizer.get_vocab_size(with_added_tokens=True))
+    return None
 
 
 def _reusable(out: Path, config: DataPrepConfig) -> Manifest | None:
@@ -261,6 +287,8 @@ def prepare(config: DataPrepConfig, force: bool = False, progress: bool = False)
     except ValueError as err:  # a config built in code, not through from_dict: name the path
         raise ConfigError(f"data_prep.{err}") from None
     out = Path(config.output_dir).expanduser().resolve()
+    if (manifest := _preflight(out, config, force)) is not None:
+        return manifest
     with _output_lock(out):
         for stale in out.parent.glob(f".{out.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)  # left by a killed run; we hold the lock

@@ -214,8 +214,77 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
         return super().construct_mapping(node, deep)
 
+    def get_single_data(self) -> Any:
+        """The document, once its aliases are known to expand to at most `MAX_YAML_VALUES`
+        values nested at most `MAX_YAML_DEPTH` deep: anchors nested in anchors (a "billion
+        laughs") build a small graph cheaply, but every walk of its values (the checks of
+        non-finite numbers, pydantic) would take forever, or recurse past Python's stack."""
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, {}, 0)
+        return self.construct_document(node)
+
+
+MAX_YAML_VALUES = 100_000  # a study is a few hundred values; 10^5 is an alias bomb, not a spec
+MAX_YAML_DEPTH = 64  # a study nests 4 levels deep; 64 leaves room and stays far off the stack
+
+
+def _check_depth(text: str) -> None:
+    """`_TooLarge` if collections nest over `MAX_YAML_DEPTH` levels, read from the parser's
+    events (a loop: PyYAML's composer recurses once per level, and 1,500 brackets took it 4 s
+    to end in a RecursionError)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise _TooLarge(
+                    f"line {event.start_mark.line + 1}: values nest over {MAX_YAML_DEPTH} levels "
+                    "deep; a config nests a few: fix the brackets or the indentation there"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:
+    """How many values `node` holds once every alias is expanded, counted over the graph's
+    nodes once each (an alias is the same node object as its anchor); `_TooLarge` past
+    `MAX_YAML_VALUES` values or `MAX_YAML_DEPTH` levels."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    line = node.start_mark.line + 1
+    if depth > MAX_YAML_DEPTH:
+        raise _TooLarge(
+            f"line {line}: values nest over {MAX_YAML_DEPTH} levels deep; a config nests a few: "
+            "fix the brackets or the indentation there"
+        )
+    sizes[id(node)] = MAX_YAML_VALUES + 1  # an alias inside its own anchor: endless
+    count = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [item for pair in node.value for item in pair]
+    else:
+        children = []
+    for child in children:
+        count += _expanded_size(child, sizes, depth + 1)
+        if count > MAX_YAML_VALUES:
+            raise _TooLarge(
+                f"line {line}: its aliases (`*name`) expand to over {MAX_YAML_VALUES:,} values "
+                "(anchors nested in anchors, or an alias inside its own anchor); a config is "
+                "far smaller: write the values out"
+            )
+    sizes[id(node)] = count
+    return count
+
 
 class _DuplicateKey(Exception):
+    pass
+
+
+class _TooLarge(Exception):
     pass
 
 
@@ -232,8 +301,6 @@ def _syntax_error(err: Exception) -> str:
     hold a password)."""
     if isinstance(err, json.JSONDecodeError):
         return f"line {err.lineno}, column {err.colno}: {err.msg}"
-    if isinstance(err, UnicodeDecodeError):
-        return f"byte {err.start} is not UTF-8; save the file as UTF-8"
     mark = getattr(err, "problem_mark", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     context, problem = getattr(err, "context", None), getattr(err, "problem", None)
@@ -253,17 +320,29 @@ def load_file(path: str | Path) -> dict:
     try:
         if not path.is_file():
             raise ConfigError(f"{path}: no such file; pass the path of a YAML or JSON config")
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as err:  # a name too long, a folder without read permission
         raise ConfigError(f"{path}: cannot read it ({err.strerror}); fix the path") from None
     try:
+        text = raw.decode("utf-8")  # a binary file (a checkpoint, an image) is not a config
         if path.suffix == ".json":
             data = json.loads(text, object_pairs_hook=_unique_pairs)
         else:
+            _check_depth(text)  # before the recursive composer, which would take seconds
             data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
-    except _DuplicateKey as err:
+    except (_DuplicateKey, _TooLarge) as err:
         raise ConfigError(f"{path}: {err}") from None
-    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path}: not a text file (byte {err.start} is not UTF-8); pass the YAML or JSON "
+            "config, saved as UTF-8"
+        ) from None
+    except RecursionError:  # the parser's own stack, before `_expanded_size` could count
+        raise ConfigError(
+            f"{path}: values nest too deeply to read (over {MAX_YAML_DEPTH} levels); a config "
+            "nests a few: fix its brackets or indentation"
+        ) from None
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
         kind = "JSON" if path.suffix == ".json" else "YAML"
         raise ConfigError(
             f"{path}: not valid {kind} ({_syntax_error(err)}); fix the syntax there"

@@ -47,6 +47,11 @@ _SECTION = "mlflow"
 # `user:password@` (a scheme typo without `//`)
 _URI_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*:/+)[^\s'\"]*@")
 _BARE_USERINFO = re.compile(r"[^\s/?#'\"@:\[\](){},]+:[^\s/?#'\"\[\](){},]*@")
+# a secret in a URI's query string (`?token=...`, `&password=...`, `api_key=...`): its value
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&;][\w.\-]*(?:token|passw|pwd|secret|key|auth|sig|credential)[\w.\-]*=)"
+    r"[^&#\s'\"]*"
+)
 
 
 class Credentials:
@@ -80,9 +85,11 @@ def split_uri_credentials(uri: str) -> tuple[str, Credentials | None]:
 
 
 def redact_uri(uri: str | None) -> str | None:
-    """The URI with any `user:password@` replaced by `***@` (None stays None)."""
+    """The URI with any `user:password@` replaced by `***@`, and the value of a secret in its
+    query string (`?token=...`) by `***` (None stays None)."""
     if not uri:
         return uri
+    uri = _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", uri)
     parts = urlsplit(uri)
     if "@" not in parts.netloc:
         return uri
@@ -99,9 +106,11 @@ def redact(text: str, *secrets: str | None) -> str:
 
 
 def mask_userinfo(text: str) -> str:
-    """`text` with every `user:password@` of a URI in it masked as `***@`, and the password in
-    the environment as `***`: for any message that may quote a URI or a line of a study file
-    (a refused URI, a list given as one, a YAML parser error), whether or not it parses."""
+    """`text` with every `user:password@` of a URI in it masked as `***@`, every secret of a
+    query string (`?token=...`) as `token=***`, and the password in the environment as `***`:
+    for any message that may quote a URI or a line of a study file (a refused URI, a list given
+    as one, a YAML parser error), whether or not it parses."""
+    text = _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", text)
     text = _URI_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
     text = _BARE_USERINFO.sub(f"{MASK}@", text)
     return redact(text)

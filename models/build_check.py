@@ -82,9 +82,9 @@ def check_build(config: ModelConfig, arm: str) -> None:
 
 def _problem(config: ModelConfig, arm: str, built: dict[str, Any]) -> str | None:
     name = config.query_variant
-    if "error" in built:
+    if "error" in built:  # the variant's file always, even when the error is raised elsewhere
         return (
-            f"variant {arm!r}: building its model failed: {built['error']}"
+            f"variant {arm!r} ({_file(name)}): building its model failed: {built['error']}"
             f"{_where(built['frames'], name)}"
         )
     declared = accounting.num_params(config)

@@ -20,11 +20,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from foundation.env_settings import rendezvous_timeout_s
 from models import _cpu_adapter, cross_stage
 from models.config import ParallelConfig
 
 _owns_process_group = False
-RENDEZVOUS_TIMEOUT_S = 300.0  # how long the ranks of a job wait for each other at start
 
 
 def _env_int(*names: str) -> int | None:
@@ -138,7 +138,7 @@ def _rendezvous(rank: int, world_size: int) -> dist.Store:
     addr, port = os.environ["MASTER_ADDR"], os.environ.get("MASTER_PORT")
     if port is None:
         raise ValueError("MASTER_ADDR is set but MASTER_PORT is not; export both (or neither)")
-    wait_s = float(os.environ.get("SCALING_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S))
+    wait_s = rendezvous_timeout_s()  # checked by the command before any job started
     try:
         store = dist.TCPStore(
             addr,

@@ -42,6 +42,8 @@ def verdict_lines(verdict: dict) -> list[str]:
     for v in verdict["variants"]:
         lines.append(f"{v['variant']} vs {base}: {v['verdict']}{look}: {fmt.words(v['reason'])}")
         lines.append(f"  {_numbers(v, intervals)}")
+    for v in verdict.get("unjudged") or []:  # an arm whose every run was left out
+        lines.append(f"{v['variant']} vs {base}: no verdict: {v['reason']}")
     for v in (verdict.get("tokens") or {}).get("variants", []):  # the token axis
         lines.append(f"{v['variant']} vs {base} along D: {v['verdict']}: {fmt.words(v['reason'])}")
     compute = verdict.get("compute_axis")

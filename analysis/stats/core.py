@@ -75,6 +75,22 @@ def _excluded(table: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def _why_unusable(excluded: pd.DataFrame, variants: list[str]) -> str:
+    """``12 diverged, 3 failed``: the reasons the runs of `variants` were left out, counted."""
+    reasons = excluded.loc[excluded["variant"].isin(variants), "reason"].value_counts()
+    return ", ".join(f"{n} {reason}" for reason, n in reasons.items()) or "no runs"
+
+
+def unjudged(table: pd.DataFrame, usable: pd.DataFrame, excluded: pd.DataFrame, baseline: str):
+    """verdict.json's ``unjudged``: each arm but the baselines with no usable run, and why
+    (listed, never silently dropped from the verdict)."""
+    baselines = parse_baselines(baseline)
+    dead = sorted(set(table["variant"]) - set(usable["variant"]) - set(baselines))
+    return [
+        {"variant": v, "reason": f"no usable runs ({_why_unusable(excluded, [v])})"} for v in dead
+    ]
+
+
 def _guards(comparison: Comparison, k_ok: bool, has_ci: bool, num_seeds: int) -> list[str]:
     guards = []
     if len(comparison.curve) < rules.MIN_SIZES:
@@ -141,6 +157,7 @@ def analyse(
     verdict = _verdict(
         data, variants, fits, baseline, num_resamples, detect_gain_pct, margin_pct, alpha
     )
+    verdict["unjudged"] = unjudged(data.table, data.usable, data.excluded, baseline)
     verdict["compute_axis"] = matching.compute_axis(data.table, matched, weights_only)
     verdict["rule"] = rules.RULE
     verdict["intervals"] = intervals.availability(len(data.groups.seeds), data.num_draws)
@@ -182,6 +199,12 @@ def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) 
     excluded = _excluded(table, usable)
     if not usable["variant"].isin(baselines).any():
         raise ValueError(f"no usable runs of the baseline {baseline!r}; see the excluded runs")
+    others = sorted(set(table["variant"]) - set(baselines))
+    if others and not usable["variant"].isin(others).any():  # nothing left to judge
+        raise ValueError(
+            f"no usable runs of {', '.join(map(repr, others))} ({_why_unusable(excluded, others)})"
+            f": no verdict against the baseline {baseline!r}; see the excluded runs"
+        )
     # below the seeds an interval needs, no draws at all: no interval, band or p-value anywhere
     num_draws = num_resamples if intervals.enough_seeds(int(usable["seed"].nunique())) else 0
     groups = build_groups(usable, num_draws, seed, selected_lrs(table, frontiers))

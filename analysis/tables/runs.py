@@ -52,6 +52,11 @@ _NUMERIC = [
 # Sizes of one ladder differ by >= 1.5x; arms of one size by <= 1.125x (wider_mlp +12.5%,
 # nonlinear +2d per layer). A cut at 1.3x separates the two.
 SAME_SIZE_RATIO = 1.3
+# a study is a few thousand runs (`scaling.spec.loader.MAX_CELLS` caps one at 10^5); a table far
+# over that is a mistake, and the fits' bootstrap would take hours on it
+MAX_RUNS = 100_000
+# columns that, when given, hold a finite number > 0 on every row (blank: not known)
+_POSITIVE_IF_GIVEN = ("num_params_total", "flops", "lr")
 NA = "not available"  # a count or number that is missing or not finite
 
 
@@ -133,6 +138,22 @@ def _numbers(out: pd.DataFrame, col: str, source: str) -> pd.Series:
     return values.astype(float)
 
 
+def _check_positive(out: pd.DataFrame, col: str, source: str, blank_ok: bool) -> None:
+    """ValueError naming `col` and the first row that is not a finite number > 0 (`inf` tokens
+    would make every fit's objective infinite, a negative LR its logarithm undefined)."""
+    values = out[col].to_numpy(dtype=float)
+    bad = ~(np.isfinite(values) & (values > 0))
+    if blank_ok:
+        bad &= ~np.isnan(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        want = "a finite positive number, or blank" if blank_ok else "a positive number"
+        raise ValueError(
+            f"{source}: column {col!r} row {row + 1} must be {want} (every row), not "
+            f"{values[row]:g}"
+        )
+
+
 def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
     """Check types and values, fill optional columns; errors name ``source``, column and row."""
     table = _rename_old(table)
@@ -143,18 +164,33 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
             f"a run table needs {', '.join(REQUIRED_CSV)} (old name n_params accepted; "
             "optional: size, flops, lr, select_val_loss, status)"
         )
+    if table.empty:  # a header only; or a study whose every run ended before logging its size
+        raise ValueError(
+            f"{source}: no runs to analyse (no row; a study's runs all failed before logging "
+            "their size); `scaling status` shows why, a run table needs one row per run"
+        )
+    if len(table) > MAX_RUNS:
+        raise ValueError(
+            f"{source}: {len(table):,} rows, over the {MAX_RUNS:,} runs of the largest study; "
+            "pass one study's runs (one row per run)"
+        )
     out = table.copy()
     for col in _NUMERIC:
         out[col] = _numbers(out, col, source) if col in out.columns else np.nan
     for col in ("num_nonembedding_params", "tokens"):
-        bad = out[col].isna() | (out[col] <= 0)
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0]) + 1
+        _check_positive(out, col, source, blank_ok=False)
+    for col in _POSITIVE_IF_GIVEN:
+        _check_positive(out, col, source, blank_ok=True)
+    for col in ("final_val_loss", "select_val_loss"):  # non-finite: a run that diverged
+        negative = (out[col] <= 0).to_numpy()
+        if negative.any():
+            row = int(np.flatnonzero(negative)[0])
             raise ValueError(
-                f"{source}: column {col!r} row {row} must be a positive number (every row)"
+                f"{source}: column {col!r} row {row + 1} is {out[col].iloc[row]:g}; a loss is "
+                "positive (blank or nan for a run without one)"
             )
     seeds = pd.to_numeric(out["seed"], errors="coerce")
-    bad = seeds.isna() | (seeds != seeds.round())
+    bad = ~np.isfinite(seeds) | (seeds != seeds.round())
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0]) + 1
         raise ValueError(f"{source}: column 'seed' row {row} must hold an integer (every row)")
@@ -203,7 +239,29 @@ def load_csv(path: str | Path) -> pd.DataFrame:
         table = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ValueError(f"--runs-csv {path}: not a readable CSV ({err})") from err
-    return normalise(table, f"--runs-csv {path}")
+    source = f"--runs-csv {path}"
+    out = normalise(table, source)
+    _check_repeats(out, source)
+    return out
+
+
+# the columns that name one run of a study: a second row with the same is the same run again
+_RUN_KEY = ["variant", "size", "tokens", "seed", "lr"]
+
+
+def _check_repeats(table: pd.DataFrame, source: str) -> None:
+    """ValueError naming the first two rows that are the same run (the same run id, or the same
+    variant, size, tokens, seed and LR): counted twice, a run would weigh double in every fit."""
+    for key in (["run_id"], _RUN_KEY):
+        names = list(zip(*(map(str, table[c]) for c in key), strict=True))  # NaN: "nan", equal
+        seen: dict[tuple, int] = {}
+        for row, name in enumerate(names):
+            if name in seen:
+                raise ValueError(
+                    f"{source}: rows {seen[name] + 1} and {row + 1} are the same run (same "
+                    f"{', '.join(key)}); keep each run once"
+                )
+            seen[name] = row
 
 
 def is_usable(table: pd.DataFrame) -> pd.Series:

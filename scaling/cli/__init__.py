@@ -52,6 +52,7 @@ def _analyze(*args, **kwargs) -> None:
     """`scaling analyze`, with the tracking server's refusals as one line (exit 2): analysis
     turns its own user errors into one line; a wrong login reaches it as MLflow's exception.
     A study's SQLite store lost or broken is named first, with its fix (`_check_store`)."""
+    _check_database(kwargs.get("study"), kwargs.get("tracking_uri"))
     _check_store(kwargs.get("study"), kwargs.get("tracking_uri"), kwargs.get("experiment"))
     try:
         analyze(*args, **kwargs)
@@ -63,6 +64,33 @@ def _analyze(*args, **kwargs) -> None:
 
 
 app.command("analyze")(_analyze)
+
+
+def _check_database(study, tracking_uri) -> None:
+    """`scaling analyze`: a `postgresql://` (or `mysql://`) store that does not answer is one
+    line naming it, exit 2, within seconds (`scaling.spec.loader.check_database`), not MLflow's
+    minute and a half of retries and a traceback."""
+    from foundation.config import ConfigError  # lazy: `scaling --help` stays fast
+    from foundation.secrets import mask_userinfo  # lazy, as above
+
+    uri, where = tracking_uri, "--tracking-uri"
+    if uri is None and study is not None:
+        from analysis.tables.spec import study_source  # lazy: `scaling --help` stays fast
+
+        try:
+            uri, where = study_source(study)[0], str(study)
+        except ValueError:
+            return  # a study file it cannot read is analyze's to say
+    if not isinstance(uri, str) or not uri.startswith(("postgresql", "mysql")):
+        return
+    from scaling.spec.loader import check_database  # lazy: `scaling --help` stays fast
+
+    try:
+        check_database(uri)
+    except ConfigError as err:
+        message = str(err).replace("study.mlflow.tracking_uri: ", "", 1)
+        typer.echo(f"error: {where}: {mask_userinfo(message)}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _check_store(study, tracking_uri, experiment) -> None:

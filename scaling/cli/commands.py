@@ -154,17 +154,36 @@ def _print_table(title: str, header: list[str], rows: list[list[str]], footer: s
 
 
 def _check_driver_settings() -> None:
-    """The driver's environment settings (`SCALING_POLL_S`, `SCALING_LOGIN_GIVE_UP_S`): a bad
-    value is one `error:` line naming it and its default, exit 2."""
+    """The driver's and its jobs' environment settings (`SCALING_POLL_S`,
+    `SCALING_LOGIN_GIVE_UP_S`, `foundation.env_settings`: `SCALING_RENDEZVOUS_TIMEOUT_S` ...): a
+    bad value is one `error:` line naming it and its default, exit 2, before anything starts
+    (read only inside each job, it would fail every cell)."""
     from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
+    from foundation.env_settings import check_documented_settings  # lazy: as above
     from scaling.rounds.watcher import poll_seconds  # lazy: `scaling --help` stays fast
     from scaling.state.tracking_refusal import refusal_give_up_s  # lazy: as above
 
+    problems: list[str] = []
+    for check in (poll_seconds, refusal_give_up_s, check_documented_settings):
+        try:
+            check()
+        except ConfigError as err:
+            problems.extend(err.problems)
+    if problems:
+        _fail("; ".join(problems))
+
+
+def _check_builds(path: Path, spec) -> None:
+    """Each arm of the user's own built once, tiny, with the counts it declares (one child
+    process), before anything is prepared or submitted: `plan`, `run`, `submit` and `pilot`
+    alike, so a shape bug is one line here, not a failed attempt per cell. The line names the
+    study file, the arm and the variant's own file."""
+    from scaling.costs.build_check import check_arms_build  # lazy: the model stack
+
     try:
-        poll_seconds()
-        refusal_give_up_s()
-    except ConfigError as err:
-        _fail(str(err))
+        check_arms_build(spec)
+    except ValueError as err:
+        _fail(f"{path}: {err}")
 
 
 def _fail(message: str) -> None:
@@ -191,7 +210,9 @@ def submit(
     """
     from scaling.rounds.driver import submit_rounds  # lazy: `scaling --help` stays fast
 
+    _check_driver_settings()  # before the study is read: nothing prepared or submitted yet
     spec = _load(study, writes=True, new_store=new_store)
+    _check_builds(study, spec)
     with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
         _settle_stale(spec, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
         result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
@@ -255,6 +276,8 @@ def status(
     only for the runs that may have changed; the first poll without that file, and
     `--refresh`, search them all.
     """
+    if watch:  # it drives: it polls, and submits the LR search's next rounds
+        _check_driver_settings()
     spec = _load(study)
     _say_if_no_store(spec)
     if not watch:
@@ -382,6 +405,7 @@ def run(
         spec = judged_against(spec, baseline)  # for the whole run, looks included
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--baseline") from None
+    _check_builds(study, spec)
     with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
         _settle_stale(spec, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
         outcome = run_study(

@@ -6,7 +6,13 @@ from typing import Annotated
 
 import typer
 
-from scaling.cli.commands import StudyArg, _load, _print_table
+from scaling.cli.commands import (
+    StudyArg,
+    _check_builds,
+    _check_driver_settings,
+    _load,
+    _print_table,
+)
 
 
 def pilot(
@@ -33,7 +39,9 @@ def pilot(
     from scaling.costs.pilot import format_pilot, run_pilot  # lazy: `scaling --help` stays fast
     from scaling.costs.pilot_job import OK  # lazy: `scaling --help` stays fast
 
+    _check_driver_settings()  # before the study is read: nothing probed yet
     spec = _load(study)
+    _check_builds(study, spec)  # a variant that cannot build is one line, not a failed probe
     try:
         limit = None if memory_limit_gb is None else int(memory_limit_gb * 1e9)
         result = run_pilot(spec, warmup, steps, typer.echo, memory_limit_bytes=limit)

@@ -11,7 +11,14 @@ from typing import Annotated
 
 import typer
 
-from scaling.cli.commands import StudyArg, _fail, _load, _print_table, _say_if_no_store
+from scaling.cli.commands import (
+    StudyArg,
+    _check_builds,
+    _fail,
+    _load,
+    _print_table,
+    _say_if_no_store,
+)
 
 __all__ = ["plan"]
 
@@ -70,7 +77,7 @@ def plan(
     header, rows, totals = format_plan(the_plan, device)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
-    _check_builds(spec)
+    _check_builds(study, spec)
     typer.echo(
         format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s, spec.spec.cost.step_s)
     )
@@ -105,16 +112,6 @@ def _warn_undeclared_flops(entries: list[str]) -> None:
             "compute counts its weights only and the analysis will hold its verdict back; "
             "declare them (docs/variants.md)"
         )
-
-
-def _check_builds(spec) -> None:
-    """Each arm of the user's own builds, tiny, with the counts it declares (one child each)."""
-    from scaling.costs.build_check import check_arms_build  # lazy: the model stack
-
-    try:
-        check_arms_build(spec)
-    except ValueError as err:
-        _fail(str(err))
 
 
 def _check_noise_args(noise: str, target_gain: float | None) -> None:

@@ -240,6 +240,14 @@ def advance(
     return resolve(study.spec)
 
 
+def _picked_by(spec) -> str:
+    """Which loss the best LR is picked on: the selection windows' when the study has some
+    (not the val/loss column beside it), else val/loss itself (`num_select_windows: 0`)."""
+    if spec.data.num_select_windows > 0:
+        return f"lr search: best LR by {contract.VAL_SELECT} (not {contract.VAL_LOSS})"
+    return f"lr search: best LR by {contract.VAL_LOSS} (num_select_windows: 0, no selection set)"
+
+
 def status_lines(study: ResolvedStudy, rows: list[StatusRow]) -> list[str]:
     """`scaling status`: the round, each arm's current best LR, and which arms are still open."""
     # lazy: pandas, for a search's status
@@ -256,8 +264,7 @@ def status_lines(study: ResolvedStudy, rows: list[StatusRow]) -> list[str]:
     scan = table[table["seed"].isin(spec.scan_seeds)]
     frontiers = lr_frontier(scan, step_factor=spec.lr.search.step_factor)
     where = "ended" if state.ended else f"round {state.round} of at most {rounds}"
-    # the best LR is picked on the selection windows, not on the val/loss column beside it
-    lines = [f"lr search: {where}", f"lr search: best LR by {contract.VAL_SELECT} (not val/loss)"]
+    lines = [f"lr search: {where}", _picked_by(spec)]
     for f in frontiers:
         best = fmt_lr(f.best_lr) if f.best_lr is not None else "none"
         is_open = f.state in EDGES or f.state == "no_usable_lr"

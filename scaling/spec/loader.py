@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -40,6 +41,7 @@ __all__ = [
     "add_python_path",
     "vocab_size",
     "check_mlflow",
+    "check_database",
     "read_study",
     "resolve",
     "check_grid_size",
@@ -53,6 +55,8 @@ PROBE_TIMEOUT_S = 10.0
 MAX_CELLS = 100_000  # a study is a few thousand runs at most; 10^5 is a typo, not a plan
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(?=:)")
 _SQLITE = "sqlite:///"
+_DATABASES = ("postgresql:", "postgresql+", "mysql:", "mysql+")
+DB_CONNECT_TIMEOUT_S = 4.0  # a database on the network answers in well under a second
 
 
 def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
@@ -227,6 +231,9 @@ def check_mlflow(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
             "`mlflow server --host 127.0.0.1 --port PORT --backend-store-uri sqlite:///...` "
             "or fix the URI"
         )
+    if uri.startswith(_DATABASES):
+        check_database(uri, min(timeout_s, DB_CONNECT_TIMEOUT_S))
+        return
     if uri.startswith(_SQLITE):
         # The store's folder is made on first use; it must be possible to make it.
         existing = Path(uri[len(_SQLITE) :]).absolute().parent
@@ -237,6 +244,48 @@ def check_mlflow(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
                 f"study.mlflow.tracking_uri: cannot create the SQLite store {uri[len(_SQLITE) :]} "
                 f"({existing} is not a writable directory); fix the URI or the permissions"
             )
+
+
+def check_database(uri: str, timeout_s: float = DB_CONNECT_TIMEOUT_S) -> None:
+    """Raise ConfigError unless the database of a `postgresql://` or `mysql://` store accepts a
+    connection within `timeout_s`: left to MLflow, an unreachable one is a minute and a half of
+    SQLAlchemy's retries, then a traceback. Connects with the URI's own driver and login (a
+    wrong password is caught too); the message never quotes the login (`mask_userinfo`)."""
+    import sqlalchemy  # lazy: only for a database store
+
+    try:
+        url = sqlalchemy.engine.make_url(uri)
+    except (sqlalchemy.exc.ArgumentError, ValueError) as err:
+        raise ConfigError(
+            f"study.mlflow.tracking_uri: {uri} is not a database URL ({err})"
+        ) from None
+    port = url.port or (5432 if url.get_backend_name() == "postgresql" else 3306)
+    where = f"{url.host or 'localhost'}:{port}"
+    try:  # first the port itself: an answer in `timeout_s` whatever the driver does
+        socket.create_connection((url.host or "localhost", port), timeout=timeout_s).close()
+    except OSError as err:
+        raise ConfigError(
+            f"study.mlflow.tracking_uri: the database at {where} does not answer within "
+            f"{timeout_s:g} s ({err.strerror or type(err).__name__}); start it, or fix the "
+            "URI's host and port"
+        ) from None
+    timeout = {"connect_timeout": max(1, round(timeout_s))}  # libpq and MySQL drivers: seconds
+    try:
+        engine = sqlalchemy.create_engine(url, connect_args=timeout, poolclass=sqlalchemy.NullPool)
+        with engine.connect():
+            pass
+    except ImportError as err:  # the URI's driver is not installed here
+        raise ConfigError(
+            f"study.mlflow.tracking_uri: {uri} needs the database driver {err.name or err}, "
+            "which is not installed; install it or use another store"
+        ) from None
+    except Exception as err:  # noqa: BLE001 - any driver's failure to connect, as one line
+        reason = str(getattr(err, "orig", None) or err).strip().splitlines()
+        raise ConfigError(
+            f"study.mlflow.tracking_uri: the database at {where} did not accept a connection "
+            f"within {timeout_s:g} s ({reason[0] if reason else type(err).__name__}); start it, "
+            "or fix the URI (host, port, database, login)"
+        ) from None
 
 
 def resolve(study: Study | ResolvedStudy) -> ResolvedStudy:

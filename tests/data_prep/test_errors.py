@@ -19,10 +19,48 @@ from foundation.config import ConfigError, from_dict
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _listing(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")} if folder.exists() else set()
+
+
 def _fails(config: DataPrepConfig, pattern: str) -> None:
+    """Refused naming the field; nothing left beside the output either (its `.NAME.lock`)."""
+    parent = Path(config.output_dir).parent
+    before = _listing(parent)
     with pytest.raises(ValueError, match=pattern):
         prepare(config)
     assert not Path(config.output_dir).exists(), "bad input must not leave output behind"
+    assert _listing(parent) == before, _listing(parent) - before
+
+
+def test_a_refusal_under_a_new_folder_leaves_no_folder_or_lock(tmp_path):
+    """Issue 55, item 17: a refusal left `.o.lock` and the folders made for the output."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("")
+    out = tmp_path / "new" / "deeper" / "o"
+    config = DataPrepConfig(source=str(tmp_path / "src"), output_dir=str(out))
+    with pytest.raises(ValueError, match="no non-empty documents"):
+        prepare(config)
+    assert _listing(tmp_path) == {"src", "src/a.txt"}
+
+
+def test_cli_refusal_is_one_error_line_and_leaves_nothing(tmp_path):
+    """Issue 55, item 17: `prepare-data` refusals began `prepare-data:`, not `error:`."""
+    import typer
+    from typer.testing import CliRunner
+
+    from data_prep.cli import prepare_data
+
+    app = typer.Typer()
+    app.command("prepare-data")(prepare_data)
+    app.command("unused")(lambda: None)  # two commands, so `prepare-data` is addressed by name
+    out = tmp_path / "new" / "o"
+    args = ["prepare-data", "--source", str(tmp_path / "absent.jsonl"), "--output", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    (line,) = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert "absent.jsonl does not exist" in line and "check the path" in line, line
+    assert _listing(tmp_path) == set()
 
 
 def test_missing_file(tmp_path):

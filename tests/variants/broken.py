@@ -1,4 +1,4 @@
-"""Variants that `plan` must stop before anything trains (tests/models/test_build_check.py)."""
+"""Variants the build check stops (`plan`, `run`, `pilot`), or that fail once training starts."""
 
 from __future__ import annotations
 
@@ -44,4 +44,34 @@ def overcounted_flops() -> QueryVariant:
         query=ModuleSpec(module=GatedQuery),
         weights=lambda c: c.hidden_size**2,
         flops=lambda c: 20 * c.hidden_size**2,
+    )
+
+
+class _FailsBackward(torch.autograd.Function):
+    """Identity forward; its backward raises, as a user's slip in a custom gradient would."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("the gradient of this query is not written yet")  # the line to name
+
+
+class BackwardSlip(GatedQuery):
+    """The gated query, whose gradient fails: it builds and runs forward (`plan`'s build check
+    passes it), and fails at its first training step."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _FailsBackward.apply(super().forward(x))
+
+
+def fails_in_backward() -> QueryVariant:
+    """Passes the build check (its counts are the gated query's); every training step fails."""
+    return QueryVariant(
+        name="backslip",
+        query=ModuleSpec(module=BackwardSlip),
+        weights=lambda c: c.hidden_size**2,
+        flops=lambda c: 2 * c.hidden_size**2,
     )

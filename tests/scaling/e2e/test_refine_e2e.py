@@ -116,7 +116,8 @@ def test_local_search_ends_interior_and_resumes_without_duplicates(
     figures = _check_finished(finished, mlflow_server)
     lines = status_lines(finished, study_status(finished))  # what `scaling status` adds
     assert lines[0] == "lr search: ended"
-    assert lines[1] == "lr search: best LR by val/select (not val/loss)"  # what `best` reads
+    # what `best` reads: the study has no selection windows (num_select_windows: 0)
+    assert lines[1] == "lr search: best LR by val/loss (num_select_windows: 0, no selection set)"
     assert "lr search: linear 30K best 0.01 interior" in lines
     report = (tmp_path / "report" / "report.md").read_text()
     assert "LR search: 3 round(s)" in report

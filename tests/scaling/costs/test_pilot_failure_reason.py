@@ -18,9 +18,10 @@ from scaling.state.job_errors import failure_reason
 from tests.scaling.conftest import one_size_spec
 
 REPO = Path(__file__).resolve().parents[3]
-SLIP = "tests.variants.broken:fails_to_build"  # its constructor raises at broken.py line 21
-CAUSE = "RuntimeError: shape '[49, -1]' is invalid for input of size 2304"  # d = 48 at 30K
-WHERE = f"(at {REPO / 'tests' / 'variants' / 'broken.py'}:21)"
+# it builds (the build check passes it); its backward raises at broken.py line 59
+SLIP = "tests.variants.broken:fails_in_backward"
+CAUSE = "RuntimeError: the gradient of this query is not written yet"
+WHERE = f"(at {REPO / 'tests' / 'variants' / 'broken.py'}:59)"
 
 
 @pytest.mark.slow  # ~35 s on 2 busy cores: a warm process imports megatron, one real probe
@@ -41,15 +42,15 @@ def test_a_failed_probe_shows_its_error_line_and_the_users_file(tmp_path, data_d
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out[-4000:]  # a probe failed
-    (line,) = [x for x in out.splitlines() if x.startswith("pilot 30K slip: failed: ")]
-    assert line.startswith(f"pilot 30K slip: failed: {CAUSE}") and line.endswith(WHERE), line
-    reason = line.removeprefix("pilot 30K slip: failed: ")
+    (line,) = [x for x in out.splitlines() if x.startswith("pilot 30K backslip: failed: ")]
+    assert line.startswith(f"pilot 30K backslip: failed: {CAUSE}") and line.endswith(WHERE), line
+    reason = line.removeprefix("pilot 30K backslip: failed: ")
     table = out[out.index("study tiny-study: pilot") :]
     assert "reason" in table and reason in table, table
     assert "_log.out" not in out  # submitit's log paths are not the reason
     pilot = json.loads((tmp_path / "study" / PILOT_FILE).read_text())
     status = {m["variant"]: (m["status"], m.get("error")) for m in pilot["probes"].values()}
-    assert status == {"slip": ("failed", reason)}, status
+    assert status == {"backslip": ("failed", reason)}, status
 
 
 # submitit's report of a failed job, as `job.results()` raises it (its layout in submitit 1.5)
