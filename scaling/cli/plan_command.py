@@ -67,10 +67,12 @@ def plan(
     _say_if_no_store(spec)
     the_plan = plan_study(spec)
     device = target_for(spec).device_name
+    built = _check_builds(spec)  # a variant that does not build: its error alone, no table
     header, rows, totals = format_plan(the_plan, device)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
-    _check_builds(spec)
+    for line in built:
+        typer.echo(line)
     typer.echo(
         format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s, spec.spec.cost.step_s)
     )
@@ -107,14 +109,16 @@ def _warn_undeclared_flops(entries: list[str]) -> None:
         )
 
 
-def _check_builds(spec) -> None:
-    """Each arm of the user's own builds, tiny, with the counts it declares (one child each)."""
+def _check_builds(spec) -> list[str]:
+    """Each arm of the user's own builds, tiny, with the counts it declares (one child for
+    all); the lines that say so, or the first arm's problem as the one error line."""
     from scaling.costs.build_check import check_arms_build  # lazy: the model stack
 
     try:
-        check_arms_build(spec)
+        return check_arms_build(spec)
     except ValueError as err:
         _fail(str(err))
+        raise  # _fail exits
 
 
 def _check_noise_args(noise: str, target_gain: float | None) -> None:
