@@ -19,6 +19,7 @@ from foundation import contract
 from scaling.records.job_records import JobRecord, new_record, read_records, write_records
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
+from scaling.state.job_errors import last_error_in
 from scaling.state.mlflow_state import cell_runs, fail_cell_run, kill_cell_run
 from scaling.state.scheduler import QUEUED, live_jobs
 from scaling.state.status import cell_state, submitit_folder
@@ -122,7 +123,9 @@ class LocalRound:
                 self.devices.give_back(self.held.pop(cid, ()))
                 self.finished[cid] = job
                 self.ended[cid] = _job_state(job)
-                self.say(f"ended {cid}: {job.state}")
+                # the cell's state, not submitit's: a job that raised (a variant's file that no
+                # longer imports) is "FINISHED" to submitit, and failed here
+                self.say(f"ended {cid}: {self.ended[cid]}{_why(job, self.ended[cid])}")
 
 
 @contextmanager
@@ -240,6 +243,18 @@ def _job_state(job: Any) -> str:
     if status == "interrupted":  # jobs.loop.trainer: SIGTERM, a cancel or a preemption
         return contract.CANCELLED
     return status if status in contract.DONE_STATES else contract.FAILED
+
+
+def _why(job: Any, state: str) -> str:
+    """`` (the error line)`` of a failed job that raised, else ""."""
+    if state != contract.FAILED:
+        return ""
+    try:
+        error = job.exception()
+    except Exception:  # noqa: BLE001 - a job whose result cannot be read: no reason to add
+        return ""
+    line = last_error_in(str(error)) if error is not None else None
+    return f" ({line})" if line else ""
 
 
 def _next_ready(queue: list[Cell], running: dict[str, Any], ended: dict[str, str]) -> Cell | None:
