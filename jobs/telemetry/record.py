@@ -23,7 +23,8 @@ from foundation.provenance import device_name, git_commit, host_name, versions
 from foundation.secrets import redact_uri
 from jobs.config import RunConfig
 from models.accounting import num_nonembedding_params, num_params
-from models.catalog.variants import code_parts, digest_of_parts, format_parts
+from models.catalog.code_parts import digest_of_parts, format_parts
+from models.catalog.variants import code_parts
 
 __all__ = [
     "RunResult",

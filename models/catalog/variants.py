@@ -21,24 +21,16 @@ from __future__ import annotations
 
 import difflib
 import functools
-import hashlib
 import importlib
 import importlib.util
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any
 
-from foundation.provenance import (
-    file_digest,
-    imported_modules,
-    is_installed_or_stdlib,
-    module_file,
-    source_digest,
-)
 from models.catalog.builtin_variants import BUILTINS
+from models.catalog.code_parts import digest_of_parts, user_code_parts
 from models.catalog.init_rules import InitRule
 from models.catalog.sites import QueryVariant, Variant, as_variant
 
@@ -54,10 +46,6 @@ __all__ = [
     "variant_module",
     "code_digest",
     "code_parts",
-    "digest_of_parts",
-    "changed_code",
-    "format_parts",
-    "parse_parts",
     "entry_point_names",
     "did_you_mean",
 ]
@@ -127,43 +115,6 @@ def _code_modules(name: str) -> list[str]:
     return modules
 
 
-# This project's own packages: `models` is digested whole, the others build no model.
-_PROJECT_PACKAGES = ("models", "foundation", "jobs", "scaling", "analysis", "data_prep")
-MODEL_CODE = "models"  # the part of a code digest that is the project's model code
-
-
-def _users_code(module: str, path: Path) -> bool:
-    """A module of the user's own code: not the standard library, not an installed
-    distribution (site-packages), not one of this project's packages."""
-    top = module.partition(".")[0]
-    return top not in _PROJECT_PACKAGES and not is_installed_or_stdlib(path)
-
-
-def code_parts(name: str) -> dict[str, str]:
-    """What `code_digest` is made of: the `models` package's digest, and each module of the
-    user's code that defines variant `name`, by module name, with the digest of its file.
-
-    The user's code is the variant's own module, those of its query class and init rules, and
-    every module they import, transitively, that is neither the standard library nor installed
-    (a helper beside the variant, anything under the study's `python_path`): a multiply moved
-    into `helper.py` is as much the model as the variant's file."""
-    parts = {MODEL_CODE: source_digest([MODEL_CODE])}
-    for root in _code_modules(name):
-        for module in imported_modules(root, _users_code):
-            parts[module] = file_digest(module_file(module))  # type: ignore[arg-type]
-        if root not in parts:  # not found on the import path today: counted as missing
-            parts[root] = "missing"
-    return parts
-
-
-def digest_of_parts(parts: dict[str, str]) -> str:
-    """The 16-hex code digest of `code_parts` (a built-in's: the `models` package's alone)."""
-    if set(parts) == {MODEL_CODE}:
-        return parts[MODEL_CODE]
-    text = "".join(f"{module} {digest}\n" for module, digest in sorted(parts.items()))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def code_digest(name: str) -> str:
     """Digest of the code that defines a model of variant `name` (`code_parts`). A run records
     it (`jobs.telemetry.record`); a finished run whose digest differs from today's was trained by
@@ -171,35 +122,11 @@ def code_digest(name: str) -> str:
     return digest_of_parts(code_parts(name))
 
 
-def changed_code(recorded: str | None, today: dict[str, str]) -> list[str]:
-    """What changed between the parts a run recorded (tag ``scaling.code_files``, as written by
-    `format_parts`) and `today`'s: the changed, added or removed user files, by path where the
-    module is found today (``models/`` for the project's model code); [] when not recorded."""
-    then = parse_parts(recorded)
-    if not then:
-        return []
-    changed = sorted(m for m in then.keys() | today.keys() if then.get(m) != today.get(m))
-    out = []
-    for module in changed:
-        if module == MODEL_CODE:
-            out.append("models/")
-            continue
-        path = module_file(module)
-        out.append(str(path) if path is not None else f"{module} (not found today)")
-    return out
-
-
-def format_parts(parts: dict[str, str], limit: int = 5000) -> str:
-    """`code_parts` as one tag value: ``module=digest`` pairs, space-separated; "" when longer
-    than `limit` (an MLflow tag's length: then status says only that the code changed)."""
-    text = " ".join(f"{module}={digest}" for module, digest in sorted(parts.items()))
-    return text if len(text) <= limit else ""
-
-
-def parse_parts(value: str | None) -> dict[str, str]:
-    """`format_parts`' inverse ({} for None or anything not written by it)."""
-    pairs = [item.partition("=") for item in (value or "").split()]
-    return {m: d for m, sep, d in pairs if sep and m and d}
+def code_parts(name: str) -> dict[str, str]:
+    """What `code_digest` is made of (`models.catalog.code_parts.user_code_parts`): the `models`
+    package's digest and each module of the user's code that defines variant `name` (its own,
+    those of its query class and init rules, and every module of the user's they import)."""
+    return user_code_parts(_code_modules(name))
 
 
 def site_inits(name: str, config: Any) -> list[SiteInit]:

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Literal
 
 from foundation import contract
 from foundation.config import ConfigError
-from models.catalog.variants import changed_code, code_parts, digest_of_parts
+from models.catalog.code_parts import changed_code, digest_of_parts
+from models.catalog.variants import code_parts
 from scaling.state.mlflow_state import cell_runs, client_for
 from scaling.state.run_cache import CellRun
 

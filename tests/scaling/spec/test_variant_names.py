@@ -151,7 +151,8 @@ def test_the_code_digest_follows_the_users_modules_the_variant_imports(tmp_path,
     """A helper module of the user's package, imported by the variant (at the top, inside a
     function, relatively), is part of the digest and named by what changed; an installed
     package (torch) and this project's packages are not followed (issue 54)."""
-    from models.catalog.variants import changed_code, code_parts, digest_of_parts, format_parts
+    from models.catalog.code_parts import changed_code, digest_of_parts, format_parts
+    from models.catalog.variants import code_parts
 
     pkg = tmp_path / "helper_pkg"
     (pkg / "deep").mkdir(parents=True)
