@@ -88,6 +88,7 @@ TAG_ROLE = "scaling.role"  # "study" on the study's parent run
 TAG_CONFIG_HASH = "scaling.config_hash"
 TAG_CODE_DIGEST = "scaling.code_digest"  # the model code the run trained with (job, at start)
 TAG_CODE_ACCEPTED = "scaling.code_accepted"  # a later code digest its result was accepted for
+TAG_CODE_FILES = "scaling.code_files"  # its parts, `module=digest ...`: status names what changed
 TAG_PARENT = "mlflow.parentRunId"
 TAG_ERROR = "error"
 TAG_DIVERGENCE = "divergence_reason"

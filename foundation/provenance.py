@@ -6,14 +6,29 @@ imported only inside `device_name`, so importing this module stays light.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import os
+import site
 import socket
 import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["device_name", "versions", "git_commit", "host_name", "source_digest"]
+__all__ = [
+    "device_name",
+    "versions",
+    "git_commit",
+    "host_name",
+    "source_digest",
+    "module_file",
+    "file_digest",
+    "is_installed_or_stdlib",
+    "imported_modules",
+]
 
 PACKAGES = ("torch", "megatron-core", "deepspeed", "mlflow", "pydantic", "nonlinear-query-scaling")
 
@@ -97,3 +112,101 @@ def source_digest(modules: list[str]) -> str:
             h.update(f"file {path.relative_to(root).as_posix()}\n".encode())
             h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()[:16]
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of `module` (a package: its ``__init__.py``), or None: not found, or not
+    Python source (built-in, frozen, an extension). Found by `importlib.util.find_spec`, which
+    imports a dotted name's parent packages, never the module itself."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    path = Path(spec.origin)
+    return path if path.is_file() else None
+
+
+def file_digest(path: Path) -> str:
+    """A 12-hex digest of one file's bytes (a part of a code digest, by module)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def _installed_roots() -> tuple[Path, ...]:
+    """Where the standard library and installed distributions live (site-packages)."""
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    roots |= {sysconfig.get_paths(vars={"base": sys.base_prefix})["stdlib"]}
+    return tuple(Path(r).resolve() for r in roots if r)
+
+
+def is_installed_or_stdlib(path: Path) -> bool:
+    """`path` is part of the standard library or of an installed distribution."""
+    resolved = path.resolve()
+    return any(resolved.is_relative_to(root) for root in _installed_roots())
+
+
+def _imports(path: Path, module: str) -> list[str]:
+    """The absolute module names a source file imports, anywhere in it (inside a function too):
+    ``import a.b`` gives a and a.b; ``from a import b`` gives a and a.b (b may be a module);
+    relative imports are resolved against `module`'s package."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError):
+        return []  # a file that does not compile: its own bytes still count
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                out += [".".join(parts[: i + 1]) for i in range(len(parts))]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                try:
+                    base = importlib.util.resolve_name("." * node.level + base, package)
+                except (ImportError, ValueError):
+                    continue
+            if not base:
+                continue
+            parts = base.split(".")
+            out += [".".join(parts[: i + 1]) for i in range(len(parts))]
+            out += [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
+    return out
+
+
+def imported_modules(module: str, keep: Callable[[str, Path], bool]) -> list[str]:
+    """`module` and every module it imports, transitively, whose name and file `keep` accepts
+    (sorted; `module` itself always, when found).
+
+    Read from the source (`ast`), not from what is imported now, so every process that reads
+    the same files on the same import path finds the same modules: a job and the `scaling`
+    command that checks its result agree. An import is followed only where `keep` accepts it,
+    and a dotted name only where its parent was accepted, so nothing outside (torch, megatron)
+    is looked up, let alone imported.
+    """
+    ancestors = [module.rsplit(".", i)[0] for i in range(1, module.count(".") + 1)]
+    found: dict[str, Path] = {}
+    seen: set[str] = set()  # looked at: found, or refused
+    todo = [module, *ancestors]  # a package's __init__ runs when its module is imported
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        parent = name.rpartition(".")[0]
+        if parent and parent not in found and parent not in ancestors:
+            if parent not in seen:
+                todo += [name, parent]  # the parent first: never look inside a refused one
+            else:
+                seen.add(name)  # inside a refused package (torch.nn): not looked up
+            continue
+        seen.add(name)
+        path = module_file(name)
+        if path is None or (name != module and not keep(name, path)):
+            continue
+        found[name] = path
+        todo += _imports(path, name)
+    return sorted(found)

@@ -45,6 +45,8 @@ def _build_and_count(config: ModelConfig) -> dict[str, Any]:
         return {"params": num_params, "forward_flops": counter.get_total_flops() / tokens.numel()}
     except Exception as err:  # noqa: BLE001 - reported to the parent as text, with its frames
         frames = [(f.filename, f.lineno) for f in traceback.extract_tb(err.__traceback__)]
+        where = getattr(err, "where", None)  # `models.init.MissingInitRule`: the user's line
+        frames = [tuple(where)] if where else frames
         last = traceback.format_exception_only(type(err), err)[-1].strip()
         return {"error": last, "frames": frames}
 

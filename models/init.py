@@ -32,6 +32,7 @@ import math
 
 import torch
 
+from models.catalog.init_hints import created_at, misspelt_rule, rule_text, suggested_rule
 from models.catalog.init_rules import InitRule
 from models.catalog.variants import SiteInit
 
@@ -121,15 +122,43 @@ def _draw(rule: InitRule, shape: list[int], gen: torch.Generator, std: float, sc
     return full
 
 
-def _no_rule(name: str, shape: tuple[int, ...], found: tuple[SiteInit, str] | None) -> ValueError:
+class MissingInitRule(ValueError):
+    """A variant's parameter without an init rule; `where`: (file, line) in the user's code
+    where the parameter is created, for the build check to point at instead of this file."""
+
+    def __init__(self, message: str, where: tuple[str, int] | None) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def _no_rule(
+    model: torch.nn.Module, name: str, shape: tuple[int, ...], found: tuple[SiteInit, str] | None
+) -> ValueError:
+    """The error for a parameter without a rule: the rule its role calls for (not `zeros()` for
+    a temperature), a misspelt rule's near miss, and the user's line that creates it."""
     if found is None:
         return ValueError(f"{name}: no init rule for shape {shape} (a model parameter)")
     site, local = found
     key = site.key_prefix + local
-    return ValueError(
-        f"{name}: the parameter {local!r} of shape {shape} has no init rule; {site.owner} must "
-        f"declare one: add init=lambda config: {{{key!r}: models.catalog.init_rules.zeros()}} (or "
-        "normal(), ones(), custom(...)) to its variant (docs/variants.md)"
+    owner, _, attr = name.rpartition(".")
+    where = created_at(model.get_submodule(owner), attr) if owner else None
+    at = f" (created at {where[0]}:{where[1]})" if where else ""
+    params = {loc for glob in global_names(model).values() if (f := _site_rule(glob, [site]))
+              for loc in [f[1]]}  # fmt: skip
+    typo = misspelt_rule(local, site.rules, params)
+    if typo is not None:
+        return MissingInitRule(
+            f"{name}: the parameter {local!r} of shape {shape}{at} has no init rule, and "
+            f"{site.owner}'s rule {site.key_prefix + typo!r} names no parameter (did you mean "
+            f"{key!r}?); rename the rule",
+            where,
+        )
+    rule, why = suggested_rule(local, shape)
+    return MissingInitRule(
+        f"{name}: the parameter {local!r} of shape {shape}{at} has no init rule; {site.owner} "
+        f"must declare one: add init=lambda config: {{{key!r}: {rule_text(rule)}}} ({why}) to "
+        "its variant (docs/variants.md)",
+        where,
     )
 
 
@@ -170,7 +199,7 @@ def initialize_weights(
             full.normal_(0.0, std, generator=_generator(seed, glob))
             param.copy_(_tp_slice(full, param))
         else:
-            raise _no_rule(name, tuple(_full_shape(param)), found)
+            raise _no_rule(model, name, tuple(_full_shape(param)), found)
     _check_rules_used(sites, used, model)
 
 
@@ -188,10 +217,12 @@ def _check_rules_used(sites: list[SiteInit], used: set[tuple[str, str]], model) 
                     for n in in_layer
                     if not site.site or n.startswith(site.site + ".")
                 ]
-                close = difflib.get_close_matches(local, names, n=1)
+                # near miss and list as keys of the variant's init, as the user writes them
+                keys = sorted({site.key_prefix + n for n in names})
+                close = difflib.get_close_matches(site.key_prefix + local, keys, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(
                     f"{site.owner}: init rule {site.key_prefix + local!r} names no parameter of "
                     f"{site.site or 'the layer'}"
-                    f"{hint}; its parameters: {', '.join(sorted(set(names))) or 'none'}"
+                    f"{hint}; its parameters: {', '.join(keys) or 'none'}"
                 )

@@ -108,8 +108,11 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     info = an.groups.info
     base = info[info["on_curve"] & info["variant"].isin(an.verdict["baselines"])]
-    # N -> C along the baseline's measured points (log-linear), to draw the k(C) model over N
-    slope, icpt = np.polyfit(np.log(base["num_nonembedding_params"]), np.log(base["flops"]), 1)
+    # N -> C along the baseline's measured points (log-linear), to draw the k(C) model over N;
+    # a line through one size is not defined (numpy's RankWarning): no k(C) curve then
+    log_n, log_c = np.log(base["num_nonembedding_params"]), np.log(base["flops"])
+    fits_a_line = log_n.nunique() >= 2
+    slope, icpt = np.polyfit(log_n, log_c, 1) if fits_a_line else (np.nan, np.nan)
     n_max = float(base["num_nonembedding_params"].max())
     for var in an.verdict["variants"]:
         color = figures.color(an, var["variant"])
@@ -129,7 +132,7 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
             zorder=3,
         )
         model = _k_model(an, var["variant"], var["c_ref"])
-        if model is None or not len(n):
+        if model is None or not len(n) or not fits_a_line:
             continue
         near = [e["n_params"] for e in var["extrapolated_gain_pct"].values() if _near(e)]
         top = min(max([n_max * 1.5, *(x * 1.5 for x in near)]), n_max * verdict.FAR_EXTRAPOLATION)

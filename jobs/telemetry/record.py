@@ -23,7 +23,8 @@ from foundation.provenance import device_name, git_commit, host_name, versions
 from foundation.secrets import redact_uri
 from jobs.config import RunConfig
 from models.accounting import num_nonembedding_params, num_params
-from models.catalog.variants import code_digest
+from models.catalog.code_parts import digest_of_parts, format_parts
+from models.catalog.variants import code_parts
 
 __all__ = [
     "RunResult",
@@ -88,6 +89,7 @@ def start(tracker: Any, config: RunConfig, world_size: int, resumed: bool) -> No
     """Mark the run running with its identity and provenance tags (params on first start)."""
     from models.accounting import flops_counted  # as in finish: models only when a run starts
 
+    parts = code_parts(config.model.query_variant)  # the code digest and what it is made of
     tags = {
         C.TAG_STUDY: config.study,
         C.TAG_CELL_ID: config.name,
@@ -98,7 +100,8 @@ def start(tracker: Any, config: RunConfig, world_size: int, resumed: bool) -> No
         C.TAG_ENGINE: config.engine,
         C.TAG_FLOPS_COUNTED: flops_counted(config.model),
         C.TAG_OUTCOME: C.RUNNING,
-        C.TAG_CODE_DIGEST: code_digest(config.model.query_variant),
+        C.TAG_CODE_DIGEST: digest_of_parts(parts),
+        C.TAG_CODE_FILES: format_parts(parts),
         "git_commit": git_commit(),
         "host": host_name(),
         "device": device_name(),

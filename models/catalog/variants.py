@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from foundation.provenance import source_digest
 from models.catalog.builtin_variants import BUILTINS
+from models.catalog.code_parts import digest_of_parts, user_code_parts
 from models.catalog.init_rules import InitRule
 from models.catalog.sites import QueryVariant, Variant, as_variant
 
@@ -45,6 +45,7 @@ __all__ = [
     "is_builtin",
     "variant_module",
     "code_digest",
+    "code_parts",
     "entry_point_names",
     "did_you_mean",
 ]
@@ -115,11 +116,17 @@ def _code_modules(name: str) -> list[str]:
 
 
 def code_digest(name: str) -> str:
-    """Digest of the code that defines a model of variant `name`: the `models` package, the
-    variant's own module and the modules of its query class and init rules. A run records it
-    (`jobs.telemetry.record`); a finished run whose digest differs from today's was trained by other
-    code, and `scaling status` calls it stale."""
-    return source_digest(["models", *_code_modules(name)])
+    """Digest of the code that defines a model of variant `name` (`code_parts`). A run records
+    it (`jobs.telemetry.record`); a finished run whose digest differs from today's was trained by
+    other code, and `scaling status` calls it stale."""
+    return digest_of_parts(code_parts(name))
+
+
+def code_parts(name: str) -> dict[str, str]:
+    """What `code_digest` is made of (`models.catalog.code_parts.user_code_parts`): the `models`
+    package's digest and each module of the user's code that defines variant `name` (its own,
+    those of its query class and init rules, and every module of the user's they import)."""
+    return user_code_parts(_code_modules(name))
 
 
 def site_inits(name: str, config: Any) -> list[SiteInit]:

@@ -173,17 +173,19 @@ def _check_driver_settings() -> None:
         _fail("; ".join(problems))
 
 
-def _check_builds(path: Path, spec) -> None:
+def _check_builds(path: Path, spec) -> list[str]:
     """Each arm of the user's own built once, tiny, with the counts it declares (one child
     process), before anything is prepared or submitted: `plan`, `run`, `submit` and `pilot`
     alike, so a shape bug is one line here, not a failed attempt per cell. The line names the
-    study file, the arm and the variant's own file."""
+    study file, the arm and the variant's own file. Returns what was checked, one line an arm
+    (what `plan` prints)."""
     from scaling.costs.build_check import check_arms_build  # lazy: the model stack
 
     try:
-        check_arms_build(spec)
+        return check_arms_build(spec)
     except ValueError as err:
         _fail(f"{path}: {err}")
+        raise  # _fail exits
 
 
 def _fail(message: str) -> None:

@@ -74,10 +74,12 @@ def plan(
     _say_if_no_store(spec)
     the_plan = plan_study(spec)
     device = target_for(spec).device_name
+    built = _check_builds(study, spec)  # a variant that does not build: its error alone
     header, rows, totals = format_plan(the_plan, device)
     _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
-    _check_builds(study, spec)
+    for line in built:
+        typer.echo(line)
     typer.echo(
         format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s, spec.spec.cost.step_s)
     )

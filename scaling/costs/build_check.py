@@ -12,12 +12,16 @@ from scaling.spec.resolved import ResolvedStudy
 __all__ = ["check_arms_build"]
 
 
-def check_arms_build(study: ResolvedStudy) -> None:
+def check_arms_build(study: ResolvedStudy) -> list[str]:
     """ValueError (naming the arm, its file and line or the count that differs) for the first
-    arm of the user's own that does not build, or whose declared counts miss the built model."""
+    arm of the user's own that does not build, or whose declared counts miss the built model;
+    else one line per arm checked, saying what was checked (what `plan` prints)."""
     from models.accounting import num_params  # lazy: the model stack, only when planning
     from models.build_check import build_problems  # lazy: the model stack, only when planning
-    from models.catalog.variants import is_builtin  # lazy: the model stack, only when planning
+    from models.catalog.variants import (  # lazy: the model stack, only when planning
+        is_builtin,
+        load_variant,
+    )
 
     smallest: dict[str, tuple[int, object, str]] = {}
     for cell in study.cells:
@@ -31,3 +35,15 @@ def check_arms_build(study: ResolvedStudy) -> None:
     for problem in problems:
         if problem is not None:
             raise ValueError(problem)
+    lines = []
+    for name, (count, model, arm) in smallest.items():
+        flops = (
+            "its forward FLOPs per token within 2% of torch's counter"
+            if load_variant(name).flops is not None
+            else "its FLOPs not checked (none declared)"
+        )
+        lines.append(
+            f"variant {arm!r} built and checked ({model.num_layers} layers, d={model.hidden_size}"
+            f"): {count:,} parameters as declared, {flops}"
+        )
+    return lines

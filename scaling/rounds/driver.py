@@ -176,8 +176,8 @@ class StudyRun:
             return []  # the round has not ended
         if self.cancelled():
             return []  # `scaling cancel`: no round is judged with its cells, none submitted
-        if any(r.state == contract.STALE for r in rows):
-            stop_if_stale(self.study)  # code changed mid-study: StaleCode, nothing judged
+        # code changed mid-study: StaleCode, nothing judged (an undone acceptance is dropped)
+        stop_if_stale(self.study)
         following = advance(self.study, rows, self.say)
         self.watcher.remember_search()  # the state it just wrote is this driver's
         if following is None and any(r.retryable for r in rows):

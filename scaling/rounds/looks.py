@@ -95,8 +95,7 @@ def take_look(
     design = design_of(study)
     number = len(data["looks"]) + 1
     baseline = study.spec.verdict.baseline
-    runs = cell_runs(study)
-    stop_if_stale(study, runs)  # the code changed mid-study: StaleCode, the look not judged
+    runs = stop_if_stale(study, cell_runs(study))  # code changed mid-study: the look not judged
     look = decide_look(scan_table(study, rows, runs), design, number, baseline)
     round_ = 1 + max((c.round for c in study.cells), default=0)
     entry = look.entry(round_, baseline)

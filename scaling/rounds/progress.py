@@ -29,6 +29,10 @@ from scaling.state.status import StatusRow
 __all__ = ["Progress", "Reporter", "SearchOutlook", "CellTimeModel", "clock", "HEARTBEAT_S"]
 
 HEARTBEAT_S = 60.0
+# A stale cell (its model code changed since it finished) will not run again in this submission:
+# counted done, so an edit never makes the count go back, and named in the line.
+_DONE_NOW = (*contract.ENDED_STATES, contract.STALE)
+STALE_SHOWN = 3  # stale cells named in the progress line; the rest counted
 # Below this relative spread of the ended cells' work (the arms of one size differ by ~10%)
 # their wall times say nothing about overhead vs rate: noise would decide the slope.
 MIN_SPREAD = 0.3
@@ -119,8 +123,9 @@ class Progress:
 
     @staticmethod
     def ended(rows: list[StatusRow]) -> set[str]:
-        """Cells that will not run again in this submission (completed, diverged, failed...)."""
-        return {r.cell_id for r in rows if r.state in contract.ENDED_STATES}
+        """Cells that will not run again in this submission (completed, diverged, failed,
+        stale...)."""
+        return {r.cell_id for r in rows if r.state in _DONE_NOW}
 
     def observe(self, rows: list[StatusRow]) -> None:
         """Note which cells were first seen running, and how long each one seen ending took."""
@@ -129,9 +134,7 @@ class Progress:
             cid = row.cell_id
             if row.state == contract.RUNNING:
                 self.started.setdefault(cid, now)
-            elif (
-                row.state in contract.ENDED_STATES and cid not in self.took and cid in self.started
-            ):
+            elif row.state in _DONE_NOW and cid not in self.took and cid in self.started:
                 self.took[cid] = now - self.started[cid]
 
     def model(self) -> CellTimeModel:
@@ -146,7 +149,7 @@ class Progress:
         model, now = self.model(), self.now()
         running, queued = [], []
         for row in rows:
-            if row.state in contract.ENDED_STATES:
+            if row.state in _DONE_NOW:
                 continue
             predicted = model.seconds(self.work_by_cell.get(row.cell_id, 0.0))
             if row.cell_id in self.started:
@@ -186,6 +189,7 @@ class Progress:
             f"{states[contract.QUEUED]} queued; "
             f"elapsed {clock(elapsed)}, ETA {self._eta(rows)}"
             + ("" if self.look is None else f"; {self._look_text()}")
+            + _stale_text(rows)
         )
 
     def _look_text(self) -> str:
@@ -203,6 +207,7 @@ class Progress:
             contract.FAILED,
             contract.DIVERGED,
             contract.CANCELLED,
+            contract.STALE,
         ):
             if states[state]:
                 parts.append(f"{states[state]} {state}")
@@ -214,6 +219,20 @@ class Progress:
             word = f"; L{self.look[0]} {self.look[1]}"
             text += word if len(text) + len(word) <= BRIEF_WIDTH else f"; L{self.look[0]}"
         return text
+
+
+def _stale_text(rows: list[StatusRow]) -> str:
+    """``; 2 stale (model code changed since: 30K-gated-s0-lr0.002, ...): ...`` or ""."""
+    stale = [r for r in rows if r.state == contract.STALE]
+    if not stale:
+        return ""
+    names = ", ".join(r.cell_id for r in stale[:STALE_SHOWN])
+    more = f" and {len(stale) - STALE_SHOWN} more" if len(stale) > STALE_SHOWN else ""
+    files = stale[0].note.partition("; --rerun")[0]  # what changed, as `status` says it
+    return (
+        f"; {len(stale)} stale ({names}{more}: {files}): nothing is judged until they are "
+        "rerun (--rerun-stale) or accepted (--accept-stale)"
+    )
 
 
 BRIEF_WIDTH = 59  # what the live bar leaves its text in 80 columns (`scaling.cli.live`)

@@ -42,7 +42,7 @@ from scaling.state.run_search import FoundRun
 __all__ = ["CACHE_NAME", "VERSION", "IN_CHUNK", "CellRun", "Entry", "poll_runs"]
 
 CACHE_NAME = "mlflow_runs.json"
-VERSION = 1
+VERSION = 2  # 2: CellRun.code_files
 IN_CHUNK = 200  # run ids per `IN (...)` query: short SQL, few round trips
 _RUN_ID = re.compile(r"[0-9A-Za-z_-]+")  # what MLflow run ids look like; anything else is junk
 _FLOATS = ("final_val_loss", "last_val_loss", "select_loss")
@@ -62,6 +62,7 @@ class CellRun:
     select_loss: float | None = None  # on the LR-selection windows, when the job has them
     code_digest: str | None = None  # tag: the model code it trained with (`catalog.variants`)
     code_accepted: str | None = None  # tag: the later code digest its result was accepted for
+    code_files: str | None = None  # tag: the digest's parts (`catalog.variants.format_parts`)
 
     def stale(self, digest: str) -> bool:
         """A result of other model code than `digest` (today's), not accepted for it.
@@ -134,6 +135,7 @@ def _entries(study: ResolvedStudy, found: list[FoundRun]) -> dict[str, Entry]:
                 select_loss=contract.summary_metric(run.metrics, contract.FINAL_SELECT_LOSS),
                 code_digest=tags.get(contract.TAG_CODE_DIGEST),
                 code_accepted=tags.get(contract.TAG_CODE_ACCEPTED),
+                code_files=tags.get(contract.TAG_CODE_FILES),
             ),
         )
     return out
@@ -186,7 +188,7 @@ def _entry(record: dict[str, Any]) -> Entry:
         raise KeyError(f"fields {sorted(record)}")
     for name in ("cell_id", "run_id", "status"):
         _check(record[name], str, name)
-    for name in ("outcome", "config_hash", "code_digest", "code_accepted"):
+    for name in ("outcome", "config_hash", "code_digest", "code_accepted", "code_files"):
         _check(record[name], (str, type(None)), name)
     for name in _FLOATS:
         _check(record[name], (float, int, type(None)), name)

@@ -22,7 +22,7 @@ from scaling.state.job_errors import job_error_log, last_error_line
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
 from scaling.state.scheduler import QUEUED, live_jobs
-from scaling.state.stale import code_digests
+from scaling.state.stale import changed_files, code_digests, today_code
 
 __all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
 
@@ -64,6 +64,14 @@ class StatusRow:
 
 
 STALE_NOTE = "model code changed since; --rerun-stale or --accept-stale"
+
+
+def stale_note(files: list[str]) -> str:
+    """A stale cell's note: what changed (the files, when its run recorded its code's parts)
+    and both fixes."""
+    if not files:
+        return STALE_NOTE
+    return f"model code changed since: {', '.join(files)}; --rerun-stale or --accept-stale"
 
 
 def cell_state(run: CellRun | None, live: str | None, unstarted: bool = False) -> str:
@@ -112,7 +120,8 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
     # a SQLite store not made yet holds no runs; opening it would create it (read-only here)
     no_store = missing_store(study.mlflow.tracking_uri) is not None
     runs = {} if no_store else cell_runs(study, refresh=refresh)
-    digests = code_digests(study)
+    parts = today_code(study)
+    digests = code_digests(study, parts)
     rows = []
     for cell in study.cells:
         run = runs.get(cell.cell_id)
@@ -142,7 +151,11 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
                 run_id=run.run_id if run else None,
                 note=gave_up_note(record.failures + 1, study.spec.retries)
                 if given_up
-                else (STALE_NOTE if state == contract.STALE else ""),
+                else (
+                    stale_note(changed_files(run, parts[cell.run.model.query_variant]))
+                    if state == contract.STALE
+                    else ""
+                ),
                 given_up=given_up,
                 step=step,
                 num_steps=cell.run.train.steps,

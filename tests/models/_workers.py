@@ -393,7 +393,7 @@ def variant_init_worker(rank: int, world_size: int) -> dict:
             "loss": loss,
             "weights": {n: p.detach().clone() for n, p in built.named_parameters()},
         }
-    for variant in ("conv_query_without_rules", "conv_query_misspelt"):
+    for variant in ("conv_query_without_rules", "conv_query_misspelt", "conv_query_rule_typo"):
         try:
             build_gpt(tiny_config(query_variant=f"tests.variants.conv_query:{variant}"), seed=0)
         except ValueError as err:

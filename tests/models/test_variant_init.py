@@ -7,6 +7,7 @@ Models are built in one spawned process (megatron's global state stays out of py
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ PINNED = {
     "nonlinear_gqa_rope": "d25dca494aa682c2",
 }
 FILE = "tests/variants/conv_query.py"
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,30 @@ def test_a_variant_that_starts_as_the_plain_query_shows_its_init(built):
 def test_a_parameter_without_a_rule_names_itself_the_file_and_the_fix(built):
     err = built["errors"]["conv_query_without_rules"]
     assert "self_attention.query.conv: the parameter 'conv' of shape (32, 1, 3)" in err
-    assert FILE in err and "init=lambda config: {'conv': models.catalog.init_rules.zeros()}" in err
+    assert FILE in err and "init=lambda config: {'conv': models.catalog.init_rules.normal()}" in err
+    line = next(i for i, s in enumerate(open(REPO / FILE), 1) if "self.conv = " in s)
+    assert f"(created at {REPO / FILE}:{line})" in err  # the user's line, not models/init.py
+
+
+def test_a_misspelt_rule_that_leaves_a_parameter_without_one_gets_a_near_miss(built):
+    err = built["errors"]["conv_query_rule_typo"]
+    assert "the parameter 'alpha' of shape (32,)" in err and "has no init rule" in err
+    assert "rule 'alpah' names no parameter (did you mean 'alpha'?); rename the rule" in err
+
+
+def test_a_missing_rule_is_suggested_by_the_parameters_role():
+    """Not zeros() for a temperature (it would zero every logit); ones() for what multiplies,
+    zeros() for what adds, normal() for a matrix, both with their roles when the name says
+    neither (issue 54)."""
+    from models.catalog.init_hints import suggested_rule
+
+    assert suggested_rule("tau", (4,))[0] == "ones()"
+    assert suggested_rule("attn_temperature", (4,))[0] == "ones()"
+    assert suggested_rule("gate.scale", ())[0] == "ones()"
+    assert suggested_rule("out.bias", (32,))[0] == "zeros()"
+    assert suggested_rule("conv", (32, 1, 3))[0] == "normal()"
+    rule, why = suggested_rule("alpha", (32,))
+    assert "ones() if it multiplies" in why and "zeros() if it adds" in why
 
 
 def test_a_rule_naming_no_parameter_is_refused_with_a_near_miss(built):
@@ -102,3 +127,34 @@ def test_an_output_gate_starts_at_its_rule(built):
     linear = built["sites"]["linear"]["weights"]
     name = "decoder.layers.0.self_attention.linear_proj.weight"  # same name, same scaled draw
     np.testing.assert_array_equal(gated[name], linear[name])
+
+
+def test_a_misspelt_rules_near_miss_is_a_key_the_variant_may_write():
+    """The near miss of a misspelt rule of a `Variant` (keys are paths in the layer) is the
+    whole key, `mlp.w_down.weight`: the key the example writes, accepted, not refused as "not
+    inside a site it replaces" (issue 54)."""
+    import dataclasses
+
+    import torch
+
+    from models.catalog.variants import site_inits
+    from models.init import _check_rules_used
+
+    (site,) = site_inits("examples.site_examples:swiglu", None)  # {"mlp.w_down.weight": ...}
+    assert site.site == "mlp" and list(site.rules) == ["w_down.weight"]
+    typo = dataclasses.replace(site, rules={"w_down.weigth": site.rules["w_down.weight"]})
+
+    class Layer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp = torch.nn.Module()
+            self.mlp.w_down = torch.nn.Linear(4, 4, bias=False)
+
+    model = torch.nn.Module()
+    model.decoder = torch.nn.Module()
+    model.decoder.layers = torch.nn.ModuleList([Layer()])
+    with pytest.raises(ValueError) as err:
+        _check_rules_used([typo], set(), model)
+    assert "init rule 'mlp.w_down.weigth' names no parameter of mlp" in str(err.value)
+    assert "(did you mean 'mlp.w_down.weight'?)" in str(err.value), str(err.value)
+    assert "its parameters: mlp.w_down.weight" in str(err.value)

@@ -86,3 +86,13 @@ def conv_query_misspelt() -> QueryVariant:
         weights=lambda config: config.hidden_size**2 + KERNEL * config.hidden_size,
         init=lambda config: {"alhpa": zeros(), "alpha": zeros(), "conv": normal()},
     )
+
+
+def conv_query_rule_typo() -> QueryVariant:
+    """A misspelt rule (``alpah``) leaves ``alpha`` without one: the error names the typo."""
+    return QueryVariant(
+        name="conv_rule_typo",
+        query=ModuleSpec(module=ConvQuery),
+        weights=lambda config: config.hidden_size**2 + KERNEL * config.hidden_size,
+        init=lambda config: {"alpah": zeros(), "conv": normal()},
+    )

@@ -21,7 +21,7 @@ from foundation import contract
 from scaling.records.job_records import JobRecord, new_record, read_records, write_records
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
-from scaling.state.job_errors import last_error_line
+from scaling.state.job_errors import last_error_in, last_error_line
 from scaling.state.mlflow_state import cell_runs, fail_cell_run, kill_cell_run
 from scaling.state.scheduler import QUEUED, live_jobs
 from scaling.state.status import cell_state, never_started, submitit_folder
@@ -301,8 +301,11 @@ def _failure(job: Any, state: str) -> str:
         error = job.exception()
     except Exception as err:  # noqa: BLE001 - its error could not even be read
         error = err
-    killed = isinstance(error, UncompletedJobError)
-    return " (killed: its job ended without a result)" if killed else ""
+    if isinstance(error, UncompletedJobError):
+        return " (killed: its job ended without a result)"
+    # a job that raised (a variant's file that no longer imports) is "FINISHED" to submitit
+    line = last_error_in(str(error)) if error is not None else None
+    return f" ({line})" if line else ""
 
 
 def _next_ready(queue: list[Cell], running: dict[str, Any], ended: dict[str, str]) -> Cell | None:

@@ -93,3 +93,22 @@ def test_plan_gives_the_wall_clock_of_the_executor_on_the_studys_device(tmp_path
     assert "CPU-hours at 1e+08 FLOP/s per CPU" in result.output
     assert "wall-clock on CPU: about 0:" in result.output
     assert "2 cell(s) at a time (local.max_parallel)" in result.output
+
+
+def test_an_edit_mid_study_never_takes_the_count_back_and_names_the_stale_cells():
+    """Finished cells that turned stale (their code edited) stay counted as done, and the
+    progress line names them and what changed, not only the final error (issue 54)."""
+    note = "model code changed since: /s/src/ncv/helper.py; --rerun-stale or --accept-stale"
+    done = [_row(i, C.COMPLETED) for i in range(5)]
+    stale = [
+        StatusRow(r.cell_id, r.size, r.variant, r.seed, r.lr, C.STALE, 5.0, None, None, note)
+        for r in (_row(i, C.COMPLETED) for i in range(5, 8))
+    ]
+    rows = done + stale + [_row(i, C.RUNNING, 10) for i in range(8, 12)]
+    progress = Progress({r.cell_id: 1e9 for r in rows}, set())
+    line = progress.summary(rows)
+    assert line.startswith("8/12 done (5 completed, 0 failed, diverged or cancelled)"), line
+    assert "3 stale (100K-nonlinear-s5-lr0.024, 100K-nonlinear-s6-lr0.024, " in line, line
+    assert "model code changed since: /s/src/ncv/helper.py)" in line, line
+    assert "--rerun-stale" in line and "--accept-stale" in line
+    assert "3 stale" in progress.brief(rows)

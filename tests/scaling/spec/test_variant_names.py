@@ -145,3 +145,41 @@ def test_the_code_digest_follows_the_variants_module_and_the_model_code(tmp_path
     assert not run(code_digest=after).stale(after)
     assert not run(code_digest=before, code_accepted=after).stale(after)  # --accept-stale
     assert not run().stale(after)  # recorded before digests existed: fresh
+
+
+def test_the_code_digest_follows_the_users_modules_the_variant_imports(tmp_path, import_path):
+    """A helper module of the user's package, imported by the variant (at the top, inside a
+    function, relatively), is part of the digest and named by what changed; an installed
+    package (torch) and this project's packages are not followed (issue 54)."""
+    from models.catalog.code_parts import changed_code, digest_of_parts, format_parts
+    from models.catalog.variants import code_parts
+
+    pkg = tmp_path / "helper_pkg"
+    (pkg / "deep").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "deep" / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text("import torch\nfrom .deep import far\n\nSCALE = 1.0\n")
+    (pkg / "deep" / "far.py").write_text("import json\nfrom models import init\nK = 1\n")
+    (pkg / "unused.py").write_text("X = 1\n")
+    (pkg / "variant.py").write_text(
+        "from helper_pkg import helper\n\n\ndef make():\n"
+        "    from helper_pkg.deep import far  # noqa: F401\n    return None\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    name = "helper_pkg.variant:make"
+    parts = code_parts(name)
+    assert set(parts) == {
+        "models",
+        "helper_pkg",
+        "helper_pkg.variant",
+        "helper_pkg.helper",
+        "helper_pkg.deep",
+        "helper_pkg.deep.far",
+    }
+    recorded = format_parts(parts)
+    (pkg / "deep" / "far.py").write_text("import json\nfrom models import init\nK = 2\n")
+    (pkg / "unused.py").write_text("X = 2\n")  # imported by nothing: not the model's code
+    today = code_parts(name)
+    assert digest_of_parts(today) != digest_of_parts(parts)
+    assert changed_code(recorded, today) == [str(pkg / "deep" / "far.py")]
+    assert changed_code(None, today) == []  # a run from before the parts were recorded

@@ -1,16 +1,17 @@
 """Editing a variant's code makes its finished cells stale; submit refuses until told what to do.
 
 A user's own variant lives beside the study file (`python_path: src`, nothing exported in the
-shell). After a first `submit`, its source is edited; `status` marks that arm's cell stale (the
-linear one, whose code did not change, stays completed); `submit` refuses; `--rerun-stale`
-trains it again as a new run and leaves the linear cell alone; after a second edit
-`--accept-stale` keeps the result and records the choice on the run.
+shell), in a package whose helper module does the multiply. After a first `submit`, only the
+helper is edited; `status` marks that arm's cell stale and names the helper (the linear one,
+whose code did not change, stays completed); `submit` refuses; `--rerun-stale` trains it again
+as a new run and leaves the linear cell alone; after a second edit `--accept-stale` keeps the
+result and records the choice on the run; undoing that edit returns the study to the code on
+disk.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from foundation import contract as C
 from tests.scaling.conftest import one_size_spec
 
 REPO = Path(__file__).resolve().parents[3]
-ENTRY = "my_gated:gated_query"
+ENTRY = "ncv.variants:gated_query"
 
 pytestmark = pytest.mark.slow
 
@@ -56,13 +57,43 @@ def _states(out: str) -> dict[str, str]:
     return states
 
 
-def test_an_edited_variant_makes_its_cells_stale_until_rerun_or_accepted(
+def _write_package(src: Path) -> Path:
+    """The user's package: the variant in `ncv/variants.py`, its multiply in `ncv/helper.py`."""
+    pkg = src / "ncv"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    source = (REPO / "tests" / "variants" / "gated.py").read_text()
+    moved = source.replace("return x_local * torch.sigmoid(gate)", "return gated(x_local, gate)")
+    moved = moved.replace("from models.catalog.variants import QueryVariant\n",
+                          "from models.catalog.variants import QueryVariant\n"
+                          "from ncv.helper import gated\n")  # fmt: skip
+    assert moved.count("gated(x_local, gate)") == 1 and "from ncv.helper" in moved
+    (pkg / "variants.py").write_text(moved)
+    helper = pkg / "helper.py"
+    helper.write_text("import torch\n\n\ndef gated(x, gate):\n    return x * torch.sigmoid(gate)\n")
+    return helper
+
+
+def _status(path: Path, cwd: Path) -> tuple[dict[str, str], str]:
+    out = _ok("status", str(path), cwd=cwd)
+    return _states(out), " ".join(out.split())  # rich wraps long notes: one line to search
+
+
+def test_an_edited_helper_makes_its_cells_stale_until_rerun_or_accepted_and_undo_works(
     tmp_path, data_dir, mlflow_server
 ):
+    """The newcomer's sequence (issue 54). The variant's multiply lives in a helper module of
+    the user's package; editing only the helper makes the finished cell stale (`status` names
+    `helper.py`), and a submit with more seeds is refused before any seed trains on the new
+    helper beside seed 0 on the old one. `--rerun-stale` trains it again; after a comment
+    `--accept-stale` keeps it; then the user undoes the comment and adds a seed: the study is
+    back at the code on disk (the acceptance dropped), the new seed trains, and the analysis
+    sees one code digest per variant, not the undone edit's beside today's."""
+    from analysis.tables.digests import judged_digests
+    from analysis.tables.mlflow_io import load_study_runs
+
     folder = tmp_path / "mystudy"
-    (folder / "src").mkdir(parents=True)
-    variant = folder / "src" / "my_gated.py"
-    shutil.copy(REPO / "tests" / "variants" / "gated.py", variant)
+    helper = _write_package(folder / "src")
     spec = one_size_spec(data_dir, Path("runs/tiny"), mlflow_server, steps=4)
     spec.update(name="tiny", python_path="src", variants=["linear", ENTRY])
     spec["lr"] = {"law": "none", "grid": {"linear": {"30K": [2e-3]}, "gated": {"30K": [2e-3]}}}
@@ -72,7 +103,7 @@ def test_an_edited_variant_makes_its_cells_stale_until_rerun_or_accepted(
     elsewhere.mkdir()
 
     _ok("submit", str(path), cwd=elsewhere)
-    first = _states(_ok("status", str(path), cwd=elsewhere))
+    first, _ = _status(path, elsewhere)
     assert first == {"30K-linear-s0-lr0.002": "completed", "30K-gated-s0-lr0.002": "completed"}
     client = MlflowClient(mlflow_server)
     exp = client.get_experiment_by_name(spec["mlflow"]["experiment"])
@@ -83,36 +114,58 @@ def test_an_edited_variant_makes_its_cells_stale_until_rerun_or_accepted(
 
     before = runs()
     assert all(len(r.data.tags[C.TAG_CODE_DIGEST]) == 16 for r in before.values())
+    linear, gated = "30K-linear-s0-lr0.002", "30K-gated-s0-lr0.002"
+    assert "ncv.helper=" in before[gated].data.tags[C.TAG_CODE_FILES]  # the digest's parts
 
-    # the user's edit: the gate's pre-activation doubled
-    source = variant.read_text()
+    # the user's edit, in the helper only: the gate's pre-activation doubled
+    source = helper.read_text()
     edited = source.replace("torch.sigmoid(gate)", "torch.sigmoid(2 * gate)")
     assert edited != source
-    variant.write_text(edited)
-    stale = _states(_ok("status", str(path), cwd=elsewhere))
-    assert stale == {"30K-linear-s0-lr0.002": "completed", "30K-gated-s0-lr0.002": "stale"}
+    helper.write_text(edited)
+    stale, shown = _status(path, elsewhere)
+    assert stale == {linear: "completed", gated: "stale"}
+    assert f"model code changed since: {helper}" in shown  # names the changed file
 
+    # more seeds on the edited helper, beside seed 0 on the old one: refused, nothing trained
+    path.write_text(yaml.safe_dump({**spec, "seeds": [0, 1]}))
     refused = _cli("submit", str(path), cwd=elsewhere)
     assert refused.returncode == 2, refused.stdout[-2000:] + refused.stderr[-2000:]
-    assert "30K-gated-s0-lr0.002" in refused.stderr and "--rerun-stale" in refused.stderr
-    assert "--accept-stale" in refused.stderr
+    assert gated in refused.stderr and "--rerun-stale" in refused.stderr
+    assert "--accept-stale" in refused.stderr and f"changed: {helper}" in refused.stderr
     assert runs().keys() == before.keys()  # nothing trained, nothing deleted
+    path.write_text(yaml.safe_dump(spec))
 
     _ok("submit", str(path), "--rerun-stale", cwd=elsewhere)
     rerun = runs()
-    linear, gated = "30K-linear-s0-lr0.002", "30K-gated-s0-lr0.002"
     assert rerun[linear].info.run_id == before[linear].info.run_id  # not retrained
     assert rerun[gated].info.run_id != before[gated].info.run_id  # trained again, a new run
     assert rerun[gated].info.status == "FINISHED"
     assert rerun[gated].data.tags[C.TAG_CODE_DIGEST] != before[gated].data.tags[C.TAG_CODE_DIGEST]
     assert client.get_run(before[gated].info.run_id).info.lifecycle_stage == "deleted"
-    assert set(_states(_ok("status", str(path), cwd=elsewhere)).values()) == {"completed"}
+    assert set(_status(path, elsewhere)[0].values()) == {"completed"}
 
-    variant.write_text(edited + "\n# a comment: the numbers cannot change\n")
-    assert _states(_ok("status", str(path), cwd=elsewhere))[gated] == "stale"
+    helper.write_text(edited + "\n# a comment: the numbers cannot change\n")
+    assert _status(path, elsewhere)[0][gated] == "stale"
     _ok("submit", str(path), "--accept-stale", cwd=elsewhere)
     accepted = runs()
     assert accepted[gated].info.run_id == rerun[gated].info.run_id  # kept, not retrained
     tags = accepted[gated].data.tags
     assert tags[C.TAG_CODE_ACCEPTED] != tags[C.TAG_CODE_DIGEST]
-    assert set(_states(_ok("status", str(path), cwd=elsewhere)).values()) == {"completed"}
+    assert set(_status(path, elsewhere)[0].values()) == {"completed"}
+
+    # undo: the comment removed, the file on disk is the one the cell trained; and a new seed
+    helper.write_text(edited)
+    assert set(_status(path, elsewhere)[0].values()) == {"completed"}
+    path.write_text(yaml.safe_dump({**spec, "seeds": [0, 1]}))
+    out = _ok("submit", str(path), "--rerun-stale", cwd=elsewhere)
+    assert "1 accepted cell(s) trained by the code on disk again" in out, out
+    undone = runs()
+    assert undone[gated].info.run_id == rerun[gated].info.run_id  # not retrained
+    assert C.TAG_CODE_ACCEPTED not in undone[gated].data.tags  # the acceptance dropped
+    seed1 = "30K-gated-s1-lr0.002"
+    assert undone[seed1].data.tags[C.TAG_CODE_DIGEST] == tags[C.TAG_CODE_DIGEST]
+    states, _ = _status(path, elsewhere)
+    assert len(states) == 4 and set(states.values()) == {"completed"}
+    table, _parent = load_study_runs(mlflow_server, spec["mlflow"]["experiment"], "tiny")
+    digests = judged_digests(table)  # MixedCode before issue 54: the undone edit's digest
+    assert digests["gated"]["digests"] == {tags[C.TAG_CODE_DIGEST]: 2}
