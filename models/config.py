@@ -7,11 +7,17 @@ the fix before any process group, tensor or job exists.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, fields
+from typing import Any, Literal
 
 from models.catalog.sites import SEPARATE_QKV
-from models.catalog.variants import BUILTIN_VARIANTS, load_variant
+from models.catalog.variants import (
+    BUILTIN_VARIANTS,
+    _module_file,
+    did_you_mean,
+    load_variant,
+    variant_module,
+)
 
 # Built-in names, or a variant of the user's own (`models.catalog.variants`: "module:function" or an
 # entry-point name).
@@ -162,3 +168,84 @@ class ParallelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"parallel.{name}: must be a positive integer, got {value!r}")
+
+
+# ModelConfig fields a variant may not override, and who sets them instead: the size's shape
+# names the rung (its nominal N, tokens, LR), the data the vocabulary and context.
+STUDY_OWNED_FIELDS: dict[str, str] = {
+    "vocab_size": "the data (its tokenizer)",
+    "seq_length": "the study's model.seq_length",
+    "num_layers": "the size (sizes / ladder.shapes)",
+    "hidden_size": "the size (sizes / ladder.shapes)",
+    "num_attention_heads": "the size (sizes / ladder.shapes)",
+    "query_variant": "the study's variants",
+}
+_BOOL_FIELDS = ("qk_norm", "tie_embeddings")
+
+
+def overridable_fields() -> list[str]:
+    """The `ModelConfig` fields a variant's `model` may set for its arm."""
+    return [f.name for f in fields(ModelConfig) if f.name not in STUDY_OWNED_FIELDS]
+
+
+def arm_model_fields(model: dict[str, Any]) -> dict[str, Any]:
+    """`model` (a `ModelConfig`'s fields, the study's for one size and arm) with the arm's
+    variant's own `model` overrides on top (`models.catalog.sites.Variant.model`).
+
+    Checked here, before any cell exists: an override of a field that is not a `ModelConfig`
+    field, or one the study owns (`STUDY_OWNED_FIELDS`), or a value the config refuses, raises
+    ValueError naming the variant, its file and the field. Fields the study itself gets wrong
+    are left to the run config's own check (they are the study's, not the variant's).
+    """
+    name = model.get("query_variant", "linear")
+    try:
+        variant = load_variant(name)
+    except ValueError:
+        return model  # reported as the variant's own problem elsewhere
+    if variant.model is None:
+        return model
+    where = f"variant {variant.name!r} ({_variant_file(name)})"
+    try:
+        base = ModelConfig(**model)
+        base.validate()
+    except (TypeError, ValueError):
+        return model  # the study's own problem: reported by the run config's check
+    if callable(variant.model):
+        try:
+            overrides = variant.model(base)
+        except Exception as err:  # noqa: BLE001 - the user's function: say what it raised
+            raise ValueError(
+                f"{where}: its model function raised {type(err).__name__}: {err}"
+            ) from err
+    else:
+        overrides = variant.model
+    if not isinstance(overrides, dict):
+        raise ValueError(
+            f"{where}: model must be a dict of ModelConfig field -> value (or a function of "
+            f"the config returning one), got {type(overrides).__name__}"
+        )
+    allowed = overridable_fields()
+    for key, value in overrides.items():
+        if key in STUDY_OWNED_FIELDS:
+            raise ValueError(
+                f"{where}: model.{key} is set by {STUDY_OWNED_FIELDS[key]}, not by a variant; "
+                f"a variant may set {', '.join(allowed)}"
+            )
+        if key not in allowed:
+            raise ValueError(
+                f"{where}: model.{key} is not a model config field"
+                f"{did_you_mean(str(key), allowed)}; a variant may set {', '.join(allowed)}"
+            )
+        if key in _BOOL_FIELDS and not isinstance(value, bool):
+            raise ValueError(f"{where}: model.{key}: must be true or false, got {value!r}")
+    merged = {**model, **overrides}
+    try:
+        ModelConfig(**merged).validate()
+    except ValueError as err:
+        raise ValueError(f"{where}: its model overrides {overrides}: model.{err}") from None
+    return merged
+
+
+def _variant_file(name: str) -> str:
+    module = variant_module(name)
+    return _module_file(module) if module else "models/catalog/builtin_variants.py"
