@@ -72,8 +72,12 @@ class ModelConfig:
         """Width of the concatenated queries of all heads."""
         return self.num_attention_heads * self.kv_channels
 
-    def validate(self) -> None:
-        """Raise ValueError naming the field and the fix for any inconsistent shape."""
+    def validate(self, arm_fields: bool = True) -> None:
+        """Raise ValueError naming the field and the fix for any inconsistent shape.
+
+        `arm_fields`: also hold the config to its variant's own `model` fields (a single run
+        config naming a variant that sets ``num_query_groups`` must set it too; a study applies
+        them itself, `arm_model_fields`)."""
         for name in (
             "vocab_size",
             "seq_length",
@@ -121,12 +125,29 @@ class ModelConfig:
             )
         if variant.check is not None:
             variant.check(self, 1)
+        if arm_fields and variant.model is not None:
+            self._check_arm_fields(variant)
         if self.position_embedding == "rope" and self.kv_channels % 2:
             raise ValueError(
                 f"position_embedding: 'rope' rotates pairs of channels, but the head width "
                 f"{self.kv_channels} is odd; change hidden_size/num_attention_heads or use "
                 "'learned'"
             )
+
+    def _check_arm_fields(self, variant: Any) -> None:
+        """The fields the variant sets for its arm must hold here: a model built without them
+        would be another model under the variant's name."""
+        try:
+            expected = variant.model(self) if callable(variant.model) else variant.model
+        except Exception:  # noqa: BLE001 - its own error is reported where a study applies it
+            return
+        for key, value in expected.items() if isinstance(expected, dict) else []:
+            if hasattr(self, key) and getattr(self, key) != value:
+                raise ValueError(
+                    f"{key}: variant {self.query_variant!r} sets {key} = {value!r} for its arm "
+                    f"(its model), this config has {getattr(self, key)!r}; set {key}: "
+                    f"{value!r} (a study applies it for you)"
+                )
 
     def validate_parallel(self, parallel: ParallelConfig) -> None:
         """Raise ValueError if ``parallel`` cannot split this model (before any group exists)."""
@@ -207,7 +228,7 @@ def arm_model_fields(model: dict[str, Any]) -> dict[str, Any]:
     where = f"variant {variant.name!r} ({_variant_file(name)})"
     try:
         base = ModelConfig(**model)
-        base.validate()
+        base.validate(arm_fields=False)
     except (TypeError, ValueError):
         return model  # the study's own problem: reported by the run config's check
     if callable(variant.model):

@@ -15,6 +15,7 @@ import yaml
 
 from foundation.config import ConfigError
 from models.accounting import forward_flops_per_token, num_params
+from models.config import ModelConfig
 from scaling.rounds.environment import load_study_spec
 from tests.scaling.conftest import one_size_spec
 
@@ -109,3 +110,12 @@ def test_plan_refuses_it_with_one_error_line_and_exit_2(study, tmp_path):
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "variant 'typo'" in errors[0], done.stderr
     assert "model.num_query_gruops" in errors[0]
+
+
+def test_a_run_config_naming_the_variant_must_carry_its_fields():
+    """A single run config (`scaling train`) gets no study to apply the override: built without
+    it, the model would be plain attention under the name gqa."""
+    fields = dict(vocab_size=64, seq_length=16, num_layers=1, hidden_size=32, num_attention_heads=4)
+    with pytest.raises(ValueError, match=r"num_query_groups: variant '[^']+:gqa' sets "):
+        ModelConfig(**fields, query_variant="examples.site_examples:gqa").validate()
+    ModelConfig(**fields, query_variant="examples.site_examples:gqa", num_query_groups=1).validate()
