@@ -71,5 +71,12 @@ def test_an_example_study_plans_runs_and_is_judged(root, name, monkeypatch):
         for size in ("25K", "55K"):
             assert ratios[size]["kv_cache"]["value"] == pytest.approx(0.25)
             assert ratios[size]["memory"]["value"] < 1
+        recorded = {  # each cell's run config (its MLflow params too): the arm's own model
+            path.parts[-3]: yaml.safe_load(path.read_text())["model"]["num_query_groups"]
+            for path in (folder / "cells").glob("*/artifacts/run_config.yaml")
+        }
+        assert len(recorded) == 4 and all(
+            groups == (1 if "gqa" in cell else None) for cell, groups in recorded.items()
+        ), recorded
         report = (folder / "analysis" / "report.md").read_text()
         assert re.search(r"^\| gqa \| 55K \|.*\| 0\.25x", report, re.M), report

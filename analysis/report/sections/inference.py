@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from analysis.report import fmt
 
-__all__ = ["inference_blocks", "inference_lines", "HEADER", "NOT_MEASURED"]
+__all__ = ["inference_blocks", "inference_lines", "ratio_text", "HEADER", "NOT_MEASURED"]
 
 HEADER = ["variant", "size", "gain", "prefill", "decode b1", "decode b32", "memory", "KV cache"]
 COLUMNS = ("prefill", "decode_b1", "decode_b32", "memory", "kv_cache")
@@ -32,7 +32,7 @@ def _ratio(x: float) -> str:
     return f"{x:.2f}x"
 
 
-def _entry(entry: dict | None) -> str:
+def ratio_text(entry: dict | None) -> str:
     """``1.18x (1.15-1.21)``; ``unresolved (0.68-1.88)`` where the repeats disagree; a ratio
     with no repeats at all (an older file) ``unresolved (no repeats)``."""
     if entry is None:
@@ -59,7 +59,7 @@ def inference_blocks(verdict: dict) -> list[tuple]:
     device = inf["device"]
     label = f"{device} (CPU figures: not what a GPU would show)" if device == "cpu" else device
     rows = [
-        [variant, size, _gain(verdict, variant, size)] + [_entry(r.get(k)) for k in COLUMNS]
+        [variant, size, _gain(verdict, variant, size)] + [ratio_text(r.get(k)) for k in COLUMNS]
         for variant, by_size in inf["ratios"].items()
         for size, r in by_size.items()
     ]
@@ -112,10 +112,10 @@ def inference_lines(verdict: dict) -> list[str]:
     lines = []
     for variant, by_size in inf["ratios"].items():
         size, r = list(by_size.items())[-1]
-        kv = f", KV cache {_entry(r['kv_cache'])}" if "kv_cache" in r else ""
+        kv = f", KV cache {ratio_text(r['kv_cache'])}" if "kv_cache" in r else ""
         lines.append(
             f"inference cost ({device}) of {variant} vs {inf['baseline']} at {size}: prefill "
-            f"{_entry(r['prefill'])}, decode b1 {_entry(r['decode_b1'])}, decode b32 "
-            f"{_entry(r['decode_b32'])}, memory {_entry(r['memory'])}{kv}"
+            f"{ratio_text(r['prefill'])}, decode b1 {ratio_text(r['decode_b1'])}, decode b32 "
+            f"{ratio_text(r['decode_b32'])}, memory {ratio_text(r['memory'])}{kv}"
         )
     return lines
