@@ -6,10 +6,11 @@
 
 Per size every variant is built (same seed) and measured by `scaling.serving.inference`:
 prefill tokens/s, KV-cache decode ms per step at batch 1 and 32, peak memory. The variants of
-one size run round-robin (one round of each per repeat, median over repeats), so load drifts
-hit all of them alike; the ratio columns are variant / linear cost (above 1: costlier; prefill
-as time per token). On a GPU the models run in bf16, as the study trains; on CPU in fp32 and
-the figures are CPU figures.
+one size run side by side (ABBA rounds, median over repeats), so load drifts hit all of them
+alike; the ratio columns are variant / linear cost (above 1: costlier; prefill as time per
+token), each timed one the median of its per-round ratios with their interquartile range, or
+"unresolved" where the rounds disagree beyond `analysis.stats.inference.RATIO_BOUND`. On a GPU
+the models run in bf16, as the study trains; on CPU in fp32 and the figures are CPU figures.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ VARIANTS = ("linear", "identity", "nonlinear", "residual_linear")
 GPU_SIZES = {"124M": (12, 768, 12, 1024, 50304), "350M": (24, 1024, 16, 1024, 50304)}
 CPU_SIZES = {"800K": (4, 128, 8, 128, 2048), "3M": (6, 192, 6, 128, 2048)}
 QUICK_SIZES = {"100K": (2, 64, 4, 64, 257), "800K": (4, 128, 8, 128, 2048)}
-RATIOS = (("prefill", "prefill_tok_s", True), ("decode b1", "decode_ms_b1", False))
-RATIOS += (("decode b32", "decode_ms_b32", False), ("memory", "peak_mem_mb", False))
+RATIOS = (("prefill", "prefill"), ("decode b1", "decode_b1"), ("decode b32", "decode_b32"))
+RATIOS += (("memory", "memory"), ("KV cache", "kv_cache"))
 
 
 def main() -> None:
     import torch
 
+    from analysis.report.sections.inference import ratio_text
+    from analysis.stats.inference import inference_summary
     from scaling.serving.inference import InferenceSettings, measure
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -67,19 +70,18 @@ def main() -> None:
             f"{settings.prefill_batch}, {settings.decode_steps} decode steps) on {device}"
             f"{' (CPU figures)' if device == 'cpu' else ''}; memory: {base['memory_kind']}"
         )
+        rows = [{"variant": v, "size": size, "session": size, **f} for v, f in figures.items()]
+        summary = inference_summary({"device": device, "rows": rows}, "linear")["ratios"]
         print(
             f"{'variant':<16}{'prefill tok/s':>14}{'ms b1':>9}{'ms b32':>9}{'MiB':>9}"
-            + "".join(f"{name:>12}" for name, _, _ in RATIOS)
+            + "".join(f"{name:>24}" for name, _ in RATIOS)
         )
         for v, f in figures.items():
-            ratios = [
-                (base[k] / f[k]) if larger_cheaper else (f[k] / base[k])
-                for _, k, larger_cheaper in RATIOS
-            ]
+            ratios = summary.get(v, {}).get(size, {})
             print(
                 f"{v:<16}{f['prefill_tok_s']:>14.0f}{f['decode_ms_b1']:>9.2f}"
                 f"{f['decode_ms_b32']:>9.2f}{f['peak_mem_mb']:>9.1f}"
-                + "".join(f"{r:>11.3f}x" for r in ratios)
+                + "".join(f"{ratio_text(ratios.get(k)) if ratios else '1':>24}" for _, k in RATIOS)
             )
         out[size] = figures
     if args.json:

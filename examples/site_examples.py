@@ -1,9 +1,10 @@
 """Variants at sites other than the query, written as a user would (nothing in `models` knows
 of them): a sigmoid gate on the attention output, a value residual from layer 1, a SwiGLU
-MLP at (nearly) equal parameters, and keys shared with the values.
+MLP at (nearly) equal parameters, and keys shared with the values; and grouped-query
+attention, which replaces no module at all: it changes the arm's model config (`Variant.model`).
 
 Named in a study as ``examples.site_examples:output_gate`` (``value_residual``,
-``swiglu``, ``shared_kv``).
+``swiglu``, ``shared_kv``, ``gqa``).
 """
 
 from __future__ import annotations
@@ -194,4 +195,25 @@ def shared_kv() -> Variant:
         sites={"self_attention.linear_kv": SharedKeyValue},
         weights=lambda config: config.hidden_size * _kv_width(config),
         flops=lambda config: 2 * config.hidden_size * _kv_width(config),
+    )
+
+
+QUERY_HEADS_PER_KV_HEAD = 4
+
+
+def gqa() -> Variant:
+    """Grouped-query attention: one key/value head per 4 query heads (`num_query_groups`).
+
+    No module is replaced: megatron's own attention shares each K/V head among its group's
+    query heads. The arm's model config says so (`model`, applied on top of the study's
+    `model:` for this arm only), so N, the FLOPs, the build check and the KV cache of the
+    inference measurement all follow it: W_K and W_V shrink to d x (heads / 4) x head_dim,
+    and so does the cache (0.25x the baseline's).
+    """
+    return Variant(
+        name="gqa",
+        model=lambda config: {
+            "num_query_groups": max(1, config.num_attention_heads // QUERY_HEADS_PER_KV_HEAD)
+        },
+        flops=lambda config: 0,  # nothing beyond the plain layer of the arm's own config
     )

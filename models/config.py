@@ -7,11 +7,17 @@ the fix before any process group, tensor or job exists.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, fields
+from typing import Any, Literal
 
 from models.catalog.sites import SEPARATE_QKV
-from models.catalog.variants import BUILTIN_VARIANTS, load_variant
+from models.catalog.variants import (
+    BUILTIN_VARIANTS,
+    _module_file,
+    did_you_mean,
+    load_variant,
+    variant_module,
+)
 
 # Built-in names, or a variant of the user's own (`models.catalog.variants`: "module:function" or an
 # entry-point name).
@@ -66,8 +72,12 @@ class ModelConfig:
         """Width of the concatenated queries of all heads."""
         return self.num_attention_heads * self.kv_channels
 
-    def validate(self) -> None:
-        """Raise ValueError naming the field and the fix for any inconsistent shape."""
+    def validate(self, arm_fields: bool = True) -> None:
+        """Raise ValueError naming the field and the fix for any inconsistent shape.
+
+        `arm_fields`: also hold the config to its variant's own `model` fields (a single run
+        config naming a variant that sets ``num_query_groups`` must set it too; a study applies
+        them itself, `arm_model_fields`)."""
         for name in (
             "vocab_size",
             "seq_length",
@@ -115,12 +125,29 @@ class ModelConfig:
             )
         if variant.check is not None:
             variant.check(self, 1)
+        if arm_fields and variant.model is not None:
+            self._check_arm_fields(variant)
         if self.position_embedding == "rope" and self.kv_channels % 2:
             raise ValueError(
                 f"position_embedding: 'rope' rotates pairs of channels, but the head width "
                 f"{self.kv_channels} is odd; change hidden_size/num_attention_heads or use "
                 "'learned'"
             )
+
+    def _check_arm_fields(self, variant: Any) -> None:
+        """The fields the variant sets for its arm must hold here: a model built without them
+        would be another model under the variant's name."""
+        try:
+            expected = variant.model(self) if callable(variant.model) else variant.model
+        except Exception:  # noqa: BLE001 - its own error is reported where a study applies it
+            return
+        for key, value in expected.items() if isinstance(expected, dict) else []:
+            if hasattr(self, key) and getattr(self, key) != value:
+                raise ValueError(
+                    f"{key}: variant {self.query_variant!r} sets {key} = {value!r} for its arm "
+                    f"(its model), this config has {getattr(self, key)!r}; set {key}: "
+                    f"{value!r} (a study applies it for you)"
+                )
 
     def validate_parallel(self, parallel: ParallelConfig) -> None:
         """Raise ValueError if ``parallel`` cannot split this model (before any group exists)."""
@@ -162,3 +189,84 @@ class ParallelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"parallel.{name}: must be a positive integer, got {value!r}")
+
+
+# ModelConfig fields a variant may not override, and who sets them instead: the size's shape
+# names the rung (its nominal N, tokens, LR), the data the vocabulary and context.
+STUDY_OWNED_FIELDS: dict[str, str] = {
+    "vocab_size": "the data (its tokenizer)",
+    "seq_length": "the study's model.seq_length",
+    "num_layers": "the size (sizes / ladder.shapes)",
+    "hidden_size": "the size (sizes / ladder.shapes)",
+    "num_attention_heads": "the size (sizes / ladder.shapes)",
+    "query_variant": "the study's variants",
+}
+_BOOL_FIELDS = ("qk_norm", "tie_embeddings")
+
+
+def overridable_fields() -> list[str]:
+    """The `ModelConfig` fields a variant's `model` may set for its arm."""
+    return [f.name for f in fields(ModelConfig) if f.name not in STUDY_OWNED_FIELDS]
+
+
+def arm_model_fields(model: dict[str, Any]) -> dict[str, Any]:
+    """`model` (a `ModelConfig`'s fields, the study's for one size and arm) with the arm's
+    variant's own `model` overrides on top (`models.catalog.sites.Variant.model`).
+
+    Checked here, before any cell exists: an override of a field that is not a `ModelConfig`
+    field, or one the study owns (`STUDY_OWNED_FIELDS`), or a value the config refuses, raises
+    ValueError naming the variant, its file and the field. Fields the study itself gets wrong
+    are left to the run config's own check (they are the study's, not the variant's).
+    """
+    name = model.get("query_variant", "linear")
+    try:
+        variant = load_variant(name)
+    except ValueError:
+        return model  # reported as the variant's own problem elsewhere
+    if variant.model is None:
+        return model
+    where = f"variant {variant.name!r} ({_variant_file(name)})"
+    try:
+        base = ModelConfig(**model)
+        base.validate(arm_fields=False)
+    except (TypeError, ValueError):
+        return model  # the study's own problem: reported by the run config's check
+    if callable(variant.model):
+        try:
+            overrides = variant.model(base)
+        except Exception as err:  # noqa: BLE001 - the user's function: say what it raised
+            raise ValueError(
+                f"{where}: its model function raised {type(err).__name__}: {err}"
+            ) from err
+    else:
+        overrides = variant.model
+    if not isinstance(overrides, dict):
+        raise ValueError(
+            f"{where}: model must be a dict of ModelConfig field -> value (or a function of "
+            f"the config returning one), got {type(overrides).__name__}"
+        )
+    allowed = overridable_fields()
+    for key, value in overrides.items():
+        if key in STUDY_OWNED_FIELDS:
+            raise ValueError(
+                f"{where}: model.{key} is set by {STUDY_OWNED_FIELDS[key]}, not by a variant; "
+                f"a variant may set {', '.join(allowed)}"
+            )
+        if key not in allowed:
+            raise ValueError(
+                f"{where}: model.{key} is not a model config field"
+                f"{did_you_mean(str(key), allowed)}; a variant may set {', '.join(allowed)}"
+            )
+        if key in _BOOL_FIELDS and not isinstance(value, bool):
+            raise ValueError(f"{where}: model.{key}: must be true or false, got {value!r}")
+    merged = {**model, **overrides}
+    try:
+        ModelConfig(**merged).validate()
+    except ValueError as err:
+        raise ValueError(f"{where}: its model overrides {overrides}: model.{err}") from None
+    return merged
+
+
+def _variant_file(name: str) -> str:
+    module = variant_module(name)
+    return _module_file(module) if module else "models/catalog/builtin_variants.py"

@@ -10,6 +10,7 @@ The cells are shrunk to 24 steps, as the CI demo is (tests/scaling/helpers.py, c
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -45,12 +46,14 @@ def root(tmp_path_factory) -> Path:
 
 
 def test_each_site_example_has_its_tiny_study():
-    assert EXAMPLES == ["output_gate", "swiglu", "value_residual"]
+    assert EXAMPLES == ["gqa", "output_gate", "swiglu", "value_residual"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_an_example_study_plans_runs_and_is_judged(root, name):
+def test_an_example_study_plans_runs_and_is_judged(root, name, monkeypatch):
     study = root / "examples" / f"{name}.yaml"
+    if name == "gqa":  # its point is the smaller KV cache: measured once, on this CPU
+        monkeypatch.setenv("SCALING_INFERENCE_COST", "on")
     plan = scaling_cli("plan", "--no-check-environment", str(study), cwd=root)
     assert "4 runs" in plan.stdout, plan.stdout
     assert _noise(plan.stderr) == [], plan.stderr  # the build check's child is quiet too
@@ -63,3 +66,17 @@ def test_an_example_study_plans_runs_and_is_judged(root, name):
     assert (entry["variant"], entry["baseline"]) == (name, "linear")
     assert entry["verdict"] == "inconclusive"  # one seed, two sizes: no interval, no trend
     assert set(entry["gain_pct_by_size"]) == {"25K", "55K"}  # both sizes trained and judged
+    if name == "gqa":  # 1 of 4 key/value heads: its measured KV cache is a quarter of linear's
+        ratios = verdict["inference"]["ratios"]["gqa"]
+        for size in ("25K", "55K"):
+            assert ratios[size]["kv_cache"]["value"] == pytest.approx(0.25)
+            assert ratios[size]["memory"]["value"] < 1
+        recorded = {  # each cell's run config (its MLflow params too): the arm's own model
+            path.parts[-3]: yaml.safe_load(path.read_text())["model"]["num_query_groups"]
+            for path in (folder / "cells").glob("*/artifacts/run_config.yaml")
+        }
+        assert len(recorded) == 4 and all(
+            groups == (1 if "gqa" in cell else None) for cell, groups in recorded.items()
+        ), recorded
+        report = (folder / "analysis" / "report.md").read_text()
+        assert re.search(r"^\| gqa \| 55K \|.*\| 0\.25x", report, re.M), report

@@ -1,26 +1,49 @@
-"""Inference cost per arm and size as a ratio to the baseline's (`verdict["inference"]`).
+"""Inference cost per arm and size as a ratio to the baseline's (`verdict["inference"]`), with
+how far its repeats agree.
 
 Input: ``{"device": str, "rows": [{"variant", "size", "prefill_tok_s", "decode_ms_b1",
-"decode_ms_b32", "peak_mem_mb"}, ...]}`` (`scaling.serving.inference`, from ``pilot.json`` or
-``inference.json``). Every ratio is a cost ratio, arm / baseline, so above 1 is costlier:
-prefill is baseline tokens/s over the arm's (time per prompt token), decode the arm's ms per
-step over the baseline's, memory the arm's peak over the baseline's.
+"decode_ms_b32", "peak_mem_mb", ["kv_cache_mb"], ["rounds": {figure: [per round]}],
+["session"]}, ...]}`` (`scaling.serving.inference`, from ``pilot.json`` or ``inference.json``).
+Every ratio is a cost ratio, arm / baseline, so above 1 is costlier: prefill is baseline
+tokens/s over the arm's (time per prompt token), decode the arm's ms per step over the
+baseline's, memory and KV cache the arm's over the baseline's.
+
+A timed ratio (prefill, decode) is a claim about a clock on a machine whose load the study does
+not control, so it carries its repeats. Rows of one ``session`` were measured side by side,
+round r of each in the same pass: their ratio is per round (arm round r / baseline round r),
+the value the median of those, the spread their interquartile range. Rows measured apart (each
+pilot probe on its own) pair every round with every round. The ratio is **resolved** when at
+least `MIN_ROUNDS` rounds agree: the upper quartile of the ratios is at most `RATIO_BOUND`
+times the lower one (the middle half of the repeats within a factor of 1.2). Otherwise its
+repeats disagree beyond the bound, or there are too few, and the report shows it as
+``unresolved`` with its spread, not as a number. Memory and the KV cache are not timed: one
+figure each, exact on CPU (the buffers' sizes), no spread.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 
-__all__ = ["FIGURES", "RATIOS", "inference_summary"]
+__all__ = ["FIGURES", "RATIOS", "RATIO_BOUND", "MIN_ROUNDS", "inference_summary", "ratio_entry"]
 
 FIGURES = ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32", "peak_mem_mb")
+OPTIONAL = ("kv_cache_mb",)  # files from before it was measured lack it: no ratio then
+TIMED = ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32")
 # ratio name -> (figure, True when larger is cheaper)
 RATIOS = {
     "prefill": ("prefill_tok_s", True),
     "decode_b1": ("decode_ms_b1", False),
     "decode_b32": ("decode_ms_b32", False),
     "memory": ("peak_mem_mb", False),
+    "kv_cache": ("kv_cache_mb", False),
 }
+RATIO_BOUND = 1.2  # resolved: upper quartile / lower quartile of the per-round ratios <= this
+MIN_ROUNDS = 3  # fewer rounds resolve nothing: a quartile of two values is no agreement
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
 def _check(inference: dict) -> list[dict]:
@@ -36,35 +59,100 @@ def _check(inference: dict) -> list[dict]:
                 f"inference.rows[{i}]: missing {', '.join(missing)}; measure again with "
                 "`scaling pilot`"
             )
-        for k in FIGURES:
-            value = row[k]
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"inference.rows[{i}].{k}: {value!r} is not a positive number")
+        for k in (*FIGURES, *(f for f in OPTIONAL if f in row)):
+            if not _positive(row[k]):
+                raise ValueError(f"inference.rows[{i}].{k}: {row[k]!r} is not a positive number")
+        rounds = row.get("rounds", {})
+        for k, values in rounds.items() if isinstance(rounds, dict) else [("", None)]:
+            if not (isinstance(values, list) and values and all(map(_positive, values))):
+                raise ValueError(
+                    f"inference.rows[{i}].rounds{'.' + k if k else ''}: expected a list of "
+                    "positive numbers per timed figure; measure again"
+                )
     return inference["rows"]
 
 
+def _cost(arm: float, base: float, cheaper_when_larger: bool) -> float:
+    return base / arm if cheaper_when_larger else arm / base
+
+
+def ratio_entry(per_round: list[float]) -> dict:
+    """``{"value", "spread", "range", "rounds", "resolved"}`` of one timed ratio from its
+    per-round (or all-pairs) ratios: the median, the interquartile range, min-max, how many, and
+    whether they agree within `RATIO_BOUND` over at least `MIN_ROUNDS`."""
+    ratios = sorted(per_round)
+    if len(ratios) >= 2:
+        low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
+    else:
+        low = high = ratios[0]
+    return {
+        "value": statistics.median(ratios),
+        "spread": [low, high],
+        "range": [ratios[0], ratios[-1]],
+        "rounds": len(ratios),
+        "resolved": len(ratios) >= MIN_ROUNDS and high <= RATIO_BOUND * low,
+    }
+
+
+def _timed(row: dict, base: dict, figure: str, cheaper_when_larger: bool) -> dict:
+    arm_rounds = (row.get("rounds") or {}).get(figure)
+    base_rounds = (base.get("rounds") or {}).get(figure)
+    if not arm_rounds or not base_rounds:  # a file without repeats: nothing says they agree
+        entry = ratio_entry([_cost(row[figure], base[figure], cheaper_when_larger)])
+        return {**entry, "rounds": 0, "resolved": False, "paired": False}
+    paired = (
+        row.get("session") is not None
+        and row.get("session") == base.get("session")
+        and len(arm_rounds) == len(base_rounds)
+    )
+    if paired:
+        ratios = [
+            _cost(a, b, cheaper_when_larger) for a, b in zip(arm_rounds, base_rounds, strict=True)
+        ]
+        return {**ratio_entry(ratios), "paired": True}
+    ratios = [_cost(a, b, cheaper_when_larger) for a in arm_rounds for b in base_rounds]
+    entry = ratio_entry(ratios)
+    rounds = min(len(arm_rounds), len(base_rounds))  # all pairs are no more repeats than this
+    resolved = entry["resolved"] and rounds >= MIN_ROUNDS
+    return {**entry, "rounds": rounds, "resolved": resolved, "paired": False}
+
+
+def _ratios(row: dict, base: dict) -> dict[str, dict]:
+    out = {}
+    for name, (figure, cheaper_when_larger) in RATIOS.items():
+        if figure in TIMED:
+            out[name] = _timed(row, base, figure, cheaper_when_larger)
+        elif figure in row and figure in base:
+            value = _cost(row[figure], base[figure], cheaper_when_larger)
+            out[name] = {"value": value, "spread": None, "range": None, "rounds": None}
+            out[name]["resolved"] = True  # not timed: one figure, no repeats to disagree
+    return out
+
+
 def inference_summary(inference: dict, baseline: str) -> dict:
-    """``{"device", "memory_kind", "baseline", "figures": rows, "ratios": {variant: {size:
-    {ratio: value}}}, "missing_baseline": [sizes]}``; `baseline` ``A,B`` uses arm A."""
+    """``{"device", "memory_kind", "source", "baseline", "bound", "min_rounds", "figures": rows,
+    "ratios": {variant: {size: {ratio: entry}}}, "missing_baseline": [sizes]}``; an entry is
+    `ratio_entry`'s dict (plus ``paired``: per round, or all pairs) for a timed ratio, and
+    ``{"value", "spread": None, "range": None, "rounds": None, "resolved": True}`` for memory
+    and the KV cache; `baseline` ``A,B`` uses arm A."""
     rows = _check(inference)
     base_name = baseline.split(",")[0].strip()
     base = {r["size"]: r for r in rows if r["variant"] == base_name}
-    ratios: dict[str, dict[str, dict[str, float]]] = {}
+    ratios: dict[str, dict[str, dict[str, dict]]] = {}
     missing = sorted({r["size"] for r in rows if r["size"] not in base})
     for row in rows:
         b = base.get(row["size"])
         if row["variant"] == base_name or b is None:
             continue
-        ratios.setdefault(row["variant"], {})[row["size"]] = {
-            name: (b[f] / row[f]) if cheaper_when_larger else (row[f] / b[f])
-            for name, (f, cheaper_when_larger) in RATIOS.items()
-        }
+        ratios.setdefault(row["variant"], {})[row["size"]] = _ratios(row, b)
     return {
         "device": str(inference.get("device", "unknown")),
         "memory_kind": str(inference.get("memory_kind", "")),
         "source": str(inference.get("source", "")),
         "baseline": base_name,
-        "figures": [dict(r) for r in rows],
+        "bound": RATIO_BOUND,
+        "min_rounds": MIN_ROUNDS,
+        "figures": [{k: v for k, v in r.items() if k != "rounds"} for r in rows],
         "ratios": ratios,
         "missing_baseline": missing,
     }

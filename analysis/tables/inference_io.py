@@ -27,7 +27,8 @@ def from_pilot(pilot: dict) -> dict | None:
         if inf.get("status") != "ok" or key in seen:
             continue
         seen.add(key)
-        rows.append({"variant": key[0], "size": key[1], **{f: inf[f] for f in FIGURES}})
+        extra = {f: inf[f] for f in ("kv_cache_mb", "rounds") if f in inf}  # newer pilots
+        rows.append({"variant": key[0], "size": key[1], **{f: inf[f] for f in FIGURES}, **extra})
         device, kind = device or inf.get("device"), kind or inf.get("memory_kind", "")
     if not rows:
         return None

@@ -74,6 +74,10 @@ class Variant:
     (e.g. "self_attention.linear_proj.gate"): models.catalog.init_rules rule}``. `check(config,
     tensor_parallel)`: raise ValueError for a shape the variant cannot build.
     `flops_exact`: the FLOPs are checked against torch's counter (the built-ins).
+    `model`: `ModelConfig` fields this arm sets on top of the study's ``model:`` (e.g.
+    ``{"num_query_groups": 1}``: grouped-query attention), or a function of the study's
+    `ModelConfig` at a size returning them; `models.config.arm_model_fields` applies and checks
+    them, and accounting, the build and the KV cache then follow the arm's own config.
     """
 
     name: str
@@ -86,6 +90,7 @@ class Variant:
     flops_exact: bool = False
     replaces: tuple[str, ...] = ()
     init_relative_to: str = ""  # prefix of `init`'s keys (a QueryVariant's are inside its site)
+    model: dict[str, Any] | Callable[[Any], dict[str, Any]] | None = None
 
     def site_specs(self, config: Any) -> dict[str, Any]:
         """The sites and their specs for `config`; ValueError for an unknown site."""
@@ -152,6 +157,7 @@ class QueryVariant:
     gains: Callable[[Any], int] = _zero
     flops: Callable[[Any], int] | None = None
     init: Callable[[Any], dict[str, InitRule]] | None = None
+    model: dict[str, Any] | Callable[[Any], dict[str, Any]] | None = None  # as `Variant.model`
 
 
 def as_variant(query: QueryVariant) -> Variant:
@@ -164,4 +170,5 @@ def as_variant(query: QueryVariant) -> Variant:
         flops=query.flops,
         init=query.init,
         init_relative_to=QUERY_SITE,
+        model=query.model,
     )

@@ -10,15 +10,23 @@ Per model (one arm at one size), on the device it lives on:
 - ``peak_mem_mb``: on a GPU, what the batch-32 prefill + decode holds at its peak (CUDA
   ``max_memory_allocated`` above what was allocated before, plus the model's own weights); on
   CPU an estimate: the weights plus the batch-32 KV cache buffers (``memory_kind`` says which;
-  activations are not counted on CPU).
+  activations are not counted on CPU);
+- ``kv_cache_mb``: the batch-32 KV cache buffers (`models.decode.Decoder`: ``[max_len, batch,
+  query groups, head_dim]`` keys and values per layer), on any device: it follows the arm's
+  ``num_query_groups``.
 
-Timing: ``warmup`` untimed rounds, then ``repeats`` timed rounds; the median of each figure.
-The clock: wall time on a GPU (after a synchronize); on CPU with one intra-op thread the
-process's CPU time (``time.process_time``), which other processes' load on a shared machine
+Timing: ``warmup`` untimed rounds, then ``repeats`` timed rounds. Within a round each timed
+figure repeats its operation until it has run ``min_time_s`` on the clock (a tiny model's
+prefill takes a millisecond, where the clock's and the scheduler's jitter would be the
+figure). The clock: wall time on a GPU (after a synchronize); on CPU with one intra-op thread
+the process's CPU time (``time.process_time``), which other processes' load on a shared machine
 disturbs far less than wall time and which equals the compute time of a one-thread process;
 on CPU with more threads wall time (CPU time would add the threads up).
-`measure` interleaves the models round by round (every model's round r runs before any
-model's round r + 1), so drifting machine load hits all arms alike and their ratios stay fair.
+`measure_built` measures its models side by side: round r of every model runs before any
+model's round r + 1, in ABBA order (forward in even rounds, backward in odd ones), so drifting
+load and the order within a round hit all arms alike. Each model keeps its per-round figures
+(``rounds``), so the analysis can pair round r of an arm with round r of its baseline and state
+how far the repeats agree (`analysis.stats.inference`); the figure itself is their median.
 """
 
 from __future__ import annotations
@@ -28,10 +36,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["InferenceSettings", "measure", "measure_built", "FIGURES"]
+__all__ = ["InferenceSettings", "measure", "measure_built", "FIGURES", "TIMED"]
 
-FIGURES = ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32", "peak_mem_mb")
+FIGURES = ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32", "peak_mem_mb", "kv_cache_mb")
+TIMED = ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32")  # one value per round each
 DECODE_BATCHES = (1, 32)
+MAX_CALLS = 64  # a timed figure repeats its operation at most this often per round
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,7 @@ class InferenceSettings:
     prefill_batch: int = 8
     warmup: int = 1
     repeats: int = 5
+    min_time_s: float = 0.02  # each timed figure runs at least this long per round
 
     @classmethod
     def for_seq_length(
@@ -60,6 +71,8 @@ class InferenceSettings:
                 raise ValueError(f"inference.{name}: must be a positive integer, got {value!r}")
         if not isinstance(self.warmup, int) or self.warmup < 0:
             raise ValueError(f"inference.warmup: must be >= 0, got {self.warmup!r}")
+        if not isinstance(self.min_time_s, int | float) or self.min_time_s < 0:
+            raise ValueError(f"inference.min_time_s: must be >= 0, got {self.min_time_s!r}")
         if self.prompt_len + self.decode_steps > seq_length:
             raise ValueError(
                 f"inference.prompt_len + decode_steps ({self.prompt_len} + {self.decode_steps}) "
@@ -81,7 +94,8 @@ def _clock(cuda: bool) -> Any:
 
 
 def _round(model: Any, settings: InferenceSettings, tokens: Any, cuda: bool) -> dict[str, float]:
-    """One timed round of one model: prefill, then decode at each batch size."""
+    """One timed round of one model: prefill, then decode at each batch size, each repeated
+    until it has run `settings.min_time_s` (at most `MAX_CALLS` times)."""
     # lazy: torch, paid only when a measurement runs
     from models.decode import Decoder
 
@@ -90,21 +104,28 @@ def _round(model: Any, settings: InferenceSettings, tokens: Any, cuda: bool) -> 
     out: dict[str, float] = {}
     max_len = s.prompt_len + s.decode_steps
     decoder = Decoder(model, s.prefill_batch, max_len)
-    _sync(cuda)
-    start = clock()
-    decoder.prefill(tokens[: s.prefill_batch, : s.prompt_len])
-    _sync(cuda)
-    out["prefill_tok_s"] = s.prefill_batch * s.prompt_len / max(clock() - start, 1e-9)
+    prompt = tokens[: s.prefill_batch, : s.prompt_len]
+    spent, calls = 0.0, 0
+    while calls == 0 or (spent < s.min_time_s and calls < MAX_CALLS):
+        _sync(cuda)
+        start = clock()
+        decoder.prefill(prompt)
+        _sync(cuda)
+        spent, calls = spent + clock() - start, calls + 1
+    out["prefill_tok_s"] = calls * s.prefill_batch * s.prompt_len / max(spent, 1e-9)
     del decoder
     for batch in DECODE_BATCHES:
         decoder = Decoder(model, batch, max_len)
-        decoder.prefill(tokens[:batch, : s.prompt_len])
-        _sync(cuda)
-        start = clock()
-        for i in range(s.decode_steps):
-            decoder.step(tokens[:batch, s.prompt_len + i])
-        _sync(cuda)
-        out[f"decode_ms_b{batch}"] = 1000 * max(clock() - start, 1e-9) / s.decode_steps
+        spent, calls = 0.0, 0
+        while calls == 0 or (spent < s.min_time_s and calls < MAX_CALLS):
+            decoder.prefill(tokens[:batch, : s.prompt_len])  # untimed: the cache to decode from
+            _sync(cuda)
+            start = clock()
+            for i in range(s.decode_steps):
+                decoder.step(tokens[:batch, s.prompt_len + i])
+            _sync(cuda)
+            spent, calls = spent + clock() - start, calls + 1
+        out[f"decode_ms_b{batch}"] = 1000 * max(spent, 1e-9) / (calls * s.decode_steps)
         out["cache_bytes"] = _cache_bytes(decoder)  # of the last (largest) batch
         del decoder
     return out
@@ -144,10 +165,13 @@ def _peak_memory(
 def measure_built(
     models: dict[Any, Any], settings: InferenceSettings, vocab_size: int
 ) -> dict[Any, dict[str, Any]]:
-    """``{key: figures}`` for already built models (same device), rounds interleaved.
+    """``{key: figures}`` for already built models (same device), measured side by side:
+    their rounds interleaved in ABBA order (module docstring).
 
-    Every model sees the same random tokens. Returns per key the `FIGURES`, ``device`` and
-    ``memory_kind``.
+    Every model sees the same random tokens. Returns per key the `FIGURES` (each timed one the
+    median of its rounds), ``rounds`` (``{figure: [one value per timed round]}`` for the
+    `TIMED` figures, round r of every model measured together), ``device``, ``memory_kind`` and
+    ``clock``.
     """
     import torch
 
@@ -162,8 +186,9 @@ def measure_built(
     tokens = torch.randint(0, vocab_size, (batch, length), generator=generator).to(device)
     rounds: dict[Any, list[dict[str, float]]] = {key: [] for key in models}
     for r in range(settings.warmup + settings.repeats):
-        for key, model in models.items():
-            figures = _round(model, settings, tokens, cuda)
+        order = list(models) if r % 2 == 0 else list(models)[::-1]  # A B, B A, A B, ...
+        for key in order:
+            figures = _round(models[key], settings, tokens, cuda)
             if r >= settings.warmup:
                 rounds[key].append(figures)
     name = torch.cuda.get_device_name(device) if cuda else "cpu"
@@ -171,9 +196,12 @@ def measure_built(
     kind = "CUDA max allocated" if cuda else "estimate: weights + KV cache (CPU)"
     out = {}
     for key, model in models.items():
-        figures = {f: statistics.median(r[f] for r in rounds[key]) for f in rounds[key][0]}
-        cache = figures.pop("cache_bytes")
+        per_round = {f: [r[f] for r in rounds[key]] for f in TIMED}
+        figures: dict[str, Any] = {f: statistics.median(v) for f, v in per_round.items()}
+        cache = rounds[key][0]["cache_bytes"]  # the same buffers every round
         figures["peak_mem_mb"] = _peak_memory(model, settings, tokens, cuda, cache)
+        figures["kv_cache_mb"] = cache / 2**20
+        figures["rounds"] = per_round
         out[key] = {**figures, "device": name, "memory_kind": kind, "clock": clock}
     return out
 

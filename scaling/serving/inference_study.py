@@ -2,12 +2,16 @@
 
 `study_inference` returns what `analysis.tables.inference_io.read_inference` finds in the study
 folder (``pilot.json`` from `scaling pilot`, else ``inference.json``). Where neither has
-figures (or ``inference.json`` lacks an arm the study now has) and the study runs on this
+figures (or ``inference.json`` lacks an arm the study now has, or its per-round figures: a file
+from before they were kept) and the study runs on this
 machine (executor ``local``: its device is this one), it measures every (size, variant) once,
-side by side, in a child process (megatron's process groups and the CPU adapter stay out of
-the driver) and writes ``inference.json``. Other executors' devices are elsewhere: nothing is
-measured here, and the report says to run `scaling pilot`. ``SCALING_INFERENCE_COST=off``
-turns the measuring off (the test suite sets it: its studies are not about inference cost).
+in a child process (megatron's process groups and the CPU adapter stay out of the driver), the
+arms of one size side by side (their rounds interleaved, `scaling.serving.inference`), and
+writes ``inference.json``: per row the median figures, the per-round ones (``rounds``) and
+``session`` (the size: rows of one session were measured together, round by round). Other
+executors' devices are elsewhere: nothing is measured here, and the report says to run
+`scaling pilot`. ``SCALING_INFERENCE_COST=off`` turns the measuring off (the test suite sets
+it: its studies are not about inference cost).
 
 ``python -m scaling.serving.inference_study REQUEST.json`` is that child.
 """
@@ -30,6 +34,8 @@ from scaling.spec.resolved import ResolvedStudy
 __all__ = ["study_inference", "arms"]
 
 TIMEOUT_S = 600.0
+# shorter than the pilot's (5 repeats, 32 steps): this runs inside the analysis
+SETTINGS = {"max_decode_steps": 16, "repeats": 6, "warmup": 2}
 ENV_SWITCH = "SCALING_INFERENCE_COST"  # "off": never measure at analysis time (files still read)
 
 
@@ -45,7 +51,8 @@ def study_inference(study: ResolvedStudy, say: Callable[[str], None]) -> dict | 
     """The study's figures (see the module docstring), or None with a line saying why."""
     found = read_inference(study.folder)
     wanted = {tuple(key.split("/", 1)) for key in arms(study)}
-    have = {(r["size"], r["variant"]) for r in (found or {}).get("rows", [])}
+    rows = (found or {}).get("rows", [])
+    have = {(r["size"], r["variant"]) for r in rows if "rounds" in r}  # older files: no rounds
     if found is not None and (found["source"] != INFERENCE_FILE or wanted <= have):
         say(f"inference cost: from {found['source']}")
         return found
@@ -59,7 +66,13 @@ def study_inference(study: ResolvedStudy, say: Callable[[str], None]) -> dict | 
     request = study.folder / "inference-request.json"
     payload = {"arms": arms(study), "precision": study.spec.precision, "out": str(study.folder)}
     write_text(request, json.dumps(payload))
-    say(f"inference cost: measuring {len(payload['arms'])} arms on this machine")
+    variants = {key.split("/", 1)[1] for key in payload["arms"]}
+    sizes = {key.split("/", 1)[0] for key in payload["arms"]}
+    say(
+        f"inference cost: measuring {len(variants)} arms x {len(sizes)} sizes on this machine "
+        f"({SETTINGS['warmup']} + {SETTINGS['repeats']} rounds each, the arms of a size side "
+        "by side)"
+    )
     try:
         done = subprocess.run(
             [sys.executable, "-m", "scaling.serving.inference_study", str(request)],
@@ -91,13 +104,17 @@ def _main(request_path: str) -> None:
     configs = {key: ModelConfig(**fields) for key, fields in request["arms"].items()}
     bf16 = torch.cuda.is_available() and request["precision"] in ("auto", "bf16")
     seq = min(c.seq_length for c in configs.values())
-    # shorter than the pilot's (5 repeats, 32 steps): this runs inside the analysis
-    settings = InferenceSettings.for_seq_length(seq, max_decode_steps=16, repeats=3, warmup=2)
-    figures = measure(configs, settings, bf16=bf16)
-    rows, first = [], next(iter(figures.values()))
-    for key, f in figures.items():
-        size, variant = key.split("/", 1)
-        rows.append({"variant": variant, "size": size, **{k: f[k] for k in f if k != "device"}})
+    settings = InferenceSettings.for_seq_length(seq, **SETTINGS)
+    rows, first = [], {}
+    for size in dict.fromkeys(key.split("/", 1)[0] for key in configs):  # in the study's order
+        # one size's arms side by side, round by round: their ratios pair round r with round r
+        figures = measure(
+            {k: c for k, c in configs.items() if k.split("/", 1)[0] == size}, settings, bf16=bf16
+        )
+        for key, f in figures.items():
+            first = first or f
+            row = {k: f[k] for k in f if k != "device"}
+            rows.append({"variant": key.split("/", 1)[1], "size": size, **row, "session": size})
     data = {"device": first["device"], "memory_kind": first["memory_kind"], "rows": rows}
     write_text(Path(request["out"]) / INFERENCE_FILE, json.dumps(data, indent=1))
 

@@ -31,6 +31,7 @@ from typing import Any
 from foundation import contract
 from foundation.config import ConfigError, from_dict, to_dict
 from jobs.config import RunConfig
+from models.config import arm_model_fields
 from scaling.spec.branches import budgets, expand_family
 from scaling.spec.ladder import (
     ANY,
@@ -182,15 +183,18 @@ def _run_dict(
     optimizer = {"beta2": porian_beta2(step_tokens), **study.optimizer, "lr": lr}
     arm = resolve_arm(variant)[0]
     cid = cell_id(size, arm, seed, lr)
-    model = {
-        "vocab_size": vocab_size,
-        "seq_length": seq_length,
-        **study.model,
-        "num_layers": shape.num_layers,
-        "hidden_size": shape.hidden_size,
-        "num_attention_heads": shape.num_attention_heads,
-        **arm_overrides(variant, shape.hidden_size, par.tensor_parallel),
-    }
+    # the variant's own model overrides go on top of the study's (ValueError naming them)
+    model = arm_model_fields(
+        {
+            "vocab_size": vocab_size,
+            "seq_length": seq_length,
+            **study.model,
+            "num_layers": shape.num_layers,
+            "hidden_size": shape.hidden_size,
+            "num_attention_heads": shape.num_attention_heads,
+            **arm_overrides(variant, shape.hidden_size, par.tensor_parallel),
+        }
+    )
     tags = cell_tags(study.name, cid, arm, size, seed, lr, study.engine)
     tags[contract.TAG_ROUND] = str(round_)
     return {
@@ -269,7 +273,12 @@ def expand_cells(
     for size, variant, seed, lr, round_ in [*grid_points(study), *added]:
         if split_by_size.get(size):
             continue
-        base = _run_dict(study, size, variant, seed, lr, vocab_size, round_)
+        try:
+            base = _run_dict(study, size, variant, seed, lr, vocab_size, round_)
+        except ValueError as err:  # the variant's model overrides (models.config)
+            index = study.variants.index(variant) if variant in study.variants else 0
+            problems.setdefault(f"study.variants[{index}]: {err}", f"size {size}")
+            continue
         members, family_problems = expand_family(study, size, base)  # WSD branches
         for message in family_problems:
             problems.setdefault(message, f"size {size}")

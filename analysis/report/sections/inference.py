@@ -1,16 +1,20 @@
 """The report's "Inference cost" section: each arm's cost ratio to the baseline beside its gain.
 
 Read from ``verdict["inference"]`` (`analysis.stats.inference`) and the per-size gains of
-``verdict["variants"]``; without measured figures the section says how to get them.
+``verdict["variants"]``; without measured figures the section says how to get them. A timed
+ratio shows its spread (the interquartile range of its repeats) beside it, and one whose
+repeats disagree beyond the bound reads ``unresolved`` with that spread, never as a number.
 """
 
 from __future__ import annotations
 
 from analysis.report import fmt
 
-__all__ = ["inference_blocks", "inference_lines", "HEADER", "NOT_MEASURED"]
+__all__ = ["inference_blocks", "inference_lines", "ratio_text", "HEADER", "NOT_MEASURED"]
 
-HEADER = ["variant", "size", "gain", "prefill", "decode b1", "decode b32", "memory"]
+HEADER = ["variant", "size", "gain", "prefill", "decode b1", "decode b32", "memory", "KV cache"]
+COLUMNS = ("prefill", "decode_b1", "decode_b32", "memory", "kv_cache")
+UNRESOLVED = "unresolved"
 NOT_MEASURED = "Not measured: run `scaling pilot` (it measures each arm and size on the study's "
 NOT_MEASURED += "device and writes pilot.json)."
 
@@ -28,6 +32,20 @@ def _ratio(x: float) -> str:
     return f"{x:.2f}x"
 
 
+def ratio_text(entry: dict | None) -> str:
+    """``1.18x (1.15-1.21)``; ``unresolved (0.68-1.88)`` where the repeats disagree; a ratio
+    with no repeats at all (an older file) ``unresolved (no repeats)``."""
+    if entry is None:
+        return "n/a"
+    spread = entry.get("spread")
+    if entry.get("resolved"):
+        value = _ratio(entry["value"])
+        return f"{value} ({spread[0]:.2f}-{spread[1]:.2f})" if spread else value
+    if not entry.get("rounds"):
+        return f"{UNRESOLVED} (no repeats)"
+    return f"{UNRESOLVED} ({spread[0]:.2f}-{spread[1]:.2f})"
+
+
 def _source(inf: dict) -> str:
     return f" (from {inf['source']})" if inf.get("source") else ""
 
@@ -41,8 +59,7 @@ def inference_blocks(verdict: dict) -> list[tuple]:
     device = inf["device"]
     label = f"{device} (CPU figures: not what a GPU would show)" if device == "cpu" else device
     rows = [
-        [variant, size, _gain(verdict, variant, size)]
-        + [_ratio(r[k]) for k in ("prefill", "decode_b1", "decode_b32", "memory")]
+        [variant, size, _gain(verdict, variant, size)] + [ratio_text(r.get(k)) for k in COLUMNS]
         for variant, by_size in inf["ratios"].items()
         for size, r in by_size.items()
     ]
@@ -54,7 +71,14 @@ def inference_blocks(verdict: dict) -> list[tuple]:
             f"`{inf['baseline']}` at the same size (above 1: costlier): prefill = time per "
             "prompt token, decode = ms per step "
             "with the KV cache at batch 1 and 32, memory = peak "
-            f"({inf.get('memory_kind') or 'as measured'}). gain = the paired loss gain "
+            f"({inf.get('memory_kind') or 'as measured'}), KV cache = its buffers at batch 32. "
+            "A timed ratio is the median over repeated rounds (the arms of a size measured side "
+            "by side pair round by round; figures measured apart, as the pilot's probes, pair "
+            "every round with every round); in parentheses the middle half of those ratios "
+            "(interquartile range). Where its upper quartile exceeds "
+            f"{inf.get('bound', 1.2):g} times the lower, or fewer than "
+            f"{inf.get('min_rounds', 3)} rounds were measured, the "
+            "repeats disagree: it reads unresolved, not a number. gain = the paired loss gain "
             "(positive: the variant is better).",
         )
     )
@@ -65,11 +89,13 @@ def inference_blocks(verdict: dict) -> list[tuple]:
             f"{r['prefill_tok_s']:.0f}",
             f"{r['decode_ms_b1']:.2f}",
             f"{r['decode_ms_b32']:.2f}",
-            f"{r['peak_mem_mb']:.1f}",
+            f"{r['peak_mem_mb']:.2f}",
+            f"{r['kv_cache_mb']:.3f}" if "kv_cache_mb" in r else "n/a",
         ]
         for r in inf["figures"]
     ]
     header = ["variant", "size", "prefill tok/s", "decode ms b1", "decode ms b32", "peak MiB"]
+    header.append("KV cache MiB")
     b.append(("table", header, figures))
     if inf.get("missing_baseline"):
         sizes = ", ".join(inf["missing_baseline"])
@@ -86,9 +112,10 @@ def inference_lines(verdict: dict) -> list[str]:
     lines = []
     for variant, by_size in inf["ratios"].items():
         size, r = list(by_size.items())[-1]
+        kv = f", KV cache {ratio_text(r['kv_cache'])}" if "kv_cache" in r else ""
         lines.append(
             f"inference cost ({device}) of {variant} vs {inf['baseline']} at {size}: prefill "
-            f"{_ratio(r['prefill'])}, decode b1 {_ratio(r['decode_b1'])}, decode b32 "
-            f"{_ratio(r['decode_b32'])}, memory {_ratio(r['memory'])}"
+            f"{ratio_text(r['prefill'])}, decode b1 {ratio_text(r['decode_b1'])}, decode b32 "
+            f"{ratio_text(r['decode_b32'])}, memory {ratio_text(r['memory'])}{kv}"
         )
     return lines

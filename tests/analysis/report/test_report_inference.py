@@ -1,13 +1,15 @@
 """The "Inference cost" section: ratios in verdict.json and in the report match the figures.
 
 `run_analysis` on the shipped demo run table (4 sizes, linear vs nonlinear) with hand-written
-figures whose ratios are known: the report's table must show those numbers, beside each size's
-gain, labelled with the device; without figures the section says how to measure them.
+figures whose ratios are known: the report's table must show those numbers with their spread,
+beside each size's gain, labelled with the device; a ratio whose rounds disagree reads
+unresolved; without figures the section says how to measure them.
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -16,27 +18,45 @@ from analysis.api import run_analysis
 from analysis.report.fmt import with_ci
 from analysis.report.sections.inference import NOT_MEASURED
 from analysis.report.terminal import verdict_lines
+from analysis.stats.inference import RATIO_BOUND, inference_summary
 from analysis.tables.runs import load_csv
 
 CSV = Path(__file__).parents[1] / "demo_runs.csv"
 SIZES = ("50K", "100K", "300K", "800K")
 
 
+# per-round load factors: both arms of a round see the same load (measured side by side)
+LOAD = (1.0, 1.3, 0.9, 1.1)
+# the nonlinear arm's own per-round decode-b32 factors at 800K: its rounds disagree
+WILD = (1.0, 1.5, 2.0, 3.0)
+
+
+def _row(variant: str, size: str, prefill: float, b1: float, b32: list[float], mem: float):
+    """A measured row: per round the arm's figure times the round's load, the medians of those."""
+    rounds = {
+        "prefill_tok_s": [prefill / load for load in LOAD],
+        "decode_ms_b1": [b1 * load for load in LOAD],
+        "decode_ms_b32": [x * load for x, load in zip(b32, LOAD, strict=True)],
+    }
+    medians = {k: statistics.median(v) for k, v in rounds.items()}
+    return {
+        "variant": variant,
+        "size": size,
+        **medians,
+        "peak_mem_mb": mem,
+        "kv_cache_mb": 1.0 if variant == "linear" else 0.25,
+        "rounds": rounds,
+        "session": size,
+    }
+
+
 def _figures() -> dict:
     rows = []
     for i, size in enumerate(SIZES):
-        base = {"prefill_tok_s": 1000.0, "decode_ms_b1": 2.0, "decode_ms_b32": 4.0}
-        rows.append({"variant": "linear", "size": size, **base, "peak_mem_mb": 10.0})
-        rows.append(
-            {
-                "variant": "nonlinear",
-                "size": size,
-                "prefill_tok_s": 800.0,  # prefill ratio 1.25
-                "decode_ms_b1": 2.0 * (1.1 + 0.1 * i),  # 1.10, 1.20, 1.30, 1.40
-                "decode_ms_b32": 6.0,  # 1.50
-                "peak_mem_mb": 10.5,  # 1.05
-            }
-        )
+        rows.append(_row("linear", size, 1000.0, 2.0, [4.0] * 4, 10.0))
+        b32 = [6.0 * w for w in WILD] if size == "800K" else [6.0] * 4  # ratio 1.50
+        # prefill ratio 1.25, decode b1 1.10, 1.20, 1.30, 1.40, memory 1.05, KV cache 0.25
+        rows.append(_row("nonlinear", size, 800.0, 2.0 * (1.1 + 0.1 * i), b32, 10.5))
     return {"device": "cpu", "memory_kind": "estimate: weights + KV cache (CPU)", "rows": rows}
 
 
@@ -60,10 +80,18 @@ def test_verdict_holds_cost_ratios_to_the_baseline(analysed):
     assert set(ratios) == set(SIZES)
     for i, size in enumerate(SIZES):
         r = ratios[size]
-        assert r["prefill"] == pytest.approx(1.25)
-        assert r["decode_b1"] == pytest.approx(1.1 + 0.1 * i)
-        assert r["decode_b32"] == pytest.approx(1.5)
-        assert r["memory"] == pytest.approx(1.05)
+        # paired round by round, the shared load cancels: every round gives the true ratio
+        for name, value in (("prefill", 1.25), ("decode_b1", 1.1 + 0.1 * i)):
+            assert r[name]["value"] == pytest.approx(value) and r[name]["resolved"]
+            assert r[name]["spread"] == pytest.approx([value, value]) and r[name]["paired"]
+            assert r[name]["rounds"] == 4
+        assert r["memory"]["value"] == pytest.approx(1.05) and r["memory"]["spread"] is None
+        assert r["kv_cache"]["value"] == pytest.approx(0.25) and r["kv_cache"]["resolved"]
+    for size in SIZES[:-1]:
+        assert ratios[size]["decode_b32"]["value"] == pytest.approx(1.5)
+    wild = ratios["800K"]["decode_b32"]  # per-round 1.5 x (1, 1.5, 2, 3): IQR 2.06 .. 3.38
+    assert not wild["resolved"] and wild["range"] == pytest.approx([1.5, 4.5])
+    assert wild["spread"][1] > RATIO_BOUND * wild["spread"][0]
 
 
 def test_report_rows_show_the_ratios_beside_the_gain(analysed):
@@ -76,13 +104,39 @@ def test_report_rows_show_the_ratios_beside_the_gain(analysed):
         cells = [c.strip() for c in row.group(1).split("|") if c.strip()]
         gain = nonlinear["gain_pct_by_size"][size]["gain_pct"]
         assert cells[0] == with_ci(gain["value"], gain["ci95"], "%")  # this size's own gain
-        assert cells[1:] == ["1.25x", f"{1.1 + 0.1 * i:.2f}x", "1.50x", "1.05x"]
+        b1 = f"{1.1 + 0.1 * i:.2f}"
+        b32 = "unresolved (2.06-3.38)" if size == "800K" else "1.50x (1.50-1.50)"
+        assert cells[1:] == [
+            "1.25x (1.25-1.25)",
+            f"{b1}x ({b1}-{b1})",
+            b32,  # its rounds disagree: not a number
+            "1.05x",
+            "0.25x",
+        ]
     assert "Measured on cpu (CPU figures" in section
+    assert f"exceeds {RATIO_BOUND:g} times the lower" in section  # the bound, stated
     (line,) = [x for x in verdict_lines(verdict) if x.startswith("inference cost")]
     assert line == (
-        "inference cost (cpu, CPU figures) of nonlinear vs linear at 800K: prefill 1.25x, "
-        "decode b1 1.40x, decode b32 1.50x, memory 1.05x"
+        "inference cost (cpu, CPU figures) of nonlinear vs linear at 800K: prefill 1.25x "
+        "(1.25-1.25), decode b1 1.40x (1.40-1.40), decode b32 unresolved (2.06-3.38), memory "
+        "1.05x, KV cache 0.25x"
     )
+
+
+def test_figures_without_repeats_or_measured_apart():
+    """An older file without rounds resolves no timed ratio; probes measured apart (no shared
+    session) pair every round with every round, so their own load no longer cancels."""
+    figures = _figures()
+    old = [{k: v for k, v in r.items() if k not in ("rounds", "session")} for r in figures["rows"]]
+    ratios = inference_summary({**figures, "rows": old}, "linear")["ratios"]["nonlinear"]["50K"]
+    assert ratios["prefill"]["rounds"] == 0 and not ratios["prefill"]["resolved"]
+    assert ratios["prefill"]["value"] == pytest.approx(1.25)  # kept, not shown as a number
+    assert ratios["memory"]["resolved"]  # not timed
+    apart = [{k: v for k, v in r.items() if k != "session"} for r in figures["rows"]]
+    ratios = inference_summary({**figures, "rows": apart}, "linear")["ratios"]["nonlinear"]
+    prefill = ratios["50K"]["prefill"]
+    assert not prefill["paired"] and prefill["rounds"] == 4
+    assert prefill["range"] == pytest.approx([1.25 * 0.9 / 1.3, 1.25 * 1.3 / 0.9])
 
 
 def test_without_figures_the_report_says_how_to_measure(analysed):

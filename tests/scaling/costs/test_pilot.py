@@ -85,7 +85,9 @@ def test_pilot_measures_each_probe_and_the_plan_is_priced_from_it(
         assert inf["status"] == "ok" and inf["device"] == "cpu", inf
         assert all(inf[k] > 0 for k in ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32"))
         assert inf["peak_mem_mb"] > 0 and "CPU" in inf["memory_kind"]
+        assert inf["kv_cache_mb"] > 0 and len(inf["rounds"]["decode_ms_b1"]) == 5  # repeats kept
     found = read_inference(study.folder)  # what `scaling analyze` / `run` give the report
+    assert all(len(r["rounds"]["prefill_tok_s"]) == 5 and "session" not in r for r in found["rows"])
     assert {(r["size"], r["variant"]) for r in found["rows"]} == {
         (m["size"], m["variant"]) for m in pilot["probes"].values()
     }
