@@ -27,7 +27,7 @@ aiosignal frozenlist multidict yarl propcache attrs aiohappyeyeballs huggingface
 tqdm protobuf six python_dateutil pytz tzdata contourpy cycler fonttools kiwisolver pyparsing
 joblib threadpoolctl scikit_learn werkzeug markdown_it_py mdurl pygments shellingham h11
 anyio httpx httpcore sniffio zipp einops msgpack ninja py_cpuinfo cloudpickle narwhals
-annotated_doc"
+annotated_doc cuda_bindings cuda_pathfinder cuda_core cuda_toolkit"
 mkdir -p .whl
 rm -f .whl/*.whl
 kept=0
