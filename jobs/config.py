@@ -67,6 +67,10 @@ class ScheduleConfig:
 
     kind: Literal["cosine", "wsd", "constant"] = "cosine"
     warmup_steps: int = 0
+    # Warmup step s runs at peak x (s + 1) / divisor. `steps`: divisor = warmup_steps (the peak is
+    # reached on the last warmup step); `steps_plus_one`: warmup_steps + 1, the reference
+    # train.py's formula (docs/recipe.md measures the difference).
+    warmup_divisor: Literal["steps", "steps_plus_one"] = "steps"
     min_lr_ratio: float = 0.1
     decay_fraction: float = 0.2
     decay_shape: Literal["linear", "cosine", "sqrt"] = "linear"
@@ -80,6 +84,11 @@ class ScheduleConfig:
             raise ValueError(
                 f"schedule.decay_fraction must be in (0, 1], got {self.decay_fraction}"
             )
+
+    @property
+    def warmup_offset(self) -> int:
+        """What `warmup_divisor` adds to `warmup_steps` in the warmup's denominator."""
+        return 1 if self.warmup_divisor == "steps_plus_one" else 0
 
     def decay_start(self, total_steps: int) -> int:
         """First (0-based) step of a WSD run's decay: the last round(decay_fraction x steps)
@@ -229,6 +238,9 @@ class RunConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
     init_from: InitFrom | None = None  # a cooldown branch: the parent's checkpoint to start at
+    # A reference (nanoGPT-format) checkpoint whose weights replace the seed's initialisation:
+    # the same starting point as the paper's own train.py (`models.nanogpt.load_weights`).
+    init_weights: str | None = None
     evaluation: EvaluationConfig | None = None  # downstream tasks after the last step
 
     # --- derived quantities: one place, named ---------------------------------------------
@@ -304,6 +316,8 @@ class RunConfig:
         self.model.validate_parallel(self.parallel)
         if self.init_from is not None:
             self._validate_init_from(self.init_from)
+        if self.init_weights is not None:
+            self._validate_init_weights(self.init_weights)
         if self.evaluation is not None:
             self.evaluation.validate()
 
@@ -329,6 +343,26 @@ class RunConfig:
                 f"before this run's decay start {start} (train.steps={self.train.steps}, "
                 f"schedule.decay_fraction={self.schedule.decay_fraction}); the parent trained "
                 "at the constant peak LR up to it"
+            )
+
+    def _validate_init_weights(self, path: str) -> None:
+        """A reference checkpoint holds the whole model: one stage, unsharded, from step 0."""
+        if self.init_from is not None:
+            raise ValueError(
+                "init_weights: set together with init_from; a branch starts from its parent's "
+                "checkpoint, so drop one of them"
+            )
+        par = self.parallel
+        if par.tensor_parallel != 1 or par.pipeline_parallel != 1:
+            raise ValueError(
+                f"init_weights: needs parallel.tensor_parallel = pipeline_parallel = 1 (got "
+                f"{par.tensor_parallel}, {par.pipeline_parallel}); a reference checkpoint is "
+                "one unsharded model"
+            )
+        if not Path(path).is_file():
+            raise ValueError(
+                f"init_weights: {path} is not a file; give a reference checkpoint (.pt with "
+                "'model' and 'model_args')"
             )
 
     def check_world_size(self, world_size: int) -> None:

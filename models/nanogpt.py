@@ -150,12 +150,41 @@ def import_nanogpt(checkpoint: dict | str | Path) -> ImportedModel:
 
     checkpoint = _load_checkpoint(checkpoint)
     config = nanogpt_config(checkpoint["model_args"])
-    state = {k.removeprefix("_orig_mod."): v for k, v in checkpoint["model"].items()}
-    mapped = _megatron_state(state, config)
     parallel = runtime.ensure_parallel(None)
     if parallel.tensor_parallel != 1 or parallel.pipeline_parallel != 1:
         raise ValueError("import_nanogpt: needs tensor_parallel = pipeline_parallel = 1")
     model = build_gpt(config, ParallelConfig(data_parallel=parallel.data_parallel))
+    _copy_weights(model, checkpoint, config)
+    return ImportedModel(model, config)
+
+
+# The fields a run's model must share with a reference checkpoint it starts from.
+_SAME_SHAPE = (
+    "vocab_size", "seq_length", "num_layers", "hidden_size", "num_attention_heads",
+    "ffn_size", "query_variant", "tie_embeddings", "kv_channels",
+)  # fmt: skip
+
+
+def load_weights(model: torch.nn.Module, checkpoint: str | Path, config: ModelConfig) -> None:
+    """Copy a reference checkpoint's weights into ``model`` (built from ``config``, one stage,
+    unsharded) in place: a run's `init_weights`, starting where the reference's train.py starts.
+    ValueError names the first model field the checkpoint's ``model_args`` disagree on."""
+    loaded = _load_checkpoint(checkpoint)
+    theirs = nanogpt_config(loaded["model_args"])
+    for name in _SAME_SHAPE:
+        mine, other = getattr(config, name), getattr(theirs, name)
+        if mine != other:
+            raise ValueError(
+                f"init_weights: {checkpoint} has model.{name} {other!r}, the run's model "
+                f"{mine!r}; train the shape the checkpoint holds"
+            )
+    _copy_weights(model, loaded, config)
+
+
+def _copy_weights(model: torch.nn.Module, checkpoint: dict, config: ModelConfig) -> None:
+    """The reference state dict, renamed and re-laid out, copied into every parameter."""
+    state = {k.removeprefix("_orig_mod."): v for k, v in checkpoint["model"].items()}
+    mapped = _megatron_state(state, config)
     params = dict(model.named_parameters())
     missing = sorted(set(params) - set(mapped))
     unexpected = sorted(set(mapped) - set(params))
@@ -174,7 +203,6 @@ def import_nanogpt(checkpoint: dict | str | Path) -> ImportedModel:
                     f"expected {tuple(param.shape)} from model_args"
                 )
             param.copy_(value.to(param.dtype))
-    return ImportedModel(model, config)
 
 
 def logits(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:

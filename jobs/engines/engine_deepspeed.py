@@ -138,6 +138,14 @@ class DeepSpeedEngine:
 
         # DeepSpeed insists on LOCAL_RANK even when the process group already exists
         os.environ.setdefault("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))
+        if not torch.cuda.is_available():
+            # On a CPU DeepSpeed JIT-compiles a shared-memory all-reduce at its first init (a C++
+            # build under ~/.cache/torch_extensions, per venv path, behind a lock file): a job
+            # killed mid-build left the lock, and every later job waited on it forever. gloo
+            # through torch.distributed reduces the same tensors.
+            import deepspeed.ops
+
+            deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
         self.config = config
         optimizer = build_adamw(model, config.optimizer)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(

@@ -69,13 +69,14 @@ def _decay(progress: float, shape: str) -> float:
 def lr_at(step: int, total_steps: int, peak_lr: float, schedule: ScheduleConfig) -> float:
     """Learning rate for optimiser step `step` (0-based) of `total_steps`.
 
-    Warmup: `peak * (step + 1) / warmup` so step 0 does not waste a step at lr 0.
+    Warmup: `peak * (step + 1) / warmup` so step 0 does not waste a step at lr 0 (the reference
+    train.py divides by `warmup + 1` instead: `schedule.warmup_divisor: steps_plus_one`).
     Then cosine or WSD down to `min_lr_ratio * peak`, reached at the last step.
     """
     floor = schedule.min_lr_ratio * peak_lr
     warmup = schedule.warmup_steps
     if step < warmup:
-        return peak_lr * (step + 1) / warmup
+        return peak_lr * (step + 1) / (warmup + schedule.warmup_offset)
     if schedule.kind == "constant":
         return peak_lr
     last = max(total_steps - 1, 1)

@@ -90,6 +90,10 @@ class _Trainer:
         model = build_gpt(
             config.model, config.parallel, seed=config.seed, transformer_overrides=overrides
         )
+        if config.init_weights is not None:  # before the engine copies or shards the weights
+            from models.nanogpt import load_weights  # lazy, as above
+
+            load_weights(model, config.init_weights, config.model)
         self.engine = build_engine(config, model, self.bf16)
         self.model = model  # the engine trains these parameters; downstream tasks score them
         seqs = config.global_batch_sequences

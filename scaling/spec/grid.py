@@ -109,6 +109,12 @@ class Cell:
         # evaluation: what a cell is scored on after training, not what it trains
         for where in ("tracking", "output_dir", "evaluation"):
             data.pop(where)
+        # fields added after studies had finished cells: left out at their default, so a
+        # finished cell keeps the fingerprint it was trained under
+        if data.get("init_weights") is None:
+            data.pop("init_weights", None)
+        if data["schedule"].get("warmup_divisor") == "steps":
+            data["schedule"].pop("warmup_divisor")
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

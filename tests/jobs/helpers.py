@@ -8,12 +8,20 @@ from jobs import TrainingJob
 
 
 def train_ranks(rank: int, world_size: int, configs: list[dict]) -> list[dict[str, Any]]:
-    """Train each config in turn on this rank; return each RunResult as a dict."""
+    """Train each config in turn on this rank; return each RunResult as a dict. Each config
+    after the first meets on a fresh rendezvous port: the previous group's TCP store port may
+    still be held, and a second group on it never formed."""
     from foundation.config import from_dict
     from jobs.config import RunConfig
     from jobs.loop.trainer import train
+    from tests.distributed import next_rendezvous_port
 
-    return [dict(train(from_dict(RunConfig, c, where="run")).__dict__) for c in configs]
+    results = []
+    for i, config in enumerate(configs):
+        if i:
+            next_rendezvous_port()
+        results.append(dict(train(from_dict(RunConfig, config, where="run")).__dict__))
+    return results
 
 
 def preempt_then_resume(rank: int, world_size: int, config: dict) -> list[dict[str, Any]]:
