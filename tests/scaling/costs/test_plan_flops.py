@@ -30,5 +30,8 @@ def test_plan_warns_about_a_variant_without_declared_flops(tmp_path, data_dir):
     path.write_text(yaml.safe_dump(spec))
     res = CliRunner().invoke(app, ["plan", str(path), "--no-check-environment"])
     assert res.exit_code == 2, res.output
-    assert "error: variant 'slip': building its model failed" in res.output, res.output
+    # one line: the study file, the arm, its own file and line
+    (line,) = [x for x in res.output.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: {path}: variant 'slip' (") and "broken.py" in line, line
+    assert "building its model failed" in line and "broken.py:21" in line, line
     assert ": plan" not in res.output and "built and checked" not in res.output, res.output
