@@ -21,7 +21,7 @@ from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import job_error_log, last_error_line
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
-from scaling.state.scheduler import live_jobs
+from scaling.state.scheduler import QUEUED, live_jobs, waiting_reason
 from scaling.state.stale import code_digests
 
 __all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
@@ -100,6 +100,9 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
     no_store = missing_store(study.mlflow.tracking_uri) is not None
     runs = {} if no_store else cell_runs(study, refresh=refresh)
     digests = code_digests(study)
+    waiting = ""  # why Slurm cells wait in a submit: read once, only if one does
+    if any(r.executor == "slurm" and r.job_id.startswith(QUEUED) for r in records.values()):
+        waiting = f"waiting: {waiting_reason(study.folder) or 'room under the limits'}"
     rows = []
     for cell in study.cells:
         run = runs.get(cell.cell_id)
@@ -129,7 +132,7 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
                 run_id=run.run_id if run else None,
                 note=gave_up_note(record.failures + 1, study.spec.retries)
                 if given_up
-                else (STALE_NOTE if state == contract.STALE else ""),
+                else (STALE_NOTE if state == contract.STALE else _held(record, state, waiting)),
                 given_up=given_up,
                 step=step,
                 num_steps=cell.run.train.steps,
@@ -137,6 +140,12 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
             )
         )
     return _parent_notes(study, rows)
+
+
+def _held(record, state: str, waiting: str) -> str:
+    """A Slurm cell queued in its submit, not yet in Slurm's queue: why it waits."""
+    held = record is not None and record.executor == "slurm" and record.job_id.startswith(QUEUED)
+    return waiting if held and state == contract.QUEUED else ""
 
 
 def gave_up_note(failures: int, retries: int) -> str:
