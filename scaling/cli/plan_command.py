@@ -80,6 +80,8 @@ def plan(
     saving = branch_saving(spec, the_plan)
     if saving is not None:
         typer.echo(format_branch_saving(saving))
+    if spec.spec.executor == "slurm":
+        typer.echo(_slurm_arrays(spec, check_environment))
     baseline = baseline or spec.spec.verdict.baseline
     sd, grid = _read_noise(spec, noise, baseline) if noise is not None else (None, {})
     tune_var = _top_grid_var(spec, grid)
@@ -89,6 +91,36 @@ def plan(
         _print_power(spec, sd, noise, target_gain, grid)
     if check_environment:
         _warn_environment(study, spec)
+
+
+def _slurm_arrays(spec, ask_slurm: bool) -> str:
+    """How many sbatch arrays the first round becomes under the cluster's limits (read from
+    Slurm unless offline), and how many of its cells wait for room."""
+    # lazy: `scaling --help` stays fast
+    from scaling.rounds.backends.slurm_limits import SlurmLimits, num_arrays, read_limits
+
+    slurm = spec.spec.slurm
+    if ask_slurm:
+        limits = read_limits(slurm.max_submitted, slurm.qos, slurm.account)
+    else:
+        cap = slurm.max_submitted
+        limits = SlurmLimits(cap=cap, cap_reason=f"slurm.max_submitted {cap}", accounting=True)
+    groups: dict[object, int] = {}
+    for cell in spec.cells:
+        key = cell.world_size if cell.depends_on is None else cell.depends_on
+        groups[key] = groups.get(key, 0) + 1
+    cells = len(spec.cells)
+    arrays = num_arrays(list(groups.values()), limits)
+    line = (
+        f"Slurm: the first round's {cells} cells become {arrays} job array(s) ({limits.describe()}"
+    )
+    line += ")" if ask_slurm else "; offline: the cluster's limits not read)"
+    if limits.cap is not None and cells > limits.cap:
+        line += (
+            f"; {cells - limits.cap} wait in `scaling submit` and are queued as jobs leave "
+            "the queue"
+        )
+    return line
 
 
 def _warn_undeclared_flops(entries: list[str]) -> None:

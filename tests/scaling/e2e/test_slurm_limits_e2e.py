@@ -105,3 +105,29 @@ def test_sbatch_refuses_an_array_over_max_array_size_in_words_the_submit_waits_o
     )
     assert proc.returncode != 0
     assert limit_refusal(proc.stderr) == ARRAY_REFUSAL, proc.stderr
+
+
+def test_plan_says_how_many_arrays_the_first_round_becomes(
+    tmp_path, data_dir, slurm_cluster, monkeypatch
+):
+    """Marked slow with the module, but cheap (one `scaling plan`, a few seconds)."""
+    from typer.testing import CliRunner
+
+    from scaling.cli import app
+
+    if read_limits().max_array != 4:
+        skip_unless_required("the cluster's MaxArraySize is not the 4 .ci/slurm/start.sh sets")
+    spec = one_size_spec(
+        data_dir,
+        tmp_path / "study",
+        f"sqlite:///{tmp_path}/m.db",
+        2,
+        seeds=list(range(6)),
+        executor="slurm",
+        slurm={"max_submitted": CAP},
+    )
+    path = tmp_path / "study.yaml"
+    write_and_load(spec, path)
+    out = CliRunner().invoke(app, ["plan", str(path)]).output
+    assert "the first round's 12 cells become 3 job array(s) (MaxArraySize 4" in out, out
+    assert "; 6 wait in `scaling submit`" in out, out
