@@ -138,7 +138,7 @@ def _accounting_caps(
     running: list[int] = []
     assoc = _run(
         [
-            "sacctmgr", "-n", "-P", "show", "assoc", f"where user={user}",
+            "sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={user}",
             "format=Account,QOS,DefaultQOS,MaxSubmit,MaxJobs,GrpSubmit",
         ]
     )  # fmt: skip
