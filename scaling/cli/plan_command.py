@@ -13,7 +13,9 @@ import typer
 
 from scaling.cli.commands import StudyArg, _fail, _load, _print_table, _say_if_no_store
 
-__all__ = ["plan"]
+__all__ = ["plan", "SUMMARY_ABOVE"]
+
+SUMMARY_ABOVE = 100  # a plan of more cells is summed per (size, variant), as `status` does
 
 
 def plan(
@@ -40,8 +42,17 @@ def plan(
             help="With --noise: the baseline arm [default: the study's verdict.baseline]."
         ),
     ] = None,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help=f"List every cell, also in a grid of more than {SUMMARY_ABOVE} cells."
+        ),
+    ] = False,
 ) -> None:
     """Print a study's cells and cost (a dry run: validates everything, submits nothing).
+
+    A grid of more than 100 cells is summed per (size, variant, parallel layout); `--all`
+    lists every cell.
 
     An unreachable MLflow server or Slurm cluster is a warning here, not an error: a person
     plans costs on a laptop before the cluster exists. `submit` and `run` still refuse.
@@ -67,8 +78,12 @@ def plan(
     _say_if_no_store(spec)
     the_plan = plan_study(spec)
     device = target_for(spec).device_name
-    header, rows, totals = format_plan(the_plan, device)
-    _print_table(f"study {spec.name}: plan", header, rows, totals)
+    if len(the_plan.rows) > SUMMARY_ABOVE and not show_all:
+        header, rows, totals = _plan_summary(the_plan, device)
+        _print_table(f"study {spec.name}: plan, per (size, variant)", header, rows, totals)
+    else:
+        header, rows, totals = format_plan(the_plan, device)
+        _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
     _check_builds(spec)
     typer.echo(
@@ -91,6 +106,44 @@ def plan(
         _print_power(spec, sd, noise, target_gain, grid)
     if check_environment:
         _warn_environment(study, spec)
+
+
+def _plan_summary(the_plan, device: str) -> tuple[list[str], list[list[str]], str]:
+    """The plan summed per (size, variant, processes): cells, their FLOPs and device-hours,
+    one cell's time and checkpoint; the totals line as `format_plan` writes it."""
+    # lazy: `scaling --help` stays fast
+    from scaling.costs.plan import _bytes, _duration, _si, cell_seconds, format_plan
+
+    groups: dict[tuple[str, str, int], list] = {}
+    for row in the_plan.rows:
+        groups.setdefault((row.size, row.variant, row.gpus), []).append(row)
+    rate = (the_plan.flops_per_gpu_s, the_plan.startup_s, the_plan.step_s)
+    header = ["size", "variant", "cells", "N", "tokens", "steps", "FLOPs", f"{device}s"]
+    header += ["time (longest)", f"{device}-hours", "cost", "ckpt"]
+    rows = []
+    for (size, variant, gpus), group in groups.items():
+        longest = max(cell_seconds(r, *rate) for r in group) / 3600
+        steps = sorted({r.steps for r in group})
+        measured = {r.measured for r in group}
+        rows.append(
+            [
+                size,
+                variant,
+                str(len(group)),
+                _si(group[0].num_nonembedding_params),
+                _si(max(r.tokens for r in group)),
+                str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}",
+                f"{sum(r.flops for r in group):.2e}",
+                str(gpus),
+                _duration(longest),
+                f"{sum(r.gpu_hours for r in group):.4g}",
+                "measured" if measured == {True} else "assumed" if measured == {False} else "mixed",
+                _bytes(group[0].checkpoint_bytes),
+            ]
+        )
+    totals = format_plan(the_plan, device)[2]  # its rows are strings: cheap beside printing
+    totals += f"\n{len(the_plan.rows)} cells in {len(rows)} rows; `scaling plan --all` lists each"
+    return header, rows, totals
 
 
 def _slurm_arrays(spec, ask_slurm: bool) -> str:
