@@ -183,9 +183,7 @@ def test_tasks_per_node_is_checked_at_load(tmp_path, data_dir, slurm, says):
         study_from_dict(spec)
 
 
-def test_plan_of_a_large_grid_is_summed_per_size_and_variant_and_all_lists_each(
-    tmp_path, data_dir
-):
+def test_plan_of_a_large_grid_is_summed_per_size_and_variant_and_all_lists_each(tmp_path, data_dir):
     """Above 100 cells `plan` prints one row per (size, variant), with the totals of every
     cell; `--all` lists each cell (a 10,000-cell plan printed 10,000 rows)."""
     from scaling.rounds.environment import load_study_spec
