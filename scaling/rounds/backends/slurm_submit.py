@@ -75,6 +75,7 @@ class ArraySubmitter:
         waiting = {c.cell_id for g in pending for c in g.cells}
         if sum(len(g.cells) for g in pending) > min(self.max_array, self.limits.cap or 1 << 62):
             self._hold(waiting, records)  # shown queued while they wait
+            self.say(f"Slurm limits: {self.limits.describe()}")
         backoff, said = self.poll_s, ""
         try:
             while pending:
