@@ -67,7 +67,7 @@ class SlurmLimits:
             parts.append(f"MaxJobs {self.max_running} running at once")
         if not self.accounting:
             parts.append("accounting off: no association or QOS limits")
-        return "; ".join(parts)
+        return "; ".join(parts + self.notes)
 
 
 def _run(args: list[str]) -> str | None:
