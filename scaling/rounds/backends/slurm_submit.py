@@ -94,9 +94,8 @@ class ArraySubmitter:
                     said = reason
                 backoff = min(MAX_BACKOFF_S, backoff * 2) if refused else self.poll_s
                 self._sleep(backoff)
-        finally:
-            if not pending:
-                (self.folder / WAITING).unlink(missing_ok=True)
+        finally:  # done, interrupted or failed: no cell of this process waits any more
+            (self.folder / WAITING).unlink(missing_ok=True)
 
     def _one_pass(
         self,

@@ -19,6 +19,7 @@ from scaling.records.job_records import read_records
 from scaling.rounds.backends.slurm_limits import SlurmLimits, read_limits
 from scaling.rounds.backends.slurm_submit import ArraySubmitter, Group
 from tests.conftest import skip_unless_required
+from tests.scaling.helpers import wait_for_an_empty_queue
 
 pytestmark = pytest.mark.slurm
 
@@ -109,3 +110,43 @@ def test_a_submit_over_the_users_max_submit_jobs_is_waited_out(tmp_path, slurm_c
     assert sum(n for n, ok in calls if ok) == num
     assert len(calls) <= len(sleeps) + num // real.max_array + 2  # one sbatch per try
     _each_cell_once(tmp_path, num, records, submitted)
+
+
+def test_an_interrupt_while_cells_wait_leaves_them_held_and_the_queued_ones_recorded(
+    tmp_path, slurm_cluster
+):
+    """Ctrl-C (or `scaling cancel`, which interrupts the waiting submit) while cells wait for
+    room: the queued arrays keep their records, the others keep `queued-<pid>` records that
+    `scaling.rounds.submission` restores to what they were; nothing is queued twice."""
+    import threading
+
+    from scaling.state.scheduler import QUEUED, WAITING, waiting_reason
+
+    stop = threading.Event()
+    said: list[str] = []
+    reasons: list[str] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        if "cell(s) wait:" in line:
+            reasons.append(waiting_reason(tmp_path))  # what `status` says meanwhile
+            stop.set()  # as the driver's Ctrl-C does
+
+    wait_for_an_empty_queue()  # the cap counts every job of this user
+    submit, calls = _sleep_array(tmp_path, 30)
+    limits = SlurmLimits(max_array=4, cap=2, cap_reason="slurm.max_submitted 2")
+    submitter = ArraySubmitter(tmp_path, "slurm", limits, submit, 0.5, say, stop)
+    cells = [_Cell(f"c{i}") for i in range(5)]
+    records: dict = {}
+    submitted: dict = {}
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            submitter.run([Group(cells, dict)], records, submitted)
+    finally:
+        ids = [r.job_id for r in records.values() if not r.job_id.startswith(QUEUED)]
+        subprocess.run(["scancel", *{i.split("_")[0] for i in ids}], timeout=30, check=False)
+    assert sorted(submitted) == ["c0", "c1"] and calls == [(2, True)]
+    assert all(records[c].job_id.startswith(QUEUED) for c in ("c2", "c3", "c4"))
+    assert read_records(tmp_path) == records
+    assert reasons == ["slurm.max_submitted 2"]  # `status` said why they waited
+    assert not (tmp_path / WAITING).exists()  # none waits now
