@@ -58,11 +58,13 @@ def test_slurm_drivers_poll_once_a_minute_unless_told(monkeypatch, tmp_path):
 
 
 def test_a_refusing_slurmctld_is_left_alone_for_a_while(monkeypatch, tmp_path):
-    """squeue failing (here: no cluster at all) is not asked again at once: the next poll
-    gets the same error without a call, and says for how long slurmctld is left alone."""
+    """squeue failing (here: no cluster at all, so it times out) is not asked again at once:
+    the next poll gets the same error without a call, and says for how long slurmctld is left
+    alone."""
     from scaling.state import scheduler
 
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-cluster.conf"))
+    monkeypatch.setattr(scheduler, "SQUEUE_TIMEOUT_S", 2.0)  # it hangs looking for a cluster
     backoff = scheduler.squeue_backoff()
     with pytest.raises(RuntimeError):
         scheduler._squeue(["7_0"])
