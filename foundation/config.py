@@ -144,12 +144,15 @@ def _validate_tree(obj: Any, where: str, problems: list[str]) -> bool:
     return ok
 
 
-def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
+def from_dict(cls: type[T], data: Any, where: str = "config", tree: bool = True) -> T:
     """Build dataclass `cls` from a mapping; raise one ConfigError listing every problem.
 
     Types are coerced as YAML needs (``"3e-4"`` → float, ``4.0`` → int); unknown fields, wrong
     types and missing fields are named by their dotted path below `where`, then each nested
     dataclass's `validate()` runs so cross-field constraints are checked at the same boundary.
+    `tree=False`: only the top object's `validate()`, for a mapping whose nested sections were
+    validated before in another that differs from it only in top-level fields (a study's
+    seeds of one cell: `scaling.spec.grid.expand_cells`).
     """
     from pydantic import ValidationError
 
@@ -161,7 +164,13 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
         errors = [{**e, "loc": e["loc"][1:]} for e in err.errors()]  # drop the "root" step
         raise ConfigError(type_problems(cls, errors, data, where)) from None
     problems: list[str] = []
-    _validate_tree(obj, where, problems)
+    if tree:
+        _validate_tree(obj, where, problems)
+    elif callable(getattr(obj, "validate", None)):
+        try:
+            obj.validate()
+        except ValueError as err:
+            problems.append(_at_field(obj, where, str(err)))
     if problems:
         raise ConfigError(problems)
     return obj

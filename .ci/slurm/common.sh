@@ -1,6 +1,8 @@
 # Sourced by start.sh and start_multinode.sh: the settings every test cluster shares (see
-# FACTS.md for why each line). `common_conf SCRATCH` prints them; no systemd, cgroups, munge or
-# slurmdbd, and every state/spool/log/pid path under SCRATCH.
+# FACTS.md for why each line). `common_conf SCRATCH` prints them; no systemd, cgroups or munge,
+# and every state/spool/log/pid path under SCRATCH. MaxArraySize is a shared site's limit made
+# small (SLURM_MAX_ARRAY_SIZE, default 4: an array holds at most 4 cells), so every Slurm test
+# submits through the split (docs/cluster.md, "Large studies on a shared cluster").
 common_conf() {
     local scratch=$1
     cat <<CONF
@@ -22,6 +24,7 @@ ReturnToService=2
 SchedulerParameters=bf_interval=1,sched_interval=2
 KillWait=5
 MinJobAge=600
+MaxArraySize=${SLURM_MAX_ARRAY_SIZE:-4}
 InactiveLimit=0
 MailProg=/bin/true
 StateSaveLocation=$scratch/state

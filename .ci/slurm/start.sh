@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Start a single-node Slurm cluster for tests, without systemd, cgroups, munge or slurmdbd.
+# Start a single-node Slurm cluster for tests, without systemd, cgroups or munge.
 #
 #   eval "$(.ci/slurm/start.sh [SCRATCH_DIR])"     # exports SLURM_CONF for every client
+#
+# With accounting where slurmdbd and MariaDB are installed (install.sh; SLURM_ACCOUNTING=0 turns
+# it off): slurmdbd on MariaDB (accounting.sh), this user in account `ci` with MaxSubmitJobs=6,
+# as a shared site limits its users. MaxArraySize=4 (common.sh).
 #
 # Writes slurm.conf and all state/spool/log/pid files under SCRATCH_DIR (default
 # $SLURM_SCRATCH or /tmp/scaling-slurm), starts slurmctld + slurmd, waits until the node is idle
@@ -29,6 +33,10 @@ host="$(hostname -s)"
 node="$(slurmd -C | head -n1)"
 ctld_port="${SLURMCTLD_PORT:-6817}"
 slurmd_port="${SLURMD_PORT:-6818}"
+accounting=""
+if [ "${SLURM_ACCOUNTING:-1}" = 1 ] && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null; then
+    accounting="$(bash "$(dirname "$0")/accounting.sh" conf "$scratch")"
+fi
 
 cat > "$conf" <<CONF
 # Written by .ci/slurm/start.sh: a one-node test cluster (see FACTS.md for why each line).
@@ -36,7 +44,8 @@ ClusterName=scaling-ci
 SlurmctldHost=$host
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
-$(common_conf "$scratch")
+$(common_conf "$scratch" | grep -v '^AccountingStorageType=' || true)
+${accounting:-AccountingStorageType=accounting_storage/none}
 SlurmdSpoolDir=$scratch/spool
 SlurmdPidFile=$scratch/run/slurmd.pid
 SlurmdLogFile=$scratch/log/slurmd.log
@@ -44,9 +53,17 @@ $node State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 
+if [ -n "$accounting" ]; then
+    start_s=$SECONDS
+    bash "$(dirname "$0")/accounting.sh" start "$scratch" scaling-ci >&2
+fi
 # -c: start clean (forget jobs of an earlier cluster in this scratch dir).
 slurmctld -c -f "$conf"
 slurmd -f "$conf"
+if [ -n "$accounting" ]; then
+    bash "$(dirname "$0")/accounting.sh" limits "$scratch" scaling-ci >&2
+    echo "accounting up in $((SECONDS - start_s)) s: MaxSubmitJobs ${SLURM_MAX_SUBMIT:-6} for $(id -un)" >&2
+fi
 
 for _ in $(seq 1 60); do
     state="$(sinfo -h -o %T 2>/dev/null | head -n1 || true)"

@@ -19,4 +19,5 @@ for pidfile in "$scratch"/run/slurmd*.pid "$scratch/run/slurmctld.pid"; do
     fi
     rm -f "$pidfile"
 done
+[ -f "$scratch/slurmdbd.conf" ] && bash "$(dirname "$0")/accounting.sh" stop "$scratch"
 echo "slurm stopped ($scratch)" >&2

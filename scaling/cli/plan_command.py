@@ -20,7 +20,9 @@ from scaling.cli.commands import (
     _say_if_no_store,
 )
 
-__all__ = ["plan"]
+__all__ = ["plan", "SUMMARY_ABOVE"]
+
+SUMMARY_ABOVE = 100  # a plan of more cells is summed per (size, variant), as `status` does
 
 
 def plan(
@@ -47,8 +49,17 @@ def plan(
             help="With --noise: the baseline arm [default: the study's verdict.baseline]."
         ),
     ] = None,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help=f"List every cell, also in a grid of more than {SUMMARY_ABOVE} cells."
+        ),
+    ] = False,
 ) -> None:
     """Print a study's cells and cost (a dry run: validates everything, submits nothing).
+
+    A grid of more than 100 cells is summed per (size, variant, parallel layout); `--all`
+    lists every cell.
 
     An unreachable MLflow server or Slurm cluster is a warning here, not an error: a person
     plans costs on a laptop before the cluster exists. `submit` and `run` still refuse.
@@ -75,8 +86,12 @@ def plan(
     the_plan = plan_study(spec)
     device = target_for(spec).device_name
     built = _check_builds(study, spec)  # a variant that does not build: its error alone
-    header, rows, totals = format_plan(the_plan, device)
-    _print_table(f"study {spec.name}: plan", header, rows, totals)
+    if len(the_plan.rows) > SUMMARY_ABOVE and not show_all:
+        header, rows, totals = _plan_summary(the_plan, device)
+        _print_table(f"study {spec.name}: plan, per (size, variant)", header, rows, totals)
+    else:
+        header, rows, totals = format_plan(the_plan, device)
+        _print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
     for line in built:
         typer.echo(line)
@@ -89,6 +104,8 @@ def plan(
     saving = branch_saving(spec, the_plan)
     if saving is not None:
         typer.echo(format_branch_saving(saving))
+    if spec.spec.executor == "slurm":
+        typer.echo(_slurm_arrays(spec, check_environment))
     baseline = baseline or spec.spec.verdict.baseline
     sd, grid = _read_noise(spec, noise, baseline) if noise is not None else (None, {})
     tune_var = _top_grid_var(spec, grid)
@@ -98,6 +115,74 @@ def plan(
         _print_power(spec, sd, noise, target_gain, grid)
     if check_environment:
         _warn_environment(study, spec)
+
+
+def _plan_summary(the_plan, device: str) -> tuple[list[str], list[list[str]], str]:
+    """The plan summed per (size, variant, processes): cells, their FLOPs and device-hours,
+    one cell's time and checkpoint; the totals line as `format_plan` writes it."""
+    # lazy: `scaling --help` stays fast
+    from scaling.costs.plan import _bytes, _duration, _si, cell_seconds, format_plan
+
+    groups: dict[tuple[str, str, int], list] = {}
+    for row in the_plan.rows:
+        groups.setdefault((row.size, row.variant, row.gpus), []).append(row)
+    rate = (the_plan.flops_per_gpu_s, the_plan.startup_s, the_plan.step_s)
+    header = ["size", "variant", "cells", "N", "tokens", "steps", "FLOPs", f"{device}s"]
+    header += ["time (longest)", f"{device}-hours", "cost", "ckpt"]
+    rows = []
+    for (size, variant, gpus), group in groups.items():
+        longest = max(cell_seconds(r, *rate) for r in group) / 3600
+        steps = sorted({r.steps for r in group})
+        measured = {r.measured for r in group}
+        rows.append(
+            [
+                size,
+                variant,
+                str(len(group)),
+                _si(group[0].num_nonembedding_params),
+                _si(max(r.tokens for r in group)),
+                str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}",
+                f"{sum(r.flops for r in group):.2e}",
+                str(gpus),
+                _duration(longest),
+                f"{sum(r.gpu_hours for r in group):.4g}",
+                "measured" if measured == {True} else "assumed" if measured == {False} else "mixed",
+                _bytes(group[0].checkpoint_bytes),
+            ]
+        )
+    totals = format_plan(the_plan, device)[2]  # its rows are strings: cheap beside printing
+    totals += f"\n{len(the_plan.rows)} cells in {len(rows)} rows; `scaling plan --all` lists each"
+    return header, rows, totals
+
+
+def _slurm_arrays(spec, ask_slurm: bool) -> str:
+    """How many sbatch arrays the first round becomes under the cluster's limits (read from
+    Slurm unless offline), and how many of its cells wait for room."""
+    # lazy: `scaling --help` stays fast
+    from scaling.rounds.backends.slurm_limits import SlurmLimits, num_arrays, read_limits
+
+    slurm = spec.spec.slurm
+    if ask_slurm:
+        limits = read_limits(slurm.max_submitted, slurm.qos, slurm.account)
+    else:
+        cap = slurm.max_submitted
+        limits = SlurmLimits(cap=cap, cap_reason=f"slurm.max_submitted {cap}", accounting=True)
+    groups: dict[object, int] = {}
+    for cell in spec.cells:
+        key = cell.world_size if cell.depends_on is None else cell.depends_on
+        groups[key] = groups.get(key, 0) + 1
+    cells = len(spec.cells)
+    arrays = num_arrays(list(groups.values()), limits)
+    line = (
+        f"Slurm: the first round's {cells} cells become {arrays} job array(s) ({limits.describe()}"
+    )
+    line += ")" if ask_slurm else "; offline: the cluster's limits not read)"
+    if limits.cap is not None and cells > limits.cap:
+        line += (
+            f"; {cells - limits.cap} wait in `scaling submit` and are queued as jobs leave "
+            "the queue"
+        )
+    return line
 
 
 def _warn_undeclared_flops(entries: list[str]) -> None:

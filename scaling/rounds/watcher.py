@@ -18,7 +18,7 @@ from foundation import contract
 from foundation.config import seconds_from_env
 from scaling.records.look_state import read_looks
 from scaling.records.search_state import SearchState, SearchStateChanged, keep_state, read_state
-from scaling.rounds.backends.executors import Executor
+from scaling.rounds.backends.executors import LOCAL_POLL_S, POLL_ENV, Executor
 from scaling.rounds.progress import CellTimeModel, Progress, Reporter, SearchOutlook
 from scaling.rounds.refine import search_over
 from scaling.spec.grid import Cell
@@ -34,14 +34,14 @@ from scaling.state.tracking_refusal import (
 
 __all__ = ["RoundWatcher", "View", "Rows", "POLL_S", "POLL_ENV", "poll_seconds"]
 
-POLL_S = 5.0
-POLL_ENV = "SCALING_POLL_S"  # seconds between a driver's status polls (the test suite: 1)
+POLL_S = LOCAL_POLL_S  # the local executor's; Slurm's is SLURM_POLL_S (60 s)
 
 
-def poll_seconds() -> float:
-    """The wait between status polls: `SCALING_POLL_S` seconds, else 5. A round's end is seen
-    up to this late; each poll reads every cell's state (MLflow and the executor)."""
-    return seconds_from_env(POLL_ENV, POLL_S, "the wait between status polls", positive=True)
+def poll_seconds(default: float = POLL_S) -> float:
+    """The wait between status polls: `SCALING_POLL_S` seconds, else `default` (the executor's
+    `default_poll_s`: 5 locally, 60 on Slurm). A round's end is seen up to this late; each poll
+    reads every cell's state (MLflow and one `squeue`)."""
+    return seconds_from_env(POLL_ENV, default, "the wait between status polls", positive=True)
 
 
 Rows = list[StatusRow]
@@ -72,7 +72,7 @@ class RoundWatcher:
     ) -> None:
         self.study, self.executor = study, executor
         self.say, self.view = say, view
-        self.poll_s = poll_seconds() if poll_s is None else poll_s
+        self.poll_s = poll_seconds(executor.default_poll_s) if poll_s is None else poll_s
         self.took: dict[str, float] = {}  # cell -> wall seconds, as the progress saw it
         give_up_s = refusal_give_up_s() if refused_give_up_s is None else refused_give_up_s
         self._refusals = RefusalClock(study.mlflow.tracking_uri, give_up_s)

@@ -378,6 +378,15 @@ def _check_resources(study: Study, p: Problems) -> None:
     for name in ("time_limit_min", "cpus_per_task", "array_parallelism", "max_timeouts"):
         if getattr(slurm, name) < 1:
             p.add(f"study.slurm.{name}: {getattr(slurm, name)} must be >= 1")
+    if slurm.max_submitted is not None and (
+        isinstance(slurm.max_submitted, bool)
+        or not isinstance(slurm.max_submitted, int)
+        or slurm.max_submitted < 1
+    ):
+        p.add(
+            f"study.slurm.max_submitted: {slurm.max_submitted!r} must be a whole number >= 1 "
+            "(the most of your jobs queued at once), or left out for the cluster's own limits"
+        )
     if slurm.gpus_per_node < 0:
         p.add(f"study.slurm.gpus_per_node: {slurm.gpus_per_node} must be >= 0")
     if slurm.tasks_per_node is not None:

@@ -191,6 +191,9 @@ class SlurmSpec:
     mem_gb: float | None = None
     constraint: str | None = None
     array_parallelism: int = 64  # at most this many cells of one array run at once
+    # at most this many of the user's jobs queued at once (lowers the cluster's MaxSubmitJobs,
+    # GrpSubmit and MaxJobCount; None: theirs alone); cells over it wait in `scaling submit`
+    max_submitted: int | None = None
     # time-limit requeues of one cell before it fails (each resumes from its checkpoint)
     max_timeouts: int = 20
     additional: dict[str, Any] = field(default_factory=dict)  # extra sbatch options

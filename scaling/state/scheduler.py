@@ -9,6 +9,7 @@ timeout, so `status` never hangs.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +24,8 @@ __all__ = [
     "live_jobs",
     "cancel_jobs",
     "SQUEUE_TIMEOUT_S",
+    "WAITING",
+    "waiting_reason",
 ]
 
 SQUEUE_TIMEOUT_S = 30.0
@@ -44,15 +47,87 @@ LIVE_SLURM_STATES = {
 LOCAL_CONTROLLER = "submitit.local._local"
 ESCALATE_S = 5.0  # a local job still alive this long after SIGINT is killed
 QUEUED = "queued-"  # local job id of a cell waiting for a slot: "queued-<pid of submit>"
+# in the study folder while Slurm cells wait in a submit for room under the cluster's limits
+WAITING = "slurm_waiting.json"
+
+
+def waiting_reason(folder: Path) -> str:
+    """Why a study's Slurm cells wait in their submit ("MaxSubmitJobs 6 (association x)"),
+    from the note it leaves (`scaling.rounds.backends.slurm_submit`); "" when none waits."""
+    try:
+        return str(json.loads((Path(folder) / WAITING).read_text())["reason"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+class SqueueBackoff:
+    """Spares a slow or refusing slurmctld: after a failed `squeue`, or one slower than
+    `SLOW_SQUEUE_S`, the next `BACKOFF_FIRST_S` (doubling up to `BACKOFF_MAX_S` while it lasts)
+    ask it nothing. Meanwhile a failure is raised again at once, and a slow answer is reused
+    for the same jobs (a job it showed live stays live: never a crash that did not happen)."""
+
+    def __init__(self) -> None:
+        self.until = 0.0
+        self.wait = 0.0
+        self.error: str | None = None
+        self.answer: tuple[tuple[str, ...], dict[str, str]] | None = None
+        self.calls = 0  # squeue calls made (the benchmark and tests count them)
+
+    def held(self, arrays: tuple[str, ...]) -> dict[str, str] | None:
+        """The answer to give without asking, while backing off; None: ask."""
+        if time.monotonic() >= self.until:
+            return None
+        if self.error is not None:
+            left = self.until - time.monotonic()
+            raise RuntimeError(f"{self.error} (slurmctld is left alone for {left:.0f} s more)")
+        if self.answer is not None and self.answer[0] == arrays:
+            return self.answer[1]
+        return None
+
+    def took(self, seconds: float, arrays: tuple[str, ...], answer: dict[str, str]) -> None:
+        self.error = None
+        if seconds > SLOW_SQUEUE_S:
+            self._back_off()
+            self.answer = (arrays, answer)
+        else:
+            self.wait, self.until, self.answer = 0.0, 0.0, None
+
+    def failed(self, error: str) -> None:
+        self._back_off()
+        self.error, self.answer = error, None
+
+    def _back_off(self) -> None:
+        self.wait = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, 2 * self.wait))
+        self.until = time.monotonic() + self.wait
+
+
+SLOW_SQUEUE_S = 10.0
+BACKOFF_FIRST_S = 30.0
+BACKOFF_MAX_S = 600.0
+_BACKOFFS: dict[str | None, SqueueBackoff] = {}
+
+
+def squeue_backoff() -> SqueueBackoff:
+    """This process's backoff for the cluster `SLURM_CONF` names (a driver polls from one)."""
+    return _BACKOFFS.setdefault(os.environ.get("SLURM_CONF"), SqueueBackoff())
 
 
 def _squeue(job_ids: list[str]) -> dict[str, str]:
-    """job id → Slurm state (PENDING, RUNNING, ...) for the ids still in the queue."""
+    """job id → Slurm state (PENDING, RUNNING, ...) for the ids still in the queue.
+
+    One call for all of a study's arrays; while slurmctld is slow or refuses, not asked again
+    for a while (`SqueueBackoff`)."""
     if not job_ids:
         return {}
     # -r: one line per array element, so "12_3" appears as itself, never inside "12_[3-7]".
     # Ask for the array ids (the part before "_"): squeue rejects unknown ids as a whole.
-    arrays = sorted({jid.split("_")[0] for jid in job_ids})
+    arrays = tuple(sorted({jid.split("_")[0] for jid in job_ids}))
+    backoff = squeue_backoff()
+    held = backoff.held(arrays)
+    if held is not None:
+        return {jid: held[jid] for jid in job_ids if jid in held}
+    start = time.monotonic()
+    backoff.calls += 1
     try:
         proc = subprocess.run(
             ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(arrays)],
@@ -61,19 +136,24 @@ def _squeue(job_ids: list[str]) -> dict[str, str]:
             timeout=SQUEUE_TIMEOUT_S,
         )
     except (OSError, subprocess.TimeoutExpired) as err:
-        raise RuntimeError(
+        why = (
             f"cannot ask Slurm about this study's jobs ({err}); is the controller up and "
             "SLURM_CONF exported?"
-        ) from err
+        )
+        backoff.failed(why)
+        raise RuntimeError(why) from err
     if proc.returncode != 0:
         if "Invalid job id" in proc.stderr:
+            backoff.took(time.monotonic() - start, arrays, {})
             return {}  # all of them left the queue long ago
+        backoff.failed(f"squeue failed: {proc.stderr.strip()}")
         raise RuntimeError(f"squeue failed: {proc.stderr.strip()}")
     states = {}
     for line in proc.stdout.splitlines():
         jid, _, state = line.strip().partition("|")
         if state in LIVE_SLURM_STATES:  # asked by id, squeue also lists recently ended jobs
             states[jid] = state
+    backoff.took(time.monotonic() - start, arrays, states)
     return {jid: states[jid] for jid in job_ids if jid in states}
 
 
@@ -105,16 +185,27 @@ class Backend(Protocol):
 
 
 class SlurmQueue:
-    """Slurm's jobs of a study: `squeue` says which are live, `scancel` stops them."""
+    """Slurm's jobs of a study: one `squeue` says which are live, `scancel` stops them.
+
+    A cell that waits in a `scaling submit` for room under the cluster's limits has the record
+    `queued-<pid of that submit>` (`scaling.rounds.backends.slurm_submit`): it is live (PENDING)
+    while that process is, and stopping it interrupts that process (which then leaves it
+    pending), as for a local cell waiting for a slot.
+    """
 
     def live(self, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
-        cell_of = {r.job_id: cid for cid, r in records.items()}
-        return {cell_of[jid]: state for jid, state in _squeue(list(cell_of)).items()}
+        held = {cid: r for cid, r in records.items() if r.job_id.startswith(QUEUED)}
+        cell_of = {r.job_id: cid for cid, r in records.items() if cid not in held}
+        live = {cell_of[jid]: state for jid, state in _squeue(list(cell_of)).items()}
+        live.update(LocalControllers().live(held, submitit_folder))
+        return live
 
     def stop(self, records: dict[str, JobRecord]) -> None:
-        if not records:
+        held = {cid: r for cid, r in records.items() if r.job_id.startswith(QUEUED)}
+        LocalControllers().stop(held)
+        ids = [r.job_id for cid, r in records.items() if cid not in held]
+        if not ids:
             return
-        ids = [r.job_id for r in records.values()]
         proc = subprocess.run(
             ["scancel", *ids], capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S
         )

@@ -21,7 +21,7 @@ from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import job_error_log, last_error_line
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
-from scaling.state.scheduler import QUEUED, live_jobs
+from scaling.state.scheduler import QUEUED, live_jobs, waiting_reason
 from scaling.state.stale import changed_files, code_digests, today_code
 
 __all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
@@ -122,6 +122,9 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
     runs = {} if no_store else cell_runs(study, refresh=refresh)
     parts = today_code(study)
     digests = code_digests(study, parts)
+    waiting = ""  # why Slurm cells wait in a submit: read once, only if one does
+    if any(r.executor == "slurm" and r.job_id.startswith(QUEUED) for r in records.values()):
+        waiting = f"waiting: {waiting_reason(study.folder) or 'room under the limits'}"
     rows = []
     for cell in study.cells:
         run = runs.get(cell.cell_id)
@@ -154,7 +157,7 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
                 else (
                     stale_note(changed_files(run, parts[cell.run.model.query_variant]))
                     if state == contract.STALE
-                    else ""
+                    else _held(record, state, waiting)
                 ),
                 given_up=given_up,
                 step=step,
@@ -163,6 +166,12 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
             )
         )
     return _parent_notes(study, rows)
+
+
+def _held(record, state: str, waiting: str) -> str:
+    """A Slurm cell queued in its submit, not yet in Slurm's queue: why it waits."""
+    held = record is not None and record.executor == "slurm" and record.job_id.startswith(QUEUED)
+    return waiting if held and state == contract.QUEUED else ""
 
 
 def gave_up_note(failures: int, retries: int) -> str:

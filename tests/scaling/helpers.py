@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
 
 # imported here, not on first poll: importing torch takes seconds, long enough for a tiny run
@@ -118,3 +120,16 @@ def ci_demo_spec(tmp_path: Path) -> dict:
     spec["schedule"]["warmup_steps"] = 4
     spec["train"] = {"eval_interval": 12, "log_interval": 4}
     return spec
+
+
+def wait_for_an_empty_queue(timeout_s: float = 120) -> None:
+    """Until this user has no job in the queue (an earlier test's sleep arrays end)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            ["squeue", "-h", "-u", getpass.getuser()], capture_output=True, text=True, timeout=30
+        )
+        if out.returncode == 0 and not out.stdout.strip():
+            return
+        time.sleep(1)
+    pytest.fail(f"this user's jobs still queued after {timeout_s} s", pytrace=False)

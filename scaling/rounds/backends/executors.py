@@ -14,14 +14,17 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
 from foundation import contract
-from foundation.config import Problems
-from scaling.records.job_records import JobRecord, new_record, write_records
+from foundation.config import Problems, seconds_from_env
+from scaling.records.job_records import JobRecord
 from scaling.rounds.backends.local_jobs import LocalRound, local_gpus, visible_gpu_indices
 from scaling.rounds.backends.slurm_jobs import slurm_parameters
+from scaling.rounds.backends.slurm_limits import SlurmLimits, read_limits
+from scaling.rounds.backends.slurm_submit import ArraySubmitter, Group
 from scaling.rounds.warmstart import warm_python
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
@@ -41,6 +44,9 @@ __all__ = [
 
 # a local round's warm-server imports and half a status poll (`scaling.costs.wall`)
 LOCAL_ROUND_S = 10.0
+POLL_ENV = "SCALING_POLL_S"  # seconds between a driver's status polls (the test suite: 1)
+LOCAL_POLL_S = 5.0
+SLURM_POLL_S = 60.0  # sites ask scripts to poll slurmctld at most about once a minute
 
 
 def check_no_oversubscription(spec: Any, num_devices: int, p: Problems) -> None:
@@ -72,12 +78,21 @@ class Executor(ABC):
     """
 
     name: ClassVar[str]  # the `executor` of the spec and of each JobRecord
+    # seconds between status polls unless `SCALING_POLL_S` says otherwise: a site's slurmctld
+    # answers every user, so a driver asks it once a minute; local polls cost nothing
+    default_poll_s: ClassVar[float] = LOCAL_POLL_S
     label: ClassVar[str]  # its name in a sentence ("Slurm job 12_3")
     runs_cells_in_submit: ClassVar[bool]  # `submit` returns when its cells have ended
     per_round_overhead_s: ClassVar[float]  # wall seconds a round costs besides its cells
 
     def __init__(self, study: ResolvedStudy) -> None:
         self.study = study
+
+    def poll_interval(self) -> float:
+        """Seconds between status polls: `SCALING_POLL_S`, else `default_poll_s`."""
+        return seconds_from_env(
+            POLL_ENV, self.default_poll_s, "the wait between status polls", positive=True
+        )
 
     @property
     def log_folder(self) -> Path:
@@ -127,6 +142,12 @@ class SlurmExecutor(Executor):
     label = "Slurm"
     runs_cells_in_submit = False
     per_round_overhead_s = 0.0  # the queue wait is the cluster's, not counted
+    default_poll_s = SLURM_POLL_S
+
+    def __init__(self, study: ResolvedStudy) -> None:
+        super().__init__(study)
+        self._limits: SlurmLimits | None = None
+        self.last_submitter: ArraySubmitter | None = None  # the latest submit's, for tests
 
     @property
     def slots(self) -> int:
@@ -149,7 +170,11 @@ class SlurmExecutor(Executor):
     ) -> dict[str, Any]:
         """One job array per world size; then, per parent, its branches as an array that
         depends on the parent's own job (`afterok`, `--kill-on-invalid-dep=yes`: a failed
-        parent ends its branches instead of leaving them pending forever)."""
+        parent ends its branches instead of leaving them pending forever).
+
+        Within the cluster's limits (`limits`): an array holds at most `MaxArraySize` cells,
+        and at most the cap of the user's jobs are queued at once; the rest wait in this call,
+        which returns once every cell is queued (`scaling.rounds.backends.slurm_submit`)."""
         study = self.study
         submitted: dict[str, Any] = {}
         by_world: dict[int, list[Cell]] = {}
@@ -159,27 +184,48 @@ class SlurmExecutor(Executor):
                 by_world.setdefault(cell.world_size, []).append(cell)
             else:
                 dependent.setdefault(cell.depends_on, []).append(cell)
-        for world, group in sorted(by_world.items()):
-            self._submit_array(group, records, submitted, slurm_parameters(study.spec, world))
+        groups = [
+            Group(group, lambda world=world: slurm_parameters(study.spec, world))
+            for world, group in sorted(by_world.items())
+        ]
         for parent, group in dependent.items():
-            params = slurm_parameters(study.spec, group[0].world_size)
-            job_id = _parent_job(parent, submitted, records, (states or {}).get(parent))
-            if job_id is not None:
-                params["additional_parameters"] = {
-                    **params["additional_parameters"],
-                    "dependency": f"afterok:{job_id}",
-                    "kill_on_invalid_dep": "yes",
-                }
-            self._submit_array(group, records, submitted, params)
+            state = (states or {}).get(parent)
+            params = partial(self._branch_params, parent, group, submitted, records, state)
+            groups.append(Group(group, params, parent))
+        where = (study.folder, self.name, self.limits, self._submit_array)
+        submitter = ArraySubmitter(*where, self.poll_interval(), say, stop)
+        submitter.run(groups, records, submitted)
+        self.last_submitter = submitter
         return submitted
 
-    def _submit_array(
+    @property
+    def limits(self) -> SlurmLimits:
+        """The cluster's limits on this user's submissions, read once per executor."""
+        if self._limits is None:
+            slurm = self.study.spec.slurm
+            self._limits = read_limits(slurm.max_submitted, slurm.qos, slurm.account)
+        return self._limits
+
+    def _branch_params(
         self,
+        parent: str,
         group: list[Cell],
-        records: dict[str, JobRecord],
         submitted: dict[str, Any],
-        params: dict[str, Any],
-    ) -> None:
+        records: dict[str, JobRecord],
+        state: str | None,
+    ) -> dict[str, Any]:
+        params = slurm_parameters(self.study.spec, group[0].world_size)
+        job_id = _parent_job(parent, submitted, records, state)
+        if job_id is not None:
+            params["additional_parameters"] = {
+                **params["additional_parameters"],
+                "dependency": f"afterok:{job_id}",
+                "kill_on_invalid_dep": "yes",
+            }
+        return params
+
+    def _submit_array(self, group: list[Cell], params: dict[str, Any]) -> list[Any]:
+        """Queue `group` as one job array (one job if alone); its submitit jobs."""
         import submitit  # lazy: kept out of the CLI's start-up path
 
         # submitit fails a job after 3 time-outs by default; a cell longer than 3 time limits
@@ -190,10 +236,7 @@ class SlurmExecutor(Executor):
         executor.update_parameters(**params)
         with executor.batch():
             handles = [executor.submit(_job(cell)) for cell in group]
-        for cell, job in zip(group, handles, strict=True):
-            records[cell.cell_id] = new_record(records, cell.cell_id, self.name, job.job_id)
-            submitted[cell.cell_id] = job
-        write_records(self.study.folder, records)
+        return handles
 
 
 def _parent_job(

@@ -196,3 +196,33 @@ def test_tasks_per_node_is_checked_at_load(tmp_path, data_dir, slurm, says):
     spec["parallel"] = {"60K": {"data_parallel": 3}}
     with pytest.raises(ConfigError, match=re.escape(says)):
         study_from_dict(spec)
+
+
+def test_plan_of_a_large_grid_is_summed_per_size_and_variant_and_all_lists_each(tmp_path, data_dir):
+    """Above 100 cells `plan` prints one row per (size, variant), with the totals of every
+    cell; `--all` lists each cell (a 10,000-cell plan printed 10,000 rows)."""
+    from scaling.rounds.environment import load_study_spec
+
+    spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
+    spec["seeds"] = list(range(30))  # 2 sizes x 2 variants x 30 seeds = 120 cells
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = load_study_spec(path, check_environment=False)
+    # the seeds of one cell are validated once; each is still its own, with its own seed
+    assert len({c.run.seed for c in study.cells}) == 30
+    assert len({c.run.data.seed for c in study.cells}) == 30
+    assert len({str(c.run.output_dir) for c in study.cells}) == 120
+
+    def plan(*args: str) -> str:
+        result = CliRunner().invoke(app, ["plan", "--no-check-environment", *args, str(path)])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    summary = plan()
+    assert "plan, per (size, variant)" in summary
+    assert "120 cells in 4 rows; `scaling plan --all` lists each" in summary
+    assert "120 runs," in summary  # the totals of every cell
+    assert sum(1 for c in study.cells if c.cell_id in summary) == 0
+    listed = plan("--all")
+    assert all(c.cell_id in listed for c in study.cells)
+    assert "120 runs," in listed

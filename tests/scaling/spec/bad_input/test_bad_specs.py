@@ -45,6 +45,7 @@ BAD_SPECS = [
     ),
     ("empty seed list", _set("seeds", []), "study.seeds"),
     ("no time-limit requeue", _set("slurm.max_timeouts", 0), "study.slurm.max_timeouts"),
+    ("no jobs queued at all", _set("slurm.max_submitted", 0), "study.slurm.max_submitted: 0"),
     ("negative retries", _set("retries", -1), "study.retries: -1 must be >= 0"),
     ("zero verdict margin", _set("verdict", {"margin_pct": 0}), "study.verdict.margin_pct: 0"),
     ("negative seed", _set("seeds", [0, -1]), "study.seeds[1]"),

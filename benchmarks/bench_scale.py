@@ -1,0 +1,233 @@
+"""Every command of a study at 10 → 10,000 cells: plan, status (warm), one driver poll, the
+driver's memory, and `scaling analyze`.
+
+    source /tmp/svc/env          # the suite's MLflow server (PostgreSQL) and Slurm
+    .venv/bin/python benchmarks/bench_scale.py                 # 10, 100, 1,000 cells
+    .venv/bin/python benchmarks/bench_scale.py 10 1000 10000
+
+Each study is studies/demo.yaml (LR search off) with as many seeds as make N cells, on Slurm,
+tracked in the server `SCALING_TEST_MLFLOW_URI` names. Its cells are "instant": each gets its
+MLflow run as `submit` makes it (`ensure_cell_run`, under the study's parent run), then the
+final loss, N, D and C, its outcome and FINISHED, as a job that trains nothing would leave
+them, and a Slurm job record whose job has left the queue (so a poll asks squeue and MLflow
+all it would ask of a finished study). Nothing is trained; no Slurm job is submitted (a
+10,000-job submission is a cluster's, not this machine's).
+
+Measured per N: `scaling plan --no-check-environment` in-process (warm imports), `status`'s
+poll cold (no cache of finished runs) and warm, one driver poll (`RoundWatcher.status`: the
+squeue calls it made), the peak RSS of a driver process that loads the study and polls, and
+`scaling analyze` in its own process. Targets (issue 53): plan <= 5 s, status <= 5 s warm, a
+poll <= 2 s, the driver <= 1 GB, analyze <= 60 s at 10,000 cells.
+
+Measured on 2 cores shared with seven other sessions (load average 15-27: wall times are
+inflated several-fold; `plan` at 10,000 cells took 1.96 s of CPU, 13.7 s of wall beside that
+load, against 15.0 s of CPU for 805fac1's plan that printed every row), MLflow on PostgreSQL,
+December 2026:
+
+    cells  plan s  runs s status cold   warm   poll squeue driver MB drv poll analyze s
+       24    1.29    13.3        0.45   0.31   0.28      1       223     0.19      55.4  (flat losses)
+       96    1.07    15.6        1.14   0.14   0.11      1       225     0.14      31.9
+     1008    1.04   148.8        1.92   0.13   0.09      1       240     0.10      25.2
+    10008    8.38  1241.6       24.34   0.73   1.08      1       385     2.41     113.6
+
+From 1,008 to 10,008 cells: warm status x5.6, a poll x12 (one squeue each), the driver's RSS
++145 MB, analyze x4.5; the cold status (a full search of 10,008 runs, once per study and after
+`--refresh`) 24 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+THREADS = 8  # MLflow calls in flight while the runs are made
+
+
+def study_file(folder: Path, num_cells: int, uri: str) -> Path:
+    spec = yaml.safe_load((REPO / "studies" / "demo.yaml").read_text())
+    del spec["lr"]["search"]
+    per_seed = len(spec["sizes"]) * len(spec["variants"]) * 3  # 3 LRs per (size, variant)
+    spec["seeds"] = list(range(max(1, round(num_cells / per_seed))))
+    spec["executor"] = "slurm"
+    spec["output_dir"] = str(folder / "runs" / f"grid-{num_cells}")
+    spec["mlflow"] = {"experiment": f"bench-scale-{uuid.uuid4().hex[:8]}", "tracking_uri": uri}
+    spec["data"]["prepare"]["output_dir"] = str(REPO / "data" / "stdlib-demo-bytes")
+    path = folder / f"grid-{num_cells}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    value = fn(*args)
+    return time.perf_counter() - start, value
+
+
+def time_plan(path: Path) -> float:
+    from typer.testing import CliRunner
+
+    from scaling.cli import app
+
+    seconds, result = timed(CliRunner().invoke, app, ["plan", "--no-check-environment", str(path)])
+    assert result.exit_code == 0, result.output[-2000:]
+    return seconds
+
+
+def _loss(n: float, d: float, variant: str, seed: int, lr: float) -> float:
+    """A Chinchilla-like final loss (FACTS.md's fit), 1% lower for the nonlinear arm, a
+    U-shaped LR penalty around 0.01 and 0.3% seed noise: what `analyze` fits."""
+    import math
+    import random
+
+    base = 1.82 + 482 / n**0.348 + 2085 / d**0.366
+    base *= 0.99 if "nonlinear" in variant else 1.0
+    base *= 1 + 0.02 * math.log(lr / 0.01) ** 2
+    return base * (1 + 0.003 * random.Random(hash((n, variant, seed, lr))).gauss(0, 1))
+
+
+def make_instant_runs(study) -> float:
+    """Each cell's run as `submit` makes it, then as an instant job ends it; seconds taken."""
+    from foundation import contract
+    from scaling.records.job_records import JobRecord, write_records
+    from scaling.state.mlflow_state import client_for, ensure_cell_run, ensure_parent_run
+
+    start = time.perf_counter()
+    client = client_for(study)
+    parent = ensure_parent_run(study, client)
+    exp_id = contract.experiment_id(client, study.mlflow.experiment)
+    from mlflow.entities import Metric, RunTag
+
+    from models.accounting import num_nonembedding_params, num_params
+
+    sized: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def counts(cell) -> tuple[int, int]:
+        key = (cell.size, cell.variant)
+        if key not in sized:
+            sized[key] = (num_nonembedding_params(cell.run.model), num_params(cell.run.model))
+        return sized[key]
+
+    def one(index_cell):
+        index, cell = index_cell
+        cell = cell.with_parent(parent)
+        run_id = ensure_cell_run(client, exp_id, parent, cell, None)
+        now = int(time.time() * 1000)
+        loss = _loss(counts(cell)[0], cell.tokens, cell.variant, cell.seed, cell.lr)
+        metrics = [
+            Metric(contract.FINAL_VAL_LOSS, loss, now, cell.run.train.steps),
+            Metric(contract.FINAL_SELECT_LOSS, loss, now, cell.run.train.steps),
+            Metric(contract.TOKENS, float(cell.tokens), now, 0),
+            Metric(contract.FLOPS, float(cell.flops), now, 0),
+            Metric(contract.NUM_NONEMBEDDING_PARAMS, float(counts(cell)[0]), now, 0),
+            Metric(contract.NUM_PARAMS_TOTAL, float(counts(cell)[1]), now, 0),
+        ]
+        client.log_batch(run_id, metrics=metrics, tags=[RunTag(contract.TAG_OUTCOME, "completed")])
+        client.set_terminated(run_id, "FINISHED")
+        return cell.cell_id, JobRecord(cell.cell_id, "slurm", f"1_{index}", time.time())
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        records = dict(pool.map(one, enumerate(study.cells)))
+    write_records(study.folder, records)
+    return time.perf_counter() - start
+
+
+def time_status(study) -> tuple[float, float, float, int]:
+    """(cold, warm, one driver poll) seconds, and the squeue calls of that poll."""
+    from scaling.rounds.backends.executors import SlurmExecutor
+    from scaling.rounds.watcher import RoundWatcher
+    from scaling.state.scheduler import squeue_backoff
+    from scaling.state.status import study_status
+
+    cold, rows = timed(study_status, study)
+    assert all(r.state == "completed" for r in rows), {r.state for r in rows}
+    warm, _ = timed(study_status, study)
+    watcher = RoundWatcher(study, SlurmExecutor(study), poll_s=60)
+    before = squeue_backoff().calls
+    poll, _ = timed(watcher.status)
+    return cold, warm, poll, squeue_backoff().calls - before
+
+
+DRIVER = """
+import json, resource, sys, time
+from scaling.rounds.driver import StudyRun
+from scaling.rounds.environment import load_study_spec
+study = load_study_spec(sys.argv[1], check_environment=False)
+run = StudyRun(study, poll_s=60)
+for _ in range(3):
+    start = time.perf_counter(); run.status(); took = time.perf_counter() - start
+print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "poll_s": took}))
+"""
+
+
+def driver_process(path: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def time_analyze(path: Path, folder: Path) -> tuple[float, int, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "scaling", "analyze", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=folder,
+        timeout=1800,
+    )
+    last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
+    return time.perf_counter() - start, proc.returncode, last[0][:160]
+
+
+def main() -> None:
+    uri = os.environ.get("SCALING_TEST_MLFLOW_URI")
+    if not uri:
+        sys.exit("bench_scale.py: source /tmp/svc/env first (SCALING_TEST_MLFLOW_URI)")
+    sizes = [int(a) for a in sys.argv[1:]] or [10, 100, 1000]
+    from scaling.rounds.environment import load_study_spec
+
+    print(
+        f"{'cells':>7} {'plan s':>7} {'runs s':>7} {'status cold':>11} {'warm':>6} {'poll':>6} "
+        f"{'squeue':>6} {'driver MB':>9} {'drv poll':>8} {'analyze s':>9} rc"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for num in sizes:
+            path = study_file(folder, num, uri)
+            plan_s = time_plan(path)
+            study = load_study_spec(path, check_environment=False)
+            runs_s = make_instant_runs(study)
+            cold, warm, poll, calls = time_status(study)
+            driver = driver_process(path)
+            analyze_s, rc, last = time_analyze(path, folder)
+            print(
+                f"{len(study.cells):>7} {plan_s:>7.2f} {runs_s:>7.1f} {cold:>11.2f} {warm:>6.2f} "
+                f"{poll:>6.2f} {calls:>6} {driver['rss_mb']:>9.0f} {driver['poll_s']:>8.2f} "
+                f"{analyze_s:>9.1f} {rc}  {last if rc else ''}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
