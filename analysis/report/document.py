@@ -107,7 +107,7 @@ def _model_gain(e: dict, verdict: dict) -> str:
         return fmt.with_ci(g["value"], g["ci95"], "%")
     shown = ((verdict.get("backtest") or {}).get("skill") or {}).get("shown_up_to_compute_ratio")
     where = f"the {fmt.times(shown)} the backtest checked" if shown else "any backtested skill"
-    return f"{fmt.num(g['value'], sig=2)}% (no interval: beyond {where})"
+    return f"{fmt.num(g['value'])}% (no interval: beyond {where})"
 
 
 def _extrapolation_blocks(verdict: dict) -> list[tuple]:

@@ -55,12 +55,12 @@ def _group(groups, variant: str, size: str) -> int | None:
     return int(rows[0]) if rows.size else None
 
 
-def _against(pred: float, pred_ci, meas: float, meas_ci) -> tuple[list[float] | None, bool]:
+def _against(pred: float, pred_ci, meas: float, meas_ci) -> tuple[list[float] | None, bool | None]:
     """The interval of ``pred - meas`` (each side's 95% half-widths added in quadrature: the held-
     out size's noise is independent of the fitted sizes') and whether it holds 0."""
     d = pred - meas
-    if pred_ci is None or meas_ci is None:
-        return None, True
+    if pred_ci is None or meas_ci is None:  # no intervals: nothing shown either way
+        return None, None
     low = d - math.hypot(pred - pred_ci[0], meas_ci[1] - meas)
     high = d + math.hypot(pred_ci[1] - pred, meas - meas_ci[0])
     return [low, high], low <= 0.0 <= high
@@ -75,7 +75,8 @@ def _row(pred: np.ndarray, meas: float, meas_ci, has_ci: bool, error_pct: float)
         return {**out, "covered": None, "agrees": None, "difference_ci95": None}
     covered = None if interval is None else bool(interval[0] <= meas <= interval[1])
     diff, agrees = _against(value, interval, meas, meas_ci)
-    return {**out, "covered": covered, "difference_ci95": diff, "agrees": bool(agrees)}
+    agrees = None if agrees is None else bool(agrees)
+    return {**out, "covered": covered, "difference_ci95": diff, "agrees": agrees}
 
 
 def _loss_rows(sub_fits, groups, held: str, has_ci: bool) -> list[dict]:

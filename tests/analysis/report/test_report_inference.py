@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.api import run_analysis
-from analysis.report.fmt import with_ci
+from analysis.report.fmt import num, with_ci
 from analysis.report.sections.inference import NOT_MEASURED
 from analysis.report.terminal import verdict_lines
 from analysis.tables.runs import load_csv
@@ -78,6 +78,14 @@ def test_report_rows_show_the_ratios_beside_the_gain(analysed):
         assert cells[0] == with_ci(gain["value"], gain["ci95"], "%")  # this size's own gain
         assert cells[1:] == ["1.25x", f"{1.1 + 0.1 * i:.2f}x", "1.50x", "1.05x"]
     assert "Measured on cpu (CPU figures" in section
+    # break-even at the top size: what a baseline 1.40x larger gains on the baseline's own L(N)
+    (fit,) = [f for f in verdict["fits"] if f["law"] == "L(N)" and f["variant"] == "linear"]
+    e, a, alpha = (fit["params"][k]["value"] for k in ("E", "A", "alpha"))
+    n = nonlinear["gain_pct_by_size"]["800K"]["n_params"]
+    law = lambda x: e + a * x**-alpha  # noqa: E731
+    need = 100 * (law(n) - law(1.4 * n)) / law(n)
+    assert f"only with a loss gain above {num(need, sig=2)}%" in section
+    assert "nonlinear at 800K decodes at 1.40x the baseline's time per step" in section
     (line,) = [x for x in verdict_lines(verdict) if x.startswith("inference cost")]
     assert line == (
         "inference cost (cpu, CPU figures) of nonlinear vs linear at 800K: prefill 1.25x, "

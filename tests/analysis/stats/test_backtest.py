@@ -84,7 +84,7 @@ def _coverage(args: tuple) -> tuple[bool, bool, bool, bool]:
     held-out top size; and whether the gain's step agreed with the measurement."""
     i, noise = args
     table = noisy_study(K0, NOISES[noise], rng_seed=6100 + i, sizes=FOUR)
-    _, found = _backtest(table, 200, seed=i)
+    _, found = _backtest(table, 100, seed=i)
     (step,) = found["steps"]
     n = FOUR[-1]
     truth = {
@@ -101,11 +101,12 @@ def _coverage(args: tuple) -> tuple[bool, bool, bool, bool]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_the_backtests_intervals_cover_the_held_out_truth_at_their_rate():
     """200 studies (50 under each of the model's noise and the three it does not assume), 4
     sizes, 3 seeds: each arm's predicted top loss and the predicted top gain cover the truth in
     at least what a 95% method reaches with probability 99% (`max_count` misses of 200: 18).
-    Slow: 200 studies, each analysed twice (the full study and the refit) at 200 draws."""
+    Slow: 200 studies, each analysed twice (the full study and the refit) at 100 draws."""
     items = [(i, noise) for noise in NOISES for i in range(NUM_COVERAGE // len(NOISES))]
     got = np.array(list(map_studies(_coverage, items)))
     missed = (~got[:, :3]).sum(axis=0)
@@ -132,6 +133,7 @@ def _fading(i: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_a_gain_that_vanishes_past_the_fitted_sizes_is_flagged():
     """The truth changes slope past the fitted sizes: the gain the smaller sizes predict at 100M
     (about 3.3%) is 0 there. The backtest flags it in most studies (at least 15 of 20; a
