@@ -39,8 +39,9 @@ def _word(args: tuple) -> str:
 def test_a_constant_gain_on_grids_off_its_optimum_reads_no_trend():
     """`grows` or `fades` in at most what a 5% method passes with (`max_count`), over
     ``studies_to_catch(0.05, 6)`` studies at 50 seeds. Slow: 25 full analyses of 1,500 runs
-    each at 100 draws (what a 6x rate needs to be caught nine times in ten); with the term removed (``trend_draws`` returning zeros) it
-    fails: 10 of 25 read a trend (with it: 1 of 25, and 23 `persists`)."""
+    each at 100 draws (what a 6x rate needs to be caught nine times in ten); with the term
+    removed (``trend_draws`` returning zeros) it fails: 10 of 25 read a trend (with it: 1 of 25,
+    and 23 `persists`)."""
     words = list(map_studies(_word, [(i, 50) for i in range(NUM_STUDIES)]))
     trends = sum(w in ("grows", "fades") for w in words)
     print(f"\n50 seeds: {trends}/{NUM_STUDIES} grows or fades; {sorted(words)}")
