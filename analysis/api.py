@@ -83,6 +83,7 @@ def run_analysis(
     if sequential is not None:
         seed = data_seed(table)
     result = analyse(table, baseline, num_resamples, seed, detect_gain_pct, margin_pct, alpha)
+    result.add_backtest()  # verdict.json's backtest: the study predicts its own top size
     result.verdict["code_digests"] = code_digests
     runs = at_chosen_lrs(result.usable, result.groups)  # downstream tasks, at the loss's LRs
     downstream = downstream_verdict(runs, baseline, num_resamples, seed, margin_pct, alpha)

@@ -25,14 +25,14 @@ load, against 15.0 s of CPU for 805fac1's plan that printed every row), MLflow o
 December 2026:
 
     cells  plan s  runs s status cold   warm   poll squeue driver MB drv poll analyze s
-       24    1.29    13.3        0.45   0.31   0.28      1       223     0.19      55.4  (flat losses)
+       24    1.29    13.3        0.45   0.31   0.28      1       223     0.19      55.4  (a)
        96    1.07    15.6        1.14   0.14   0.11      1       225     0.14      31.9
      1008    1.04   148.8        1.92   0.13   0.09      1       240     0.10      25.2
     10008    8.38  1241.6       24.34   0.73   1.08      1       385     2.41     113.6
 
-From 1,008 to 10,008 cells: warm status x5.6, a poll x12 (one squeue each), the driver's RSS
-+145 MB, analyze x4.5; the cold status (a full search of 10,008 runs, once per study and after
-`--refresh`) 24 s.
+(a) flat losses: the fits' slowest case. From 1,008 to 10,008 cells: warm status x5.6, a poll
+x12 (one squeue each), the driver's RSS +145 MB, analyze x4.5; the cold status (a full search
+of 10,008 runs, once per study and after `--refresh`) 24 s.
 """
 
 from __future__ import annotations

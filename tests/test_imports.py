@@ -55,7 +55,18 @@ ROOMS_BELOW = {
         "__main__": {"cli"},
     },
     "analysis.stats": {
-        **in_order("lr", "variance", "fits", "gains", "planning", "rules", "axes", "core", "looks"),
+        **in_order(
+            "lr",
+            "variance",
+            "fits",
+            "gains",
+            "planning",
+            "rules",
+            "axes",
+            "backtest",
+            "core",
+            "looks",
+        ),
         "inference": set(),  # cost ratios: imports none of the others
     },
     "scaling": {

@@ -13,6 +13,7 @@ from pathlib import Path
 from analysis.report import fmt
 from analysis.report.headline import headline
 from analysis.report.render import to_html, to_markdown
+from analysis.report.sections.backtest import backtest_blocks, skill_sentence
 from analysis.report.sections.code import code_note
 from analysis.report.sections.downstream import downstream_blocks
 from analysis.report.sections.inference import inference_blocks
@@ -97,8 +98,23 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
     return b
 
 
+def _model_gain(e: dict, verdict: dict) -> str:
+    """The extrapolated gain with its interval only within the distance the backtest showed
+    skill at; beyond it the model's value alone (an interval there would state a precision no
+    check has shown)."""
+    g = e["gain_pct"]
+    if e.get("within_backtest_skill", True):
+        return fmt.with_ci(g["value"], g["ci95"], "%")
+    shown = ((verdict.get("backtest") or {}).get("skill") or {}).get("shown_up_to_compute_ratio")
+    where = f"the {fmt.times(shown)} the backtest checked" if shown else "any backtested skill"
+    return f"{fmt.num(g['value'])}% (no interval: beyond {where})"
+
+
 def _extrapolation_blocks(verdict: dict) -> list[tuple]:
     b: list[tuple] = [("h", "Extrapolation (shown, never the basis of a claim)")]
+    skill = skill_sentence(verdict)
+    if skill:
+        b.append(("p", skill))
     b.append(
         (
             "note",
@@ -109,14 +125,13 @@ def _extrapolation_blocks(verdict: dict) -> list[tuple]:
     rows = []
     for v in verdict["variants"]:
         for name, e in v["extrapolated_gain_pct"].items():
-            g = e["gain_pct"]
             rows.append(
                 [
                     v["variant"],
                     name,
                     fmt.count(e["n_params"]),
                     fmt.flops(e["flops"]),
-                    fmt.with_ci(g["value"], g["ci95"], "%"),
+                    _model_gain(e, verdict),
                     _extrap_text(e),
                 ]
             )
@@ -281,6 +296,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     b.extend(_gain_blocks(verdict, figures))
     b.extend(token_blocks(verdict, figures))  # the token axis, when measured
     b.extend(downstream_blocks(verdict))  # downstream tasks, when the runs logged any
+    b.extend(backtest_blocks(verdict))  # the study's own extrapolation, checked on itself
     b.extend(_extrapolation_blocks(verdict))
     b.extend(_fit_blocks(verdict, figures))
     b.extend(_noise_blocks(verdict))

@@ -152,7 +152,7 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
             if not _near(ext):
                 continue
             g = ext["gain_pct"]
-            ci = g["ci95"]
+            ci = g["ci95"] if ext.get("within_backtest_skill", True) else None  # unchecked
             yerr = None if ci is None else [[g["value"] - ci[0]], [ci[1] - g["value"]]]
             ax.errorbar(
                 [ext["n_params"]],

@@ -5,7 +5,8 @@
 ``core`` runs the whole analysis (``analyse``); it lives here rather than at the package top
 because it is pure statistics (no files, no MLflow) and the report's figures read the
 ``Analysis`` it returns: with ``core`` in this room every arrow points one way, tables <- stats
-<- report <- api/cli. ``inference`` (cost ratios to the baseline) sits beside it. Sub-packages:
+<- report <- api/cli. ``inference`` (cost ratios to the baseline) sits beside it, and
+``backtest`` (the study refitted without its top size, predicting it) below it. Sub-packages:
 
 - ``fits``: the Approach-3 fitter (``fit``), its batched form (``batchfit``), the laws (``laws``).
 - ``variance``: seed noise (``noise``), cell losses per draw (``cells``), checks (``diagnose``).
@@ -21,5 +22,6 @@ because it is pure statistics (no files, no MLflow) and the report's figures rea
   a sequential design's cost (``seq_cost``).
 
 Each room imports only the rooms before it (tests/test_imports.py): lr <- variance <- fits <-
-gains <- planning <- rules <- axes <- core <- looks; ``inference`` imports none of them.
+gains <- planning <- rules <- axes <- backtest <- core <- looks; ``inference`` imports none of
+them.
 """

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pandas as pd
 
 from analysis.stats.axes import tokens as token_axis
+from analysis.stats.backtest import backtest
 from analysis.stats.fits.laws import LawFit, fit_arms, fit_k
 from analysis.stats.gains import intervals
 from analysis.stats.gains import matched as matching
 from analysis.stats.gains.compare import Comparison, baseline_map, compare, parse_baselines
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, global_p, holm_levels, size_weights
-from analysis.stats.gains.resolution import groups_pair_var, tuning_variances
+from analysis.stats.gains.resolution import groups_pair_var, trend_draws, tuning_variances
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.lr.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
 from analysis.stats.rules import summary
@@ -39,6 +41,34 @@ class Analysis:
     # per variant: its p and decide_held's arguments but the level, to judge again at another
     # family-wise level without refitting (analysis.stats.looks.sequential.judge_at)
     decide_inputs: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    # what ``add_backtest`` refits from: (N-axis runs, baseline, draws, seed, judged, has_ci)
+    backtest_inputs: tuple | None = None
+
+    def add_backtest(self) -> dict:
+        """verdict.json's ``backtest`` (``analysis.stats.backtest``): refit without the top size
+        (and each earlier rollout step) as the verdict fits, predict the held-out size, and
+        mark each extrapolation by whether it lies within the distance the backtest showed
+        skill at (``within_backtest_skill``). Separate from ``analyse``: it refits the study
+        once per step, and the statistical replays and the looks do not read it."""
+        table, baseline, num_draws, seed, judged, has_ci = self.backtest_inputs
+
+        steps = itertools.count(1)
+
+        def refit(sub: pd.DataFrame):
+            data = _measure(sub, baseline, num_draws, seed + 7919 * next(steps))  # its own draws
+            fits = fit_arms(data.groups, ("L(C)",))
+            sub_judged, _ = _compare_variants(data, fits, np.random.default_rng([seed, 53]))
+            return data.groups, fits, sub_judged
+
+        found = backtest(refit, table, self.groups, judged, has_ci)
+        shown = (found.get("skill") or {}).get("shown_up_to_compute_ratio")
+        for v in self.verdict["variants"]:
+            for e in v.get("extrapolated_gain_pct", {}).values():
+                e["within_backtest_skill"] = bool(
+                    shown is not None and e["times_largest_measured_compute"] <= shown
+                )
+        self.verdict["backtest"] = found
+        return found
 
 
 def check_inputs(
@@ -151,7 +181,7 @@ def analyse(
     check_inputs(table, baseline, num_resamples, margin_pct)
     data = _measure(table, baseline, num_resamples, seed)
     fits = fit_arms(data.groups)
-    judged, matched = _compare_variants(data, fits)
+    judged, matched = _compare_variants(data, fits, np.random.default_rng([seed, 52]))
     weights_only = matching.weights_only_arms(data.table)
     variants, decide_inputs = _judge(data, judged, baseline, margin_pct, weights_only, alpha)
     verdict = _verdict(
@@ -167,9 +197,11 @@ def analyse(
     if not verdict["intervals"]["available"]:
         verdict = intervals.strip(verdict)
     comparisons = {v: j.comparison for v, j in judged.items()}
+    backtest_inputs = (data.table, baseline, num_resamples, seed, judged, data.has_ci)
     return Analysis(
-        verdict, data.groups, fits, data.usable, data.excluded, comparisons, along_d, decide_inputs
-    )
+        verdict, data.groups, fits, data.usable, data.excluded, comparisons, along_d,
+        decide_inputs, backtest_inputs,
+    )  # fmt: skip
 
 
 def grid_terms(table: pd.DataFrame, baseline: str) -> dict[str, float]:
@@ -223,10 +255,12 @@ def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) 
 
 
 def _compare_variants(
-    data: _Measured, fits: list[LawFit]
+    data: _Measured, fits: list[LawFit], rng: np.random.Generator
 ) -> tuple[dict[str, _Judged], dict[str, list[dict]]]:
     """Each variant against its baseline at matched compute, and its k(C) fit (appended to
-    ``fits``); also what each matched-compute comparison reports for verdict.json."""
+    ``fits``); also what each matched-compute comparison reports for verdict.json. The k(C)
+    draws carry the LR grid's term (``gains.resolution.trend_draws``): half the draws with one
+    error shared by every size, half with one per size."""
     groups = data.groups
     arm_lc = {f.variant: f.full() for f in fits if f.law == "L(C)"}
     judged, matched = {}, {}
@@ -237,6 +271,10 @@ def _compare_variants(
         k_fit, c_ref, c_max = None, float("nan"), float("nan")
         if comp.curve:
             compute, is_variant, loss, idx = comp.k_points(groups)
+            shared = np.arange(len(loss)) % 2 == 1
+            error = trend_draws(groups, comp.curve, len(loss), rng, shared)  # % of base loss
+            loss = loss.copy()
+            loss[:, is_variant] -= error * loss[:, ~is_variant] / 100.0
             c_ref = float(np.exp(np.log(compute[~is_variant]).mean()))
             c_max = float(compute.max())
             starts = [arm_lc.get(comp.curve[-1].base_arm), arm_lc.get(variant)]

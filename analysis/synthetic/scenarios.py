@@ -79,15 +79,17 @@ def ladder(
     sizes: tuple[float, ...] = SIZES,
     lr_penalty: float = LR_PENALTY,
     lr_skew: float = 1.0,
+    shifts: dict[str, np.ndarray] | None = None,
 ) -> list[dict]:
     """Rows of a study: every arm x size x budget x LR x seed, all completed. The model's own
     noise comes from ``rng_seed``'s stream; the misspecified parts from a second stream of the
-    same seed, so adding one leaves the rest of the draw as it was."""
+    same seed, so adding one leaves the rest of the draw as it was. ``shifts``: per arm, one
+    factor per size (in 2x steps) that moves that size's grid off the optimum."""
     rng = np.random.default_rng(rng_seed)
     extra = np.random.default_rng([rng_seed, 1])
     across = {arm: extra.normal(0.0, noise.arm_all_sizes_sd, num_seeds) for arm in arms}
     rows = []
-    for n in sizes:
+    for j, n in enumerate(sizes):
         scale = (n / max(sizes)) ** -noise.size_slope
         shared = rng.normal(0.0, scale * noise.shared_sd, size=num_seeds)  # [seeds], all runs
         run_sd = scale * noise.run_sd * (noise.top_run_factor if n == max(sizes) else 1.0)
@@ -95,7 +97,8 @@ def ladder(
             arm_seed = extra.normal(0.0, noise.arm_seed_sd, num_seeds) + across[arm]  # [seeds]
             for tpp in (budgets or {}).get(arm, (20.0,)):
                 d = tpp * n
-                for mult in (grids or {}).get(arm, GRID):
+                step = 0.0 if shifts is None else float(shifts[arm][j])
+                for mult in (m * 2.0**step for m in (grids or {}).get(arm, GRID)):
                     lr = mult * lr_opt(n)
                     # above the optimum the loss rises lr_skew times as fast (real LR curves
                     # are steeper towards divergence)
@@ -141,19 +144,25 @@ def off_grid_study(
     lr_penalty: float = 0.08,
     noise: Noise = Noise(),
     lr_skew: float = 1.0,
+    per_size: bool = False,
 ) -> pd.DataFrame:
     """``noisy_study`` whose LR grids miss each arm's optimum: each arm's grid (0.5x/1x/2x) is
     moved by its own factor 2^u, u uniform in (-1/2, 1/2) step (drawn once per study from a
     third stream of ``rng_seed``), so the best grid LR sits up to half a step from the optimum
     and the grid alone moves the gain by up to ``lr_penalty`` ln(2)^2 / 4 in either direction.
     ``lr_skew``: the loss rises that many times faster above the optimum than below (real LR
-    curves are steeper towards divergence)."""
-    u = np.random.default_rng([rng_seed, 3]).uniform(-0.5, 0.5, size=2)
-    grids = {arm: tuple(m * 2.0**x for m in GRID) for arm, x in zip(ARMS, u, strict=True)}
+    curves are steeper towards divergence). ``per_size``: one u per (arm, size) instead (grids
+    set per size, or an LR law whose exponent is off). With one u per arm the grid's error in
+    the gain is one loss gap at every size, which a k(C) fit reads as a trend."""
+    u = np.random.default_rng([rng_seed, 3]).uniform(-0.5, 0.5, size=2)[:, None]
+    if per_size:
+        u = np.random.default_rng([rng_seed, 4]).uniform(-0.5, 0.5, size=(2, len(SIZES)))
+    shifts = {arm: np.broadcast_to(u[a], len(SIZES)) for a, arm in enumerate(ARMS)}
     arms = {"linear": chinchilla, "nonlinear": at_compute_multiplier(lambda c: k0)}
     rows = ladder(
-        arms, rng_seed, num_seeds, grids=grids, noise=noise, lr_penalty=lr_penalty, lr_skew=lr_skew
-    )
+        arms, rng_seed, num_seeds, noise=noise, lr_penalty=lr_penalty, lr_skew=lr_skew,
+        shifts=shifts,
+    )  # fmt: skip
     return normalise(pd.DataFrame(rows), "synthetic study, LR grids off the optimum")
 
 

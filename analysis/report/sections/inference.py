@@ -50,6 +50,61 @@ def _source(inf: dict) -> str:
     return f" (from {inf['source']})" if inf.get("source") else ""
 
 
+def break_even_pct(verdict: dict, baseline: str, n_params: float, ratio: float) -> float | None:
+    """The loss gain (% of the baseline's loss at ``n_params``) that a baseline ``ratio`` times
+    larger buys on its own fitted L(N) = E + A N^-alpha: what a variant whose decode step costs
+    ``ratio`` times the baseline's must beat to repay it (a decode step's time grows about in
+    proportion to N). None without that fit."""
+    fit = next(
+        (f for f in verdict.get("fits", []) if f["law"] == "L(N)" and f["variant"] == baseline),
+        None,
+    )
+    if fit is None:
+        return None
+    e, a, alpha = (fit["params"][k]["value"] for k in ("E", "A", "alpha"))
+    if None in (e, a, alpha):
+        return None
+    reducible = a * n_params**-alpha
+    return 100.0 * reducible * (1.0 - ratio**-alpha) / (e + reducible)
+
+
+def _break_even_text(verdict: dict, inf: dict) -> str | None:
+    """One sentence per variant at its largest size with a decode ratio."""
+    out = []
+    for variant, by_size in inf["ratios"].items():
+        size, r = list(by_size.items())[-1]
+        row = next((v for v in verdict.get("variants", []) if v["variant"] == variant), None)
+        g = ((row or {}).get("gain_pct_by_size") or {}).get(size)
+        if g is None:
+            continue
+        entry = r.get("decode_b1") or {}
+        measured = fmt.with_ci(g["gain_pct"]["value"], g["gain_pct"].get("ci95"), "%")
+        if not entry.get("resolved"):  # repeats that disagree give no ratio to price
+            out.append(
+                f"{variant} at {size}: its decode ratio is {ratio_text(entry)}, so no "
+                f"break-even gain is stated (measured {measured})."
+            )
+            continue
+        ratio = float(entry["value"])
+        if ratio <= 1.0:
+            out.append(
+                f"{variant} at {size} decodes no slower than `{inf['baseline']}` "
+                f"({_ratio(ratio)}): any loss gain repays it (measured {measured})."
+            )
+            continue
+        need = break_even_pct(verdict, inf["baseline"], float(g["n_params"]), ratio)
+        if need is None:
+            continue
+        out.append(
+            f"{variant} at {size} decodes at {_ratio(ratio)} the baseline's time per step (batch "
+            f"1): a baseline {_ratio(ratio)} larger, about as costly to serve, would be "
+            f"{fmt.num(need, sig=2)}% of the loss better on the baseline's fitted L(N), so the "
+            f"variant repays its decode cost only with a loss gain above {fmt.num(need, sig=2)}%"
+            f" (measured {measured})."
+        )
+    return " ".join(out) if out else None
+
+
 def inference_blocks(verdict: dict) -> list[tuple]:
     inf = verdict.get("inference")
     b: list[tuple] = [("h", "Inference cost")]
@@ -97,6 +152,9 @@ def inference_blocks(verdict: dict) -> list[tuple]:
     header = ["variant", "size", "prefill tok/s", "decode ms b1", "decode ms b32", "peak MiB"]
     header.append("KV cache MiB")
     b.append(("table", header, figures))
+    even = _break_even_text(verdict, inf)
+    if even:
+        b.append(("p", f"Break-even: {even}"))
     if inf.get("missing_baseline"):
         sizes = ", ".join(inf["missing_baseline"])
         b.append(("note", f"No baseline figures at {sizes}: no ratio there."))

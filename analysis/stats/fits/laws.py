@@ -114,15 +114,18 @@ def _curve_points(groups: Groups, variant: str) -> np.ndarray:
     return np.flatnonzero(mask.to_numpy())
 
 
-def fit_arms(groups: Groups) -> list[LawFit]:
+def fit_arms(groups: Groups, laws: tuple[str, ...] = ("L(N)", "L(C)")) -> list[LawFit]:
     """L(N) and L(C) per arm on its largest budget per size (L(N, D), on every budget, is
-    ``analysis.stats.axes.tokens.fit_nd``: the N analysis sees one budget per size)."""
+    ``analysis.stats.axes.tokens.fit_nd``: the N analysis sees one budget per size); ``laws``
+    picks (the backtest predicts from L(C) alone)."""
     info = groups.info
     fits: list[LawFit] = []
     n, c = (info[k].to_numpy(float) for k in ("num_nonembedding_params", "flops"))
     for variant in sorted(info["variant"].unique()):
         pts = _curve_points(groups, variant)
         for law, x in (("L(N)", n), ("L(C)", c)):
+            if law not in laws:
+                continue
             model = fit.power_law_model(x[pts])
             starts = fit.grid_starts(model)
             params, counts = fit_across_resamples(model, groups.loss[:, pts], starts, 3)

@@ -270,3 +270,26 @@ def groups_pair_var(groups, base: int, var: int) -> float:
         for g in (base, var)
     ]
     return pair_var(groups.tuning_var, *keys)
+
+
+def trend_draws(groups, curve: list, num_rows: int, rng: np.random.Generator, shared: np.ndarray):
+    """The LR grid's term in the k(C) fit's draws: ``[num_rows, len(curve)]`` errors (% of the
+    baseline's loss) to add to each size's gain in each bootstrap draw (row 0, the data, gets
+    none), each of variance ``groups_pair_var`` at that size, so gamma's and k0's intervals carry
+    the grid as the paired test does. Where an arm's grid sits off its optimum is one draw per
+    (arm, size) that no seed averages away; with many seeds it dominates the trend, and a
+    constant gain read `grows` or `fades` in a third of studies (docs/statistics.md).
+
+    How the sizes' errors go together is unknown: one grid offset per arm at every size (a grid
+    placed by a fixed rule) is one loss gap at every size, which k(C) reads as a trend; offsets
+    drawn afresh per size scatter the points. Each draw takes both: ``shared`` ``[num_rows]``
+    bool says which draws use one normal for every size (in loss units: the error's sd scaled
+    with each size's loss, as one offset of one curve gives) and which draw one per size."""
+    sd = np.array([math.sqrt(groups_pair_var(groups, b.base, b.var)) for b in curve])
+    out = np.zeros((num_rows, len(curve)))
+    if num_rows <= 1 or not (sd > 0).any():
+        return out
+    own = rng.standard_normal((num_rows - 1, len(curve)))
+    common = np.broadcast_to(rng.standard_normal((num_rows - 1, 1)), own.shape)
+    out[1:] = sd * np.where(shared[1:, None], common, own)
+    return out

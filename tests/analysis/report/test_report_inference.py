@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis.api import run_analysis
-from analysis.report.fmt import with_ci
+from analysis.report.fmt import num, with_ci
 from analysis.report.sections.inference import NOT_MEASURED
 from analysis.report.terminal import verdict_lines
 from analysis.stats.inference import RATIO_BOUND, inference_summary
@@ -115,6 +115,14 @@ def test_report_rows_show_the_ratios_beside_the_gain(analysed):
         ]
     assert "Measured on cpu (CPU figures" in section
     assert f"exceeds {RATIO_BOUND:g} times the lower" in section  # the bound, stated
+    # break-even at the top size: what a baseline 1.40x larger gains on the baseline's own L(N)
+    (fit,) = [f for f in verdict["fits"] if f["law"] == "L(N)" and f["variant"] == "linear"]
+    e, a, alpha = (fit["params"][k]["value"] for k in ("E", "A", "alpha"))
+    n = nonlinear["gain_pct_by_size"]["800K"]["n_params"]
+    law = lambda x: e + a * x**-alpha  # noqa: E731
+    need = 100 * (law(n) - law(1.4 * n)) / law(n)
+    assert f"only with a loss gain above {num(need, sig=2)}%" in section
+    assert "nonlinear at 800K decodes at 1.40x the baseline's time per step" in section
     (line,) = [x for x in verdict_lines(verdict) if x.startswith("inference cost")]
     assert line == (
         "inference cost (cpu, CPU figures) of nonlinear vs linear at 800K: prefill 1.25x "
@@ -150,3 +158,27 @@ def test_bad_figures_name_the_field(tmp_path):
     bad["rows"][1]["decode_ms_b1"] = -1.0
     with pytest.raises(ValueError, match=r"inference.rows\[1\].decode_ms_b1: -1.0"):
         run_analysis(load_csv(CSV), tmp_path, "linear", num_resamples=50, inference=bad)
+
+
+def test_the_demo_report_backtests_its_top_size(analysed):
+    """The demo's report (4 sizes) holds the backtest verdict.json carries: a "Backtest" section
+    with one row per arm's loss and the gain at 800K, the skill sentence above the
+    extrapolations with the verdict's largest loss error, and no interval on an extrapolation
+    beyond the distance the backtest checked."""
+    verdict, report = analysed[0], analysed[1]
+    found = verdict["backtest"]
+    (step,) = found["steps"]
+    assert step["held_out"] == "800K" and step["fitted_sizes"] == ["50K", "100K", "300K"]
+    section = report.split("## Backtest", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| 50K, 100K, 300K → 800K")]
+    assert len(rows) == 3  # linear's loss, nonlinear's loss, the gain
+    for row, want in zip(rows, step["losses"] + step["gains"], strict=True):
+        assert with_ci(want["predicted"], want["ci95"]) in row.replace("%", "")
+    extrap = report.split("## Extrapolation", 1)[1].split("\n## ", 1)[0]
+    error = num(found["skill"]["max_abs_loss_error_pct"], sig=2)
+    assert "the laws predicted 800K" in extrap and f"within {error}% of each arm's loss" in extrap
+    for v in verdict["variants"]:
+        for name, e in v["extrapolated_gain_pct"].items():
+            assert e["within_backtest_skill"] is False  # 10^7x and more beyond the data
+            row = next(line for line in extrap.splitlines() if f"| {name} |" in line)
+            assert "no interval: beyond" in row and "[" not in row
