@@ -43,11 +43,11 @@ def _check(inference: dict) -> list[dict]:
     return inference["rows"]
 
 
-def inference_summary(inference: dict, baseline: str) -> dict:
+def inference_summary(inference: dict, base_name: str) -> dict:
     """``{"device", "memory_kind", "baseline", "figures": rows, "ratios": {variant: {size:
-    {ratio: value}}}, "missing_baseline": [sizes]}``; `baseline` ``A,B`` uses arm A."""
+    {ratio: value}}}, "missing_baseline": [sizes]}``; `base_name`: one arm (of a baseline
+    ``A,B``, arm A: ``Judgement.primary``)."""
     rows = _check(inference)
-    base_name = baseline.split(",")[0].strip()
     base = {r["size"]: r for r in rows if r["variant"] == base_name}
     ratios: dict[str, dict[str, dict[str, float]]] = {}
     missing = sorted({r["size"] for r in rows if r["size"] not in base})

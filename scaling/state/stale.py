@@ -88,15 +88,23 @@ def _stale_line(study: ResolvedStudy, stale: list[str]) -> str:
     )
 
 
-def stop_if_stale(study: ResolvedStudy, runs: dict[str, CellRun] | None = None) -> None:
+def stop_if_stale(
+    study: ResolvedStudy, runs: dict[str, CellRun] | None = None, analyzing: bool = False
+) -> None:
     """Raise `StaleCode` when finished cells are stale now: the model code changed while the
     study ran. Called before anything judges the runs (an LR search round, a look, the
-    report), so no analysis mixes two versions of the code. `runs`: as just read, else read."""
+    report; `analyzing`: `scaling analyze STUDY`, after the study ran), so no analysis mixes
+    two versions of the code. `runs`: as just read, else read."""
     stale = stale_cells(study, cell_runs(study) if runs is None else runs)
     if stale:
+        when = (
+            "; `scaling analyze` judges no stale result"
+            if analyzing
+            else " while the study ran; stopped before any analysis"
+        )
         raise StaleCode(
-            _stale_line(study, stale) + " while the study ran; stopped before any analysis, "
-            "nothing judged. Run `scaling run STUDY --rerun-stale` to train them again, or "
+            _stale_line(study, stale) + f"{when}, nothing judged. Run `scaling run STUDY "
+            "--rerun-stale` to train them again, or "
             "`scaling run STUDY --accept-stale` to keep their results (recorded on each run)"
         )
 
