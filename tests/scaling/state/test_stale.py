@@ -3,7 +3,8 @@
 A user's own variant lives beside the study file (`python_path: src`, nothing exported in the
 shell). After a first `submit`, its source is edited; `status` marks that arm's cell stale (the
 linear one, whose code did not change, stays completed); `submit` refuses; `--rerun-stale`
-trains it again as a new run and leaves the linear cell alone; after a second edit
+trains it again as a new run and leaves the linear cell alone (`analyze` refuses the stale
+results meanwhile, as `submit` does); after a second edit
 `--accept-stale` keeps the result and records the choice on the run.
 """
 
@@ -97,6 +98,15 @@ def test_an_edited_variant_makes_its_cells_stale_until_rerun_or_accepted(
     assert "30K-gated-s0-lr0.002" in refused.stderr and "--rerun-stale" in refused.stderr
     assert "--accept-stale" in refused.stderr
     assert runs().keys() == before.keys()  # nothing trained, nothing deleted
+    # `analyze` judges no stale result either (issue 54, item 5): one line, the cell, its
+    # variant and both fixes, exit 2, no report written
+    analyzed = _cli("analyze", str(path), cwd=elsewhere)
+    assert analyzed.returncode == 2, analyzed.stdout[-2000:] + analyzed.stderr[-2000:]
+    (error,) = analyzed.stderr.strip().splitlines()
+    assert error.startswith("error: study tiny: 1 finished cell(s)") and "30K-gated-s0" in error
+    assert "gated" in error.split("; variants ")[1] and "`scaling analyze` judges no" in error
+    assert "--rerun-stale" in error and "--accept-stale" in error
+    assert not (folder / "runs" / "tiny" / "analysis").exists()
 
     _ok("submit", str(path), "--rerun-stale", cwd=elsewhere)
     rerun = runs()

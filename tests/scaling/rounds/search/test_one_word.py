@@ -203,6 +203,7 @@ def _analyze_as_run(study, path: Path, verdict: dict) -> str:
     assert analyzed.exit_code == 0, analyzed.output
     printed = analyzed.output.splitlines()
     lines = verdict_lines(verdict)
+    assert lines[0] in printed, (lines, printed)  # the word, the look's level, the interval
     assert printed[printed.index(lines[0]) :][: len(lines)] == lines, (lines, printed)
     assert "re-analysis" not in analyzed.output
     assert _record(study) == before  # reproduced: the same bytes, the same tags
