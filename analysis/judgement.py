@@ -130,7 +130,7 @@ def table_judgement(
     """
     baselines = tuple(parse_baselines(baseline))
     margin = DEFAULT_MARGIN_PCT if margin_pct is None else float(margin_pct)
-    level = alpha = ALPHA if alpha is None else float(alpha)
+    level = alpha = level_or_default(alpha)
     if looks is not None and not looks.get("looks"):
         looks = None
     if looks is not None:
@@ -166,8 +166,14 @@ def make_design(d: dict[str, Any]) -> Design:
     ``ALPHA``, the field's default)."""
     from analysis.stats.looks.sequential import Design  # lazy: scipy, paid when judged
 
-    alpha = float(d.get("alpha", ALPHA))
+    alpha = level_or_default(d.get("alpha"))
     return Design(int(d["start"]), int(d["max"]), int(d["step"]), float(d["margin_pct"]), alpha)
+
+
+def level_or_default(alpha: float | None) -> float:
+    """A family-wise level as given, or ``ALPHA`` where none was (a study without
+    `verdict.alpha`, a looks.json from before the field, a run table): the one fallback."""
+    return ALPHA if alpha is None else float(alpha)
 
 
 def check_looks(looks: dict[str, Any]) -> dict[str, Any]:
