@@ -103,7 +103,7 @@ def _analyze_study(
     from scaling.cli.commands import _load
     from scaling.rounds.judging import study_judgement
     from scaling.rounds.looks import judged_against
-    from scaling.state.mlflow_state import cell_runs
+    from scaling.state.mlflow_state import cell_runs, client_for
     from scaling.state.stale import stop_if_stale
 
     spec = _load(path, check_environment=False, announce=False)  # the loader `run` uses
@@ -144,9 +144,10 @@ def _analyze_study(
     target = out or report_dir
     if changed and target.resolve() == report_dir.resolve():
         raise ValueError(f"--out {out} is the study's own report folder; give another folder")
-    stop_if_stale(spec, cell_runs(spec), analyzing=True)  # as `run`: stale runs judged never
     uri = spec.mlflow.tracking_uri
-    table, parent = load_study_runs(uri, spec.mlflow.experiment, spec.name)
+    table, parent = load_study_runs(uri, spec.mlflow.experiment, spec.name)  # a refused login:
+    # MLflow's exception, one line (`scaling.cli._analyze`); then stale runs, judged never
+    stop_if_stale(spec, cell_runs(spec, client_for(spec)), analyzing=True)  # as `run`
     if changed:
         typer.echo(REANALYSIS_LINE.format(", ".join(changed)))
     verdict = run_analysis(
