@@ -14,6 +14,6 @@ def reanalysis_note(verdict: dict) -> str | None:
     changed = ", ".join(f"`{c}`" for c in again.get("changed", [])) or "the user's settings"
     return (
         f"Re-analysis by the user ({changed}), not the study's verdict: the study's own report "
-        "is the one `scaling run` wrote into its folder (and `scaling analyze STUDY` without "
-        "these options reproduces)."
+        "is the one `scaling run` wrote into its folder, which `scaling analyze STUDY` "
+        "without these options reproduces."
     )

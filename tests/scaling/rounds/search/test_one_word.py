@@ -16,7 +16,9 @@ follow a known law, the variant being the baseline at a compute multiplier k0.
 
 Cost: each study writes 72 runs to MLflow, reads them back three ways and runs two analyses of
 1,000 bootstrap draws: ~12 s a study on 2 lightly loaded cores (4 studies: 48 s wall, 27 s CPU),
-~80 s on 2 cores shared with other test runs. So CI runs `NUM_STUDIES` = 5, which hold every
+~80 s on 2 cores shared with other test runs. `scaling analyze STUDY` adds a third analysis per
+study, and study 0 a re-analysis (200 draws) and its fixed-design twin: the 5 studies took
+446 s on 2 cores shared with 7 other engineers' runs. So CI runs `NUM_STUDIES` = 5, which hold every
 kind of study above (study 1: bad cells, 2: a missing seed, 3: an undeclared variant, 4: an LR
 at an edge and bad cells); `SCALING_ONE_WORD_STUDIES=200` runs the issue's 200 (about 40 minutes).
 The table-level twin over 200 studies is `tests/scaling/rounds/search/test_refine_table.py`.
@@ -258,7 +260,11 @@ def _fixed_twin(data_dir: Path, root: Path, uri: str) -> None:
 def test_the_look_the_report_status_and_the_parent_say_one_word(tmp_path, data_dir, monkeypatch):
     """Seen: 8/8 studies one word (helps 2, inconclusive 5, undetected 1); slow: ~12 s a study
     (module docstring). Reintroducing a second table (`scan_table` built without
-    `flops_counted`) fails it at study 3: the look says `helps`, the report `inconclusive`."""
+    `flops_counted`) fails it at study 3: the look says `helps`, the report `inconclusive`.
+    Reintroducing the old `scaling analyze STUDY` (the spec's verdict keys only: no looks, seed
+    0) fails it at study 0: the run says `helps (look 1 of at most 2, level 0.011; ...): gain at
+    200K 4.4% (CI 3.4% to 5.4%, above 0)`, the old analyze `helps: gain at 200K 4.41% (CI 3.93%
+    to 4.89%, above 0)`."""
     words_seen: dict[str, int] = {}
     # SQLite in memory-backed storage where there is one: MLflow's per-call fsyncs cost more
     # than the analyses on a busy disk
