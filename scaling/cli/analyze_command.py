@@ -122,9 +122,10 @@ def _analyze_study(
         changed.insert(0, f"--baseline {baseline}")
     judgement = own
     if changed:
-        if own.sequential and ("--margin" in changed or "--seed" in changed):
+        fixed_by_looks = [c for c in changed if c.split()[0] in ("--margin", "--seed")]
+        if own.sequential and fixed_by_looks:
             raise ValueError(
-                f"{' and '.join(c for c in changed if c in ('--margin', '--seed'))}: a "
+                f"{' and '.join(fixed_by_looks)}: a "
                 "sequential study is judged at its last look's level, with its design's margin "
                 f"({own.margin_pct:g}%) and a bootstrap seeded from its runs; drop them"
             )
@@ -133,10 +134,10 @@ def _analyze_study(
                 f"{', '.join(changed)}: not the study's own judgement, so not written into its "
                 "report folder; give --out DIR for this re-analysis"
             )
-        settings = {"baseline": spec.spec.verdict.baseline, "margin_pct": margin, **options}
+        settings = {"margin_pct": margin, **options}  # the baseline: `judged_against`'s
         judgement = dataclasses.replace(
             own,
-            **{k: v for k, v in settings.items() if k != "baseline" and v is not None},
+            **{k: v for k, v in settings.items() if v is not None},
             by=REANALYSIS,
             changed=tuple(changed),
         )

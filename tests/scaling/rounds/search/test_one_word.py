@@ -216,8 +216,9 @@ def _reanalyses_stay_out(study, path: Path, scratch: Path) -> None:
     """A user's own settings are a re-analysis: refused without --out; with it, labelled and
     written there only; a baseline the looks contradict, an --out that is a file: refused."""
     before = _record(study)
-    refused = _analyze(path, "--margin", "0.3")
-    assert refused.exit_code == 2 and "give --out DIR" in refused.output, refused.output
+    refused = _analyze(path, "--margin", "0.3", "--out", str(scratch / "m"))
+    assert refused.exit_code == 2, refused.output  # its looks fixed the margin
+    assert "a sequential study is judged at its last look's level" in refused.output
     mine = scratch / "mine"
     again = _analyze(path, "--resamples", "200", "--out", str(mine))
     assert again.exit_code == 0, again.output
@@ -254,6 +255,10 @@ def _fixed_twin(data_dir: Path, root: Path, uri: str) -> None:
     verdict, _folder = analyze_study(study, None, None)
     assert "sequential" not in verdict
     _analyze_as_run(study, path, verdict)
+    before = _record(study)
+    refused = _analyze(path, "--margin", "0.3")  # a re-analysis needs --out
+    assert refused.exit_code == 2 and "give --out DIR" in refused.output, refused.output
+    assert _record(study) == before
 
 
 @pytest.mark.slow
