@@ -4,8 +4,10 @@
 - ``analysis.stats``: the analysis itself: fits, noise, LR frontier, gain tests, verdict, power.
 - ``analysis.report``: what a person reads: numbers, headline, report, figures, terminal lines.
 - ``analysis.synthetic``: studies whose truth is known, for tests and the benchmark.
-- ``analysis.api`` (``run_analysis``: table in, files out) and ``analysis.cli`` (``scaling
-  analyze``) sit on top. Arrows point one way: tables <- stats <- report <- api/cli.
+- ``analysis.judgement`` (``Judgement``, ``table_judgement``: how a table is judged, built once),
+  then ``analysis.api`` (``run_analysis(table, judgement, out)``: table in, files out) and
+  ``analysis.cli`` (``scaling analyze --runs-csv``) on top. Arrows point one way: tables <-
+  stats <- report, judgement <- api <- cli.
 
 Reads a run table (MLflow or CSV); imports no torch or model code. Names are loaded on first
 use so that importing the CLI stays cheap. ``lr_frontier`` is the LR contract scaling's
@@ -17,11 +19,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["run_analysis", "load_csv", "load_study_runs", "lr_frontier", "LRFrontier"]
+__all__ = ["run_analysis", "Judgement", "table_judgement"]
+__all__ += ["load_csv", "load_study_runs", "lr_frontier", "LRFrontier"]
 __all__ += ["noise_from_source", "noise_and_grid_from_source", "power_table"]
 
 _WHERE = {
     "run_analysis": "analysis.api",
+    "Judgement": "analysis.judgement",
+    "table_judgement": "analysis.judgement",
     "load_csv": "analysis.tables.runs",
     "load_study_runs": "analysis.tables.mlflow_io",
     "lr_frontier": "analysis.stats.lr.frontier",

@@ -1,7 +1,12 @@
-"""`scaling analyze`: fits, bootstrap CIs and a verdict for a study (MLflow) or a run CSV.
+"""`scaling analyze --runs-csv FILE` (or `--tracking-uri --experiment --study-name`): a run table
+judged by the user's settings, written to `--out`; never a study's verdict.
 
-User errors (a bad CSV, an unknown baseline, a spec without `mlflow`) end in one line on stderr
-naming the file, column and row or the key to fix, exit status 2, no traceback.
+`scaling analyze STUDY` is `scaling.cli.analyze_command`'s: a study is resolved by scaling's
+loader and judged by its own judgement (`scaling.rounds.judging.study_judgement`), which analysis
+cannot build (it imports nothing from scaling).
+
+User errors (a bad CSV, an unknown baseline) end in one line on stderr naming the file, column
+and row or the option to fix, exit status 2, no traceback.
 """
 
 from __future__ import annotations
@@ -10,113 +15,95 @@ from pathlib import Path
 
 import typer
 
-from analysis.tables.spec import (
-    DEFAULT_BASELINE,
-    spec_login,
-    spec_margin,
-    spec_verdict,
-    study_source,
-)
-from foundation import contract
+from analysis.tables.spec import DEFAULT_BASELINE
+
+RESAMPLES_HELP = "parametric bootstrap draws [default: 1000]"
+DETECT_HELP = "gain (%) for the power table [default: 0.5]"
 
 
 def analyze(
-    study: Path | None = typer.Argument(None, help="study spec (YAML); runs are read from MLflow"),
     runs_csv: Path | None = typer.Option(None, "--runs-csv", help="analyse this run table"),
     out: Path | None = typer.Option(
-        None,
-        "--out",
-        help="output dir [default: STUDY's folder/analysis, as `scaling run`; "
-        "results/<csv name>/analysis for --runs-csv]",
+        None, "--out", help="output dir [default: results/<csv name or study name>/analysis]"
     ),
     baseline: str | None = typer.Option(
         None,
         "--baseline",
         help="the arm the others are judged by; A,B = per size the stronger of arms A and B "
-        "[default: the spec's verdict.baseline, else linear]",
+        f"[default: {DEFAULT_BASELINE}]",
     ),
-    tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="overrides the spec's"),
-    experiment: str | None = typer.Option(None, "--experiment", help="overrides the spec's"),
-    study_name: str | None = typer.Option(None, "--study-name", help="overrides the spec's name"),
-    resamples: int = typer.Option(1000, "--resamples", help="parametric bootstrap draws"),
-    seed: int = typer.Option(0, "--seed", help="bootstrap RNG seed"),
-    detect_gain: float = typer.Option(0.5, "--detect-gain", help="gain (%) for the power table"),
+    tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="MLflow server"),
+    experiment: str | None = typer.Option(None, "--experiment", help="MLflow experiment"),
+    study_name: str | None = typer.Option(None, "--study-name", help="the runs' study tag"),
+    resamples: int | None = typer.Option(None, "--resamples", help=RESAMPLES_HELP),
+    seed: int | None = typer.Option(None, "--seed", help="bootstrap RNG seed [default: 0]"),
+    detect_gain: float | None = typer.Option(None, "--detect-gain", help=DETECT_HELP),
     margin: float | None = typer.Option(
         None,
         "--margin",
         help="equivalence margin (% of the loss): `none` needs the top-size interval within "
-        "+-margin [default: the spec's verdict.margin_pct, else 0.5]",
+        "+-margin [default: 0.5]",
     ),
-    log_to_parent: bool = typer.Option(True, help="log the report to the study's parent run"),
 ) -> None:
     """Fit scaling laws per variant and judge whether each variant's gain persists with scale."""
-    if study is not None and runs_csv is not None:
-        raise typer.BadParameter("give STUDY (a study spec) or --runs-csv FILE, not both")
-    if study is None and runs_csv is None and not experiment:
-        raise typer.BadParameter("give STUDY (a study spec) or --runs-csv FILE")
     try:
-        _analyze(
-            study, runs_csv, out, baseline, tracking_uri, experiment, study_name,
-            resamples, seed, detect_gain, log_to_parent, margin,
+        analyze_table(
+            runs_csv, out, baseline, tracking_uri, experiment, study_name,
+            resamples, seed, detect_gain, margin,
         )  # fmt: skip
     except ValueError as err:  # a user error: one line naming what to fix, no traceback
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
 
 
-def _analyze(
-    study, runs_csv, out, baseline, tracking_uri, experiment, study_name,
-    resamples, seed, detect_gain, log_to_parent, margin=None,
+def analyze_table(
+    runs_csv, out, baseline, tracking_uri, experiment, study_name,
+    resamples, seed, detect_gain, margin,
 ) -> None:  # fmt: skip
+    """The table path: a CSV, or a study's runs in MLflow named by hand (no study file: its
+    looks, LR search and level are unknown here, so this is never the study's verdict, and
+    nothing is logged to its parent run). ValueError: a user error."""
     # the analysis (pandas, scipy, mlflow) loads only when `scaling analyze` runs: `scaling
     # --help` and the other commands import this module and stay fast
     from analysis.api import run_analysis
+    from analysis.judgement import TABLE, table_judgement
     from analysis.report.terminal import verdict_lines
-    from analysis.tables.inference_io import read_inference
     from analysis.tables.mlflow_io import load_curves, load_study_runs
     from analysis.tables.runs import load_csv
 
-    parent, curves, inference = None, None, None
-    if margin is None and study is not None:
-        margin = spec_margin(study)
-    spec_baseline, alpha = spec_verdict(study) if study is not None else (None, None)
-    baseline = baseline or spec_baseline or DEFAULT_BASELINE
+    if runs_csv is None and not experiment:
+        raise ValueError("give STUDY (a study spec) or --runs-csv FILE")
+    check_out(out)
+    judgement = table_judgement(
+        baseline or DEFAULT_BASELINE,
+        margin_pct=margin,
+        **given(seed=seed, num_resamples=resamples, detect_gain_pct=detect_gain),
+        by=TABLE,
+    )
+    curves = None
     if runs_csv is not None:
+        if experiment or study_name or tracking_uri:
+            raise ValueError("give --runs-csv FILE or --experiment/--study-name, not both")
         table = load_csv(runs_csv)
         out = out or Path("results") / runs_csv.stem / "analysis"
     else:
-        uri, exp, name = (tracking_uri, experiment, study_name)
-        folder = None
-        if study is not None:
-            spec_uri, spec_exp, spec_name, folder = study_source(study)
-            login = spec_login(study)
-            if login is not None:
-                login.export()  # as `scaling run` does: MLflow's client reads it from there
-            uri, exp, name = uri or spec_uri, exp or spec_exp, name or spec_name
-            typer.echo(f"study folder: {folder.parent}")
-            inference = read_inference(folder.parent)  # pilot.json / inference.json, if measured
-        if not (uri and exp and name):
-            raise typer.BadParameter(
-                "without STUDY give --tracking-uri, --experiment, --study-name"
-            )
-        table, parent = load_study_runs(uri, exp, name)
-        curves = lambda ids, uri=uri: load_curves(uri, ids)  # noqa: E731 (drawn runs only)
-        tracking_uri = uri
-        out = out or folder or contract.analysis_folder(name)
-    verdict = run_analysis(
-        table,
-        out,
-        baseline=baseline,
-        parent_run_id=parent if log_to_parent else None,
-        tracking_uri=tracking_uri,
-        num_resamples=resamples,
-        seed=seed,
-        detect_gain_pct=detect_gain,
-        curves=curves,
-        margin_pct=0.5 if margin is None else margin,
-        **({} if alpha is None else {"alpha": alpha}),  # the spec's verdict.alpha
-        inference=inference,
-    )
+        if not (tracking_uri and experiment and study_name):
+            raise ValueError("without STUDY give --tracking-uri, --experiment and --study-name")
+        table, _parent = load_study_runs(tracking_uri, experiment, study_name)
+        curves = lambda ids: load_curves(tracking_uri, ids)  # noqa: E731 (drawn runs only)
+        out = out or Path("results") / study_name / "analysis"
+    verdict = run_analysis(table, judgement, out, curves=curves)
     for line in verdict_lines(verdict):
         typer.echo(line)
     typer.echo(f"report: {out / 'report.html'}")
+
+
+def given(**options) -> dict:
+    """The options the user set (None: not given, the judgement's default stands)."""
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def check_out(out: Path | None) -> None:
+    """`--out` must be a folder (made if missing), not a file."""
+    if out is not None and out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder for the report (made if missing)")

@@ -39,8 +39,9 @@ ROOMS_BELOW = {
         "stats": {"tables"},
         "report": {"tables", "stats"},
         "synthetic": {"tables", "stats"},
-        "api": {"tables", "stats", "report"},
-        "cli": {"tables", "stats", "report", "api"},
+        "judgement": {"tables", "stats"},
+        "api": {"tables", "stats", "report", "judgement"},
+        "cli": {"tables", "stats", "report", "judgement", "api"},
     },
     "jobs": {
         "config": set(),

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from analysis.report import fmt
-from analysis.report.headline import headline
+from analysis.report.headline import headline, judged_level
 from analysis.report.render import to_html, to_markdown
 from analysis.report.sections.backtest import backtest_blocks, skill_sentence
 from analysis.report.sections.code import code_note
@@ -19,9 +19,9 @@ from analysis.report.sections.downstream import downstream_blocks
 from analysis.report.sections.inference import inference_blocks
 from analysis.report.sections.looks import look_blocks, look_note
 from analysis.report.sections.lr_selection import lr_blocks
+from analysis.report.sections.reanalysis import TITLE, reanalysis_note
 from analysis.report.sections.stability import stability_blocks
 from analysis.report.sections.tokens import token_blocks
-from analysis.stats.gains.levels import ALPHA
 from analysis.stats.planning.power import GRID_CAPS, MAX_SEEDS
 from analysis.stats.rules import verdict as verdicts
 
@@ -64,7 +64,7 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
     rows = []
     for v in verdict["variants"]:
         top = v["decision"].get("top_gain_pct")
-        level = 1 - ((top or {}).get("level") or v["decision"].get("level") or ALPHA)
+        level = 1 - judged_level(v)
         k = v["decision"].get("k0") or {}
         g = v["decision"].get("gamma") or {}
         rows.append(
@@ -272,8 +272,11 @@ def _noise_blocks(verdict: dict) -> list[tuple]:
 
 def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> list[tuple]:
     variants = ", ".join(v["variant"] for v in verdict["variants"]) or "no variant"
-    b: list[tuple] = [("h1", f"Scaling analysis: {variants} vs {verdict['baseline']}")]
+    again = TITLE if reanalysis_note(verdict) else ""  # a user's settings: not the study's
+    b: list[tuple] = [("h1", f"Scaling analysis: {variants} vs {verdict['baseline']}{again}")]
     b.append(("lead", [(v["verdict"], s) for v, s in _pairs(verdict)]))
+    if again:
+        b.append(("note", reanalysis_note(verdict)))
     b.append(
         (
             "p",

@@ -12,6 +12,7 @@ import re
 
 from analysis.report import fmt
 from analysis.stats.gains.levels import ALPHA
+from analysis.tables.spec import DEFAULT_MARGIN_PCT, parse_baselines
 
 _CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
 
@@ -34,21 +35,28 @@ def _sign(ci: list[float] | None, ref: float = 0.0) -> int:
 
 
 def _baseline_name(v: dict) -> str:
-    names = v["baseline"].split(",")
+    names = parse_baselines(v["baseline"])
     return names[0] if len(names) == 1 else f"the stronger of {' and '.join(names)}"
 
 
 def top_gain(v: dict) -> tuple[str, float, list[float] | None, float] | None:
     """(size, gain %, interval at the level its test used or None, confidence) at the top."""
-    level = v["decision"].get("level") or ALPHA
     top = v["decision"].get("top_gain_pct")
     if top is not None:
-        return top["size"], top["value"], top["ci"], 1 - top.get("level", level)
+        return top["size"], top["value"], top["ci"], 1 - judged_level(v)
     sizes = list(v["gain_pct_by_size"].values())
     if not sizes or sizes[-1]["gain_pct"]["value"] is None:
         return None
     last = sizes[-1]
-    return last["size"], last["gain_pct"]["value"], None, 1 - level
+    return last["size"], last["gain_pct"]["value"], None, 1 - judged_level(v)
+
+
+def judged_level(v: dict) -> float:
+    """The level a variant's top-size interval was drawn at: its top test's, else its verdict's
+    (the judgement's level after Holm), else (a step-down that stopped before it) ``ALPHA``,
+    the level intervals are drawn at when no test set one: the report's one fallback."""
+    top = v["decision"].get("top_gain_pct") or {}
+    return top.get("level") or v["decision"].get("level") or ALPHA
 
 
 def measured(v: dict) -> str:
@@ -136,7 +144,7 @@ def _grows(v: dict, conf: float) -> str:
 
 
 def _margin(v: dict) -> str:
-    return f"{v['decision'].get('margin_pct', 0.5):g}%"
+    return f"{v['decision'].get('margin_pct', DEFAULT_MARGIN_PCT):g}%"
 
 
 def _unresolved(v: dict) -> str:

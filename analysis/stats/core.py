@@ -13,7 +13,7 @@ from analysis.stats.backtest import backtest
 from analysis.stats.fits.laws import LawFit, fit_arms, fit_k
 from analysis.stats.gains import intervals
 from analysis.stats.gains import matched as matching
-from analysis.stats.gains.compare import Comparison, baseline_map, compare, parse_baselines
+from analysis.stats.gains.compare import Comparison, baseline_map, compare
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, global_p, holm_levels, size_weights
 from analysis.stats.gains.resolution import groups_pair_var, trend_draws, tuning_variances
 from analysis.stats.gains.robust import GainTest
@@ -25,6 +25,7 @@ from analysis.stats.variance.cells import Groups, build_groups, selected_lrs, us
 from analysis.stats.variance.diagnose import noise_diagnostics
 from analysis.stats.variance.noise import NoiseModel
 from analysis.tables.runs import is_usable
+from analysis.tables.spec import parse_baselines
 
 EXCLUDED_COLUMNS = ["run_id", "variant", "size", "seed", "lr", "reason"]
 
@@ -72,7 +73,10 @@ class Analysis:
 
 
 def check_inputs(
-    table: pd.DataFrame, baseline: str, num_resamples: int, margin_pct: float = 0.5
+    table: pd.DataFrame,
+    baseline: str,
+    num_resamples: int,
+    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
 ) -> None:
     """User errors, raised before anything is computed or written."""
     if not (np.isfinite(margin_pct) and margin_pct > 0):

@@ -129,14 +129,14 @@ def _ratios(row: dict, base: dict) -> dict[str, dict]:
     return out
 
 
-def inference_summary(inference: dict, baseline: str) -> dict:
+def inference_summary(inference: dict, base_name: str) -> dict:
     """``{"device", "memory_kind", "source", "baseline", "bound", "min_rounds", "figures": rows,
     "ratios": {variant: {size: {ratio: entry}}}, "missing_baseline": [sizes]}``; an entry is
     `ratio_entry`'s dict (plus ``paired``: per round, or all pairs) for a timed ratio, and
     ``{"value", "spread": None, "range": None, "rounds": None, "resolved": True}`` for memory
-    and the KV cache; `baseline` ``A,B`` uses arm A."""
+    and the KV cache; `base_name`: one arm (of a baseline ``A,B``, arm A:
+    ``Judgement.primary``)."""
     rows = _check(inference)
-    base_name = baseline.split(",")[0].strip()
     base = {r["size"]: r for r in rows if r["variant"] == base_name}
     ratios: dict[str, dict[str, dict[str, dict]]] = {}
     missing = sorted({r["size"] for r in rows if r["size"] not in base})

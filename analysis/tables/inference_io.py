@@ -3,7 +3,8 @@
 ``<study folder>/pilot.json`` (`scaling pilot`: each probe's ``"inference"``) first, else
 ``<study folder>/inference.json`` (``{"device", "memory_kind", "rows": [...]}``, written by
 `scaling run` where the study did not pilot). Returns the ``{"device", "memory_kind", "rows"}``
-dict that ``run_analysis(..., inference=...)`` takes, or None when neither has figures.
+dict a ``Judgement``'s ``inference`` holds (``analysis.judgement``), or None when neither has
+figures.
 """
 
 from __future__ import annotations

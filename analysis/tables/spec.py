@@ -1,8 +1,11 @@
-"""The few keys of a study spec the analysis reads: where its runs are (``mlflow``, its login
-file among them), its name, its output folder and its verdict margin.
+"""How a study names its verdict's settings, in the one place both packages read: the default
+baseline and margin, and the one parser of a baseline string (``"A,B"``: per size the stronger
+of arms A and B). Light (no numpy): `scaling.spec` checks a study with them at load time.
 
-Read with ``foundation.config.load_file`` alone: analysis imports nothing from the packages
-above it (the spec's full expansion is ``scaling``'s).
+``study_source``: where a study's runs are, for `scaling plan --noise STUDY`
+(``analysis.stats.planning.power``), read with ``foundation.config.load_file`` alone: analysis
+imports nothing from the packages above it. Everything else of a study (`scaling analyze STUDY`
+included) is read once by ``scaling.spec.loader`` and judged through ``analysis.judgement``.
 """
 
 from __future__ import annotations
@@ -11,12 +14,22 @@ from pathlib import Path
 
 from foundation import contract
 from foundation.config import load_file
-from foundation.secrets import Credentials, read_credentials_file
 from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
 
 # the arm the others are judged by when a study's `verdict.baseline` (or, for a run CSV,
 # `--baseline`) names none: the one default, read by the study spec and the CLI alike
 DEFAULT_BASELINE = "linear"
+# verdict.margin_pct: gains within +-0.5% of the loss count as none (`scaling.spec.study`)
+DEFAULT_MARGIN_PCT = 0.5
+
+
+def parse_baselines(baseline: str) -> list[str]:
+    """``"linear"`` or ``"linear,linear_qknorm"`` (per size, the strongest of them): the arm
+    names, in order; the first is the one inference cost and stability are measured against."""
+    names = [b.strip() for b in str(baseline).split(",") if b.strip()]
+    if not names:
+        raise ValueError("--baseline is empty; name the arm the others are judged by")
+    return names
 
 
 def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
@@ -48,45 +61,3 @@ def study_source(spec_path: Path) -> tuple[str, str, str, Path]:
     folder = contract.analysis_folder(name, str(output_dir))
     uri = resolve_tracking_uri(mlflow["tracking_uri"], base)
     return uri, mlflow["experiment"], name, folder
-
-
-def spec_margin(spec_path: Path) -> float | None:
-    """The spec's ``verdict.margin_pct`` (None when it sets none); read like ``study_source``."""
-    section = load_file(spec_path).get("verdict") or {}
-    margin = section.get("margin_pct") if isinstance(section, dict) else None
-    if margin is not None and not (isinstance(margin, int | float) and margin > 0):
-        raise ValueError(
-            f"{spec_path}: verdict.margin_pct {margin!r}; give a positive % of the loss, e.g. 0.5"
-        )
-    return None if margin is None else float(margin)
-
-
-def spec_verdict(spec_path: Path) -> tuple[str | None, float | None]:
-    """The spec's ``verdict.baseline`` and ``verdict.alpha`` (None where it sets none); read
-    like ``study_source`` (the full check is ``scaling.spec.study.VerdictSpec.problems``)."""
-    section = load_file(spec_path).get("verdict") or {}
-    section = section if isinstance(section, dict) else {}
-    baseline, alpha = section.get("baseline"), section.get("alpha")
-    if baseline is not None and not (isinstance(baseline, str) and baseline):
-        raise ValueError(f"{spec_path}: verdict.baseline {baseline!r}; name one of the arms")
-    if alpha is not None and not (isinstance(alpha, int | float) and 0 < alpha < 0.5):
-        raise ValueError(
-            f"{spec_path}: verdict.alpha {alpha!r}; give a level in (0, 0.5), e.g. 0.05"
-        )
-    return baseline, None if alpha is None else float(alpha)
-
-
-def spec_login(spec_path: Path) -> Credentials | None:
-    """The login in the spec's ``mlflow.credentials_file`` (relative to the spec's folder), or None
-    when it names none; ValueError naming the field, the file and the fix (never the password).
-    The same file `scaling run` reads (``scaling.spec.credentials``), so `scaling analyze STUDY`
-    reaches a server that needs a login without one in the environment."""
-    mlflow = load_file(spec_path).get("mlflow")
-    path = mlflow.get("credentials_file") if isinstance(mlflow, dict) else None
-    if path is None:
-        return None
-    if not isinstance(path, str) or not path:
-        raise ValueError(f"{spec_path}: mlflow.credentials_file {path!r}; name a 0600 file")
-    file = Path(path).expanduser()
-    file = file if file.is_absolute() else Path(spec_path).absolute().parent / file
-    return read_credentials_file(file, f"{spec_path}: mlflow.credentials_file")

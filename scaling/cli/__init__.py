@@ -6,11 +6,11 @@ import functools
 
 import typer
 
-from analysis.cli import analyze
 from data_prep.cli import prepare_data
 from foundation.process.quiet import quiet_third_party_output, silence_known_warnings
 from jobs.cli import train
 from scaling.cli import commands
+from scaling.cli.analyze_command import analyze
 from scaling.cli.pilot_cli import pilot
 from scaling.cli.plan_command import plan
 from scaling.spec.credentials import tracking_refusal
@@ -49,11 +49,10 @@ app.command("run")(commands.run)
 
 @functools.wraps(analyze)
 def _analyze(*args, **kwargs) -> None:
-    """`scaling analyze`, with the tracking server's refusals as one line (exit 2): analysis
+    """`scaling analyze`, with the tracking server's refusals as one line (exit 2): analyze
     turns its own user errors into one line; a wrong login reaches it as MLflow's exception.
-    A study's SQLite store lost or broken is named first, with its fix (`_check_store`)."""
+    An unreachable database store is named first, in seconds (`_check_database`)."""
     _check_database(kwargs.get("study"), kwargs.get("tracking_uri"))
-    _check_store(kwargs.get("study"), kwargs.get("tracking_uri"), kwargs.get("experiment"))
     try:
         analyze(*args, **kwargs)
     except Exception as err:
@@ -91,24 +90,6 @@ def _check_database(study, tracking_uri) -> None:
         message = str(err).replace("study.mlflow.tracking_uri: ", "", 1)
         typer.echo(f"error: {where}: {mask_userinfo(message)}", err=True)
         raise typer.Exit(2) from None
-
-
-def _check_store(study, tracking_uri, experiment) -> None:
-    """`scaling analyze STUDY`: one line and exit 2 if the study's SQLite store is gone or
-    broken (`scaling.state.store_check`); a study file it cannot read is analyze's to say."""
-    if study is None or tracking_uri or experiment:
-        return
-    from analysis.tables.spec import study_source  # lazy: `scaling --help` stays fast
-    from scaling.state.store_check import store_trouble  # lazy, as above
-
-    try:
-        uri, exp, _name, analysis_folder = study_source(study)
-    except ValueError:
-        return
-    trouble = store_trouble(uri, exp, analysis_folder.parent)
-    if trouble is not None:
-        typer.echo(f"error: {study}: {trouble}", err=True)
-        raise typer.Exit(2)
 
 
 def main() -> None:

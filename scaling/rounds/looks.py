@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from foundation import contract
 from scaling.records.look_state import read_looks, write_looks
+from scaling.rounds.judging import design_of, study_judgement
 from scaling.rounds.refine import scan_table, search_over
 from scaling.spec.loader import looks_over, resolve
 from scaling.spec.resolved import ResolvedStudy
@@ -33,17 +34,6 @@ if TYPE_CHECKING:
     from analysis.stats.looks.sequential import Design
 
 __all__ = ["design_of", "look_due", "take_look", "status_lines", "judged_against"]
-
-
-def design_of(study: ResolvedStudy) -> Design:
-    """The study's `seeds: {start, max, step}` with its margin and level, as the statistics
-    take it."""
-    from analysis.stats.looks.sequential import Design  # lazy: scipy and pandas, paid at a look
-
-    rounds = study.spec.seed_rounds
-    assert rounds is not None, "design_of() is for a study with sequential seeds"
-    verdict = study.spec.verdict
-    return Design(rounds.start, rounds.max, rounds.step, verdict.margin_pct, verdict.alpha)
 
 
 def judged_against(study: ResolvedStudy, baseline: str | None) -> ResolvedStudy:
@@ -92,9 +82,10 @@ def take_look(
     from analysis.stats.looks.sequential import decide_look
 
     data = read_looks(study.folder)
-    design = design_of(study)
+    judgement = study_judgement(study)  # the report's too: one baseline, one design
+    design, baseline = judgement.design, judgement.baseline
+    assert design is not None, "take_look() is for a study with sequential seeds"
     number = len(data["looks"]) + 1
-    baseline = study.spec.verdict.baseline
     runs = stop_if_stale(study, cell_runs(study))  # code changed mid-study: the look not judged
     look = decide_look(scan_table(study, rows, runs), design, number, baseline)
     round_ = 1 + max((c.round for c in study.cells), default=0)
@@ -145,14 +136,14 @@ def status_lines(study: ResolvedStudy) -> list[str]:
     """`scaling status`: the latest look, its verdict and why the study goes on or stopped."""
     if study.spec.seed_rounds is None:
         return []
-    data = read_looks(study.folder)
-    design = design_of(study)
-    if not data["looks"]:
+    judgement = study_judgement(study)  # the report's: its design, its last look's level
+    design, last = judgement.design, judgement.last_look
+    assert design is not None, "a study with sequential seeds has a design"
+    if last is None:
         return [f"looks: none yet (look 1 after {design.start} seeds; at most {design.num_looks})"]
-    last = data["looks"][-1]
     state = "stopped" if last["stop"] else "continues"
     return [
         f"look {last['look']} of at most {design.num_looks}: {last['verdict']} "
-        f"(level {last['level']:.3g}); {state}",
+        f"(level {judgement.level:.3g}); {state}",
         f"look {last['look']}: {last['reason']}",
     ]

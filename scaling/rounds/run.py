@@ -15,9 +15,9 @@ from pathlib import Path
 from analysis.tables.digests import MixedCode
 from foundation import contract
 from foundation.process.quiet import verbose
-from scaling.records.look_state import looks_summary
 from scaling.records.search_state import SearchState, read_state
 from scaling.rounds.driver import StudyRun, View
+from scaling.rounds.judging import study_judgement
 from scaling.rounds.looks import judged_against
 from scaling.rounds.submission import fail_parent_run, prepare_study_data, study_parent_run_id
 from scaling.spec.loader import resolve
@@ -123,7 +123,8 @@ def analyze_study(
     search: SearchState | None = None,
     say: Callable[[str], None] = print,
 ) -> tuple[dict, Path]:
-    """Load the study's runs from MLflow, fit, judge, and write the report (also to MLflow).
+    """Load the study's runs from MLflow, judge them by `study_judgement`, and write the report
+    (also to the parent run).
 
     `search`: the LR search's final state; the report names the arms it left at an edge.
     `say`: progress lines (where the inference figures come from).
@@ -138,30 +139,12 @@ def analyze_study(
     uri = study.mlflow.tracking_uri
     table, parent_id = load_study_runs(uri, study.mlflow.experiment, study.name)
     out = Path(out_dir) if out_dir else contract.analysis_folder(study.name, study.spec.output_dir)
+    judgement = study_judgement(study, study_inference(study, say), search)
     verdict = run_analysis(
         table,
+        judgement,
         out,
-        baseline=study.spec.verdict.baseline,  # the looks' too (`looks.take_look`)
-        margin_pct=study.spec.verdict.margin_pct,
-        alpha=study.spec.verdict.alpha,
-        parent_run_id=parent_id or parent,
-        tracking_uri=uri,
         curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only
-        lr_search=None if search is None else _search_summary(search),
-        # sequential seeds: judged at the last look's level, the looks in the report
-        sequential=looks_summary(study.folder) if study.spec.seed_rounds else None,
-        inference=study_inference(study, say),  # pilot.json, inference.json, or measured now
-        stability=bool(study.spec.lr.search and study.spec.lr.search.find_edge),
+        parent=None if (parent_id or parent) is None else (uri, parent_id or parent),
     )
     return verdict, out
-
-
-def _search_summary(search: SearchState) -> dict:
-    """What the report says about the LR search (rounds, cells added, arms left at an edge)."""
-    return {
-        "rounds": search.round,
-        "num_added_cells": sum(len(a.seeds) for a in search.added),
-        "ended": search.ended,
-        "open_arms": list(search.open_arms),
-        "stopped_arms": list(search.stopped_arms),
-    }

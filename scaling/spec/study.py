@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from analysis.stats.gains.levels import ALPHA
-from analysis.tables.spec import DEFAULT_BASELINE
+from analysis.tables.spec import DEFAULT_BASELINE, DEFAULT_MARGIN_PCT, parse_baselines
 from data_prep.config import DataPrepConfig
 from foundation import contract
 from foundation.config import from_dict
@@ -257,7 +257,7 @@ class VerdictSpec:
     study spends it over its looks.
     """
 
-    margin_pct: float = 0.5
+    margin_pct: float = DEFAULT_MARGIN_PCT
     baseline: str = DEFAULT_BASELINE
     alpha: float = ALPHA
 
@@ -266,7 +266,7 @@ class VerdictSpec:
         the user's own is named by its `name`), each with the fix."""
         arms = [_arm_name(entry) for entry in variants]
         out = []
-        names = [b.strip() for b in str(self.baseline).split(",")]
+        names = parse_baselines(self.baseline) if self.baseline else [""]
         unknown = [b for b in names if b not in arms]
         if unknown and len(set(arms)) > 1:  # one arm trains and is tracked, and judges nothing
             out.append(

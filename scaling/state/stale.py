@@ -153,23 +153,28 @@ def drop_undone_accepts(
 
 
 def stop_if_stale(
-    study: ResolvedStudy, runs: dict[str, CellRun] | None = None
+    study: ResolvedStudy, runs: dict[str, CellRun] | None = None, analyzing: bool = False
 ) -> dict[str, CellRun]:
     """Raise `StaleCode` when finished cells are stale now: the model code changed while the
     study ran. Called before anything judges the runs (an LR search round, a look, the
-    report), so no analysis mixes two versions of the code. `runs`: as just read, else read.
-    An acceptance undone since (`drop_undone_accepts`) is dropped first. Returns the runs, as
-    re-read when a tag changed."""
+    report; `analyzing`: `scaling analyze STUDY`, after the study ran), so no analysis mixes
+    two versions of the code. `runs`: as just read, else read. An acceptance undone since
+    (`drop_undone_accepts`) is dropped first. Returns the runs, as re-read when a tag
+    changed."""
     runs = cell_runs(study) if runs is None else runs
     parts = today_code(study)
     if drop_undone_accepts(study, runs, digests=code_digests(study, parts)):
         runs = cell_runs(study, refresh=True)
     stale = stale_cells(study, runs, code_digests(study, parts))
     if stale:
+        when = (
+            "; `scaling analyze` judges no stale result"
+            if analyzing
+            else " while the study ran; stopped before any analysis"
+        )
         raise StaleCode(
-            _stale_line(study, stale, runs, parts)
-            + " while the study ran; stopped before any analysis, "
-            "nothing judged. Run `scaling run STUDY --rerun-stale` to train them again, or "
+            _stale_line(study, stale, runs, parts) + f"{when}, nothing judged. Run `scaling run "
+            "STUDY --rerun-stale` to train them again, or "
             "`scaling run STUDY --accept-stale` to keep their results (recorded on each run)"
         )
     return runs

@@ -1,8 +1,8 @@
 """The report's "Sequential looks" section and the terminal's look clause.
 
-Present only when verdict.json has a ``sequential`` part (``analysis.run_analysis(...,
-sequential=looks.json)``): one row per look, the design, the level the claims were read at and
-why (alpha spending), where each look added seeds, and whether the design has finished.
+Present only when verdict.json has a ``sequential`` part (``analysis.run_analysis`` with a
+judgement that holds looks.json): one row per look, the design, the level the claims were read
+at and why (alpha spending), where each look added seeds, and whether the design has finished.
 """
 
 from __future__ import annotations

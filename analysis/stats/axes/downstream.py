@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.stats.gains import intervals
-from analysis.stats.gains.compare import baseline_map, compare, parse_baselines
+from analysis.stats.gains.compare import baseline_map, compare
 from analysis.stats.gains.levels import (
     ALPHA,
     MIN_SEEDS,
@@ -37,6 +37,7 @@ from analysis.stats.gains.robust import GainTest
 from analysis.stats.rules import verdict as rules
 from analysis.stats.variance.cells import build_groups
 from analysis.tables.runs import is_eval_column
+from analysis.tables.spec import parse_baselines
 from foundation import contract
 
 __all__ = ["METRIC", "tasks_in", "at_chosen_lrs", "downstream_verdict"]

@@ -60,14 +60,6 @@ class Comparison:
         return flops[idx], is_variant, loss, idx
 
 
-def parse_baselines(baseline: str) -> list[str]:
-    """``"linear"`` or ``"linear,linear_qknorm"`` (per size, the strongest of them)."""
-    names = [b.strip() for b in baseline.split(",") if b.strip()]
-    if not names:
-        raise ValueError("--baseline is empty; name the arm the others are judged by")
-    return names
-
-
 def baseline_map(groups: Groups, baselines: list[str]) -> dict[tuple[str, float], int]:
     """(size, tokens) -> the baseline group there: with several baseline arms, the one with the
     lowest loss at its best LR (the strongest baseline is the fair one to beat)."""

@@ -19,12 +19,12 @@ from analysis.stats.fits.laws import LawFit
 from analysis.stats.gains.compare import Comparison
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, ci, size_weights, weighted_holm
 from analysis.stats.planning.power import mde, resolvable, seeds_to_resolve
+from analysis.tables.spec import DEFAULT_MARGIN_PCT  # the one default (re-exported)
 
 MIN_SIZES = 4  # a trend (gamma) from fewer sizes per arm is not judged
 FAR_EXTRAPOLATION = 100.0  # beyond this many times the largest measured compute: say so
 
 GAMMA_PIN = math.log10(1.25)  # |gamma| <= this: k changes by at most 1.25x per decade of C
-DEFAULT_MARGIN_PCT = 0.5  # verdict.margin_pct: gains within +-0.5% of the loss count as none
 
 RULE = """\
 Verdict per variant. gain = baseline loss - variant loss (positive = the variant is better),

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from analysis.api import run_analysis
+from analysis.judgement import table_judgement
 from analysis.report.headline import headline
 from analysis.synthetic.scenarios import scenario
 
@@ -48,7 +49,7 @@ def _run(chromium: str, *args: str) -> subprocess.CompletedProcess:
 def report(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("report")
     verdict = run_analysis(
-        scenario("lucky_survivor", 61), out, baseline="linear", num_resamples=100
+        scenario("lucky_survivor", 61), table_judgement("linear", num_resamples=100), out
     )
     return out / "report.html", verdict
 

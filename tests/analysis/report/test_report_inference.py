@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis.api import run_analysis
+from analysis.judgement import table_judgement
 from analysis.report.fmt import num, with_ci
 from analysis.report.sections.inference import NOT_MEASURED
 from analysis.report.terminal import verdict_lines
@@ -65,8 +66,10 @@ def analysed(tmp_path_factory) -> tuple[dict, str, dict, str]:
     table = load_csv(CSV)
     with_fig = tmp_path_factory.mktemp("with")
     without = tmp_path_factory.mktemp("without")
-    verdict = run_analysis(table, with_fig, "linear", num_resamples=50, inference=_figures())
-    bare = run_analysis(table, without, "linear", num_resamples=50)
+    verdict = run_analysis(
+        table, table_judgement("linear", num_resamples=50, inference=_figures()), with_fig
+    )
+    bare = run_analysis(table, table_judgement("linear", num_resamples=50), without)
     return (
         verdict,
         (with_fig / "report.md").read_text(),
@@ -157,7 +160,9 @@ def test_bad_figures_name_the_field(tmp_path):
     bad = _figures()
     bad["rows"][1]["decode_ms_b1"] = -1.0
     with pytest.raises(ValueError, match=r"inference.rows\[1\].decode_ms_b1: -1.0"):
-        run_analysis(load_csv(CSV), tmp_path, "linear", num_resamples=50, inference=bad)
+        run_analysis(
+            load_csv(CSV), table_judgement("linear", num_resamples=50, inference=bad), tmp_path
+        )
 
 
 def test_the_demo_report_backtests_its_top_size(analysed):

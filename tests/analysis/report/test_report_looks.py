@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from analysis.api import run_analysis
+from analysis.judgement import table_judgement
 from analysis.report.terminal import verdict_lines
 from analysis.stats.looks.replay import reveal
 from analysis.stats.looks.sequential import Design, Look, decide_look, judge_at
@@ -78,7 +79,7 @@ def test_the_report_of_a_finished_design_is_its_last_look(looks, tmp_path):
     _, table, _, state = looks
     last = state["looks"][-1]
     verdict = run_analysis(
-        table, tmp_path, baseline="linear", num_resamples=DRAWS, sequential=state
+        table, table_judgement("linear", num_resamples=DRAWS, looks=state), tmp_path
     )
     (v,) = verdict["variants"]
     assert v["verdict"] == last["verdict"] == "persists"
@@ -120,7 +121,7 @@ def test_the_report_of_a_finished_design_is_its_last_look(looks, tmp_path):
 
 def test_without_looks_the_report_has_no_such_section_and_judges_at_5_percent(looks, tmp_path):
     _, table, _, _ = looks
-    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=DRAWS)
+    verdict = run_analysis(table, table_judgement("linear", num_resamples=DRAWS), tmp_path)
     assert "sequential" not in verdict
     assert verdict["variants"][0]["decision"]["level"] == 0.05
     assert verdict["multiple_comparisons"].startswith("family-wise 5%")
@@ -128,8 +129,10 @@ def test_without_looks_the_report_has_no_such_section_and_judges_at_5_percent(lo
     assert "Sequential" not in report and "nominal level" not in report
     assert "(look " not in verdict_lines(verdict)[0]
     # a looks.json with no look judged yet is no sequential design to report
-    again = run_analysis(table, tmp_path / "empty", baseline="linear", num_resamples=DRAWS,
-                         sequential={"design": None, "looks": []})  # fmt: skip
+    empty = {"design": None, "looks": []}
+    again = run_analysis(
+        table, table_judgement("linear", num_resamples=DRAWS, looks=empty), tmp_path / "empty"
+    )
     assert "sequential" not in again
 
 
@@ -138,10 +141,12 @@ def test_the_report_words_follow_the_looks_level_not_5_percent(looks, tmp_path):
     resolved, and every word of the report follows the look. The study stopped after look 1
     asked for seeds: the report says the design has not finished."""
     table, _, state, _ = looks
-    fixed = run_analysis(table, tmp_path / "fixed", baseline="linear", num_resamples=DRAWS, seed=1)
+    fixed = run_analysis(
+        table, table_judgement("linear", num_resamples=DRAWS, seed=1), tmp_path / "fixed"
+    )
     assert fixed["variants"][0]["verdict"] == "persists"
     verdict = run_analysis(
-        table, tmp_path / "look", baseline="linear", num_resamples=DRAWS, sequential=state
+        table, table_judgement("linear", num_resamples=DRAWS, looks=state), tmp_path / "look"
     )
     (v,) = verdict["variants"]
     assert v["verdict"] == "undetected" == state["looks"][0]["verdict"]
@@ -173,7 +178,7 @@ def test_a_looks_state_missing_a_field_is_refused_before_anything_is_written(loo
     broken = {**state, "looks": [{k: x for k, x in state["looks"][0].items() if k != "level"}]}
     with pytest.raises(ValueError, match="missing level"):
         run_analysis(
-            table, tmp_path / "out", baseline="linear", num_resamples=DRAWS, sequential=broken
+            table, table_judgement("linear", num_resamples=DRAWS, looks=broken), tmp_path / "out"
         )
     assert not (tmp_path / "out").exists()
 
@@ -185,7 +190,7 @@ def test_a_verdict_that_is_not_the_last_looks_says_so(looks, tmp_path):
 
     _, table, state, _ = looks
     verdict = run_analysis(
-        table, tmp_path, baseline="linear", num_resamples=DRAWS, sequential=state
+        table, table_judgement("linear", num_resamples=DRAWS, looks=state), tmp_path
     )
     seq = verdict["sequential"]
     assert seq["num_paired_top_now"] == 5 and seq["looks"][-1]["num_paired_top"] == 3

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from analysis.api import run_analysis
 from analysis.cli import analyze
+from analysis.judgement import table_judgement
 from analysis.report import figures, fmt
 from analysis.report.terminal import verdict_lines
 from analysis.stats.core import analyse
@@ -90,7 +91,9 @@ def test_single_lr_table_lists_its_cells_once_and_gives_the_conditional_verdict(
     arms = {"linear": chinchilla, "nonlinear": at_compute_multiplier(lambda c: 0.8)}
     rows = ladder(arms, 3, grids={"linear": (1.0,), "nonlinear": (1.0,)})
     verdict = run_analysis(
-        normalise(pd.DataFrame(rows), "single LR"), tmp_path, baseline="linear", num_resamples=100
+        normalise(pd.DataFrame(rows), "single LR"),
+        table_judgement("linear", num_resamples=100),
+        tmp_path,
     )
     (v,) = verdict["variants"]
     assert v["verdict"] == "inconclusive" and v["conditional_verdict"] == "hurts"
@@ -107,7 +110,7 @@ def test_single_lr_table_lists_its_cells_once_and_gives_the_conditional_verdict(
 def test_a_parameter_at_its_bound_is_not_identified_never_a_long_decimal(tmp_path):
     """A pure power law (true E = 0) with one seed: the fitted floor runs to ~1e-21."""
     table = make_study(STUDY, num_seeds=1, law=Law(E=0.0, A=79.0, alpha=0.05), rng_seed=0)
-    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=0)
+    verdict = run_analysis(table, table_judgement("linear", num_resamples=0), tmp_path)
     floors = [f["params"]["E"]["value"] for f in verdict["fits"]]
     assert min(floors) < 1e-6  # the case this test is about
     report = (tmp_path / "report.md").read_text()
@@ -128,7 +131,7 @@ def test_named_scales_far_beyond_the_data_are_listed_not_drawn(tmp_path, monkeyp
 
     monkeypatch.setattr(figures, "save", spy)
     table = load_csv(DEMO)
-    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=100)
+    verdict = run_analysis(table, table_judgement("linear", num_resamples=100), tmp_path)
     used = table[table["status"] == "completed"]
     n_max, c_max = used["num_nonembedding_params"].max(), used["flops"].max()
     (v,) = verdict["variants"]
@@ -157,7 +160,7 @@ def test_named_scales_use_the_accounting_not_a_fit_over_tiny_models():
 
 def test_the_why_column_and_the_terminal_are_in_words_rounded_like_the_tables(tmp_path):
     table = make_study(STUDY, sizes=SIZES, num_seeds=4, rng_seed=2)
-    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=200)
+    verdict = run_analysis(table, table_judgement("linear", num_resamples=200), tmp_path)
     (v,) = verdict["variants"]
     top = v["decision"]["top_gain_pct"]
     rounded = fmt.num(top["value"], fmt.decimals(top["ci"]))

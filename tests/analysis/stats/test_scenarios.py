@@ -172,10 +172,11 @@ def test_extrapolation_is_stated_with_its_distance_and_the_standard_shape_accoun
 
 def test_report_states_far_extrapolation_beside_the_number(tmp_path):
     from analysis.api import run_analysis
+    from analysis.judgement import table_judgement
     from analysis.report.fmt import MINUS
 
     verdict = run_analysis(
-        scenario("lucky_survivor", 61), tmp_path, baseline="linear", num_resamples=50
+        scenario("lucky_survivor", 61), table_judgement("linear", num_resamples=50), tmp_path
     )
     text = (tmp_path / "report.md").read_text()
     (ext,) = [v["extrapolated_gain_pct"]["7B"] for v in verdict["variants"]]

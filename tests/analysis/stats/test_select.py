@@ -100,6 +100,7 @@ def test_a_run_csv_may_carry_select_val_loss(tmp_path):
 def test_curves_are_read_only_for_the_runs_at_the_select_chosen_lr(tmp_path):
     """`run_analysis` asks for histories once the LR is chosen: 1 of the 5 LRs is drawn."""
     from analysis.api import run_analysis
+    from analysis.judgement import table_judgement
 
     table = disagreeing_table()
     asked: list[list[str]] = []
@@ -108,7 +109,7 @@ def test_curves_are_read_only_for_the_runs_at_the_select_chosen_lr(tmp_path):
         asked.append(ids)
         return {rid: {"train/loss": ([5, 10, 15], [4.0, 3.5, 3.2])} for rid in ids}
 
-    run_analysis(table, tmp_path / "out", baseline="linear", num_resamples=0, curves=load)
+    run_analysis(table, table_judgement("linear", num_resamples=0), tmp_path / "out", curves=load)
     (ids,) = asked
     expected = table.loc[table["lr"] == SELECT_BEST, "run_id"]
     assert sorted(ids) == sorted(expected) and len(ids) == len(table) // len(LRS)
@@ -118,11 +119,12 @@ def test_curves_are_read_only_for_the_runs_at_the_select_chosen_lr(tmp_path):
 def test_the_report_prints_the_seed_sd_in_percent_beside_the_detectable_gain(tmp_path):
     """Issue 12: per size and arm, the seed-to-seed sd as % of the loss, next to the MDE."""
     from analysis.api import run_analysis
+    from analysis.judgement import table_judgement
     from analysis.report import fmt
     from analysis.stats.planning import power as power_analysis
 
     table = disagreeing_table()
-    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=0)
+    verdict = run_analysis(table, table_judgement("linear", num_resamples=0), tmp_path)
     at = table[table["lr"] == SELECT_BEST]
     rows = verdict["seed_noise"]
     assert len(rows) == 2 * len(SIZES)

@@ -174,15 +174,17 @@ def test_missing_study_names_what_to_check(study):
         load_study_runs(study["uri"], "no_such_exp", study["name"])
 
 
-def test_cli_study_writes_report_and_logs_it_to_the_parent(study, tmp_path):
+def test_cli_study_runs_named_by_hand_go_to_out_and_never_to_the_parent(study, tmp_path):
+    """Without a study file its looks, LR search and level are unknown: the runs are judged as
+    a table, written to --out, and nothing is logged to the study's parent run."""
     out = tmp_path / "out"
-    res = CliRunner().invoke(
-        _cli(), ["analyze", str(study["spec"]), "--out", str(out), "--resamples", "50"]
-    )
+    source = ["--tracking-uri", study["uri"], "--experiment", f"exp_{study['name']}"]
+    args = ["analyze", *source, "--study-name", study["name"], "--out", str(out)]
+    res = CliRunner().invoke(_cli(), [*args, "--resamples", "50"])
     assert res.exit_code == 0, res.output
     verdict = json.loads((out / "verdict.json").read_text())
     (variant,) = verdict["variants"]
-    assert VERDICT_KEYS <= set(variant)
+    assert VERDICT_KEYS <= set(variant) and "reanalysis" not in verdict
     # every cell ran at one LR (0.001): no arm's LR is bracketed, so no claim can be made
     assert variant["verdict"] == "inconclusive", variant["reason"]
     assert "LR not bracketed" in variant["reason"] and "add LR 0.0005, 0.002" in variant["reason"]
@@ -198,19 +200,23 @@ def test_cli_study_writes_report_and_logs_it_to_the_parent(study, tmp_path):
     assert "data:image/png;base64," in html and "Excluded runs" in html
     assert "Training loss at every logged step" in html and "run CSV" not in html
     client = MlflowClient(tracking_uri=study["uri"])
-    logged = {a.path for a in client.list_artifacts(study["parent"], "analysis")}
-    assert {"analysis/verdict.json", "analysis/report.html"} <= logged
+    assert client.list_artifacts(study["parent"], "analysis") == []  # not the study's verdict
 
 
-def test_cli_spec_without_mlflow_section_names_the_key(tmp_path):
+def test_cli_a_study_spec_the_loader_refuses_is_one_line(tmp_path):
+    """`scaling analyze STUDY` reads the study with `scaling run`'s loader: a spec it refuses is
+    refused as `run` refuses it (one `error:`, then a line per missing field, each naming the
+    file), exit 2, nothing written."""
+    from scaling.cli import app
+
     spec = tmp_path / "study.yaml"
     spec.write_text(yaml.safe_dump({"name": "s"}))
-    res = CliRunner().invoke(_cli(), ["analyze", str(spec), "--out", str(tmp_path / "o")])
-    assert res.exit_code != 0
-    assert res.exit_code == 2 and "the `mlflow` section is missing" in res.output
-    spec.write_text(yaml.safe_dump({"name": "s", "mlflow": {"experiment": "e"}}))
-    res = CliRunner().invoke(_cli(), ["analyze", str(spec), "--out", str(tmp_path / "o")])
-    assert res.exit_code == 2 and "mlflow.tracking_uri is missing" in res.output
+    res = CliRunner().invoke(app, ["analyze", str(spec), "--out", str(tmp_path / "o")])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and lines[0].startswith(f"error: {spec}: "), res.output
+    assert all(line.removeprefix("error: ").startswith(f"{spec}: ") for line in lines)
+    assert any("study.mlflow: required field is missing" in line for line in lines), lines
+    assert "Traceback" not in res.output
     assert not (tmp_path / "o").exists()
 
 
@@ -234,17 +240,24 @@ def test_cli_runs_csv(tmp_path):
     assert verdict["margin_pct"] == 0.8 and variant["decision"]["margin_pct"] == 0.8
 
 
-def test_the_spec_sets_the_margin_and_a_bad_one_is_named(tmp_path):
-    from analysis.tables.spec import spec_margin
+def test_one_builder_sets_the_defaults_and_a_sequential_judgement_takes_its_looks():
+    """`analysis.judgement.table_judgement`: the one margin default and level fallback; with
+    looks.json the design's margin and the last look's level, whatever was passed."""
+    from analysis.judgement import table_judgement
+    from analysis.stats.gains.levels import ALPHA
+    from analysis.tables.spec import DEFAULT_MARGIN_PCT
 
-    spec = tmp_path / "study.yaml"
-    spec.write_text(yaml.safe_dump({"name": "s", "verdict": {"margin_pct": 0.25}}))
-    assert spec_margin(spec) == 0.25
-    spec.write_text(yaml.safe_dump({"name": "s"}))
-    assert spec_margin(spec) is None
-    spec.write_text(yaml.safe_dump({"name": "s", "verdict": {"margin_pct": -1}}))
-    with pytest.raises(ValueError, match="verdict.margin_pct -1"):
-        spec_margin(spec)
+    plain = table_judgement("linear, linear_qknorm")
+    assert plain.baselines == ("linear", "linear_qknorm") and plain.primary == "linear"
+    assert (plain.margin_pct, plain.alpha, plain.level) == (DEFAULT_MARGIN_PCT, ALPHA, ALPHA)
+    design = {"start": 3, "max": 7, "step": 2, "margin_pct": 0.25, "alpha": 0.1}
+    look = dict.fromkeys(("num_paired_top", "info_fraction", "z", "verdict", "stop", "reason"), 0)
+    looks = {"design": design, "looks": [{**look, "look": 1, "level": 0.004}]}
+    seq = table_judgement("linear", margin_pct=0.9, alpha=0.2, looks=looks)
+    assert (seq.margin_pct, seq.alpha, seq.level) == (0.25, 0.1, 0.004)
+    assert seq.design is not None and seq.design.num_looks == 3 and seq.sequential
+    with pytest.raises(ValueError, match="--baseline is empty"):
+        table_judgement(" , ")
 
 
 @pytest.mark.parametrize(

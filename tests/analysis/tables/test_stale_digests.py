@@ -13,6 +13,7 @@ import pytest
 from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
 from analysis.api import run_analysis
+from analysis.judgement import table_judgement
 from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import study_rows
 from analysis.tables.runs import load_csv
@@ -36,7 +37,9 @@ def _demo_with_digests():
 
 
 def test_verdict_json_and_the_report_name_the_code_they_judged(tmp_path):
-    verdict = run_analysis(_demo_with_digests(), tmp_path, "linear", num_resamples=0)
+    verdict = run_analysis(
+        _demo_with_digests(), table_judgement("linear", num_resamples=0), tmp_path
+    )
     expected = {
         "linear": {"digests": {NEW: 12}, "num_runs": 12},
         "nonlinear": {"digests": {NEW: 7, "unrecorded": 4}, "num_runs": 11},  # not the failed
@@ -58,7 +61,7 @@ def test_a_variant_judged_on_two_versions_of_its_code_is_refused(tmp_path):
     out = tmp_path / "analysis"
     # a refusal (ConfigError: one line, exit 2 from `scaling run`), never an inconclusive word
     with pytest.raises(ConfigError) as err:
-        run_analysis(table, out, "linear", num_resamples=0)
+        run_analysis(table, table_judgement("linear", num_resamples=0), out)
     message = str(err.value)
     assert f"variant nonlinear: {LATER} (3 run(s)), {NEW} (4 run(s)), unrecorded (4 run(s))" in (
         message

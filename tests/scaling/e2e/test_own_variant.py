@@ -27,6 +27,7 @@ def test_a_variant_from_the_users_module_runs_through_plan_train_analyze(
     tmp_path, data_dir, mlflow_server, monkeypatch
 ):
     from analysis.api import run_analysis
+    from analysis.judgement import table_judgement
     from analysis.tables.mlflow_io import load_study_runs
 
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the user's module, importable in every job
@@ -56,6 +57,8 @@ def test_a_variant_from_the_users_module_runs_through_plan_train_analyze(
 
     table, parent = load_study_runs(study.mlflow.tracking_uri, study.mlflow.experiment, study.name)
     assert set(table["variant"]) == {"linear", "gated"}
-    verdict = run_analysis(table, tmp_path / "analysis", baseline="linear", num_resamples=20)
+    verdict = run_analysis(
+        table, table_judgement("linear", num_resamples=20), tmp_path / "analysis"
+    )
     assert [v["variant"] for v in verdict["variants"]] == ["gated"]
     assert (tmp_path / "analysis" / "verdict.json").is_file()

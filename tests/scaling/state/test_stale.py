@@ -6,7 +6,7 @@ helper is edited; `status` marks that arm's cell stale and names the helper (the
 whose code did not change, stays completed); `submit` refuses; `--rerun-stale` trains it again
 as a new run and leaves the linear cell alone; after a second edit `--accept-stale` keeps the
 result and records the choice on the run; undoing that edit returns the study to the code on
-disk.
+disk. `analyze` refuses the stale results meanwhile, as `submit` does.
 """
 
 from __future__ import annotations
@@ -134,6 +134,15 @@ def test_an_edited_helper_makes_its_cells_stale_until_rerun_or_accepted_and_undo
     assert "--accept-stale" in refused.stderr and f"changed: {helper}" in refused.stderr
     assert runs().keys() == before.keys()  # nothing trained, nothing deleted
     path.write_text(yaml.safe_dump(spec))
+    # `analyze` judges no stale result either (issue 54, item 5): one line, the cell, its
+    # variant and both fixes, exit 2, no report written
+    analyzed = _cli("analyze", str(path), cwd=elsewhere)
+    assert analyzed.returncode == 2, analyzed.stdout[-2000:] + analyzed.stderr[-2000:]
+    (error,) = analyzed.stderr.strip().splitlines()
+    assert error.startswith("error: study tiny: 1 finished cell(s)") and "30K-gated-s0" in error
+    assert "gated" in error.split("; variants ")[1] and "`scaling analyze` judges no" in error
+    assert "--rerun-stale" in error and "--accept-stale" in error
+    assert not (folder / "runs" / "tiny" / "analysis").exists()
 
     _ok("submit", str(path), "--rerun-stale", cwd=elsewhere)
     rerun = runs()

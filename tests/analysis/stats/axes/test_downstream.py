@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats
 
 from analysis.api import run_analysis
+from analysis.judgement import table_judgement
 from analysis.stats.axes.downstream import downstream_verdict
 from analysis.synthetic.downstream import task_study
 
@@ -62,7 +63,7 @@ def test_a_true_gain_is_detected_beside_null_tasks():
 
 def test_report_downstream_words_match_verdict_json(tmp_path):
     table = task_study({"gain": 3.0, "null": 0.0}, sizes=(2e6, 8e6, 3e7, 1e8), rng_seed=3)
-    verdict = run_analysis(table, tmp_path, "linear", num_resamples=200)
+    verdict = run_analysis(table, table_judgement("linear", num_resamples=200), tmp_path)
     words = {t: rows["nonlinear"]["verdict"] for t, rows in verdict["downstream"]["tasks"].items()}
     assert words["gain"] == "helps"
     report = (tmp_path / "report.md").read_text()
@@ -74,6 +75,6 @@ def test_report_downstream_words_match_verdict_json(tmp_path):
 
 def test_a_table_without_tasks_has_no_downstream_section(tmp_path):
     table = task_study({}, sizes=(2e6, 8e6), num_seeds=3)
-    verdict = run_analysis(table, tmp_path, "linear", num_resamples=50)
+    verdict = run_analysis(table, table_judgement("linear", num_resamples=50), tmp_path)
     assert "downstream" not in verdict
     assert "## Downstream" not in (tmp_path / "report.md").read_text()

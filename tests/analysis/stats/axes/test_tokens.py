@@ -191,11 +191,12 @@ def test_readme_states_the_rule_along_d():
 
 def test_report_has_the_token_section_only_with_several_budgets(tmp_path):
     from analysis.api import run_analysis
+    from analysis.judgement import table_judgement
     from analysis.report.sections.tokens import gain_vs_tokens, token_blocks
 
     arms = {"linear": BASE, "nonlinear": FADES_ALONG_D}
     table = make_nd_study(arms, sizes=(2e6, 1e7, 1e8), lr_grid=None)
-    verdict = run_analysis(table, tmp_path, baseline="linear", num_resamples=50)
+    verdict = run_analysis(table, table_judgement("linear", num_resamples=50), tmp_path)
     md = (tmp_path / "report.md").read_text()
     assert "## Along D: does the gain persist with more tokens?" in md
     assert (tmp_path / "gain_vs_tokens.png").stat().st_size > 0

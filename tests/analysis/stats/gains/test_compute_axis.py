@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from analysis.api import run_analysis
 from analysis.cli import analyze
+from analysis.judgement import table_judgement
 from analysis.report.terminal import verdict_lines
 from analysis.stats.core import analyse
 from analysis.synthetic.scenarios import GRID, NOISES, at_compute_multiplier, chinchilla, ladder
@@ -73,7 +74,7 @@ def test_counted_extra_flops_give_no_per_flop_claim_and_no_gain_at_matched_compu
 def test_uncounted_extra_flops_are_flagged_in_the_verdict_report_and_terminal(tmp_path):
     """Tagged weights_only, the same variant reads as a per-FLOP gain (k0 ~1.03): the verdict
     is held back, with what it would be, and every surface says why."""
-    verdict = run_analysis(_study(7, False), tmp_path, baseline="linear", num_resamples=100)
+    verdict = run_analysis(_study(7, False), table_judgement("linear", num_resamples=100), tmp_path)
     (v,) = verdict["variants"]
     assert v["verdict"] == "inconclusive"
     assert v["conditional_verdict"] is not None

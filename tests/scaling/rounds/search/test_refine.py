@@ -263,7 +263,8 @@ def test_load_study_adds_the_rounds_cells_through_the_grid(tmp_path, data_dir):
 
 def test_the_report_names_the_arms_max_rounds_left_at_an_edge(tmp_path):
     from analysis.api import run_analysis
-    from scaling.rounds.run import _search_summary
+    from analysis.judgement import table_judgement
+    from scaling.rounds.judging import _search_summary
 
     grid = {"linear": [1e-5, 2e-5], "nonlinear": [1e-3, 2e-3, 4e-3]}
     spec = _spec(tmp_path, {"max_rounds": 2, "scan_seeds": 1}, grid)
@@ -271,10 +272,8 @@ def test_the_report_names_the_arms_max_rounds_left_at_an_edge(tmp_path):
     state, _ = _search(spec, world)
     verdict = run_analysis(
         world.table(),
+        table_judgement("linear", num_resamples=20, lr_search=_search_summary(state)),
         tmp_path / "report",
-        baseline="linear",
-        num_resamples=20,
-        lr_search=_search_summary(state),
     )
     assert verdict["lr_search"]["open_arms"] == state.open_arms
     report = (tmp_path / "report" / "report.md").read_text()
