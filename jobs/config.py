@@ -67,13 +67,13 @@ class ScheduleConfig:
 
     kind: Literal["cosine", "wsd", "constant"] = "cosine"
     warmup_steps: int = 0
+    min_lr_ratio: float = 0.1
+    decay_fraction: float = 0.2
+    decay_shape: Literal["linear", "cosine", "sqrt"] = "linear"
     # Warmup step s runs at peak x (s + 1) / divisor. `steps`: divisor = warmup_steps (the peak is
     # reached on the last warmup step); `steps_plus_one`: warmup_steps + 1, the reference
     # train.py's formula (docs/recipe.md measures the difference).
     warmup_divisor: Literal["steps", "steps_plus_one"] = "steps"
-    min_lr_ratio: float = 0.1
-    decay_fraction: float = 0.2
-    decay_shape: Literal["linear", "cosine", "sqrt"] = "linear"
 
     def validate(self) -> None:
         if self.warmup_steps < 0:

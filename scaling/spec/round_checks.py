@@ -6,6 +6,10 @@ from __future__ import annotations
 from foundation.config import Problems
 from scaling.spec.study import Study
 
+# tried LRs either side of the winner that the followers also run: a handful brackets any
+# optimum; a million made every follower seed a million cells and `plan` ran out of memory
+MAX_FOLLOW_NEIGHBOURS = 8
+
 
 def check_search(study: Study, p: Problems) -> None:
     """`lr.search`: how the LR search may extend each arm's grid."""
@@ -24,11 +28,11 @@ def check_search(study: Study, p: Problems) -> None:
             f"study.lr.search.scan_seeds: {search.scan_seeds} must be between 1 and the number "
             f"of study.seeds ({len(study.seeds)}), or null for every seed"
         )
-    if search.follow_neighbours < 0:
+    if not 0 <= search.follow_neighbours <= MAX_FOLLOW_NEIGHBOURS:
         p.add(
-            f"study.lr.search.follow_neighbours: {search.follow_neighbours} must be >= 0 (0: the "
-            "followers run the winner only, its neighbours bracket it on the scan seeds; 1: also "
-            "one tried LR each side)"
+            f"study.lr.search.follow_neighbours: {search.follow_neighbours} must be in 0.."
+            f"{MAX_FOLLOW_NEIGHBOURS} (0: the followers run the winner only, its neighbours "
+            "bracket it on the scan seeds; 1: also one tried LR each side)"
         )
     if search.find_edge and study.tokens.branches:
         p.add(

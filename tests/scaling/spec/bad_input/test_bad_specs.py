@@ -53,6 +53,11 @@ BAD_SPECS = [
     ("zero learning rate", _set("lr", {"grid": {"*": {"30K": [0.0]}}}), "study.lr.grid.*.30K[0]"),
     ("empty LR multipliers", _set("lr", {"multipliers": []}), "study.lr.multipliers"),
     (
+        "a million neighbours followed",  # every follower seed a million cells: plan's OOM
+        _set("lr", {"search": {"follow_neighbours": 1_000_000}}),
+        "study.lr.search.follow_neighbours: 1000000 must be in 0..8",
+    ),
+    (
         "LR grid for a variant not in the study",
         _set("lr", {"grid": {"identity": {"30K": [1e-3]}}}),
         "study.lr.grid.identity",
