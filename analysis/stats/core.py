@@ -435,8 +435,8 @@ def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
                 clean[k] = None if not np.isfinite(v) else float(v)
             elif isinstance(v, np.integer | np.bool_):
                 clean[k] = v.item()
-            elif isinstance(v, list):
-                clean[k] = [float(x) for x in v]
+            elif isinstance(v, list):  # LRs as floats; None an open end; nested: seeds
+                clean[k] = [x if x is None or isinstance(x, list) else float(x) for x in v]
             else:
                 clean[k] = v
         rows.append(clean)

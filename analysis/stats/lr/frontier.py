@@ -14,6 +14,11 @@ every seed ran them), but they can bracket the winner. A *scanned* neighbour (ev
 it completed) brackets the winner when, on the seeds both ran, its loss is higher; one that is
 lower there means the winner is not established, and the neighbour is returned in `next_lrs`
 for the other seeds to run.
+
+A diverged run is censored evidence (`analysis.stats.lr.optimum`): per cell, `censored_at` is
+the lowest diverged LR above the best usable one (the optimum lies below it), `diverged_seeds`
+names the seeds that diverged at each diverged LR, and `optimum` / `optimum_interval` place the
+optimum, the interval never reaching past `censored_at`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis.stats.lr.optimum import arm_curvature, cell_optimum
 from analysis.tables.runs import count_label, is_usable
 
 STATES = ("interior", "bracketed_by_divergence", "edge_low", "edge_high", "no_usable_lr")
@@ -46,6 +52,11 @@ class LRFrontier:
     diverged_lrs: list[float] = dataclasses.field(default_factory=list)
     mean_loss: dict[float, float] = dataclasses.field(default_factory=dict)  # usable LR -> loss
     scanned_lrs: list[float] = dataclasses.field(default_factory=list)  # run by some seeds only
+    # censoring: the lowest diverged LR above the best (the optimum lies below it), or None
+    censored_at: float | None = None
+    diverged_seeds: list[list] = dataclasses.field(default_factory=list)  # per diverged LR
+    optimum: float | None = None  # where the optimum lies (analysis.stats.lr.optimum)
+    optimum_interval: list = dataclasses.field(default_factory=lambda: [None, None])
 
 
 def grid_step(lrs: list[float], step_factor: float | None) -> float:
@@ -103,7 +114,7 @@ def lr_frontier(table: pd.DataFrame, *, step_factor: float | None = None) -> lis
     """
     column = selection_column(table)
     swept = table[table["lr"].notna()]
-    out = []
+    out, per_seeds = [], []
     for (variant, size, tokens), group in swept.groupby(["variant", "size", "tokens"], sort=True):
         # one pass over plain arrays: a pandas filter per LR cost ~50 ms a study (the statistical
         # replays analyse thousands)
@@ -113,16 +124,20 @@ def lr_frontier(table: pd.DataFrame, *, step_factor: float | None = None) -> lis
         seeds = set(seed_of.tolist())
         lrs = sorted(set(lr_of.tolist()))
         usable, diverged, scanned, means = [], [], [], {}
+        who, per_seed = [], {}
         for lr in lrs:
             at = lr_of == lr
             if diverged_run[at].any():
                 diverged.append(lr)
+                who.append(sorted(set(seed_of[at & diverged_run].tolist())))
             if ok[at].all() and set(seed_of[at].tolist()) == seeds:
                 usable.append(lr)
                 means[lr] = float(np.nanmean(value[at]))  # as pandas' mean: NaN left out
+                per_seed[lr] = _seed_means(seed_of[at], value[at])
             elif ok[at].all():
                 scanned.append(lr)
         best = min(means, key=means.get) if means else None
+        ceiling = next((lr for lr in diverged if best is None or lr > best), None)
         brackets = _scan_brackets(group, column, best, scanned)
         state, next_lrs = _judge(lrs, usable, diverged, best, grid_step(lrs, step_factor), brackets)
         out.append(
@@ -138,8 +153,33 @@ def lr_frontier(table: pd.DataFrame, *, step_factor: float | None = None) -> lis
                 diverged,
                 means,
                 scanned,
+                ceiling,
+                who,
             )
         )
+        per_seeds.append(per_seed)
+    return _place_optima(out, per_seeds)
+
+
+def _seed_means(seeds: np.ndarray, values: np.ndarray) -> dict:
+    """seed -> its mean loss at one LR (a seed's repeats averaged)."""
+    out: dict = {}
+    for seed, value in zip(seeds.tolist(), values.tolist(), strict=True):
+        out.setdefault(seed, []).append(value)
+    return {seed: float(np.mean(v)) for seed, v in out.items()}
+
+
+def _place_optima(frontiers: list[LRFrontier], per_seeds: list[dict]) -> list[LRFrontier]:
+    """Each cell's optimum and interval (`analysis.stats.lr.optimum.cell_optimum`), with its
+    arm's curvature from every sweep of that arm (all sizes and budgets)."""
+    curves = {
+        v: arm_curvature([f.mean_loss for f in frontiers if f.variant == v])
+        for v in {f.variant for f in frontiers}
+    }
+    out = []
+    for f, per_seed in zip(frontiers, per_seeds, strict=True):
+        point, interval = cell_optimum(per_seed, f.best_lr, f.lrs, f.censored_at, curves[f.variant])
+        out.append(dataclasses.replace(f, optimum=point, optimum_interval=interval))
     return out
 
 
