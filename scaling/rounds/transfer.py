@@ -56,10 +56,11 @@ def _grid(spec: Study, arm: str, size: str) -> tuple[list[float], float]:
 
 
 def _done(spec: Study, frontiers: list[LRFrontier], arm: str, below: str | None = None):
-    """(N, tried LR -> mean loss) of the arm's sizes with usable LRs, up to `below` included."""
+    """(N, tried LR -> mean loss, the lowest diverged LR above the best: the optimum lies below
+    it) of the arm's sizes with usable LRs, up to `below` included."""
     key = contract.size_key
     return [
-        (_num_params(spec, f.size), f.mean_loss)
+        (_num_params(spec, f.size), f.mean_loss, f.censored_at)
         for f in sorted(frontiers, key=lambda f: key(f.size))
         if f.variant == arm and f.mean_loss and (below is None or key(f.size) <= key(below))
     ]

@@ -24,6 +24,12 @@ a grid cell the law scanned (inside the interval, at grid resolution). Outside, 
 *broken* for that arm (`plan_arm`): this size's edge is extended as the LR search extends any
 edge, every later size gets the full grid, and the report says so. A falsely broken law only
 costs the scan the law saved; a law kept when broken would mis-tune.
+
+**Diverged LRs** are censoring, not gaps (`censor`): a size whose LR above the winner diverged
+has its optimum below that LR. Its usable losses alone would extrapolate the winner upwards
+(`two_point_optimum`) and could place the optimum past an LR the arm cannot train at, pulling
+the law up; so `estimate_optimum` takes that LR as a ceiling, and `plan_arm` reads it as the
+third item of a finished size.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ __all__ = [
     "two_point_optimum",
     "check_transfer",
     "estimate_optimum",
+    "censor",
     "ArmPlan",
     "plan_arm",
 ]
@@ -95,11 +102,14 @@ def fit_lr_law(
     num_resamples: int = NUM_RESAMPLES,
     seed: int = 0,
     resolution: float = 0.5,
+    ceilings: Sequence[float | None] | None = None,
 ) -> LRLaw:
     """The law of one arm from its finished sizes: `points` are (N, best LR), N distinct.
 
     `step`: the grid's factor between neighbouring LRs. `resolution`: how far, in grid steps,
     each point's optimum may lie from it either side (0.5: a best grid LR, known to its cell).
+    `ceilings`: per point, the lowest LR above its winner that diverged (None: none); a
+    resample never moves a point's optimum past its ceiling (censored there).
     """
     if len(points) < 2 or len({n for n, _ in points}) < 2:
         raise ValueError(f"{variant}: an LR law needs the best LR at >= 2 sizes, got {points}")
@@ -113,6 +123,9 @@ def fit_lr_law(
     rng = np.random.default_rng(seed)
     reach = resolution * math.log(step)  # e.g. the optimum is somewhere in its LR's grid cell
     jittered = y + rng.uniform(-reach, reach, (num_resamples, x.size))
+    if ceilings is not None:  # a diverged LR bounds its size's optimum: no draw past it
+        top = np.log([math.inf if c is None else c for c in ceilings])
+        jittered = np.minimum(jittered, top)
     design = np.stack([np.ones_like(x), x], axis=1)  # (k, 2)
     coef, *_ = np.linalg.lstsq(design, jittered.T, rcond=None)  # (2, R): one fit per resample
     return LRLaw(
@@ -172,13 +185,30 @@ def two_point_optimum(lr1: float, loss1: float, lr2: float, loss2: float, c: flo
     return math.exp((x1 + x2) / 2 - (loss1 - loss2) / (2 * c * (x1 - x2)))
 
 
-def estimate_optimum(mean_loss: Mapping[float, float], c: float | None) -> float:
+def censor(optimum: float, best: float, ceiling: float | None) -> float:
+    """The censoring step: an optimum at or past the lowest diverged LR above the best
+    (``ceiling``) becomes the geometric middle of [best, ceiling): the data say the loss still
+    falls at the best LR and that the arm cannot train at the ceiling, no more."""
+    if ceiling is None or optimum < ceiling:
+        return optimum
+    return math.sqrt(best * ceiling)
+
+
+def estimate_optimum(
+    mean_loss: Mapping[float, float], c: float | None, ceiling: float | None = None
+) -> float:
     """Where a size's optimum LR lies, from its tried LRs' losses (tried LR -> loss).
 
     An interior winner: the vertex of the parabola (in log LR) through it and its neighbours.
     A winner at an edge: the winner and its one neighbour with the arm's curvature `c`; with no
-    curvature (or one LR), the winner itself.
+    curvature (or one LR), the winner itself. ``ceiling``: the lowest LR above the winner that
+    diverged (None: none did); the optimum lies below it (`censor`).
     """
+    best = min(mean_loss, key=mean_loss.get)
+    return censor(_uncensored_optimum(mean_loss, c), best, ceiling)
+
+
+def _uncensored_optimum(mean_loss: Mapping[float, float], c: float | None) -> float:
     lrs = sorted(mean_loss)
     i = min(range(len(lrs)), key=lambda j: mean_loss[lrs[j]])
     best = lrs[i]
@@ -204,15 +234,20 @@ class TransferCheck:
 
 
 def check_transfer(
-    law: LRLaw, num_params: float, mean_loss: Mapping[float, float], c: float
+    law: LRLaw,
+    num_params: float,
+    mean_loss: Mapping[float, float],
+    c: float,
+    ceiling: float | None = None,
 ) -> TransferCheck:
     """Whether a size scanned on the law's LRs keeps the law; `mean_loss`: tried LR -> loss.
 
-    `c`: the arm's loss curvature (`curvature` of its fully scanned sizes, e.g. their median).
+    `c`: the arm's loss curvature (`curvature` of its fully scanned sizes, e.g. their median);
+    `ceiling`: the lowest LR above the winner that diverged at this size (None: none).
     """
     if len(mean_loss) < 2 or not c > 0:
         raise ValueError("a transfer check needs >= 2 tried LRs and a curvature > 0")
-    optimum = estimate_optimum(mean_loss, c)
+    optimum = estimate_optimum(mean_loss, c, ceiling)
     best = min(mean_loss, key=mean_loss.get)
     lo, hi = law.interval(num_params)
     # the law chose which grid cells to scan: every cell (half a step either side of its LR) the
@@ -237,7 +272,7 @@ class ArmPlan:
 
 def plan_arm(
     variant: str,
-    done: Sequence[tuple[float, Mapping[float, float]]],
+    done: Sequence[tuple],
     num_params: float,
     anchor: float,
     step: float,
@@ -247,7 +282,8 @@ def plan_arm(
     seed: int = 0,
     resolution: float = RESOLUTION,
 ) -> ArmPlan:
-    """The LRs one arm scans at N, from its finished sizes smallest first: (N, tried LR -> loss).
+    """The LRs one arm scans at N, from its finished sizes smallest first: (N, tried LR -> loss)
+    or (N, tried LR -> loss, the lowest diverged LR above its winner or None: the censoring).
 
     The first `min_sizes` sizes are scanned in full, and so is a size whose interval reaches
     more than `MAX_SCAN` grid LRs; each later one was scanned on the law of the
@@ -257,24 +293,30 @@ def plan_arm(
     """
     if min_sizes < 2:
         raise ValueError(f"min_sizes must be >= 2 (a law needs two sizes), got {min_sizes}")
-    done = sorted(done, key=lambda d: d[0])
-    curves = [c for _, loss in done[:min_sizes] if (c := curvature(loss)) is not None]
+    done = sorted(((*d, None)[:3] for d in done), key=lambda d: d[0])
+    curves = [c for _, loss, _ in done[:min_sizes] if (c := curvature(loss)) is not None]
     if len(done) < min_sizes or not curves:
         return ArmPlan(None, None, None)
     c = float(np.median(curves))
-    best = [(n, estimate_optimum(loss, c)) for n, loss in done]
+    best = [(n, estimate_optimum(loss, c, ceiling)) for n, loss, ceiling in done]
+    ceilings = [ceiling for _, _, ceiling in done]
     checks = []
     for k in range(min_sizes, len(done)):
         if len(done[k][1]) < 2:  # e.g. the other LR diverged: nothing to check the law with
             why = f"{variant} at N={done[k][0]:.3g}: under 2 usable LRs, the law is unchecked"
             return ArmPlan(None, None, why, tuple(checks))
-        law = fit_lr_law(variant, best[:k], step, level=level, seed=seed, resolution=resolution)
-        check = check_transfer(law, done[k][0], done[k][1], c)
+        law = fit_lr_law(
+            variant, best[:k], step, level=level, seed=seed, resolution=resolution,
+            ceilings=ceilings[:k],
+        )  # fmt: skip
+        check = check_transfer(law, done[k][0], done[k][1], c, done[k][2])
         checks.append(check)
         if not check.holds:
             why = f"{variant} at N={done[k][0]:.3g}: {check.why}"
             return ArmPlan(None, law, why, tuple(checks))
-    law = fit_lr_law(variant, best, step, level=level, seed=seed, resolution=resolution)
+    law = fit_lr_law(
+        variant, best, step, level=level, seed=seed, resolution=resolution, ceilings=ceilings
+    )
     lrs = scan_lrs(law, num_params, anchor)
     if len(lrs) > MAX_SCAN:  # too uncertain to save anything: the full grid, edges as ever
         return ArmPlan(None, law, None, tuple(checks))

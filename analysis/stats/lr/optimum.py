@@ -36,7 +36,7 @@ from collections.abc import Mapping
 import numpy as np
 from scipy import stats
 
-from analysis.stats.lr.lr_law import curvature, estimate_optimum, two_point_optimum
+from analysis.stats.lr.lr_law import censor, curvature, estimate_optimum, two_point_optimum
 
 __all__ = ["LEVEL", "Curvature", "arm_curvature", "censor", "cell_optimum"]
 
@@ -64,14 +64,6 @@ def arm_curvature(mean_losses: list[Mapping[float, float]]) -> Curvature | None:
     mean, sd, n = float(np.mean(found)), float(np.std(found, ddof=1)), len(found)
     half = stats.t.ppf((1 + _EACH) / 2, n - 1) * sd / math.sqrt(n)
     return Curvature(float(np.median(found)), mean - half, mean + half)
-
-
-def censor(optimum: float, best: float, ceiling: float | None) -> float:
-    """The censoring step: an optimum at or past the lowest diverged LR above the best
-    (``ceiling``) becomes the geometric middle of [best, ceiling); else it is kept."""
-    if ceiling is None or optimum < ceiling:
-        return optimum
-    return math.sqrt(best * ceiling)
 
 
 def _two_point_interval(

@@ -101,6 +101,11 @@ def test_lucky_survivor_is_never_chosen_and_its_lr_brackets_from_above():
             assert row["state"] == "bracketed_by_divergence"
             assert row["diverged_lrs"] and min(row["diverged_lrs"]) == pytest.approx(2 * lr_opt(n))
             assert row["usable_lrs"] and max(row["usable_lrs"]) == pytest.approx(lr_opt(n))
+            # censored, not a gap: the optimum lies below 2x, where seeds 1-3 diverged
+            assert row["censored_at"] == pytest.approx(2 * lr_opt(n))
+            assert row["diverged_seeds"] == [[1, 2, 3], [0, 1, 2, 3]]  # 2x, then 4x
+            low, high = row["optimum_interval"]
+            assert high <= row["censored_at"] and row["optimum"] < row["censored_at"]
         else:
             assert row["state"] == "interior"
     (variant,) = result.verdict["variants"]
@@ -188,5 +193,13 @@ def test_report_states_far_extrapolation_beside_the_number(tmp_path):
     shown = float(cells[4].split("%")[0].replace(MINUS, "-"))
     assert shown == pytest.approx(ext["gain_pct"]["value"], rel=0.01, abs=0.01)
     assert "Measured compute:" in text and "Efron & Tibshirani" in text
+    # the baseline's diverged LRs bound its optimum, in words, and every diverged run stays
+    # named in the excluded-runs list
+    first = f"linear 1.2M: diverged at {lr_opt(1.2e6) * 2:.3g} (seeds 1, 2, 3)"
+    assert f"{first}: optimum bounded below it" in text
+    excluded = text[text.index("## Excluded runs") :]
+    diverged = [r for r in verdict["excluded_runs"] if r["reason"] == "diverged"]
+    assert len(diverged) == 5 * (3 + 4)  # per size: 3 seeds at 2x, 4 at 4x
+    assert all(f"| {r['run_id']} |" in excluded for r in diverged)
     # from a CSV there are no per-step curves, and the report says why
     assert "No training curves: a run CSV holds final losses only" in text

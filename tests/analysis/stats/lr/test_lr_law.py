@@ -171,3 +171,28 @@ def test_a_size_left_with_one_usable_lr_breaks_the_law_instead_of_raising():
     done.append((SIZES[3], {porian(SIZES[3]): 3.0}))  # its other law LR diverged
     plan = lr_law.plan_arm("arm", done, SIZES[4], porian(SIZES[4]), STEP)
     assert plan.lrs is None and "under 2 usable LRs" in plan.broken
+
+
+def test_a_diverged_lr_above_the_winner_bounds_the_optimum_it_is_not_a_gap():
+    """Winner 2e-3, 4e-3 diverged, the truth 3.5e-3; the arm's curvature from its other sizes
+    is half the true one on this side (curves are not parabolas): the two usable LRs alone
+    extrapolate past 4e-3, an LR the arm cannot train at. Censored there, the optimum stays in
+    [2e-3, 4e-3), and a law fitted through that size sits below the gap reading's."""
+    c, opt, ceiling = 0.05, 3.5e-3, 4e-3
+    loss = {lr: 3 + c * math.log(lr / opt) ** 2 for lr in (1e-3, 2e-3)}
+    assert lr_law.estimate_optimum(loss, c / 2) > ceiling  # the diverged LR as a gap
+    censored = lr_law.estimate_optimum(loss, c / 2, ceiling)
+    assert 2e-3 <= censored < ceiling
+    assert lr_law.estimate_optimum(loss, c, ceiling) == pytest.approx(opt)  # below: kept
+    points = [(n, porian(n)) for n in SIZES[:2]] + [(SIZES[2], 3 * porian(SIZES[2]))]
+    gap = lr_law.fit_lr_law("arm", points, STEP)
+    bounded = lr_law.fit_lr_law("arm", points, STEP, ceilings=[None, None, porian(SIZES[2])])
+    assert bounded.interval(SIZES[3])[1] < gap.interval(SIZES[3])[1]
+    # plan_arm reads the censoring as a finished size's third item
+    done = [(n, {porian(n) * m: 3 + CURVE * math.log(m) ** 2 for m in (0.5, 1, 2)})
+            for n in SIZES[:3]]  # fmt: skip
+    top = {porian(SIZES[3]) * m: 3 + CURVE * math.log(m / 8) ** 2 for m in (0.5, 1)}
+    gap_plan = lr_law.plan_arm("arm", [*done, (SIZES[3], top)], SIZES[4], porian(SIZES[4]), STEP)
+    capped = [*done, (SIZES[3], top, porian(SIZES[3]) * 2)]
+    plan = lr_law.plan_arm("arm", capped, SIZES[4], porian(SIZES[4]), STEP)
+    assert plan.checks[-1].optimum < porian(SIZES[3]) * 2 < gap_plan.checks[-1].optimum
