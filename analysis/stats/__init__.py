@@ -10,7 +10,8 @@ because it is pure statistics (no files, no MLflow) and the report's figures rea
 
 - ``fits``: the Approach-3 fitter (``fit``), its batched form (``batchfit``), the laws (``laws``).
 - ``variance``: seed noise (``noise``), cell losses per draw (``cells``), checks (``diagnose``).
-- ``lr``: the LR frontier (``frontier``), LR transfer by law (``lr_law``), ``stability``.
+- ``lr``: the LR frontier (``frontier``), where its optimum lies with diverged LRs read as
+  censoring (``optimum``), LR transfer by law (``lr_law``), ``stability``.
 - ``gains``: paired gains (``compare``), the gain test (``robust``), matched compute
   (``matched``), ``intervals``, the error levels with the bootstrap interval and p (``levels``).
 - ``planning``: the power planner (``power``).

@@ -6,6 +6,7 @@ arm's largest stable LR."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -61,4 +62,17 @@ def test_scan_climbs_to_a_real_divergence_and_the_report_names_the_edge(
     report = (tmp_path / "report" / "report.md").read_text()
     section = report[report.index("## Stability") :]
     assert "| linear | 30K | 0.1 | 3 |" in section and "**none**" in section
+    # the real divergence is censored evidence: each arm's edge in [0.1, 3), the margin's
+    # interval [log2(0.1 / 3), log2(3 / 0.1)] (nothing shown), the optimum bounded below 3
+    assert all(e["edge_bounds"] == pytest.approx([0.1, 3.0]) for e in stability["edges"])
+    assert stability["variants"][0]["margin_bounds"] == {
+        "30K": pytest.approx([math.log2(0.1 / 3), math.log2(3 / 0.1)])
+    }
+    for row in outcome.verdict["lr_selection"]:
+        assert row["censored_at"] == pytest.approx(3.0) and row["diverged_seeds"][0]
+        assert row["optimum_interval"][1] <= 3.0
+        assert f"{row['variant']} 30K: diverged at 3 (seed" in report
+    assert report.count("optimum bounded below it") == 2
+    excluded = report[report.index("## Excluded runs") :]
+    assert all(f"| {r.run_id} |" in excluded for r in diverged)  # still named there
     print(f"[find_edge local] {len(finished.cells)} cells, {time.monotonic() - start:.0f} s")
