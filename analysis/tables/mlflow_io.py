@@ -26,6 +26,26 @@ def _status(run) -> str:
     return run_state(run.info.status, run.data.tags.get(contract.TAG_OUTCOME), has_loss)
 
 
+def _budget(run, seen: float) -> float:
+    """The run's token budget D: what it trained (``tokens``), except for a diverged run, which
+    stopped short of its budget: its planned one (a branch's tag, else the logged config's
+    ``train.steps`` x tokens per step). A diverged run is evidence at its cell's LR and budget;
+    read at the tokens it reached it would form a budget of its own, and its cell's LR frontier
+    would never see it (a gap, not the bound it is)."""
+    if _status(run) != contract.DIVERGED:
+        return seen
+    branch = run.data.tags.get(contract.TAG_BRANCH_TOKENS)
+    if branch:
+        return float(branch)
+    params = run.data.params
+    try:
+        steps, batch = int(params["train.steps"]), int(params["train.global_batch_tokens"])
+        seq = int(params.get("model.seq_length", 1))
+    except (KeyError, ValueError):
+        return seen  # no config logged: the tokens it reached are all there is
+    return float(steps * (batch // seq) * seq)
+
+
 def _digest(tags: dict) -> str:
     """The model code the run's result stands for (``study_table.effective_digest``)."""
     return effective_digest(
@@ -106,7 +126,7 @@ def study_rows(cells: list, study: str) -> list[dict]:
                 size=tags.get(contract.TAG_SIZE),
                 num_nonembedding_params=num_nonembedding,
                 num_params_total=num_total,
-                tokens=metrics[contract.TOKENS],
+                tokens=_budget(run, metrics[contract.TOKENS]),
                 flops=metrics.get(contract.FLOPS),
                 flops_counted=tags.get(contract.TAG_FLOPS_COUNTED),
                 code_digest=_digest(tags),

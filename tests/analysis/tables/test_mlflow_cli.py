@@ -80,9 +80,13 @@ def study(mlflow_server, tmp_path_factory):
     ids = [_log_cell(client, exp_id, parent.info.run_id, name, r) for _, r in table.iterrows()]
     bad = table.iloc[0].to_dict() | {"seed": 7}
     failed = _log_cell(client, exp_id, parent.info.run_id, name, bad, status="FAILED")
-    diverged = _log_cell(
-        client, exp_id, parent.info.run_id, name, bad | {"seed": 8}, "FINISHED", "diverged"
-    )
+    # a diverged cell stops short of its budget: it logs the tokens it reached (3/8 of them)
+    # and its config (40,000 steps x 1,000 tokens = the 4e7-token budget of its cell)
+    short = bad | {"seed": 8, "tokens": 0.375 * bad["tokens"]}
+    diverged = _log_cell(client, exp_id, parent.info.run_id, name, short, "FINISHED", "diverged")
+    for key, value in (("train.steps", 40000), ("train.global_batch_tokens", 1000)):
+        client.log_param(diverged, key, value)
+    client.log_param(diverged, "model.seq_length", 500)
     other = client.create_run(exp_id, tags={"study": "another_study"})  # must not be read
     client.set_terminated(other.info.run_id)
     spec = tmp_path_factory.mktemp("spec") / "study.yaml"
@@ -109,6 +113,10 @@ def test_load_study_reads_the_contract(study):
     assert len(table) == len(study["cells"]) + 2
     status = dict(zip(table["run_id"], table["status"], strict=True))
     assert status[study["failed"]] == "failed" and status[study["diverged"]] == "diverged"
+    # the diverged run counts at its cell's budget (censored evidence there), not at the 1.5e7
+    # tokens it reached, which would have made a budget of its own that no frontier reads
+    tokens = dict(zip(table["run_id"], table["tokens"], strict=True))
+    assert study["table"].iloc[0]["tokens"] == 4e7 and tokens[study["diverged"]] == 4e7
     assert all(status[r] == "completed" for r in study["cells"])
     one = table[table["run_id"] == study["cells"][0]].iloc[0]
     src = study["table"].iloc[0]
