@@ -173,16 +173,17 @@ def _check_driver_settings() -> None:
         _fail("; ".join(problems))
 
 
-def _check_builds(path: Path, spec) -> list[str]:
+def _check_builds(path: Path, spec, remember: bool = False) -> list[str]:
     """Each arm of the user's own built once, tiny, with the counts it declares (one child
     process), before anything is prepared or submitted: `plan`, `run`, `submit` and `pilot`
     alike, so a shape bug is one line here, not a failed attempt per cell. The line names the
     study file, the arm and the variant's own file. Returns what was checked, one line an arm
-    (what `plan` prints)."""
+    (what `plan` prints). A build that passed with the same code and config is not repeated
+    (`scaling.costs.build_check`); `remember`: `submit` and `run` record the ones that pass."""
     from scaling.costs.build_check import check_arms_build  # lazy: the model stack
 
     try:
-        return check_arms_build(spec)
+        return check_arms_build(spec, remember=remember)
     except ValueError as err:
         _fail(f"{path}: {err}")
         raise  # _fail exits
@@ -214,7 +215,7 @@ def submit(
 
     _check_driver_settings()  # before the study is read: nothing prepared or submitted yet
     spec = _load(study, writes=True, new_store=new_store)
-    _check_builds(study, spec)
+    _check_builds(study, spec, remember=True)
     with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
         _settle_stale(spec, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
         result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
@@ -407,7 +408,7 @@ def run(
         spec = judged_against(spec, baseline)  # for the whole run, looks included
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--baseline") from None
-    _check_builds(study, spec)
+    _check_builds(study, spec, remember=True)
     with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
         _settle_stale(spec, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
         outcome = run_study(
