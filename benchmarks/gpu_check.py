@@ -8,8 +8,8 @@ figures (`gpu_check.json`):
 3. `benchmarks/trajectory_check.py`: 50 bf16 steps on the GPU against the paper's loop in fp32.
 
 The whole fits within 8 minutes on one H100-class GPU. `--tiny` runs the same three parts on a
-CPU (the GPU tests skip with their reason, the benchmarks take their tiny shapes), so CI proves
-the script before any device appears. Exit status 1 names the parts that failed.
+CPU (the GPU tests skip with their reason, the benchmarks take their tiny shapes and 12 steps),
+so CI proves the script before any device appears. Exit status 1 names the parts that failed.
 """
 
 from __future__ import annotations
@@ -67,7 +67,10 @@ def main() -> int:
                        "tests/jobs/test_gpu.py"],
         "gpu_124m": [python, "benchmarks/gpu_124m.py", *tiny, "--out", str(out)]
         + (["--steps", "12"] if args.tiny else []),
-        "trajectory": [python, "benchmarks/trajectory_check.py", *tiny, "--out", str(out)],
+        # --tiny proves the part's wiring in 12 steps: the 50-step fp32 match on a CPU is
+        # tests/jobs/loop/test_trajectory.py's (the same setup, tests/jobs/loop/trajectory.py)
+        "trajectory": [python, "benchmarks/trajectory_check.py", *tiny, "--out", str(out)]
+        + (["--steps", "12"] if args.tiny else []),
     }  # fmt: skip
     report: dict = {"tiny": args.tiny, "parts": {}}
     for name, command in parts.items():

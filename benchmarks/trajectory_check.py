@@ -1,11 +1,12 @@
 """The project's trainer against the paper's train.py, 50 steps from the same weights and batches.
 
-    python benchmarks/trajectory_check.py [--tiny] [--out DIR]
+    python benchmarks/trajectory_check.py [--tiny] [--steps N] [--out DIR]
 
 On a GPU the project's trainer runs in bf16 (megatron engine, megatron's optimizer) and is
 compared with the reference loop in fp32 on the CPU: the gap is bf16's, and the tolerance below
 is the one a bf16 trajectory is held to. With `--tiny` (or on a CPU) the trainer runs in fp32
-and the gap must stay within the trajectory test's 1e-4 (tests/jobs/loop/test_trajectory.py).
+and the gap must stay within the trajectory test's 1e-4 (tests/jobs/loop/test_trajectory.py;
+the setup both share is tests/jobs/loop/trajectory.py).
 Writes `trajectory.json` (per-step losses of both, the largest and the last-10 mean gap).
 """
 
@@ -31,6 +32,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tiny", action="store_true", help="fp32 on the CPU (path check)")
     parser.add_argument("--out", type=Path, default=None, help="write trajectory.json here")
+    parser.add_argument("--steps", type=int, default=50, help="optimiser steps (at least 10)")
     args = parser.parse_args()
 
     import tempfile
@@ -40,7 +42,7 @@ def main() -> int:
     from data_prep.testing import TINY_VOCAB_SIZE, tiny_dataset
     from tests.distributed import run_ranks
     from tests.jobs.helpers import train_ranks
-    from tests.jobs.loop import test_trajectory as T
+    from tests.jobs.loop import trajectory as T
 
     gpu = torch.cuda.is_available() and not args.tiny
     work = Path(tempfile.mkdtemp(prefix="trajectory-"))
@@ -48,10 +50,10 @@ def main() -> int:
     results: dict = {"device": torch.cuda.get_device_name() if gpu else "cpu", "arms": {}}
     ok = True
     for variant in T.MODES:
-        path, model_args = T._reference_checkpoint(work, variant, TINY_VOCAB_SIZE)
-        run = T._run_dict(work, data, variant, path, 1, "megatron")
+        path, model_args = T.reference_checkpoint(work, variant, TINY_VOCAB_SIZE)
+        run = T.run_dict(work, data, variant, path, 1, "megatron", steps=args.steps)
         run["precision"] = "bf16" if gpu else "fp32"
-        ref, norms = T._reference_losses(model_args, path, T._batches(run, 1))
+        ref, norms = T.reference_losses(model_args, path, T.step_batches(run, 1))
         ((result,),) = run_ranks(train_ranks, 1, [run])
         ours = result["train_losses"]
         gaps = [abs(a - b) / abs(b) for a, b in zip(ours, ref, strict=True)]

@@ -137,6 +137,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class GroupScheduling(LoadScopeScheduling):
         groups: dict[str, str] | None = None
+        crashed: set[str]  # groups that lost a worker once already
 
         def _split_scope(self, nodeid: str) -> str:
             if self.groups is None:
@@ -144,7 +145,59 @@ def pytest_xdist_make_scheduler(config, log):
                     self.groups = json.load(f)
             return self.groups.get(nodeid) or nodeid.split("::", 1)[0]
 
+        def remove_node(self, node) -> str | None:
+            """A worker that died (OOM-killed, a test that `os._exit`s) mid-group: xdist reports
+            the test it was running as failed; here that test is never run again, and the rest
+            of its group is handed out once more, once. A group that loses a second worker has
+            its remaining tests reported failed, so the run always ends. (xdist's own
+            LoadScope re-ran the crashing test on each replacement worker until the restart
+            limit, and the run could then wait forever for the lost group.)"""
+            workload = self.assigned_work.pop(node)
+            pending = [
+                (scope, nodeid)
+                for scope, unit in workload.items()
+                for nodeid, done in unit.items()
+                if not done
+            ]
+            if not pending:
+                return None
+            scope, crashitem = pending[0]  # the first unfinished test is the one that ran
+            workload[scope][crashitem] = True  # reported failed by xdist; never run again
+            if not hasattr(self, "crashed"):
+                self.crashed = set()
+            for unit_scope, unit in workload.items():
+                rest = [nodeid for nodeid, done in unit.items() if not done]
+                if not rest:
+                    continue
+                if unit_scope == scope and scope in self.crashed:
+                    for nodeid in rest:
+                        _report_lost(self.config, node, nodeid, scope, crashitem)
+                    continue
+                self.workqueue[unit_scope] = unit
+                self.workqueue.move_to_end(unit_scope, last=False)
+            self.crashed.add(scope)
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashitem
+
     return GroupScheduling(config, log)
+
+
+def _report_lost(config, node, nodeid: str, group: str, crashitem: str) -> None:
+    """A test of a group that lost a second worker: reported failed, not run."""
+    rep = pytest.TestReport(
+        nodeid=nodeid,
+        location=(nodeid.split("::")[0], None, nodeid),
+        keywords={},
+        outcome="failed",
+        longrepr=(
+            f"not run: group {group!r} lost a second worker ({node.gateway.id!r} crashed while "
+            f"running {crashitem!r}); its remaining tests are not handed out again"
+        ),
+        when="call",
+    )
+    rep.node = node
+    config.hook.pytest_runtest_logreport(report=rep)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -74,6 +74,30 @@ def _load(
     return spec
 
 
+def _load_despite_broken_variants(path: Path):
+    """(study, broken) for `status`: the study as `_load` reads it and no broken variants; or,
+    where it refuses only because variants of the user's own do not import, the study without
+    them and each such entry → why (issue 54: the grid is still shown)."""
+    from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
+    from scaling.cli.status_broken import broken_variants  # lazy: as above
+    from scaling.rounds.environment import load_study_spec  # lazy: as above
+
+    try:
+        spec = load_study_spec(path)
+        broken = {}
+    except ConfigError as err:
+        broken = broken_variants(path)
+        try:
+            if not broken:
+                raise
+            spec = load_study_spec(path, drop_variants=tuple(broken))
+        except ConfigError:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from err
+    typer.echo(f"study folder: {spec.folder}")
+    return spec, broken
+
+
 def _settle_stale(spec, rerun_stale: bool, accept_stale: bool) -> None:
     """Refuse to go on while finished cells are stale, unless told to rerun or accept them."""
     from scaling.state.stale import settle_from_flags  # lazy: `scaling --help` stays fast
@@ -173,16 +197,17 @@ def _check_driver_settings() -> None:
         _fail("; ".join(problems))
 
 
-def _check_builds(path: Path, spec) -> list[str]:
+def _check_builds(path: Path, spec, remember: bool = False) -> list[str]:
     """Each arm of the user's own built once, tiny, with the counts it declares (one child
     process), before anything is prepared or submitted: `plan`, `run`, `submit` and `pilot`
     alike, so a shape bug is one line here, not a failed attempt per cell. The line names the
     study file, the arm and the variant's own file. Returns what was checked, one line an arm
-    (what `plan` prints)."""
+    (what `plan` prints). A build that passed with the same code and config is not repeated
+    (`scaling.costs.build_check`); `remember`: `submit` and `run` record the ones that pass."""
     from scaling.costs.build_check import check_arms_build  # lazy: the model stack
 
     try:
-        return check_arms_build(spec)
+        return check_arms_build(spec, remember=remember)
     except ValueError as err:
         _fail(f"{path}: {err}")
         raise  # _fail exits
@@ -214,7 +239,7 @@ def submit(
 
     _check_driver_settings()  # before the study is read: nothing prepared or submitted yet
     spec = _load(study, writes=True, new_store=new_store)
-    _check_builds(study, spec)
+    _check_builds(study, spec, remember=True)
     with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
         _settle_stale(spec, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
         result = submit_rounds(spec, on_progress=typer.echo, retry_failed=retry_failed)
@@ -227,15 +252,31 @@ def submit(
     _status_table(spec)
 
 
-def _status_table(spec, rows=None, show_all: bool = False) -> None:
+def _status_table(spec, rows=None, show_all: bool = False, broken=None) -> None:
     """Print the grid (a summary for large ones: `scaling.cli.status_view`); `rows` from a poll
-    that already read them, else read now."""
-    from scaling.cli.status_view import status_tables  # lazy: `scaling --help` stays fast
+    that already read them, else read now. `broken`: variants whose file does not import (entry
+    → why): their submitted cells are listed with why, and a warning says so
+    (`scaling.cli.status_broken`)."""
+    from scaling.cli.status_view import CELL_HEADER, status_tables  # lazy: `scaling --help`
     from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
 
     rows = study_status(spec) if rows is None else rows
-    for title, header, lines, footer in status_tables(spec.name, rows, show_all):
+    tables = status_tables(spec.name, rows, show_all)
+    if broken:
+        from scaling.cli.status_broken import import_note, unloadable_rows  # lazy: as above
+
+        extra = unloadable_rows(spec, broken)
+        title, header, lines, footer = tables[0]
+        if header == CELL_HEADER:
+            tables[0] = (title, header, lines + extra, footer)
+    for title, header, lines, footer in tables:
         _print_table(title, header, lines, footer)
+    for entry, message in (broken or {}).items():
+        typer.echo(
+            f"warning: variant {entry!r}: {import_note(message)}; its cells are not shown as "
+            "trained, failed or pending until it imports again (run, submit and analyze refuse "
+            "the study meanwhile)"
+        )
     from scaling.rounds.refine import status_lines  # lazy: `scaling --help` stays fast
 
     for line in status_lines(spec, rows):  # LR search: round, best LR per arm, open arms
@@ -280,12 +321,12 @@ def status(
     """
     if watch:  # it drives: it polls, and submits the LR search's next rounds
         _check_driver_settings()
-    spec = _load(study)
+    spec, broken = (_load(study), {}) if watch else _load_despite_broken_variants(study)
     _say_if_no_store(spec)
     if not watch:
         from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
 
-        _status_table(spec, study_status(spec, refresh=refresh), show_all)
+        _status_table(spec, study_status(spec, refresh=refresh), show_all, broken)
         return
     if refresh:
         from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
@@ -407,7 +448,7 @@ def run(
         spec = judged_against(spec, baseline)  # for the whole run, looks included
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--baseline") from None
-    _check_builds(study, spec)
+    _check_builds(study, spec, remember=True)
     with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
         _settle_stale(spec, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
         outcome = run_study(

@@ -3,19 +3,73 @@
 The built-in arms are held to their counts by the test suite (tests/models); an arm of the
 user's own is built here, in a child process, before anything is submitted
 (`models.build_check`).
+
+The check is a pure function of the variant's code (`models.catalog.variants.code_digest`: the
+`models` package and every module of the user's that defines the variant), the model config it
+builds, and the torch and megatron-core versions. A study that passed it remembers that key in
+its folder (`build_checks.json`, written by `submit` and `run`, read by every command), so the
+next `run`, `submit`, `plan` or `pilot` of the same study with the same code does not build the
+same model again (a child process and megatron's import, some 15 s of CPU each time). An edit
+to any of that code, a new size or another torch is a new key, built and checked again; a
+failure is never remembered.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+from importlib import metadata
+from pathlib import Path
+
+from foundation.atomic import write_text
 from scaling.spec.resolved import ResolvedStudy
 
-__all__ = ["check_arms_build"]
+__all__ = ["BUILD_CHECKS", "check_arms_build"]
+
+BUILD_CHECKS = "build_checks.json"  # in the study folder: the keys of the builds that passed
 
 
-def check_arms_build(study: ResolvedStudy) -> list[str]:
+def _versions() -> str:
+    found = []
+    for dist in ("torch", "megatron-core"):
+        try:
+            found.append(f"{dist}=={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{dist} absent")
+    return ",".join(found)
+
+
+def build_key(model) -> str:
+    """What the check of `model` (a `models.ModelConfig`) depends on, as one digest."""
+    from models.catalog.variants import code_digest  # lazy: the model stack
+
+    config = dataclasses.asdict(model) if dataclasses.is_dataclass(model) else vars(model)
+    text = json.dumps(
+        {
+            "code": code_digest(model.query_variant),
+            "config": config,
+            "versions": _versions(),
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _passed(folder: Path) -> set[str]:
+    try:
+        return set(json.loads((folder / BUILD_CHECKS).read_text())["passed"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()  # none yet, or unreadable: check again
+
+
+def check_arms_build(study: ResolvedStudy, remember: bool = False) -> list[str]:
     """ValueError (naming the arm, its file and line or the count that differs) for the first
     arm of the user's own that does not build, or whose declared counts miss the built model;
-    else one line per arm checked, saying what was checked (what `plan` prints)."""
+    else one line per arm checked, saying what was checked (what `plan` prints). A build that
+    passed for the same key before (`build_checks.json`) is not built again; `remember` (the
+    commands that write the study folder) records the keys that pass."""
     from models.accounting import num_params  # lazy: the model stack, only when planning
     from models.build_check import build_problems  # lazy: the model stack, only when planning
     from models.catalog.variants import (  # lazy: the model stack, only when planning
@@ -31,10 +85,18 @@ def check_arms_build(study: ResolvedStudy) -> list[str]:
         count = num_params(model)
         if model.query_variant not in smallest or count < smallest[model.query_variant][0]:
             smallest[model.query_variant] = (count, model, cell.variant)
-    problems = build_problems([(model, arm) for _, model, arm in smallest.values()])
+    passed = _passed(study.folder)
+    keys = {name: build_key(model) for name, (_, model, _) in smallest.items()}
+    todo = [name for name in smallest if keys[name] not in passed]
+    problems = build_problems([(smallest[n][1], smallest[n][2]) for n in todo])
     for problem in problems:
         if problem is not None:
             raise ValueError(problem)
+    if remember and todo and study.folder.is_dir():
+        write_text(
+            study.folder / BUILD_CHECKS,
+            json.dumps({"passed": sorted(passed | {keys[n] for n in todo})}, indent=1) + "\n",
+        )
     lines = []
     for name, (count, model, arm) in smallest.items():
         flops = (

@@ -18,14 +18,16 @@ from scaling.state.store_check import check_store
 __all__ = ["load_study_spec", "check_study_environment"]
 
 
-def load_study_spec(path: str | Path, check_environment: bool = True) -> ResolvedStudy:
+def load_study_spec(
+    path: str | Path, check_environment: bool = True, drop_variants: tuple[str, ...] = ()
+) -> ResolvedStudy:
     """Read `path`, validate the spec and every cell, and (by default) the environment.
 
     Relative paths in it resolve against the folder that holds `path` (`foundation.studypaths`),
     whatever the working directory. Raises ConfigError (a ValueError) naming the file, each
-    field and its fix. Writes nothing.
+    field and its fix. Writes nothing. `drop_variants`: as `scaling.spec.loader.read_study`.
     """
-    study = read_study(path)
+    study = read_study(path, drop_variants)
     if check_environment:
         try:
             check_study_environment(study)

@@ -141,15 +141,18 @@ def add_python_path(folders: list[Path] | list[str]) -> None:
         importlib.invalidate_caches()
 
 
-def read_study(path: str | Path) -> ResolvedStudy:
+def read_study(path: str | Path, drop_variants: tuple[str, ...] = ()) -> ResolvedStudy:
     """Read `path`, validate the spec and every cell, and resolve it once (no environment check:
     `scaling.rounds.environment.load_study_spec` adds that).
 
     Relative paths in it resolve against the folder that holds `path` (`foundation.studypaths`),
     whatever the working directory. Raises ConfigError (a ValueError) naming the file, each
-    field and its fix. Writes nothing.
+    field and its fix. Writes nothing. `drop_variants`: entries of `variants` left out (`status`
+    shows the other arms while a variant's file does not import).
     """
     data = load_file(path)
+    if drop_variants and isinstance(data, dict) and isinstance(data.get("variants"), list):
+        data = {**data, "variants": [v for v in data["variants"] if v not in drop_variants]}
     try:
         study = study_from_dict(data, base=Path(path).absolute().parent)
         check_paths(study)  # before `resolve` reads the state files in the study folder

@@ -46,7 +46,8 @@ LIVE_SLURM_STATES = {
 }
 LOCAL_CONTROLLER = "submitit.local._local"
 ESCALATE_S = 5.0  # a local job still alive this long after SIGINT is killed
-QUEUED = "queued-"  # local job id of a cell waiting for a slot: "queued-<pid of submit>"
+# local job id of a cell waiting for a slot: "queued-<pid of submit>-<its start time>" (`queued_id`)
+QUEUED = "queued-"
 # in the study folder while Slurm cells wait in a submit for room under the cluster's limits
 WAITING = "slurm_waiting.json"
 
@@ -216,15 +217,49 @@ class SlurmQueue:
         """Nothing more: Slurm ends a cancelled job itself (KillWait, then SIGKILL)."""
 
 
+def _start_ticks(pid: int | str) -> str:
+    """Field 22 of /proc/<pid>/stat, the process's start time in clock ticks since boot ('' if
+    there is none). With the pid it names one process: pids are reused (pid_max 32768), and a
+    process that took a recorded pid has another start time."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError):
+        return ""
+    fields = stat.rpartition(")")[2].split()  # after the name, which may hold spaces
+    return fields[19] if len(fields) > 19 else ""
+
+
+def queued_id(pid: int | None = None) -> str:
+    """The job id of a cell waiting in process `pid` (this one by default) for a slot."""
+    pid = os.getpid() if pid is None else pid
+    return f"{QUEUED}{pid}-{_start_ticks(pid)}"
+
+
+def _queued_pid(job_id: str) -> str | None:
+    """The pid of the process a `queued-` record names, while that very process lives (same pid,
+    same start time); None once it has ended, or its pid belongs to another process now. A
+    record written before start times were recorded (`queued-<pid>`) counts only a process of
+    the `scaling` command."""
+    pid, _, start = job_id.removeprefix(QUEUED).partition("-")
+    now = _start_ticks(pid)
+    if not now or (start and now != start):
+        return None
+    if not start and "scaling" not in _cmdline(pid):
+        return None
+    return pid
+
+
 class LocalControllers:
     """Local jobs of a study: each is a submitit controller process (or a `submit` still waiting
-    for a free slot); SIGINT stops one as submitit cancels it, a kill ends one that ignores it."""
+    for a free slot); SIGINT stops one as submitit cancels it, a kill ends one that ignores it.
+    A recorded pid is taken as the job only while it is still that process (`_queued_pid`,
+    `_local_alive`): a reused pid is neither live nor signalled."""
 
     def live(self, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
         live = {}
         for cid, rec in records.items():
             if rec.job_id.startswith(QUEUED):  # waiting in a local `submit` for a free slot
-                if Path(f"/proc/{rec.job_id[len(QUEUED) :]}").exists():
+                if _queued_pid(rec.job_id) is not None:
                     live[cid] = "PENDING"
             elif _local_alive(rec.job_id, submitit_folder):
                 live[cid] = "RUNNING"
@@ -233,8 +268,17 @@ class LocalControllers:
     @staticmethod
     def _pids(records: dict[str, JobRecord]) -> set[str]:
         """The controllers' pids; a cell queued in a `submit` is stopped by interrupting that
-        submit (it cancels its jobs), unless it is this very process."""
-        return {r.job_id.removeprefix(QUEUED) for r in records.values()} - {str(os.getpid())}
+        submit (it cancels its jobs), unless it is this very process. Only pids that are still
+        the recorded process."""
+        pids = set()
+        for rec in records.values():
+            if rec.job_id.startswith(QUEUED):
+                pid = _queued_pid(rec.job_id)
+            else:
+                pid = rec.job_id if LOCAL_CONTROLLER in _cmdline(rec.job_id) else None
+            if pid is not None:
+                pids.add(pid)
+        return pids - {str(os.getpid())}
 
     def stop(self, records: dict[str, JobRecord]) -> None:
         for pid in self._pids(records):

@@ -23,7 +23,7 @@ from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import last_error_in, last_error_line
 from scaling.state.mlflow_state import cell_runs, fail_cell_run, kill_cell_run
-from scaling.state.scheduler import QUEUED, live_jobs
+from scaling.state.scheduler import QUEUED, live_jobs, queued_id
 from scaling.state.status import cell_state, never_started, submitit_folder
 
 __all__ = ["DeviceSlots", "LocalRound", "local_gpus", "visible_gpu_indices"]
@@ -72,10 +72,10 @@ class LocalRound:
             self.held[cid] = self.devices.take_these(_job_gpus(record.job_id))
 
     def run(self) -> dict[str, Any]:
-        queued_id = f"{QUEUED}{os.getpid()}"
+        waiting_id = queued_id()
         for cell in self.queue:  # visible to `scaling status` from another shell as pending
             self.records[cell.cell_id] = new_record(
-                self.records, cell.cell_id, self.name, queued_id
+                self.records, cell.cell_id, self.name, waiting_id
             )
         write_records(self.study.folder, self.records)
         try:

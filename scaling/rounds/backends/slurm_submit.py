@@ -27,7 +27,7 @@ from typing import Any
 from scaling.records.job_records import JobRecord, new_record, write_records
 from scaling.rounds.backends.slurm_limits import ARRAY_REFUSAL, SlurmLimits, limit_refusal
 from scaling.spec.grid import Cell
-from scaling.state.scheduler import QUEUED, SQUEUE_TIMEOUT_S, WAITING
+from scaling.state.scheduler import SQUEUE_TIMEOUT_S, WAITING, queued_id
 
 __all__ = ["ArraySubmitter", "Group", "MAX_BACKOFF_S"]
 
@@ -156,7 +156,7 @@ class ArraySubmitter:
     def _hold(self, cell_ids: set[str], records: dict[str, JobRecord]) -> None:
         """Record the cells as waiting in this process (`queued-<pid>`)."""
         for cid in cell_ids:
-            records[cid] = new_record(records, cid, self.name, f"{QUEUED}{os.getpid()}")
+            records[cid] = new_record(records, cid, self.name, queued_id())
         write_records(self.folder, records)
 
     def _note(self, reason: str, num_waiting: int) -> None:
