@@ -1,4 +1,5 @@
-"""One level fallback, one margin default, one parser of the baseline (issue 50).
+"""One level fallback, one margin default, one parser of the baseline, one builder of the
+sequential design (issue 50).
 
 Each was once typed in several places that drifted apart (a re-analysis judged at 5% a study run
 at 1.1%). A second copy written beside the one kept here fails this test, which reads the source
@@ -32,6 +33,11 @@ ONE_PLACE = [
         re.compile(r"(?i)baseline.*\.(split|partition)\(|\.(split|partition)\(.*baseline"),
         "analysis/tables/spec.py",
     ),
+    (
+        "the sequential design's builder (`analysis.judgement.make_design`)",
+        re.compile(r"(?<!class )\bDesign\("),
+        "analysis/judgement.py",
+    ),
 ]
 
 
@@ -56,10 +62,12 @@ def test_written_in_one_place(what: str, pattern: re.Pattern[str], home: str) ->
 
 def test_a_second_copy_is_found() -> None:
     """The patterns catch the copies this test replaced."""
-    fallback, margin, baseline = (p for _, p, _ in ONE_PLACE)
+    fallback, margin, baseline, design = (p for _, p, _ in ONE_PLACE)
     assert fallback.search('    return top.get("level") or ALPHA')
     assert fallback.search("    alpha = level or ALPHA")
     assert margin.search('        "+-margin [default: 0.5]",')
     assert margin.search("    margin_pct: float = 0.5")
     assert not margin.search("    margin_pct: float = DEFAULT_MARGIN_PCT")
     assert baseline.search('    names = [b for b in baseline.split(",")]')
+    assert design.search("        return Design(self.start, self.max, self.step, self.margin_pct)")
+    assert not design.search("class Design(NamedTuple):")
