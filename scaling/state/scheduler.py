@@ -196,6 +196,8 @@ class JobBackend:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
+            prior = JobBackend._named.get(cls.name)
+            assert prior is None or issubclass(cls, prior), f"two backends named {cls.name!r}"
             JobBackend._named[cls.name] = cls
 
     @staticmethod
