@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from analysis.tables.spec import DEFAULT_BASELINE
+from analysis.tables.spec import DEFAULT_BASELINE, DEFAULT_MARGIN_PCT
 
 RESAMPLES_HELP = "parametric bootstrap draws [default: 1000]"
 DETECT_HELP = "gain (%) for the power table [default: 0.5]"
@@ -42,7 +42,7 @@ def analyze(
         None,
         "--margin",
         help="equivalence margin (% of the loss): `none` needs the top-size interval within "
-        "+-margin [default: 0.5]",
+        f"+-margin [default: {DEFAULT_MARGIN_PCT:g}]",
     ),
 ) -> None:
     """Fit scaling laws per variant and judge whether each variant's gain persists with scale."""

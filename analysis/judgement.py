@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
-from analysis.stats.gains.levels import ALPHA
+from analysis.stats.gains.levels import level_or_default
 from analysis.tables.spec import DEFAULT_BASELINE, DEFAULT_MARGIN_PCT, parse_baselines
 
 if TYPE_CHECKING:
@@ -168,12 +168,6 @@ def make_design(d: dict[str, Any]) -> Design:
 
     alpha = level_or_default(d.get("alpha"))
     return Design(int(d["start"]), int(d["max"]), int(d["step"]), float(d["margin_pct"]), alpha)
-
-
-def level_or_default(alpha: float | None) -> float:
-    """A family-wise level as given, or ``ALPHA`` where none was (a study without
-    `verdict.alpha`, a looks.json from before the field, a run table): the one fallback."""
-    return ALPHA if alpha is None else float(alpha)
 
 
 def check_looks(looks: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo, for tests.*
 
+from jobs.engine_specs import ENGINE_NAMES  # noqa: E402
 from tests.conftest import start_mlflow_server  # noqa: E402
 from tests.distributed import run_ranks  # noqa: E402
 
@@ -72,7 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--engine", default="megatron", choices=["megatron", "deepspeed"])
+    parser.add_argument("--engine", default="megatron", choices=ENGINE_NAMES)
     args = parser.parse_args()
 
     from data_prep.testing import tiny_dataset

@@ -10,8 +10,9 @@ Rooms (arrows point down; `config` is below them all):
 - `telemetry/`: what a run reports: MLflow tracker, spool, uploads, system metrics, run record.
 - `engines/`: what computes a step: both engines, optimiser and schedule, collectives, batches.
 - `evaluation/`: the downstream tasks (lm-eval harness), scored once per cell.
-At the top: `config` (the run config), `job` (submitit's callable), `cli` and `__main__`, and
-`testing` (tiny run configs for tests).
+At the top: `engine_specs` (the registry of engines, below `config`), `config` (the run
+config), `job` (submitit's callable), `cli` and `__main__`, and `testing` (tiny run configs for
+tests).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Literal
 
 from data_prep.config import DataConfig
 from foundation.config import ConfigError, from_dict, load_file
+from jobs.engine_specs import ENGINE_SPECS, EngineName, engine_spec
 from models.config import ModelConfig, ParallelConfig
 
 __all__ = [
@@ -233,7 +234,7 @@ class RunConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
-    engine: Literal["megatron", "deepspeed"] = "megatron"
+    engine: EngineName = "megatron"  # a registered engine (`jobs.engine_specs`)
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 on GPU, fp32 on CPU
@@ -289,10 +290,11 @@ class RunConfig:
                 f"schedule.warmup_steps={self.schedule.warmup_steps} exceeds "
                 f"train.steps={self.train.steps}"
             )
-        if self.engine == "deepspeed" and self.parallel.pipeline_parallel > 1:
+        if not engine_spec(self.engine).pipeline_parallel and self.parallel.pipeline_parallel > 1:
+            with_pp = [s.name for s in ENGINE_SPECS.values() if s.pipeline_parallel]
             raise ValueError(
-                "engine 'deepspeed' does not support parallel.pipeline_parallel > 1; use "
-                "engine 'megatron' for pipeline parallelism or set pipeline_parallel: 1"
+                f"engine {self.engine!r} does not support parallel.pipeline_parallel > 1; use "
+                f"engine {with_pp[0]!r} for pipeline parallelism or set pipeline_parallel: 1"
             )
         if self.engine == "deepspeed" and self.deepspeed.zero_stage == 0:
             if self.precision == "bf16":  # "auto" is checked where the device is known

@@ -44,8 +44,9 @@ ROOMS_BELOW = {
         "cli": {"tables", "stats", "report", "judgement", "api"},
     },
     "jobs": {
-        "config": set(),
-        "engines": {"config"},
+        "engine_specs": set(),  # the registry of engines: names and builders (imported lazily)
+        "config": {"engine_specs"},
+        "engines": {"config", "engine_specs"},
         "telemetry": {"config"},
         "checkpoints": {"config", "engines"},
         "evaluation": {"config"},

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from analysis.report import fmt
-from analysis.stats.gains.levels import ALPHA
+from analysis.stats.gains.levels import level_or_default
 from analysis.tables.spec import DEFAULT_MARGIN_PCT, parse_baselines
 
 _CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
@@ -56,7 +56,8 @@ def judged_level(v: dict) -> float:
     (the judgement's level after Holm), else (a step-down that stopped before it) ``ALPHA``,
     the level intervals are drawn at when no test set one: the report's one fallback."""
     top = v["decision"].get("top_gain_pct") or {}
-    return top.get("level") or v["decision"].get("level") or ALPHA
+    level = top.get("level")
+    return level_or_default(v["decision"].get("level") if level is None else level)
 
 
 def measured(v: dict) -> str:

@@ -25,7 +25,7 @@ from analysis.stats.variance.cells import Groups, build_groups, selected_lrs, us
 from analysis.stats.variance.diagnose import noise_diagnostics
 from analysis.stats.variance.noise import NoiseModel
 from analysis.tables.runs import is_usable
-from analysis.tables.spec import parse_baselines
+from analysis.tables.spec import DEFAULT_MARGIN_PCT, parse_baselines
 
 EXCLUDED_COLUMNS = ["run_id", "variant", "size", "seed", "lr", "reason"]
 
@@ -81,7 +81,8 @@ def check_inputs(
     """User errors, raised before anything is computed or written."""
     if not (np.isfinite(margin_pct) and margin_pct > 0):
         raise ValueError(
-            f"verdict margin {margin_pct} must be a positive % of the loss (e.g. 0.5); set "
+            f"verdict margin {margin_pct} must be a positive % of the loss (e.g. "
+            f"{DEFAULT_MARGIN_PCT:g}); set "
             "verdict.margin_pct in the study spec or --margin"
         )
     if num_resamples < 0:

@@ -19,7 +19,8 @@ from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_trac
 # the arm the others are judged by when a study's `verdict.baseline` (or, for a run CSV,
 # `--baseline`) names none: the one default, read by the study spec and the CLI alike
 DEFAULT_BASELINE = "linear"
-# verdict.margin_pct: gains within +-0.5% of the loss count as none (`scaling.spec.study`)
+# verdict.margin_pct: gains within +- this % of the loss count as none (`scaling.spec.study`);
+# the one default (`tests/test_one_default.py`)
 DEFAULT_MARGIN_PCT = 0.5
 
 

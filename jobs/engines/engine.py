@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 import torch
 
+from jobs.engine_specs import engine_spec
+
 __all__ = ["Engine"]
 
 
@@ -38,13 +40,6 @@ class Engine(Protocol):
 
 def build_engine(config: Any, model: torch.nn.Module, bf16: bool) -> Engine:
     """The engine `config.engine` names, wrapping `model` (bf16 params and fp32 gradient
-    accumulation when `bf16`)."""
-    if config.engine == "deepspeed":
-        from jobs.engines.engine_deepspeed import (
-            DeepSpeedEngine,  # lazy: only the chosen engine loads
-        )
-
-        return DeepSpeedEngine(config, model, bf16)
-    from jobs.engines.engine_megatron import MegatronEngine  # lazy, as above
-
-    return MegatronEngine(config, model, bf16)
+    accumulation when `bf16`): built by its registered spec (`jobs.engine_specs`), which
+    imports only the chosen engine."""
+    return engine_spec(config.engine).build(config, model, bf16)

@@ -13,6 +13,7 @@ from scaling.cli import commands
 from scaling.cli.analyze_command import analyze
 from scaling.cli.pilot_cli import pilot
 from scaling.cli.plan_command import plan
+from scaling.cli.run_command import run
 from scaling.spec.credentials import tracking_refusal
 
 app = typer.Typer(
@@ -44,7 +45,7 @@ app.command("pilot")(pilot)
 app.command("submit")(commands.submit)
 app.command("status")(commands.status)
 app.command("cancel")(commands.cancel)
-app.command("run")(commands.run)
+app.command("run")(run)
 
 
 @functools.wraps(analyze)

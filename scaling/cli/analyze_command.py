@@ -24,6 +24,7 @@ import typer
 
 from analysis.cli import DETECT_HELP, RESAMPLES_HELP, check_out, given
 from analysis.cli import analyze as analyze_runs
+from analysis.tables.spec import DEFAULT_MARGIN_PCT
 
 REANALYSIS_LINE = "re-analysis by the user ({}), not the study's verdict"
 
@@ -55,7 +56,8 @@ def analyze(
         None,
         "--margin",
         help="equivalence margin (% of the loss): `none` needs the top-size interval within "
-        "+-margin [default: the study's verdict.margin_pct, else 0.5]; another one is a "
+        f"+-margin [default: the study's verdict.margin_pct, else {DEFAULT_MARGIN_PCT:g}]; "
+        "another one is a "
         "re-analysis (needs --out)",
     ),
 ) -> None:

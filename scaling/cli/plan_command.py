@@ -78,13 +78,15 @@ def plan(
         _check_noise_args(noise, target_gain)
     elif target_gain is not None:
         _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
-    from scaling.costs.targets import target_for  # lazy: `scaling --help` stays fast
-    from scaling.costs.wall import format_wall, wall_estimate  # lazy: `scaling --help` stays fast
+    # lazy: `scaling --help` stays fast
+    from scaling.costs.wall import format_wall, wall_estimate
+    from scaling.rounds.backends.executors import executor_for
 
     spec = _load(study, check_environment=False)
     _say_if_no_store(spec)
     the_plan = plan_study(spec)
-    device = target_for(spec).device_name
+    executor = executor_for(spec)
+    device = executor.device_name
     built = _check_builds(study, spec)  # a variant that does not build: its error alone
     if len(the_plan.rows) > SUMMARY_ABOVE and not show_all:
         header, rows, totals = _plan_summary(the_plan, device)
@@ -104,8 +106,9 @@ def plan(
     saving = branch_saving(spec, the_plan)
     if saving is not None:
         typer.echo(format_branch_saving(saving))
-    if spec.spec.executor == "slurm":
-        typer.echo(_slurm_arrays(spec, check_environment))
+    note = executor.plan_note(check_environment)
+    if note is not None:
+        typer.echo(note)
     baseline = baseline or spec.spec.verdict.baseline
     sd, grid = _read_noise(spec, noise, baseline) if noise is not None else (None, {})
     tune_var = _top_grid_var(spec, grid)
@@ -153,36 +156,6 @@ def _plan_summary(the_plan, device: str) -> tuple[list[str], list[list[str]], st
     totals = format_plan(the_plan, device)[2]  # its rows are strings: cheap beside printing
     totals += f"\n{len(the_plan.rows)} cells in {len(rows)} rows; `scaling plan --all` lists each"
     return header, rows, totals
-
-
-def _slurm_arrays(spec, ask_slurm: bool) -> str:
-    """How many sbatch arrays the first round becomes under the cluster's limits (read from
-    Slurm unless offline), and how many of its cells wait for room."""
-    # lazy: `scaling --help` stays fast
-    from scaling.rounds.backends.slurm_limits import SlurmLimits, num_arrays, read_limits
-
-    slurm = spec.spec.slurm
-    if ask_slurm:
-        limits = read_limits(slurm.max_submitted, slurm.qos, slurm.account)
-    else:
-        cap = slurm.max_submitted
-        limits = SlurmLimits(cap=cap, cap_reason=f"slurm.max_submitted {cap}", accounting=True)
-    groups: dict[object, int] = {}
-    for cell in spec.cells:
-        key = cell.world_size if cell.depends_on is None else cell.depends_on
-        groups[key] = groups.get(key, 0) + 1
-    cells = len(spec.cells)
-    arrays = num_arrays(list(groups.values()), limits)
-    line = (
-        f"Slurm: the first round's {cells} cells become {arrays} job array(s) ({limits.describe()}"
-    )
-    line += ")" if ask_slurm else "; offline: the cluster's limits not read)"
-    if limits.cap is not None and cells > limits.cap:
-        line += (
-            f"; {cells - limits.cap} wait in `scaling submit` and are queued as jobs leave "
-            "the queue"
-        )
-    return line
 
 
 def _warn_undeclared_flops(entries: list[str]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.accounting import checkpoint_bytes
-from scaling.costs.targets import target_for
+from scaling.rounds.backends.executors import executor_for
 from scaling.spec.resolved import ResolvedStudy
 
 __all__ = ["cell_checkpoint_bytes", "num_checkpoints_kept"]
@@ -14,7 +14,7 @@ def cell_checkpoint_bytes(study: ResolvedStudy, run) -> int:
     or auto on a Slurm study that asks for GPUs), else fp32."""
     precision = run.precision
     if precision == "auto":
-        precision = target_for(study).planned_precision
+        precision = executor_for(study).planned_precision
     zero_stage = run.deepspeed.zero_stage if run.engine == "deepspeed" else 0
     return checkpoint_bytes(run.model, run.parallel, run.engine, zero_stage, precision == "bf16")
 

@@ -30,7 +30,7 @@ from foundation.provenance import git_commit
 from jobs.config import RunConfig
 from models.catalog.variants import variant_module
 from scaling.costs.pilot_job import OK, OOM, PilotJob
-from scaling.costs.targets import target_for
+from scaling.rounds.backends.executors import executor_for
 from scaling.rounds.warmstart import warm_python
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import failure_reason
@@ -162,7 +162,7 @@ def _submit(study: ResolvedStudy, probe: Probe, folder: Path, python: str | None
     """Submit one probe, with the devices the study's own cells would get."""
     world = probe.config.parallel.world_size
     job = PilotJob(probe.config, probe.warmup_steps, probe.steps, probe.memory_limit_bytes)
-    return target_for(study).probe_executor(folder, world, python).submit(job)
+    return executor_for(study).probe_executor(folder, world, python).submit(job)
 
 
 def _collect(job: Any, timeout_s: float, own_file: str | None = None) -> dict[str, Any]:
@@ -241,9 +241,9 @@ def run_pilot(
     shutil.rmtree(study.folder / "pilot", ignore_errors=True)  # an interrupted pilot's leftovers
     started = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
-    target = target_for(study)
-    executor, timeout_s = target.executor, target.probe_timeout_s
-    if target.parallel_probes:  # all at once: each job has its own nodes
+    executor = executor_for(study)
+    timeout_s = executor.probe_timeout_s
+    if executor.parallel_probes:  # all at once: each job has its own nodes
         jobs = {p.key: _submit(study, p, folder, None) for p in todo}
         for probe in todo:
             say(f"pilot {probe.config.name}: {executor.label} job {jobs[probe.key].job_id}")
@@ -260,7 +260,7 @@ def run_pilot(
         "version": VERSION,
         "study": study.name,
         "executor": executor.name,
-        "partition": target.partition,
+        "partition": executor.partition,
         "warmup_steps": warmup,
         "steps": steps,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),

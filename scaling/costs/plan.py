@@ -209,7 +209,7 @@ def _duration(hours: float) -> str:
 
 def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[str]], str]:
     """(header, rows, totals line) as strings, for a rich table or plain text; costs are in
-    `device`-hours ("GPU", or "CPU": one process each, `CostTarget.device_name`)."""
+    `device`-hours ("GPU", or "CPU": one process each, `Executor.device_name`)."""
     header = ["cell", "size", "N", "N total", "tokens", "steps", "FLOPs", f"{device}s", "time"]
     header += ["cost", "ckpt", "ckpts kept"]
     rows = [

@@ -42,6 +42,7 @@ class SeedCost:
     max: int
     step: int
     margin_pct: float
+    alpha: float  # the study's verdict.alpha: the looks' family-wise level
     sizes: tuple[str, ...]  # smallest to largest; the last is the top size
     first_round_gpu_hours: float  # `start` seeds at every size (with the LR search's followers)
     per_seed: dict[str, float]  # device-hours of one seed a look adds at each size
@@ -67,9 +68,11 @@ class SeedCost:
         return self.minimum + (top_seeds - self.start) * self.per_seed[self.top]
 
     def design(self):
-        from analysis.stats.looks.sequential import Design  # lazy: scipy
+        """The study's sequential design at its own margin and level, by the one builder."""
+        from analysis.judgement import make_design  # lazy: scipy
 
-        return Design(self.start, self.max, self.step, self.margin_pct)
+        d = {"start": self.start, "max": self.max, "step": self.step}
+        return make_design({**d, "margin_pct": self.margin_pct, "alpha": self.alpha})
 
 
 def point_hours(study: ResolvedStudy, plan: Plan | None = None) -> dict[tuple[str, str], float]:
@@ -135,6 +138,7 @@ def seed_cost(study: ResolvedStudy, plan: Plan | None = None) -> SeedCost | None
         rounds.max,
         rounds.step,
         spec.verdict.margin_pct,
+        spec.verdict.alpha,
         sizes,
         first,
         per_seed,

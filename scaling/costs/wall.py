@@ -29,7 +29,7 @@ import heapq
 from dataclasses import dataclass
 
 from scaling.costs.plan import Plan, cell_seconds, plan_study
-from scaling.costs.targets import target_for
+from scaling.rounds.backends.executors import executor_for
 from scaling.spec.resolved import ResolvedStudy
 
 __all__ = [
@@ -62,15 +62,14 @@ def _makespan(durations: list[float], slots: int) -> float:
 
 def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     """The study's wall-clock on its executor (module docstring), from its plan's cells."""
-    spec, target = study.spec, target_for(study)
-    executor = target.executor
+    spec, executor = study.spec, executor_for(study)
     slots, per_round = executor.slots, executor.per_round_overhead_s
     rate, startup, step = spec.cost.flops_per_gpu_s, spec.cost.startup_s, spec.cost.step_s
     seconds = {r.cell_id: cell_seconds(r, rate, startup, step) for r in plan.rows}
     search = spec.lr.search
     if search is None:
         total = per_round + _makespan(list(seconds.values()), slots)
-        return WallEstimate(total, total, slots, target.slots_note, target.device_name)
+        return WallEstimate(total, total, slots, executor.slots_note, executor.device_name)
     if search.transfer == "law" and set(spec.first_wave) != set(spec.sizes):
         return _waves_wall(study)
     grid = [seconds[c.cell_id] for c in study.cells if c.round == 0]
@@ -89,7 +88,7 @@ def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     base = per_round + _makespan(grid, slots)
     base += (per_round + _makespan(followers, slots)) if followers else 0.0
     worst = base + search.max_rounds * (per_round + _makespan(round_cells, slots))
-    return WallEstimate(base, worst, slots, target.slots_note, target.device_name)
+    return WallEstimate(base, worst, slots, executor.slots_note, executor.device_name)
 
 
 def _waves_wall(study: ResolvedStudy) -> WallEstimate:
@@ -102,8 +101,7 @@ def _waves_wall(study: ResolvedStudy) -> WallEstimate:
 
     from scaling.spec.loader import resolve  # lazy: pricing the waves' sizes
 
-    spec, target = study.spec, target_for(study)
-    executor = target.executor
+    spec, executor = study.spec, executor_for(study)
     search = spec.lr.search
     full = resolve(replace(spec, lr=replace(spec.lr, search=replace(search, transfer="none"))))
     slots, per_round = executor.slots, executor.per_round_overhead_s
@@ -133,15 +131,14 @@ def _waves_wall(study: ResolvedStudy) -> WallEstimate:
     per_arm = num_follow * (1 + 2 * search.follow_neighbours)
     followers = phase([t for t in point.values() for _ in range(per_arm)])
     return WallEstimate(
-        base + followers, worst + followers, slots, target.slots_note, target.device_name
+        base + followers, worst + followers, slots, executor.slots_note, executor.device_name
     )
 
 
 def rounds_seconds(study: ResolvedStudy, plan: Plan) -> float:
     """Wall seconds of the cells the study holds now, round after round (each round waits for
     the one before): for a finished LR search, the estimate of the rounds that actually ran."""
-    spec, target = study.spec, target_for(study)
-    executor = target.executor
+    spec, executor = study.spec, executor_for(study)
     slots, per_round = executor.slots, executor.per_round_overhead_s
     rate, startup, step = spec.cost.flops_per_gpu_s, spec.cost.startup_s, spec.cost.step_s
     seconds = {r.cell_id: cell_seconds(r, rate, startup, step) for r in plan.rows}

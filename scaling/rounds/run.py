@@ -16,6 +16,7 @@ from analysis.tables.digests import MixedCode
 from foundation import contract
 from foundation.process.quiet import verbose
 from scaling.records.search_state import SearchState, read_state
+from scaling.rounds.backends.executors import executor_for
 from scaling.rounds.driver import StudyRun, View
 from scaling.rounds.judging import study_judgement
 from scaling.rounds.looks import judged_against
@@ -139,7 +140,8 @@ def analyze_study(
     uri = study.mlflow.tracking_uri
     table, parent_id = load_study_runs(uri, study.mlflow.experiment, study.name)
     out = Path(out_dir) if out_dir else contract.analysis_folder(study.name, study.spec.output_dir)
-    judgement = study_judgement(study, study_inference(study, say), search)
+    measures_here = executor_for(study).measures_inference_here
+    judgement = study_judgement(study, study_inference(study, say, measures_here), search)
     verdict = run_analysis(
         table,
         judgement,

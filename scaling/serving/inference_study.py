@@ -3,8 +3,8 @@
 `study_inference` returns what `analysis.tables.inference_io.read_inference` finds in the study
 folder (``pilot.json`` from `scaling pilot`, else ``inference.json``). Where neither has
 figures (or ``inference.json`` lacks an arm the study now has, or its per-round figures: a file
-from before they were kept) and the study runs on this
-machine (executor ``local``: its device is this one), it measures every (size, variant) once,
+from before they were kept) and the study runs on this machine (its executor's
+`measures_inference_here`: its device is this one), it measures every (size, variant) once,
 in a child process (megatron's process groups and the CPU adapter stay out of the driver), the
 arms of one size side by side (their rounds interleaved, `scaling.serving.inference`), and
 writes ``inference.json``: per row the median figures, the per-round ones (``rounds``) and
@@ -47,8 +47,13 @@ def arms(study: ResolvedStudy) -> dict[str, dict[str, Any]]:
     return out
 
 
-def study_inference(study: ResolvedStudy, say: Callable[[str], None]) -> dict | None:
-    """The study's figures (see the module docstring), or None with a line saying why."""
+def study_inference(
+    study: ResolvedStudy, say: Callable[[str], None], measures_here: bool
+) -> dict | None:
+    """The study's figures (see the module docstring), or None with a line saying why.
+
+    `measures_here`: the study's cells run on this machine, so its figures may be measured
+    here (`Executor.measures_inference_here` of the study's executor)."""
     found = read_inference(study.folder)
     wanted = {tuple(key.split("/", 1)) for key in arms(study)}
     rows = (found or {}).get("rows", [])
@@ -59,7 +64,7 @@ def study_inference(study: ResolvedStudy, say: Callable[[str], None]) -> dict | 
     if os.environ.get(ENV_SWITCH, "on") == "off":
         say(f"inference cost: not measured ({ENV_SWITCH}=off)")
         return None
-    if study.executor != "local":
+    if not measures_here:
         say("inference cost: not measured (run `scaling pilot` on the study's executor)")
         return None
     study.folder.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ import math
 import re
 from urllib.parse import urlsplit
 
+from analysis.tables.spec import DEFAULT_MARGIN_PCT
 from data_prep.config import DataPrepConfig
 from foundation.config import ConfigError, Problems, from_dict
 from foundation.contract import parse_size
@@ -74,7 +75,10 @@ def check_study(study: Study) -> None:
         _check_evaluation(study, p)
     margin = study.verdict.margin_pct
     if not (isinstance(margin, int | float) and 0 < margin < 100):
-        p.add(f"study.verdict.margin_pct: {margin!r}; give a positive % of the loss, e.g. 0.5")
+        p.add(
+            f"study.verdict.margin_pct: {margin!r}; give a positive % of the loss, e.g. "
+            f"{DEFAULT_MARGIN_PCT:g}"
+        )
     # a misspelt arm is reported once, at `study.variants`, not again as an unknown baseline
     variants_ok = not any(item.startswith("study.variants") for item in p.items)
     for problem in study.verdict.problems(list(study.variants)):

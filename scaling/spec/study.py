@@ -26,6 +26,7 @@ from foundation import contract
 from foundation.config import from_dict
 from foundation.contract import study_folder
 from jobs.config import EvaluationConfig
+from jobs.engine_specs import EngineName
 from scaling.spec.ladder import ANY, ARMS, Shape, resolve_arm, shape_for_size
 
 __all__ = [
@@ -316,7 +317,7 @@ class Study:
     optimizer: dict[str, Any] = field(default_factory=dict)  # jobs OptimizerConfig, minus lr
     train: dict[str, Any] = field(default_factory=dict)  # jobs TrainConfig, minus steps/batch
     parallel: dict[str, ParallelSpec] = field(default_factory=dict)  # size or "*" → parallelism
-    engine: Literal["megatron", "deepspeed"] = "megatron"
+    engine: EngineName = "megatron"  # a registered engine (`jobs.engine_specs`)
     deepspeed: dict[str, Any] = field(default_factory=dict)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     executor: Literal["local", "slurm"] = "local"

@@ -4,11 +4,12 @@
 A job that dies before its training loop starts (a data cache it cannot lock, an import error,
 a node without the GPU it asked for) ends with no MLflow tag of its own: its run only shows as
 unfinished. Its cause is in the job's stderr, which submitit keeps as
-`<study>/submitit/<executor>/<job id>_0_log.err` (rank 0; Slurm's `srun: error:` lines land
-there too). The last line that reads as an error is the cause: a traceback's final line, or a
-`...: error: ...` line of Slurm or of this project's own commands. srun's own report that a task
-exited (`srun: error: n1: task 0: Exited with exit code 1`) follows the task's traceback and only
-restates it; it is the cause only when nothing else in the tail names one.
+`<study>/submitit/<executor>/<job id>_0_log.err` (rank 0: `scheduler.JobBackend.error_log`;
+Slurm's `srun: error:` lines land there too). The last line that reads as an error is the
+cause: a traceback's final line, or a `...: error: ...` line of Slurm or of this project's own
+commands. srun's own report that a task exited (`srun: error: n1: task 0: Exited with exit code
+1`) follows the task's traceback and only restates it; it is the cause only when nothing else
+in the tail names one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from foundation.secrets import mask_userinfo
 
-__all__ = ["job_error_log", "last_error_line", "last_error_in", "failure_reason"]
+__all__ = ["last_error_line", "last_error_in", "failure_reason"]
 
 TAIL_BYTES = 64 * 1024  # a traceback's last line is near the end; a log may be gigabytes
 MAX_CHARS = 300
@@ -37,11 +38,6 @@ _TASK_EXIT = re.compile(
 # a traceback's frame: '  File "/home/me/my_query.py", line 12, in __init__'
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
 _LIBRARIES = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-
-
-def job_error_log(submitit_folder: Path, executor: str, job_id: str) -> Path:
-    """The stderr of rank 0 of one job, where submitit writes it."""
-    return Path(submitit_folder) / executor / f"{job_id}_0_log.err"
 
 
 def last_error_line(path: Path) -> str | None:

@@ -15,12 +15,15 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Any, ClassVar
 
 from foundation.process.proc import kill_tree
 from scaling.records.job_records import RECORDS, JobRecord
 
 __all__ = [
+    "JobBackend",
+    "SlurmJobs",
+    "LocalJobs",
     "live_jobs",
     "cancel_jobs",
     "SQUEUE_TIMEOUT_S",
@@ -172,20 +175,76 @@ def _local_alive(pid: str, folder: Path) -> bool:
     return LOCAL_CONTROLLER in cmdline and str(folder) in cmdline
 
 
-class Backend(Protocol):
-    """A backend's jobs of a study, as `status` and `cancel` ask about them."""
+class JobBackend:
+    """One backend's jobs of a study, as `status` and `cancel` ask about them: which are live,
+    how to stop them, where their logs are, and what `status` may say of a waiting one.
 
-    def live(self, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
+    The scheduler-facing half of an executor class: `scaling.rounds.backends.executors`
+    subclasses each backend here (`SlurmExecutor(SlurmJobs)`) and adds submitting, slots and
+    costs. It lives in this room because `status` asks it, and `status` is below the rounds.
+    A class that sets `name` in its own body is the backend of that name: `named(name)` is the
+    one lookup from a `JobRecord.executor` or a spec's `executor` to its class (the most derived
+    class that set it), so no table keyed by a backend's name exists anywhere else.
+    """
+
+    name: ClassVar[str]  # the spec's `executor` and each JobRecord's
+    label: ClassVar[str]  # its name in a sentence ("Slurm job 12_3")
+    # a `queued-<pid>` record waits in its submit for room under the cluster's limits (Slurm),
+    # rather than for a slot on this machine: `status` says why (`waiting_reason`)
+    waits_for_cluster_room: ClassVar[bool] = False
+    _named: ClassVar[dict[str, type[JobBackend]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            prior = JobBackend._named.get(cls.name)
+            assert prior is None or issubclass(cls, prior), f"two backends named {cls.name!r}"
+            JobBackend._named[cls.name] = cls
+
+    @staticmethod
+    def named(name: str, where: str = "study.executor", fix: str = "") -> type[JobBackend]:
+        """The backend class of `name`; else a ValueError naming `where`, `name`, the known
+        ones and `fix` (by default: use one of them)."""
+        if name not in JobBackend._named:
+            known = ", ".join(JobBackend._named)
+            raise ValueError(
+                f"{where}: executor {name!r} is not one this version knows ({known}); "
+                f"{fix or 'use one of those'}"
+            )
+        return JobBackend._named[name]
+
+    @classmethod
+    def known(cls) -> tuple[str, ...]:
+        """The names of the backends, in the order they were defined."""
+        return tuple(JobBackend._named)
+
+    @classmethod
+    def log_folder_in(cls, submitit_folder: Path) -> Path:
+        """Where submitit writes this backend's job logs and pickles."""
+        return Path(submitit_folder) / cls.name
+
+    @classmethod
+    def error_log(cls, submitit_folder: Path, job_id: str) -> Path:
+        """The stderr of rank 0 of one job (submitit's `<job id>_0_log.err`)."""
+        return cls.log_folder_in(submitit_folder) / f"{job_id}_0_log.err"
+
+    @classmethod
+    def live(cls, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
         """cell_id → scheduler state for those of `records` whose job has not ended."""
+        raise NotImplementedError
 
-    def stop(self, records: dict[str, JobRecord]) -> None:
+    @classmethod
+    def stop(cls, records: dict[str, JobRecord]) -> None:
         """Ask these live jobs to stop (their cells' runs end KILLED)."""
+        raise NotImplementedError
 
-    def kill(self, records: dict[str, JobRecord]) -> None:
+    @classmethod
+    def kill(cls, records: dict[str, JobRecord]) -> None:
         """End those that did not stop within `ESCALATE_S`."""
+        raise NotImplementedError
 
 
-class SlurmQueue:
+class SlurmJobs(JobBackend):
     """Slurm's jobs of a study: one `squeue` says which are live, `scancel` stops them.
 
     A cell that waits in a `scaling submit` for room under the cluster's limits has the record
@@ -194,16 +253,22 @@ class SlurmQueue:
     pending), as for a local cell waiting for a slot.
     """
 
-    def live(self, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
+    name = "slurm"
+    label = "Slurm"
+    waits_for_cluster_room = True
+
+    @classmethod
+    def live(cls, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
         held = {cid: r for cid, r in records.items() if r.job_id.startswith(QUEUED)}
         cell_of = {r.job_id: cid for cid, r in records.items() if cid not in held}
         live = {cell_of[jid]: state for jid, state in _squeue(list(cell_of)).items()}
-        live.update(LocalControllers().live(held, submitit_folder))
+        live.update(LocalJobs.live(held, submitit_folder))
         return live
 
-    def stop(self, records: dict[str, JobRecord]) -> None:
+    @classmethod
+    def stop(cls, records: dict[str, JobRecord]) -> None:
         held = {cid: r for cid, r in records.items() if r.job_id.startswith(QUEUED)}
-        LocalControllers().stop(held)
+        LocalJobs.stop(held)
         ids = [r.job_id for cid, r in records.items() if cid not in held]
         if not ids:
             return
@@ -213,7 +278,8 @@ class SlurmQueue:
         if proc.returncode != 0:
             raise RuntimeError(f"scancel failed: {proc.stderr.strip()}")
 
-    def kill(self, records: dict[str, JobRecord]) -> None:
+    @classmethod
+    def kill(cls, records: dict[str, JobRecord]) -> None:
         """Nothing more: Slurm ends a cancelled job itself (KillWait, then SIGKILL)."""
 
 
@@ -249,13 +315,17 @@ def _queued_pid(job_id: str) -> str | None:
     return pid
 
 
-class LocalControllers:
+class LocalJobs(JobBackend):
     """Local jobs of a study: each is a submitit controller process (or a `submit` still waiting
     for a free slot); SIGINT stops one as submitit cancels it, a kill ends one that ignores it.
     A recorded pid is taken as the job only while it is still that process (`_queued_pid`,
     `_local_alive`): a reused pid is neither live nor signalled."""
 
-    def live(self, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
+    name = "local"
+    label = "local"
+
+    @classmethod
+    def live(cls, records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:
         live = {}
         for cid, rec in records.items():
             if rec.job_id.startswith(QUEUED):  # waiting in a local `submit` for a free slot
@@ -280,37 +350,35 @@ class LocalControllers:
                 pids.add(pid)
         return pids - {str(os.getpid())}
 
-    def stop(self, records: dict[str, JobRecord]) -> None:
-        for pid in self._pids(records):
+    @classmethod
+    def stop(cls, records: dict[str, JobRecord]) -> None:
+        for pid in cls._pids(records):
             try:
                 os.kill(int(pid), signal.SIGINT)
             except ProcessLookupError:
                 pass
 
-    def kill(self, records: dict[str, JobRecord]) -> None:
+    @classmethod
+    def kill(cls, records: dict[str, JobRecord]) -> None:
         # a controller started where SIGINT is ignored (a background shell) never stops on it:
         # kill it and its tasks
-        for pid in self._pids(records):
+        for pid in cls._pids(records):
             kill_tree(int(pid))
 
 
-# Each backend's jobs, by the executor name a submission records (`JobRecord.executor`, the
-# `name` of a `scaling.rounds.backends.executors.Executor`): the backend polls and stops its
-# own jobs.
-BACKENDS: dict[str, Backend] = {"slurm": SlurmQueue(), "local": LocalControllers()}
-
-
-def _by_backend(records: dict[str, JobRecord]) -> list[tuple[Backend, dict[str, JobRecord]]]:
+def _by_backend(
+    records: dict[str, JobRecord],
+) -> list[tuple[type[JobBackend], dict[str, JobRecord]]]:
+    """`records` split by the backend that submitted each (`JobRecord.executor`): each backend
+    polls and stops its own jobs."""
     groups: dict[str, dict[str, JobRecord]] = {}
     for cid, rec in records.items():
-        if rec.executor not in BACKENDS:
-            raise ValueError(
-                f"{RECORDS}: cell {cid} was submitted by executor {rec.executor!r}, which this "
-                f"version cannot ask about ({', '.join(BACKENDS)}); submit the study again with "
-                "one of those, or restore the jobs.json it wrote"
-            )
         groups.setdefault(rec.executor, {})[cid] = rec
-    return [(BACKENDS[name], group) for name, group in groups.items()]
+    fix = "submit the study again with one of those, or restore the jobs.json it wrote"
+    return [
+        (JobBackend.named(name, f"{RECORDS}: cell {next(iter(group))}", fix), group)
+        for name, group in groups.items()
+    ]
 
 
 def live_jobs(records: dict[str, JobRecord], submitit_folder: Path) -> dict[str, str]:

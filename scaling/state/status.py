@@ -18,10 +18,10 @@ from foundation.studypaths import missing_store
 from jobs.telemetry.spool import last_logged_step
 from scaling.records.job_records import JobRecord, read_records
 from scaling.spec.resolved import ResolvedStudy
-from scaling.state.job_errors import job_error_log, last_error_line
+from scaling.state.job_errors import last_error_line
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
-from scaling.state.scheduler import QUEUED, live_jobs, waiting_reason
+from scaling.state.scheduler import QUEUED, JobBackend, live_jobs, waiting_reason
 from scaling.state.stale import changed_files, code_digests, today_code
 
 __all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
@@ -123,7 +123,7 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
     parts = today_code(study)
     digests = code_digests(study, parts)
     waiting = ""  # why Slurm cells wait in a submit: read once, only if one does
-    if any(r.executor == "slurm" and r.job_id.startswith(QUEUED) for r in records.values()):
+    if any(_waits_for_room(r) for r in records.values()):
         waiting = f"waiting: {waiting_reason(study.folder) or 'room under the limits'}"
     rows = []
     for cell in study.cells:
@@ -139,7 +139,8 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
         step = last_logged_step(cell.run.output_dir) if state == contract.RUNNING else None
         cause = None
         if state == contract.FAILED and record is not None:
-            log = job_error_log(submitit_folder(study), record.executor, record.job_id)
+            backend = JobBackend.named(record.executor)
+            log = backend.error_log(submitit_folder(study), record.job_id)
             cause = last_error_line(log)
         rows.append(
             StatusRow(
@@ -170,8 +171,14 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
 
 def _held(record, state: str, waiting: str) -> str:
     """A Slurm cell queued in its submit, not yet in Slurm's queue: why it waits."""
-    held = record is not None and record.executor == "slurm" and record.job_id.startswith(QUEUED)
+    held = record is not None and _waits_for_room(record)
     return waiting if held and state == contract.QUEUED else ""
+
+
+def _waits_for_room(record: JobRecord) -> bool:
+    """A cell queued in its submit for room under the cluster's limits (not yet a job)."""
+    backend = JobBackend.named(record.executor)
+    return backend.waits_for_cluster_room and record.job_id.startswith(QUEUED)
 
 
 def gave_up_note(failures: int, retries: int) -> str:

@@ -21,6 +21,13 @@ TOP_ALPHA = ALPHA * TOP_WEIGHT  # the level the top-size test starts at (the pla
 MIN_SEEDS = 3  # fewer seeds cannot estimate a spread worth an interval
 
 
+def level_or_default(alpha: float | None) -> float:
+    """A family-wise level as given, or ``ALPHA`` where none was (a study without
+    `verdict.alpha`, a looks.json from before the field, a run table, a step-down that stopped
+    before a variant): the one fallback (`tests/test_one_default.py` keeps it one)."""
+    return ALPHA if alpha is None else float(alpha)
+
+
 def size_weights(num_sizes: int) -> list[float]:
     """Weights of the per-size tests, smallest size first, the top size last; they sum to 1."""
     if num_sizes <= 1:

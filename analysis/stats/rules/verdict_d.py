@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, ci
+from analysis.stats.gains.levels import MIN_SEEDS, ci, level_or_default
 from analysis.stats.rules import verdict as rules
 
 MIN_BUDGETS = 3  # a trend along D from fewer matched budgets at every size is not judged
@@ -83,7 +83,7 @@ def apply_rule_d(
     level (None = the step-down stopped before this variant); ``guards`` failed guards
     (sentences)."""
     out: dict = {"level": level, "top_gain": None, "slope": None}
-    alpha = level or ALPHA
+    alpha = level_or_default(level)
     if top is not None and top.has_ci:
         interval = ci(top.budget.gain_loss[1:], alpha)
         if interval is not None:

@@ -1,16 +1,21 @@
 """Executors: where a study's cells run, one class per backend (as submitit has them).
 
-The round driver (`scaling.rounds.driver`) holds an `Executor` and never asks which backend it
-is; what a backend means to the plan and the pilot is its `scaling.costs.targets.CostTarget`.
+A backend is its class: submitting, polling, cancelling, its logs, what the plan and the pilot
+price it as (device, precision, probes), and what it can do (`runs_cells_in_submit`,
+`measures_inference_here`). Callers (the round driver, `scaling.costs`, `scaling run`'s
+analysis, `scaling plan`) hold an `Executor` and never ask which backend it is.
 `SlurmExecutor.submit` returns once the cells are queued as job arrays; `LocalExecutor.submit`
 runs them as local submitit jobs, at most `local.max_parallel` at once, and returns when all
-have ended (`runs_cells_in_submit`). Both record each cell's job in the study folder
-(`scaling.state.scheduler`), which is how `status` finds it. `executor_for(study)` is the one
-place that reads `study.spec.executor`; a new backend is one new subclass (and its target).
+have ended. Both record each cell's job in the study folder (`scaling.records.job_records`),
+which is how `status` finds it: its scheduler-facing half (which jobs are live, stopping them,
+their error logs) is the base each executor extends, `scaling.state.scheduler.JobBackend`,
+whose `named` is the one lookup from a backend's name to its class. A new backend is one new
+subclass here (with its `JobBackend` half).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -23,13 +28,13 @@ from foundation.config import Problems, seconds_from_env
 from scaling.records.job_records import JobRecord
 from scaling.rounds.backends.local_jobs import LocalRound, local_gpus, visible_gpu_indices
 from scaling.rounds.backends.slurm_jobs import slurm_parameters
-from scaling.rounds.backends.slurm_limits import SlurmLimits, read_limits
+from scaling.rounds.backends.slurm_limits import SlurmLimits, num_arrays, read_limits
 from scaling.rounds.backends.slurm_submit import ArraySubmitter, Group
 from scaling.rounds.warmstart import warm_python
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.resources import check_local_devices, check_slurm, check_slurm_gpus
-from scaling.state.scheduler import cancel_jobs, live_jobs
+from scaling.state.scheduler import JobBackend, LocalJobs, SlurmJobs, cancel_jobs
 from scaling.state.status import submitit_folder
 
 __all__ = [
@@ -47,6 +52,7 @@ LOCAL_ROUND_S = 10.0
 POLL_ENV = "SCALING_POLL_S"  # seconds between a driver's status polls (the test suite: 1)
 LOCAL_POLL_S = 5.0
 SLURM_POLL_S = 60.0  # sites ask scripts to poll slurmctld at most about once a minute
+_NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
 
 
 def check_no_oversubscription(spec: Any, num_devices: int, p: Problems) -> None:
@@ -70,20 +76,23 @@ def _job(cell: Cell) -> Any:
     return jobs.TrainingJob(cell.run)
 
 
-class Executor(ABC):
-    """Where a study's cells run: submit them, ask which are live, cancel them.
+class Executor(JobBackend, ABC):
+    """Where a study's cells run: submit them, ask which are live, cancel them; and what the plan
+    and the pilot price them as there.
 
     Each cell's job is recorded in `records` (cell id → `JobRecord`, written to the study
     folder) as it is submitted; `poll` and `cancel` read those records.
     """
 
-    name: ClassVar[str]  # the `executor` of the spec and of each JobRecord
     # seconds between status polls unless `SCALING_POLL_S` says otherwise: a site's slurmctld
     # answers every user, so a driver asks it once a minute; local polls cost nothing
     default_poll_s: ClassVar[float] = LOCAL_POLL_S
-    label: ClassVar[str]  # its name in a sentence ("Slurm job 12_3")
     runs_cells_in_submit: ClassVar[bool]  # `submit` returns when its cells have ended
     per_round_overhead_s: ClassVar[float]  # wall seconds a round costs besides its cells
+    # its cells run on this machine, so `scaling run` may measure inference cost here
+    # (`scaling.serving.inference_study`); elsewhere `scaling pilot` measures it
+    measures_inference_here: ClassVar[bool] = False
+    parallel_probes: ClassVar[bool]  # `scaling pilot` may run its probes at once
 
     def __init__(self, study: ResolvedStudy) -> None:
         self.study = study
@@ -97,7 +106,7 @@ class Executor(ABC):
     @property
     def log_folder(self) -> Path:
         """Where submitit writes this executor's job logs and pickles."""
-        return submitit_folder(self.study) / self.name
+        return self.log_folder_in(submitit_folder(self.study))
 
     def log_path(self, record: JobRecord) -> Path:
         """The log of rank 0 of `record`'s job (submitit's `<job id>_0_log.out`)."""
@@ -118,7 +127,7 @@ class Executor(ABC):
     def poll(self, records: dict[str, JobRecord]) -> dict[str, str]:
         """cell id → scheduler state (PENDING, RUNNING, ...) of this executor's live jobs."""
         mine = {cid: r for cid, r in records.items() if r.executor == self.name}
-        return live_jobs(mine, submitit_folder(self.study))
+        return self.live(mine, submitit_folder(self.study))
 
     def cancel(self, records: dict[str, JobRecord]) -> list[str]:
         """Cancel the live jobs among `records`; returns the cancelled cell ids."""
@@ -134,13 +143,54 @@ class Executor(ABC):
     def check_environment(self) -> None:
         """Raise ConfigError unless the study's cells can run here (cluster, devices)."""
 
+    # what the plan and the pilot price the study's cells as here (`scaling.costs`)
 
-class SlurmExecutor(Executor):
+    @property
+    @abstractmethod
+    def slots_note(self) -> str:
+        """`slots` in words, with the setting that sets it."""
+
+    @property
+    @abstractmethod
+    def uses_gpus(self) -> bool:
+        """Whether the study's cells get GPUs there."""
+
+    @property
+    def device_name(self) -> str:
+        """ "GPU" or "CPU": what the plan prices a cell's hours on."""
+        return "GPU" if self.uses_gpus else "CPU"
+
+    @property
+    @abstractmethod
+    def planned_precision(self) -> str:
+        """What `precision: auto` is planned to train in (its checkpoints' size)."""
+
+    @property
+    def partition(self) -> str | None:
+        """The Slurm partition the pilot measured on (None off Slurm)."""
+        return None
+
+    @property
+    @abstractmethod
+    def probe_timeout_s(self) -> float:
+        """How long `scaling pilot` waits for one probe's result."""
+
+    @abstractmethod
+    def probe_executor(self, folder: Path, world_size: int, python: str | None) -> Any:
+        """A submitit executor for one pilot probe of `world_size` ranks."""
+
+    def plan_note(self, ask_scheduler: bool) -> str | None:
+        """A line `scaling plan` adds about how this backend takes the first round (None: no
+        line). `ask_scheduler`: read the scheduler's limits (False: offline)."""
+        return None
+
+
+class SlurmExecutor(Executor, SlurmJobs):
     """Slurm job arrays through submitit; `submit` returns once they are queued."""
 
     name = "slurm"
-    label = "Slurm"
     runs_cells_in_submit = False
+    parallel_probes = True  # each job has its own nodes
     per_round_overhead_s = 0.0  # the queue wait is the cluster's, not counted
     default_poll_s = SLURM_POLL_S
 
@@ -206,6 +256,64 @@ class SlurmExecutor(Executor):
             self._limits = read_limits(slurm.max_submitted, slurm.qos, slurm.account)
         return self._limits
 
+    @property
+    def slots_note(self) -> str:
+        return f"at most {self.slots} jobs at a time (slurm.array_parallelism)"
+
+    @property
+    def uses_gpus(self) -> bool:
+        return self.study.spec.slurm.gpus_per_node > 0
+
+    @property
+    def planned_precision(self) -> str:
+        return "bf16" if self.uses_gpus else "fp32"
+
+    @property
+    def partition(self) -> str | None:
+        return self.study.spec.slurm.partition
+
+    @property
+    def probe_timeout_s(self) -> float:
+        # queue wait included: the whole time limit, then some, for the last of them
+        return 60.0 * self.study.spec.slurm.time_limit_min + 600.0
+
+    def probe_executor(self, folder: Path, world_size: int, python: str | None) -> Any:
+        import submitit  # lazy: only a pilot submits
+
+        executor = submitit.SlurmExecutor(folder=folder / self.name, max_num_timeout=0)
+        params = slurm_parameters(self.study.spec, world_size)
+        params.pop("array_parallelism", None)
+        params["job_name"] = f"pilot-{self.study.name}"
+        executor.update_parameters(**params)
+        return executor
+
+    def plan_note(self, ask_scheduler: bool) -> str | None:
+        """How many sbatch arrays the first round becomes under the cluster's limits (read from
+        Slurm unless offline), and how many of its cells wait for room."""
+        slurm = self.study.spec.slurm
+        if ask_scheduler:
+            limits = self.limits
+        else:
+            cap = slurm.max_submitted
+            limits = SlurmLimits(cap=cap, cap_reason=f"slurm.max_submitted {cap}", accounting=True)
+        groups: dict[object, int] = {}
+        for cell in self.study.cells:
+            key = cell.world_size if cell.depends_on is None else cell.depends_on
+            groups[key] = groups.get(key, 0) + 1
+        cells = len(self.study.cells)
+        arrays = num_arrays(list(groups.values()), limits)
+        line = (
+            f"Slurm: the first round's {cells} cells become {arrays} job array(s) "
+            f"({limits.describe()}"
+        )
+        line += ")" if ask_scheduler else "; offline: the cluster's limits not read)"
+        if limits.cap is not None and cells > limits.cap:
+            line += (
+                f"; {cells - limits.cap} wait in `scaling submit` and are queued as jobs leave "
+                "the queue"
+            )
+        return line
+
     def _branch_params(
         self,
         parent: str,
@@ -250,7 +358,7 @@ def _parent_job(
     return None  # ended earlier: the branch starts at once (and checks its checkpoint itself)
 
 
-class LocalExecutor(Executor):
+class LocalExecutor(Executor, LocalJobs):
     """Local submitit jobs, `local.max_parallel` at a time; `submit` returns when all ended.
 
     A cell with `depends_on` (a WSD branch) starts once that cell has ended completed or
@@ -267,9 +375,10 @@ class LocalExecutor(Executor):
     """
 
     name = "local"
-    label = "local"
     runs_cells_in_submit = True
     per_round_overhead_s = LOCAL_ROUND_S
+    measures_inference_here = True  # its cells' device is this machine's
+    parallel_probes = False  # probes sharing this machine would time each other
 
     @property
     def slots(self) -> int:
@@ -281,6 +390,36 @@ class LocalExecutor(Executor):
         if self.study.spec.precision != "bf16":  # bf16: check_local_devices counted them
             check_no_oversubscription(self.study.spec, len(visible_gpu_indices()), p)
         p.raise_if_any()
+
+    @property
+    def slots_note(self) -> str:
+        return f"{self.slots} cell(s) at a time (local.max_parallel)"
+
+    @property
+    def uses_gpus(self) -> bool:
+        """This machine shows an NVIDIA device to the study."""
+        if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+            return False
+        return _NVIDIA_GPUS.is_dir() and any(_NVIDIA_GPUS.iterdir())
+
+    @property
+    def planned_precision(self) -> str:
+        return "fp32"  # planned without asking CUDA (seconds to import torch)
+
+    @property
+    def probe_timeout_s(self) -> float:
+        return 60.0 * self.study.spec.local.timeout_min
+
+    def probe_executor(self, folder: Path, world_size: int, python: str | None) -> Any:
+        import submitit  # lazy: only a pilot submits
+
+        executor = submitit.LocalExecutor(folder=folder / self.name, python=python)
+        executor.update_parameters(
+            tasks_per_node=world_size,
+            timeout_min=self.study.spec.local.timeout_min,
+            **local_gpus(world_size),
+        )
+        return executor
 
     def submit(
         self,
@@ -297,9 +436,9 @@ class LocalExecutor(Executor):
             return LocalRound(*where, cells, records, say, states, python, stop).run()
 
 
-EXECUTORS: dict[str, type[Executor]] = {cls.name: cls for cls in (LocalExecutor, SlurmExecutor)}
-
-
 def executor_for(study: ResolvedStudy) -> Executor:
-    """The study's executor: the one place that reads `study.spec.executor`."""
-    return EXECUTORS[study.spec.executor](study)
+    """The study's executor: its class is the backend its spec's `executor` names
+    (`JobBackend.named`, the one lookup by name)."""
+    cls = JobBackend.named(study.spec.executor)
+    assert issubclass(cls, Executor), f"{cls.__name__} has no executor half"
+    return cls(study)

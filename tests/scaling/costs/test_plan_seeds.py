@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from analysis.stats.looks.seq_cost import expected_seeds
 from scaling.cli import app
 from scaling.costs.plan import plan_study
+from scaling.costs.seeds import seed_cost
+from scaling.rounds.judging import design_of
 from scaling.spec.loader import read_study
 from tests.scaling.conftest import small_spec
 
@@ -81,10 +83,16 @@ def test_min_expected_and_max_are_the_plans_arithmetic(tmp_path, data_dir):
 
 
 def _design(study):
-    from analysis.stats.looks.sequential import Design
+    return design_of(study)  # the looks' own design: the one builder
 
-    r = study.spec.seed_rounds
-    return Design(r.start, r.max, r.step, study.spec.verdict.margin_pct)
+
+def test_the_plan_prices_the_looks_at_the_studys_own_level(tmp_path, data_dir):
+    """The plan's sequential design is the one the looks judge under (`design_of`), at the
+    study's `verdict.alpha`, not the default level."""
+    path = _spec(tmp_path, data_dir, verdict={"alpha": 0.01})
+    study = read_study(path)
+    design = seed_cost(study).design()
+    assert design == design_of(study) and design.alpha == 0.01
 
 
 def test_a_large_gain_costs_about_look_2_and_no_gain_follows_the_noise(tmp_path, data_dir):

@@ -105,14 +105,15 @@ def test_a_local_study_is_measured_once_into_inference_json(tmp_path, data_dir, 
     path.write_text(yaml.safe_dump(spec))
     study = load_study_spec(path)
     said: list[str] = []
-    found = study_inference(study, said.append)
+    found = study_inference(study, said.append, measures_here=True)
     assert found is not None, said
     assert said[0].startswith("inference cost: measuring 2 arms x 2 sizes on this machine")
     arms = {(r["size"], r["variant"]) for r in found["rows"]}
     assert arms == {(s, v) for s in ("30K", "60K") for v in ("linear", "nonlinear")}
     assert json.loads((study.folder / INFERENCE_FILE).read_text())["device"] == "cpu"
     said.clear()
-    assert study_inference(study, said.append) == found  # read back, not measured again
+    # read back, not measured again
+    assert study_inference(study, said.append, measures_here=True) == found
     assert said == [f"inference cost: from {INFERENCE_FILE}"]
 
 
@@ -123,6 +124,25 @@ def test_switched_off_nothing_is_measured(tmp_path, data_dir, monkeypatch):
     path.write_text(yaml.safe_dump(spec))
     study = load_study_spec(path)
     said: list[str] = []
-    assert study_inference(study, said.append) is None
+    assert study_inference(study, said.append, measures_here=True) is None
     assert said == [f"inference cost: not measured ({ENV_SWITCH}=off)"]
+    assert not (study.folder / INFERENCE_FILE).exists()
+
+
+def test_a_study_off_this_machine_is_not_measured_here(tmp_path, data_dir, monkeypatch):
+    """Whether a study's figures may be measured here is its executor's capability
+    (`measures_inference_here`), not a comparison of its name: Slurm's cells run elsewhere."""
+    from scaling.rounds.backends.executors import executor_for
+    from scaling.spec.loader import read_study
+
+    monkeypatch.setenv(ENV_SWITCH, "on")
+    spec = small_spec(data_dir, tmp_path / "out", f"sqlite:///{tmp_path}/mlflow.db")
+    spec["executor"] = "slurm"
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = read_study(path)
+    assert executor_for(study).measures_inference_here is False
+    said: list[str] = []
+    assert study_inference(study, said.append, executor_for(study).measures_inference_here) is None
+    assert said == ["inference cost: not measured (run `scaling pilot` on the study's executor)"]
     assert not (study.folder / INFERENCE_FILE).exists()

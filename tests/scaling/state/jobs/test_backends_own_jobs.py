@@ -1,19 +1,60 @@
-"""Backends own their jobs: `scaling.state.scheduler` asks each backend's object
-(`scheduler.BACKENDS`) which of its jobs are live and has it stop them; nothing there branches
-on a backend's name, and a jobs.json naming a backend this version does not know is refused in
-one clear error. Nothing is submitted."""
+"""A backend is its class: `scaling.state.scheduler` asks each backend's class
+(`JobBackend.named`, the one lookup by name) which of its jobs are live and has it stop them;
+nothing in `scaling/` branches on a backend's name or keeps a table keyed by one, and a
+jobs.json naming a backend this version does not know is refused in one clear error. Nothing is
+submitted."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+from pathlib import Path
+from typing import get_args, get_type_hints
 
 import pytest
 
 from scaling.records.job_records import JobRecord, read_records, write_records
 from scaling.rounds.backends.executors import LocalExecutor, SlurmExecutor
+from scaling.spec.study import Study
 from scaling.state import scheduler
-from scaling.state.scheduler import live_jobs
+from scaling.state.scheduler import JobBackend, live_jobs
+
+ROOT = Path(__file__).resolve().parents[4]
+# a name that is not this project's backend: submitit's own SUBMITIT_EXECUTOR, read in a job
+NOT_OURS = {"scaling/costs/pilot_job.py"}
+
+
+def _names_in(node: ast.AST) -> list:
+    """The string constants of `node` and of a tuple, list or set literal it is."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant)]
+
+
+def test_no_module_branches_on_or_keys_by_a_backend_name():
+    """`executor == "slurm"`, `!= "local"`, `in ("slurm", ...)` or `{"slurm": ...}` anywhere in
+    scaling/: each is a capability or a method of the executor class instead."""
+    names = set(JobBackend.known())
+    found = []
+    for path in sorted((ROOT / "scaling").rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        if where in NOT_OURS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if names & {n for side in sides for n in _names_in(side)}:
+                    found.append(f"{where}:{node.lineno} compares a backend name")
+            if isinstance(node, ast.Dict) and names & set(_names_in(ast.Tuple(node.keys))):
+                found.append(f"{where}:{node.lineno} keys a table by backend name")
+    assert found == [], "\n".join(found)
+
+
+def test_the_spec_offers_the_backends_there_are():
+    """The spec's `executor` choices are the backend classes' names (one list, checked)."""
+    choices = get_args(get_type_hints(Study)["executor"])
+    assert set(choices) == set(JobBackend.known()) == {LocalExecutor.name, SlurmExecutor.name}
+    assert JobBackend.named("slurm") is SlurmExecutor  # the most derived: the whole executor
+    assert JobBackend.named("local") is LocalExecutor
 
 
 def test_nothing_in_the_scheduler_compares_a_backend_name():
