@@ -121,7 +121,7 @@ def _sign(ci: list[float] | None) -> int | None:
     return 1 if ci[0] > 0 else -1 if ci[1] < 0 else 0
 
 
-def _budget_row(result, budget, ratio: TimeRatio, fit, rng, drop: bool) -> dict:
+def _budget_row(result, budget, ratio: TimeRatio, fit, rng) -> dict:
     """One size: the ratio, the compute the variant gets at the baseline's time, both gains."""
     groups = result.groups
     info = groups.info
@@ -130,8 +130,6 @@ def _budget_row(result, budget, ratio: TimeRatio, fit, rng, drop: bool) -> dict:
     moved_var = budget.var_seed_shift is not None  # read at the baseline's compute instead
     c_star = float(info.at[budget.base if moved_var else budget.var, "flops"])
     r = ratio.draws(groups.loss.shape[0] - 1, rng)  # as many draws as the loss bootstrap
-    if drop:  # tests only: the ratio's spread left out (it must make the coverage fail)
-        r = np.full_like(r, ratio.value)
     shift = _law_loss(fit.params, c_star * f / r) - _law_loss(fit.params, np.full(r.size, c_star))
     shift_pct = 100.0 * shift / budget.base_loss  # [B+1], % of the baseline's loss
     flop = GainTest.of(budget, groups)
@@ -171,15 +169,14 @@ def _disagreement(row: dict) -> str | None:
     return f"at matched FLOPs the gain is {words[flop]}, at matched GPU-hours it {words[timed]}"
 
 
-def time_matched(result, times: dict | None, seed: int, *, drop_ratio_spread: bool = False) -> dict:
+def time_matched(result, times: dict | None, seed: int) -> dict:
     """verdict.json's ``time_matched`` for ``result`` (``analysis.stats.core.Analysis``).
 
     ``times``: ``{"source", "device", "rows": [{"run_id", "variant", "size",
     "time_per_token_s"}]}`` (``analysis.tables.step_times``), or None: then ``measured`` is False
     and ``note`` says the time-matched gain is not stated. Per variant: every size's row
     (``_budget_row``), the top size's as ``top``, and ``disagrees`` (a sentence, or None) when
-    the top size's time-matched interval reads otherwise than the FLOP-matched one.
-    ``drop_ratio_spread``: tests only (the mutation that must fail the coverage test)."""
+    the top size's time-matched interval reads otherwise than the FLOP-matched one."""
     rows = (times or {}).get("rows") or []
     if not rows:
         return {"measured": False, "note": NOT_MEASURED, "variants": []}
@@ -194,9 +191,7 @@ def time_matched(result, times: dict | None, seed: int, *, drop_ratio_spread: bo
             ratio = time_ratio(frame, variant, budget.base_arm, str(budget.size))
             if ratio is None or variant not in law:
                 continue
-            by_size[budget.size] = _budget_row(
-                result, budget, ratio, law[variant], rng, drop_ratio_spread
-            )
+            by_size[budget.size] = _budget_row(result, budget, ratio, law[variant], rng)
         if not by_size:
             continue
         top = list(by_size.values())[-1]

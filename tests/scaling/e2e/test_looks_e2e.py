@@ -15,7 +15,8 @@ run with `--baseline linear` is refused, since its report would read another arm
 
 The one end-to-end test of `scaling run` from raw text to report on local jobs: prepared data,
 the LR search, the looks, MLflow's tree (a parent, one child per cell), the terminal's verdict
-lines, verdict.json, the HTML report and plots, and a rerun that trains nothing. (A fixed-seed
+lines, verdict.json, the HTML report and plots, the gain at matched GPU-hours from the cells' own
+logged step times, and a rerun that trains nothing. (A fixed-seed
 copy of the demo drove the same path, the looks aside, and was folded in here.)
 """
 
