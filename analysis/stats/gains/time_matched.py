@@ -18,9 +18,11 @@ steps (``analysis.tables.step_times``; the median shrugs off a step slowed by a 
 neighbour's burst), then per arm and size the geometric mean over its runs. Its uncertainty is the
 runs' spread: ``log r`` has Welch's standard error and df over the two arms' runs, and each
 bootstrap draw takes its own ``log r + se t_df`` (independent of the loss draws: the clock's
-noise is not the loss's). The shift then carries that spread twice, as the time interval should:
-in the pooled draws, and as an extra variance term of the paired-seed t interval (``tune_var``,
-which may only widen it). A size whose arms have fewer than two timed runs each has no spread: its
+noise is not the loss's). The shift then carries that spread into both of the gain's intervals:
+into the pooled draws (each with its own ratio), and into the paired-seed t interval as an extra
+variance term (``tune_var``, which may only widen it): the shift's slope in ``log r`` times the
+ratio's se, inflated by ``t_df / z`` for the ratio's few df, plus the law's own spread. A size
+whose arms have fewer than two timed runs each has no spread: its
 ratio is shown, its time-matched gain is not stated. A study with no time measurement says so
 and states no number (``NOT_MEASURED``); it never assumes equal speed.
 """
@@ -121,6 +123,27 @@ def _sign(ci: list[float] | None) -> int | None:
     return 1 if ci[0] > 0 else -1 if ci[1] < 0 else 0
 
 
+def _shift_pct(fit, budget, c_star: float, f: float, r: np.ndarray) -> np.ndarray:
+    """``[B+1]`` % of the baseline's loss the variant loses going from ``c_star`` to
+    ``c_star f / r`` along its own fitted L(C), per draw (row 0: the data's)."""
+    base = _law_loss(fit.params, np.full(r.size, c_star))
+    return 100.0 * (_law_loss(fit.params, c_star * f / r) - base) / budget.base_loss
+
+
+def _ratio_var(fit, budget, c_star: float, f: float, ratio: TimeRatio) -> float:
+    """The ratio's variance term of the paired t interval, %^2: the shift's slope in log r
+    times the ratio's se, inflated by ``t_df / z`` (its df are few: 2 runs an arm give 1-2; the
+    t draws of the pooled side have no finite variance at df <= 2, so it is not their variance)."""
+    if not ratio.resolved or ratio.log_se == 0:
+        return 0.0
+    h = 1e-3
+    ends = ratio.value * np.exp([h, -h])
+    up, down = (float(_shift_pct(fit, budget, c_star, f, np.array([x]))[0]) for x in ends)
+    slope = (up - down) / (2 * h)  # % per unit of log r
+    inflate = float(stats.t.ppf(1 - ALPHA / 2, ratio.df) / stats.norm.ppf(1 - ALPHA / 2))
+    return (slope * ratio.log_se * inflate) ** 2
+
+
 def _budget_row(result, budget, ratio: TimeRatio, fit, rng) -> dict:
     """One size: the ratio, the compute the variant gets at the baseline's time, both gains."""
     groups = result.groups
@@ -129,17 +152,18 @@ def _budget_row(result, budget, ratio: TimeRatio, fit, rng) -> dict:
     f = float(per_token[budget.var] / per_token[budget.base])  # FLOPs per token, v / b
     moved_var = budget.var_seed_shift is not None  # read at the baseline's compute instead
     c_star = float(info.at[budget.base if moved_var else budget.var, "flops"])
-    r = ratio.draws(groups.loss.shape[0] - 1, rng)  # as many draws as the loss bootstrap
-    shift = _law_loss(fit.params, c_star * f / r) - _law_loss(fit.params, np.full(r.size, c_star))
-    shift_pct = 100.0 * shift / budget.base_loss  # [B+1], % of the baseline's loss
+    num = groups.loss.shape[0] - 1  # as many draws as the loss bootstrap
+    shift = _shift_pct(fit, budget, c_star, f, ratio.draws(num, rng))  # [B+1]
+    at_estimate = _shift_pct(fit, budget, c_star, f, np.full(num + 1, ratio.value))
+    fit_var = float(np.nanvar(at_estimate[1:], ddof=1)) if num > 1 else 0.0  # the law's own
+    extra = (fit_var if math.isfinite(fit_var) else 0.0) + _ratio_var(fit, budget, c_star, f, ratio)
     flop = GainTest.of(budget, groups)
-    extra = float(np.nanvar(shift_pct[1:], ddof=1)) if shift_pct.size > 2 else 0.0
     timed = dataclasses.replace(
         flop,
-        value=flop.value - float(shift_pct[0]),
-        draws=flop.draws - shift_pct[1:],
-        mean=flop.mean - float(shift_pct[0]),
-        tune_var=flop.tune_var + (extra if math.isfinite(extra) else 0.0),
+        value=flop.value - float(shift[0]),
+        draws=flop.draws - shift[1:],
+        mean=flop.mean - float(shift[0]),
+        tune_var=flop.tune_var + extra,
     )
     flop_ci, _ = flop.interval(ALPHA)
     time_ci, decided = timed.interval(ALPHA) if ratio.resolved else (None, None)
@@ -165,8 +189,8 @@ def _disagreement(row: dict) -> str | None:
     flop, timed = _sign(row["flop_gain_pct"]["ci95"]), _sign(row["gain_pct"]["ci95"])
     if flop is None or timed is None or flop == timed:
         return None
-    words = {1: "resolved positive", -1: "resolved negative", 0: "holds 0"}
-    return f"at matched FLOPs the gain is {words[flop]}, at matched GPU-hours it {words[timed]}"
+    words = {1: "is resolved positive", -1: "is resolved negative", 0: "holds 0"}
+    return f"at matched FLOPs the gain {words[flop]}, at matched GPU-hours it {words[timed]}"
 
 
 def time_matched(result, times: dict | None, seed: int) -> dict:

@@ -12,8 +12,8 @@ Bound (``tests.analysis.bounds``): over ``NUM_STUDIES`` = ``studies_to_catch(0.0
 studies, a 95% interval misses at most ``max_count(35, 0.05)`` = 5 times (a correct one
 exceeds that with probability 1%); an interval that misses 25% of the time fails it 9 times in
 10. Measured: missed 0/35 (the ratio's 2-3 df and the slowed runs make it conservative). With
-the ratio's spread dropped from the interval (checked on a copy of the module: each draw's
-ratio replaced by the estimate) it missed 18/35, and this test fails, as it must.
+the ratio's spread dropped from the interval (checked on a copy of the module: its se set to 0,
+so neither the pooled draws nor the paired t carry it) it missed 18/35, and this test fails.
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def test_headline_adds_one_sentence_only_when_gpu_hours_disagree_and_report_says
     (row,) = verdict["time_matched"]["variants"]
     assert row["top"]["flop_gain_pct"]["ci95"][0] > 0 > row["top"]["gain_pct"]["ci95"][1]
     assert row["disagrees"] == (
-        "at matched FLOPs the gain is resolved positive, at matched GPU-hours it resolved negative"
+        "at matched FLOPs the gain is resolved positive, "
+        "at matched GPU-hours it is resolved negative"
     )
     (said,) = headline(verdict)
     assert said.startswith(plain[0]) and said.count("At matched GPU-hours") == 1
