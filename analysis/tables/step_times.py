@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 STEP_KEY = "tokens_per_s"  # logged by the trainer at every logged step
-SOURCE = "cell step times (each run's median time per token over its logged steps, MLflow)"
+SOURCE = "cell step times (each run's logged tokens_per_s, MLflow)"
 MAX_RUNS_PER_CELL = 12
 
 
