@@ -16,6 +16,8 @@ from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
 from analysis.stats.axes.downstream import at_chosen_lrs, downstream_verdict
 from analysis.stats.core import analyse, check_inputs, grid_terms
+from analysis.stats.gains import intervals
+from analysis.stats.gains.time_matched import time_matched
 from analysis.stats.inference import inference_summary
 from analysis.stats.looks.sequential import paired_top_seeds
 from analysis.stats.lr.stability import stability_verdict
@@ -32,6 +34,7 @@ def run_analysis(
     *,
     curves: dict | Callable[[list[str]], dict] | None = None,
     parent: tuple[str | None, str] | None = None,
+    times: dict | Callable[[pd.DataFrame], dict | None] | None = None,
 ) -> dict:
     """Judge a run table as ``judgement`` says; write verdict.json, plots and the report into
     ``out_dir``; return the verdict.
@@ -56,6 +59,12 @@ def run_analysis(
     with the runs the plot draws only. ``parent`` (tracking URI, run id): everything written is
     also logged to that MLflow run under ``analysis/``; only the study's own judgement may be.
 
+    ``times``: each run's measured time per token (``analysis.tables.step_times``: ``{"source",
+    "device", "rows"}``), or a function of the run table that reads them (``lambda t:
+    load_step_times(uri, t)``); verdict.json's ``time_matched`` gives the gain at matched
+    GPU-hours beside the FLOP-matched one (``analysis.stats.gains.time_matched``). None: the
+    verdict says there was no time measurement and states no time-matched number.
+
     verdict.json's ``code_digests``: the model code each variant's judged runs trained with
     (``analysis.tables.digests``); a variant whose runs carry two digests is refused
     (ValueError) before anything is written.
@@ -74,6 +83,10 @@ def run_analysis(
     )
     result.add_backtest()  # verdict.json's backtest: the study predicts its own top size
     result.verdict["code_digests"] = code_digests
+    if callable(times):
+        times = times(table)
+    timed = time_matched(result, times, seed)  # the verdict's words stay on FLOPs
+    result.verdict["time_matched"] = timed if available(result) else intervals.strip(timed)
     runs = at_chosen_lrs(result.usable, result.groups)  # downstream tasks, at the loss's LRs
     if j.downstream_tasks is not None:
         runs = runs.drop(columns=[c for c in runs.columns if _other_task(c, j.downstream_tasks)])
@@ -105,6 +118,11 @@ def run_analysis(
     if parent is not None:
         log_to_parent(parent[0], parent[1], out)
     return result.verdict
+
+
+def available(result) -> bool:
+    """Whether the study carries intervals (``analysis.stats.gains.intervals``)."""
+    return bool(result.verdict["intervals"]["available"])
 
 
 def _other_task(column: str, tasks: tuple[str, ...]) -> bool:

@@ -70,6 +70,7 @@ def analyze_table(
     from analysis.report.terminal import verdict_lines
     from analysis.tables.mlflow_io import load_curves, load_study_runs
     from analysis.tables.runs import load_csv
+    from analysis.tables.step_times import load_step_times
 
     if runs_csv is None and not experiment:
         raise ValueError("give STUDY (a study spec) or --runs-csv FILE")
@@ -80,7 +81,7 @@ def analyze_table(
         **given(seed=seed, num_resamples=resamples, detect_gain_pct=detect_gain),
         by=TABLE,
     )
-    curves = None
+    curves = times = None
     if runs_csv is not None:
         if experiment or study_name or tracking_uri:
             raise ValueError("give --runs-csv FILE or --experiment/--study-name, not both")
@@ -91,8 +92,9 @@ def analyze_table(
             raise ValueError("without STUDY give --tracking-uri, --experiment and --study-name")
         table, _parent = load_study_runs(tracking_uri, experiment, study_name)
         curves = lambda ids: load_curves(tracking_uri, ids)  # noqa: E731 (drawn runs only)
+        times = lambda runs: load_step_times(tracking_uri, runs)  # noqa: E731
         out = out or Path("results") / study_name / "analysis"
-    verdict = run_analysis(table, judgement, out, curves=curves)
+    verdict = run_analysis(table, judgement, out, curves=curves, times=times)
     for line in verdict_lines(verdict):
         typer.echo(line)
     typer.echo(f"report: {out / 'report.html'}")

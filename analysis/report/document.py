@@ -21,6 +21,7 @@ from analysis.report.sections.looks import look_blocks, look_note
 from analysis.report.sections.lr_selection import lr_blocks
 from analysis.report.sections.reanalysis import TITLE, reanalysis_note
 from analysis.report.sections.stability import stability_blocks
+from analysis.report.sections.time_matched import time_blocks
 from analysis.report.sections.tokens import token_blocks
 from analysis.stats.planning.power import GRID_CAPS, MAX_SEEDS
 from analysis.stats.rules import verdict as verdicts
@@ -297,6 +298,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     b.extend(_verdict_blocks(verdict))
     b.extend(look_blocks(verdict))  # sequential seeds: the looks and the level they set
     b.extend(_gain_blocks(verdict, figures))
+    b.extend(time_blocks(verdict))  # the same gains at matched GPU-hours, from measured times
     b.extend(token_blocks(verdict, figures))  # the token axis, when measured
     b.extend(downstream_blocks(verdict))  # downstream tasks, when the runs logged any
     b.extend(backtest_blocks(verdict))  # the study's own extrapolation, checked on itself

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from analysis.report import fmt
+from analysis.report.sections.time_matched import time_sentence
 from analysis.stats.gains.levels import level_or_default
 from analysis.tables.spec import DEFAULT_MARGIN_PCT, parse_baselines
 
@@ -235,4 +236,8 @@ def headline(verdict: dict) -> list[str]:
     """One sentence per variant; one saying so when only a baseline was measured."""
     if not verdict["variants"]:
         return [f"Only the baseline {verdict['baseline']} has usable runs: nothing to compare."]
-    return [sentence(v) for v in verdict["variants"]]
+    out = []
+    for v in verdict["variants"]:  # one more sentence where GPU-hours read otherwise than FLOPs
+        timed = time_sentence(verdict, v["variant"])
+        out.append(sentence(v) + (f" {timed}" if timed else ""))
+    return out

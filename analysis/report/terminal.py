@@ -10,6 +10,7 @@ from analysis.report import fmt
 from analysis.report.headline import top_gain
 from analysis.report.sections.inference import inference_lines
 from analysis.report.sections.looks import look_clause
+from analysis.report.sections.time_matched import time_lines
 
 
 def _numbers(v: dict, intervals: bool) -> str:
@@ -51,5 +52,6 @@ def verdict_lines(verdict: dict) -> list[str]:
         lines.append(f"compute: {compute['note']}")
     if len(verdict["variants"]) > 1:
         lines.append(f"multiple comparisons: {verdict['multiple_comparisons']}")
+    lines.extend(time_lines(verdict))  # the gain at matched GPU-hours, or why none
     lines.extend(inference_lines(verdict))  # measured inference cost ratios, when present
     return lines

@@ -101,6 +101,7 @@ def _analyze_study(
     from analysis.report.terminal import verdict_lines
     from analysis.tables.inference_io import read_inference
     from analysis.tables.mlflow_io import load_curves, load_study_runs
+    from analysis.tables.step_times import load_step_times
     from foundation import contract
     from scaling.cli.commands import _load
     from scaling.rounds.judging import study_judgement
@@ -158,6 +159,7 @@ def _analyze_study(
         judgement,
         target,
         curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn only
+        times=lambda runs: load_step_times(uri, runs),  # each run's logged step times
         # the study's own verdict, into its own folder: the parent run gets it, as from `run`
         parent=(uri, parent) if parent and out is None and not changed else None,
     )

@@ -133,6 +133,7 @@ def analyze_study(
     # lazy: seconds of scipy and pandas, paid only by a run that analyses
     from analysis.api import run_analysis
     from analysis.tables.mlflow_io import load_curves, load_study_runs
+    from analysis.tables.step_times import load_step_times
 
     # lazy: the inference measurement runs only when a study is analysed
     from scaling.serving.inference_study import study_inference
@@ -147,6 +148,7 @@ def analyze_study(
         judgement,
         out,
         curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only
+        times=lambda runs: load_step_times(uri, runs),  # each run's logged step times
         parent=None if (parent_id or parent) is None else (uri, parent_id or parent),
     )
     return verdict, out

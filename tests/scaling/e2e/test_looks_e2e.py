@@ -15,7 +15,8 @@ run with `--baseline linear` is refused, since its report would read another arm
 
 The one end-to-end test of `scaling run` from raw text to report on local jobs: prepared data,
 the LR search, the looks, MLflow's tree (a parent, one child per cell), the terminal's verdict
-lines, verdict.json, the HTML report and plots, and a rerun that trains nothing. (A fixed-seed
+lines, verdict.json, the HTML report and plots, the gain at matched GPU-hours from the cells' own
+logged step times, and a rerun that trains nothing. (A fixed-seed
 copy of the demo drove the same path, the looks aside, and was folded in here.)
 """
 
@@ -124,6 +125,7 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     assert [k["look"] for k in verdict["sequential"]["looks"]] == [1, 2]
     report = (tmp_path / "runs" / "looks-ci" / "analysis" / "report.md").read_text()
     assert "Sequential looks" in report
+    _check_time_matched(verdict, children, client, report, out)
     num_cells = len(study.cells)
     assert f"{num_cells}/{num_cells} done ({num_cells} completed" in out, out[-3000:]
     assert "linear vs nonlinear:" in out and "report:" in out and "MLflow UI:" in out
@@ -157,3 +159,41 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     assert refused.returncode == 2, refused.stdout + refused.stderr
     said = " ".join(refused.stderr.replace("\u2502", " ").split())  # unwrap typer's box
     assert "look(s) 1, 2 of this study were judged against nonlinear" in said, said
+
+
+def _check_time_matched(verdict: dict, children: list, client, report: str, out: str) -> None:
+    """The gain at matched GPU-hours rests on these cells' own logged step times: each arm's
+    ratio at the top size is the one recomputed here from MLflow's `tokens_per_s` histories
+    (median per run, geometric mean per arm), on the device the runs recorded."""
+    import numpy as np
+
+    timed = verdict["time_matched"]
+    assert timed["measured"] and timed["source"].startswith("cell step times"), timed
+    assert timed["device"] == children[0].data.tags["device"]  # as the runs recorded it
+    (row,) = timed["variants"]
+    top = row["top"]
+    assert top["size"] == "100K" and set(row["by_size"]) == {"12K", "25K", "55K", "100K"}
+
+    def per_run(variant: str) -> list[float]:
+        runs = [r for r in children if r.data.tags[C.TAG_VARIANT] == variant]
+        runs = [r for r in runs if r.data.tags[C.TAG_SIZE] == top["size"]]
+        got = []
+        for r in runs:
+            history = client.get_metric_history(r.info.run_id, "tokens_per_s")
+            got.append(float(np.median([1.0 / m.value for m in history])))
+        return got
+
+    lin, non = per_run("linear"), per_run("nonlinear")
+    assert top["time_ratio"]["num_runs"] == {"variant": len(lin), "baseline": len(non)}
+    ratio = float(np.exp(np.mean(np.log(lin)) - np.mean(np.log(non))))
+    assert top["time_ratio"]["value"] == pytest.approx(ratio, rel=1e-9)
+    low, high = top["time_ratio"]["ci95"]
+    assert low < ratio < high  # the runs' spread, carried
+    assert top["stated"] and top["gain_pct"]["ci95"] is not None
+    print(
+        f"\ntime per token linear/nonlinear at 100K: {ratio:.3f} [{low:.3f}, {high:.3f}] "
+        f"({len(lin)}/{len(non)} runs, {timed['device']}); gain at matched FLOPs "
+        f"{top['flop_gain_pct']}, at matched GPU-hours {top['gain_pct']}"
+    )
+    assert "Gain at matched GPU-hours" in report
+    assert "linear at matched GPU-hours: gain at 100K" in out  # the terminal's line
