@@ -4,6 +4,7 @@ them, a size that cannot fit reported with its fix, unprepared data refused with
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,69 @@ def test_pilot_on_slurm_runs_on_the_study_partition(
     assert all(m["status"] == "ok" and m["tokens_per_s"] > 0 for m in pilot["probes"].values())
     sbatch = list((tmp_path / "study" / "submitit" / "pilot" / "slurm").glob("*submission.sh"))
     assert sbatch and all("--ntasks-per-node" in f.read_text() for f in sbatch)
+
+
+def _max_queued_at_once(job_ids: list[str]) -> int:
+    """The most of `job_ids` in Slurm's queue at one moment, from sacct's submit and end
+    times: at each submission, the jobs submitted by then that had not ended."""
+    import subprocess
+    import time
+    from datetime import datetime
+
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    for _ in range(30):  # slurmdbd records an end a moment after the job left
+        out = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-j", ",".join(arrays), "--format=JobID,Submit,End"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+        rows = [line.split("|") for line in out.split()]
+        rows = [r for r in rows if r[0] in job_ids]
+        if len(rows) == len(job_ids) and all(r[2] not in ("Unknown", "None") for r in rows):
+            break
+        time.sleep(1)
+    times = [(datetime.fromisoformat(s), datetime.fromisoformat(e)) for _, s, e in rows]
+    assert len(times) == len(job_ids), out
+    return max(sum(s <= t < e for s, e in times) for t, _ in times)
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_pilot_on_slurm_submits_within_the_clusters_limits(
+    tmp_path, data_dir, mlflow_server, slurm_cluster, monkeypatch
+):
+    """Issue 53: the pilot submits as `scaling run` does, within the cluster's limits. Six
+    one-rank probes (2 sizes x 3 arms) against MaxArraySize 4 (.ci/slurm/common.sh) and at most
+    5 queued at once (`slurm.max_submitted`, under the CI user's MaxSubmitJobs 6): arrays of at
+    most 4, never more than 5 probes in the queue (read back from sacct), the sixth submitted
+    once one left. Before, the pilot made six separate sbatch calls at once (and a site's
+    MaxSubmitJobs refused the seventh). Slow (about a minute on 2 cores): six real probes; the
+    held probe exists only when there are more probes than the cap."""
+    from scaling.rounds.backends.slurm_limits import read_limits
+    from tests.conftest import skip_unless_required
+    from tests.scaling.helpers import wait_for_an_empty_queue
+
+    limits = read_limits()
+    if limits.max_array > 4:
+        skip_unless_required(f"the cluster's MaxArraySize is {limits.max_array}; start.sh sets 4")
+    spec = small_spec(data_dir, tmp_path / "study", mlflow_server, executor="slurm")
+    spec["variants"] = ["linear", "nonlinear", "identity"]
+    spec["parallel"] = {}  # both sizes on one rank: one world size, one group of 6 probes
+    spec["slurm"] = {"time_limit_min": 20, "array_parallelism": 4, "max_submitted": 5}
+    path = _write(spec, tmp_path / "study.yaml")
+    monkeypatch.setenv("SCALING_POLL_S", "1")
+    wait_for_an_empty_queue()  # the cap counts every job of this user
+    proc = _cli("pilot", str(path), "--steps", "1", "--warmup", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    pilot = json.loads((tmp_path / "study" / PILOT_FILE).read_text())
+    assert len(pilot["probes"]) == 6
+    assert all(m["status"] == "ok" for m in pilot["probes"].values()), pilot["probes"]
+    job_ids = [
+        line.rsplit(" ", 1)[-1] for line in proc.stdout.splitlines() if ": Slurm job " in line
+    ]
+    assert _max_queued_at_once(job_ids) <= 5, job_ids  # Slurm's own record of the queue
+    arrays = Counter(j.split("_")[0] for j in job_ids)
+    assert len(job_ids) == 6 and max(arrays.values()) <= 4 and len(arrays) >= 2, job_ids
+    assert "sbatch refused" not in proc.stdout
+    assert "slurm.max_submitted 5" in proc.stdout and "cell(s) wait:" in proc.stdout
