@@ -269,37 +269,41 @@ def _curves_per_run(
 def _curves_bulk(
     tracking_uri: str, run_ids: list[str], keys: tuple[str, ...], workers: int
 ) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
-    """``load_curves`` through ``metrics/get-history-bulk-interval``: one request per 100 runs
-    and key, instead of one per run and key (at 3,300 drawn runs, 68 requests for 6,700). The
-    server returns a history of fewer than ``BULK_POINTS`` points whole, in the order of
-    ``get_metric_history`` sorted by step (step, then timestamp, then value); a longer one may
-    come back sampled, so it is read again in full, run by run."""
+    """``load_curves`` through ``metrics/get-history-bulk`` (``foundation.mlflow_rest``): one
+    request and one SQL query per 100 runs and key, instead of one request per run and key (at
+    3,300 drawn runs, 68 requests for 6,700). The server returns each run's points in
+    ``get_metric_history``'s order, sorted here by step as the per-run path sorts them; an
+    answer cut at the server's 25,000 points is asked again in halves, and a single run's
+    history that long is read run by run."""
     size = mlflow_rest.BULK_RUNS
     tasks = [(run_ids[i : i + size], key) for key in keys for i in range(0, len(run_ids), size)]
+    client = None  # made only if one history alone fills an answer
 
-    def one(task: tuple[list[str], str]) -> tuple[str, dict[str, list[dict]]]:
+    def one(task: tuple[list[str], str]) -> tuple[str, dict[str, tuple[list, list]]]:
+        nonlocal client
         chunk, key = task
-        return key, mlflow_rest.metric_histories(tracking_uri, chunk, key)
+        histories, whole = mlflow_rest.metric_histories(tracking_uri, chunk, key)
+        if whole:
+            return key, {rid: _by_step(points) for rid, points in histories.items()}
+        if len(chunk) > 1:
+            half = len(chunk) // 2
+            return key, {**one((chunk[:half], key))[1], **one((chunk[half:], key))[1]}
+        client = client or _client(tracking_uri)
+        full = _full_history(client, chunk[0], key)
+        return key, {} if full is None else {chunk[0]: full}
 
     got: dict[str, dict[str, tuple[list[int], list[float]]]] = {rid: {} for rid in run_ids}
-    too_long: list[tuple[str, str]] = []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
         for key, histories in pool.map(one, tasks):
-            for run_id, points in histories.items():
-                if len(points) >= mlflow_rest.BULK_POINTS:
-                    too_long.append((run_id, key))
-                    continue
-                points = sorted(points, key=lambda p: int(p.get("step", 0)))
-                steps = [int(p.get("step", 0)) for p in points]
-                got[run_id][key] = (steps, [float(p.get("value", 0.0)) for p in points])
-    if too_long:
-        client = _client(tracking_uri)
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(too_long)))) as pool:
-            full = pool.map(lambda rk: _full_history(client, *rk), too_long)
-            for (run_id, key), history in zip(too_long, full, strict=True):
-                if history is not None:
-                    got[run_id][key] = history
+            for run_id, history in histories.items():
+                got[run_id][key] = history
     return {rid: {k: got[rid][k] for k in keys if k in got[rid]} for rid in run_ids if got.get(rid)}
+
+
+def _by_step(points: list[dict]) -> tuple[list[int], list[float]]:
+    """(steps, values) of a REST history, sorted by step (stable: timestamp order kept)."""
+    points = sorted(points, key=lambda p: int(p.get("step", 0)))
+    return [int(p.get("step", 0)) for p in points], [float(p.get("value", 0.0)) for p in points]
 
 
 def log_to_parent(tracking_uri: str | None, parent_run_id: str, out_dir: Path) -> None:
