@@ -51,6 +51,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))  # cdp.py
 
 THREADS = 8  # MLflow calls in flight while the runs are made
 
@@ -198,6 +199,68 @@ def time_analyze(path: Path, folder: Path) -> tuple[float, int, str]:
     )
     last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
     return time.perf_counter() - start, proc.returncode, last[0][:160]
+
+
+# What the runs table shows, read in the page: its rows are ag-grid rows keyed by run id; the
+# grid sizes its scrolled container to all its rows (it renders only those in view)
+_TABLE_JS = """(() => {
+  const ids = new Set(
+    [...document.querySelectorAll('[row-id]')].map(e => e.getAttribute('row-id')));
+  const row = document.querySelector('.ag-center-cols-container [row-id]');
+  const box = document.querySelector('.ag-center-cols-container');
+  const text = document.body.innerText;
+  const matching = (text.match(/([\\d,]+) matching runs/) || [])[1] || null;
+  return {rendered: ids.size, parent: ids.has(PARENT), matching: matching,
+          grid_rows: row && box ? Math.round(box.offsetHeight / row.offsetHeight) : 0,
+          load_more: /Load more/.test(text)};
+})()"""
+_EXPAND_JS = """(() => {
+  const row = document.querySelector('[row-id=' + JSON.stringify(PARENT) + ']');
+  const button = row && row.querySelector('button[data-component-id*="runnamecellrenderer"]');
+  if (button) { button.click(); }
+  return !!button;
+})()"""
+
+
+def open_in_browser(study, timeout_s: float = 300) -> dict:
+    """The MLflow UI's runs table of the study's experiment in headless Chromium
+    (`benchmarks.cdp`): seconds until the parent's row shows, what the table states then
+    ("N matching runs", rows), then the parent's row expanded (a click on its toggle) and
+    seconds until its children's rows show, and how many the grid then holds. FACTS.md: the
+    runs table needs `workflowType=machine_learning` in the URL, else the UI opens on the
+    GenAI traces page."""
+    from cdp import Browser
+
+    from foundation import contract
+    from scaling.state.run_search import experiment_id_http, search_http
+
+    uri = study.mlflow.tracking_uri
+    exp_id = experiment_id_http(uri, study.mlflow.experiment)
+    role = f"tags.`{contract.TAG_ROLE}` = '{contract.ROLE_STUDY}'"
+    parents = search_http(uri, exp_id, f"{role} and tags.{contract.TAG_STUDY} = '{study.name}'")
+    parent = min(parents, key=lambda r: r.start_time).run_id
+    url = f"{uri.rstrip('/')}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
+    table_js = _TABLE_JS.replace("PARENT", json.dumps(parent))
+    out: dict = {"url": url}
+    browser = Browser()
+    try:
+        start = time.perf_counter()
+        browser.command("Page.navigate", url=url)
+        shown = browser.wait_for(table_js.replace("return {", "return ids.size && {"), timeout_s)
+        out["table_s"] = None if shown is None else time.perf_counter() - start
+        out["first"] = browser.evaluate(table_js)
+        if not out["first"]["parent"]:
+            return out
+        clicked = time.perf_counter()
+        out["expanded"] = browser.evaluate(_EXPAND_JS.replace("PARENT", json.dumps(parent)))
+        more = f"({table_js}).grid_rows > {out['first']['grid_rows']}"
+        grew = browser.wait_for(more, timeout_s)
+        out["children_s"] = None if grew is None else time.perf_counter() - clicked
+        time.sleep(2)  # a last page of children may still come
+        out["after"] = browser.evaluate(table_js)
+    finally:
+        browser.close()
+    return out
 
 
 def main() -> None:

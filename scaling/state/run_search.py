@@ -4,7 +4,7 @@
 importing mlflow (~1.4 s of CPU) and turning the response into protobuf entities (seconds for
 2,000 runs with their ~60 params each) only to read a few tags and metrics. Against an HTTP(S)
 server this module posts the same `runs/search` request MLflow's client does
-(`foundation.mlflow_rest`, at the server's largest page) and keeps only each run's id, status,
+(`foundation.mlflow_rest`, in pages of 1,000 runs) and keeps only each run's id, status,
 start time, tags and metrics. Other stores (SQLite, a database URI) go through the MLflow
 client as before (`search_with_client`).
 """
@@ -25,7 +25,7 @@ __all__ = [
     "search_with_client",
 ]
 
-PAGE_SIZE = mlflow_rest.SEARCH_PAGE  # fewer round trips is faster; the server's largest page
+PAGE_SIZE = mlflow_rest.SEARCH_PAGE  # the page the server answers fastest per run
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def test_load_curves_reads_every_logged_step_of_train_and_val_loss(study):
 
 def test_the_rest_reads_equal_the_clients_per_run_reads(study, monkeypatch):
     """Issue 53: at 10,000 runs `scaling analyze` reads the study through MLflow's REST API
-    (`runs/search` in 50,000-run pages, the histories of 100 runs per `get-history-bulk`): the
+    (`runs/search` as plain JSON, the histories of 100 runs per `get-history-bulk`): the
     same table, parent and curves, point for point and in order, as the MLflow client's pages
     and one `get_metric_history` per run and key. An answer cut at the server's cap on points
     is asked again in halves, down to one run read in full (the cap lowered here, so that
