@@ -151,7 +151,7 @@ def time_status(study) -> tuple[float, float, float, int]:
     from scaling.state.scheduler import squeue_backoff
     from scaling.state.status import study_status
 
-    cold, rows = timed(study_status, study)
+    cold, rows = timed(study_status, study, True)  # a full search (an existing study: again)
     assert all(r.state == "completed" for r in rows), {r.state for r in rows}
     warm, _ = timed(study_status, study)
     watcher = RoundWatcher(study, SlurmExecutor(study), poll_s=60)
@@ -201,17 +201,17 @@ def time_analyze(path: Path, folder: Path) -> tuple[float, int, str]:
     return time.perf_counter() - start, proc.returncode, last[0][:160]
 
 
-# What the runs table shows, read in the page: its rows are ag-grid rows keyed by run id; the
-# grid sizes its scrolled container to all its rows (it renders only those in view)
+# What the runs table shows, read in the page: its rows are ag-grid rows keyed by run id (it
+# renders only those in view; `aria-rowcount` counts them all, with the header's rows)
 _TABLE_JS = """(() => {
   const ids = new Set(
     [...document.querySelectorAll('[row-id]')].map(e => e.getAttribute('row-id')));
-  const row = document.querySelector('.ag-center-cols-container [row-id]');
-  const box = document.querySelector('.ag-center-cols-container');
+  const grid = document.querySelector('.ag-root[aria-rowcount], [role=treegrid], [role=grid]');
   const text = document.body.innerText;
-  const matching = (text.match(/([\\d,]+) matching runs/) || [])[1] || null;
-  return {rendered: ids.size, parent: ids.has(PARENT), matching: matching,
-          grid_rows: row && box ? Math.round(box.offsetHeight / row.offsetHeight) : 0,
+  return {rendered: ids.size, parent: ids.has(PARENT),
+          matching: (text.match(/([\\d,]+) matching runs/) || [])[1] || null,
+          grid_rows: grid ? Number(grid.getAttribute('aria-rowcount'))
+            - document.querySelectorAll('.ag-header-viewport .ag-header-row').length : null,
           load_more: /Load more/.test(text)};
 })()"""
 _EXPAND_JS = """(() => {
@@ -220,15 +220,21 @@ _EXPAND_JS = """(() => {
   if (button) { button.click(); }
   return !!button;
 })()"""
+_LOAD_MORE_JS = """(() => {
+  const button = [...document.querySelectorAll('button')].find(b => /Load more/.test(b.innerText));
+  if (button) { button.click(); }
+  return !!button;
+})()"""
 
 
-def open_in_browser(study, timeout_s: float = 300) -> dict:
+def open_in_browser(study, timeout_s: float = 600) -> dict:
     """The MLflow UI's runs table of the study's experiment in headless Chromium
-    (`benchmarks.cdp`): seconds until the parent's row shows, what the table states then
-    ("N matching runs", rows), then the parent's row expanded (a click on its toggle) and
-    seconds until its children's rows show, and how many the grid then holds. FACTS.md: the
-    runs table needs `workflowType=machine_learning` in the URL, else the UI opens on the
-    GenAI traces page."""
+    (`benchmarks.cdp`), as a user opens it: seconds until the parent's row shows and what the
+    table states then ("N matching runs": the runs loaded, not the experiment's total); then
+    "Load more" clicked until every run is loaded (the UI loads 100 a click), with the clicks
+    and the seconds; then the parent expanded (a click on its toggle), the seconds until its
+    children show and the rows the grid then holds. FACTS.md: the runs table needs
+    `workflowType=machine_learning` in the URL, else the UI opens on the GenAI traces page."""
     from cdp import Browser
 
     from foundation import contract
@@ -246,50 +252,86 @@ def open_in_browser(study, timeout_s: float = 300) -> dict:
     try:
         start = time.perf_counter()
         browser.command("Page.navigate", url=url)
-        shown = browser.wait_for(table_js.replace("return {", "return ids.size && {"), timeout_s)
+        shown = browser.wait_for(f"({table_js}).parent", timeout_s)
         out["table_s"] = None if shown is None else time.perf_counter() - start
         out["first"] = browser.evaluate(table_js)
-        if not out["first"]["parent"]:
+        if shown is None:
             return out
+        loading, out["load_more_clicks"] = time.perf_counter(), 0
+        while time.perf_counter() - loading < timeout_s:  # collapsed: the button stays in view
+            before = browser.evaluate(table_js)["matching"]
+            if not browser.evaluate(_LOAD_MORE_JS):
+                break
+            out["load_more_clicks"] += 1
+            if browser.wait_for(f"({table_js}).matching != {json.dumps(before)}", 120) is None:
+                break  # the click loaded nothing
+        out["load_all_s"] = time.perf_counter() - loading
         clicked = time.perf_counter()
         out["expanded"] = browser.evaluate(_EXPAND_JS.replace("PARENT", json.dumps(parent)))
-        more = f"({table_js}).grid_rows > {out['first']['grid_rows']}"
-        grew = browser.wait_for(more, timeout_s)
+        grew = browser.wait_for(f"({table_js}).grid_rows > 1", timeout_s)
         out["children_s"] = None if grew is None else time.perf_counter() - clicked
-        time.sleep(2)  # a last page of children may still come
         out["after"] = browser.evaluate(table_js)
     finally:
         browser.close()
     return out
 
 
+def measure(path: Path, folder: Path, make_runs: bool) -> str:
+    """One table row: every figure of one study (its runs made first if `make_runs`)."""
+    from scaling.rounds.environment import load_study_spec
+
+    plan_s = time_plan(path)
+    study = load_study_spec(path, check_environment=False)
+    runs_s = make_instant_runs(study) if make_runs else float("nan")
+    cold, warm, poll, calls = time_status(study)
+    driver = driver_process(path)
+    analyze_s, rc, last = time_analyze(path, folder)
+    ui = open_in_browser(study)
+    first, after = ui.get("first", {}), ui.get("after", {})
+    print(json.dumps(ui), file=sys.stderr)
+    return (
+        f"{len(study.cells):>7} {plan_s:>7.2f} {runs_s:>7.1f} {cold:>11.2f} {warm:>6.2f} "
+        f"{poll:>6.2f} {calls:>6} {driver['rss_mb']:>9.0f} {driver['poll_s']:>8.2f} "
+        f"{analyze_s:>9.1f} {_s(ui.get('table_s')):>6} {first.get('matching')!s:>8} "
+        f"{_s(ui.get('children_s')):>6} {ui.get('load_more_clicks', 0):>5} "
+        f"{_s(ui.get('load_all_s')):>6} {after.get('grid_rows')!s:>7} {rc}  {last if rc else ''}"
+    )
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f}"
+
+
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cells", nargs="*", type=int, help="study sizes (default 10 100 1000)")
+    parser.add_argument(
+        "--existing",
+        type=Path,
+        action="append",
+        default=[],
+        help="also measure a study this script made before (its YAML; its runs are reused)",
+    )
+    args = parser.parse_args()
     uri = os.environ.get("SCALING_TEST_MLFLOW_URI")
     if not uri:
         sys.exit("bench_scale.py: source /tmp/svc/env first (SCALING_TEST_MLFLOW_URI)")
-    sizes = [int(a) for a in sys.argv[1:]] or [10, 100, 1000]
-    from scaling.rounds.environment import load_study_spec
-
+    sizes = args.cells or ([] if args.existing else [10, 100, 1000])
+    print(f"load average {os.getloadavg()[0]:.1f} at the start")
     print(
         f"{'cells':>7} {'plan s':>7} {'runs s':>7} {'status cold':>11} {'warm':>6} {'poll':>6} "
-        f"{'squeue':>6} {'driver MB':>9} {'drv poll':>8} {'analyze s':>9} rc"
+        f"{'squeue':>6} {'driver MB':>9} {'drv poll':>8} {'analyze s':>9} {'ui s':>6} "
+        f"{'matching':>8} {'kids s':>6} {'more':>5} {'all s':>6} {'ui rows':>7} rc"
     )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for num in sizes:
-            path = study_file(folder, num, uri)
-            plan_s = time_plan(path)
-            study = load_study_spec(path, check_environment=False)
-            runs_s = make_instant_runs(study)
-            cold, warm, poll, calls = time_status(study)
-            driver = driver_process(path)
-            analyze_s, rc, last = time_analyze(path, folder)
-            print(
-                f"{len(study.cells):>7} {plan_s:>7.2f} {runs_s:>7.1f} {cold:>11.2f} {warm:>6.2f} "
-                f"{poll:>6.2f} {calls:>6} {driver['rss_mb']:>9.0f} {driver['poll_s']:>8.2f} "
-                f"{analyze_s:>9.1f} {rc}  {last if rc else ''}",
-                flush=True,
-            )
+            print(measure(study_file(folder, num, uri), folder, True), flush=True)
+        for path in args.existing:
+            print(measure(path.resolve(), path.resolve().parent, False), flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
