@@ -8,13 +8,14 @@ users pay for it.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.tables.runs import is_eval_column
 from analysis.tables.study_table import effective_digest, run_record, run_state, run_table
-from foundation import contract
+from foundation import contract, mlflow_rest
 from foundation.studypaths import missing_store, missing_store_message
 
 _client = contract.make_client
@@ -72,15 +73,17 @@ def load_study_runs(
             "mlflow.experiment and mlflow.tracking_uri"
         )
     quoted = study.replace("'", "\\'")
-    runs = contract.search_runs(client, exp_id, f"tags.{contract.TAG_STUDY} = '{quoted}'")
+    runs = search_study_runs(
+        tracking_uri, client, exp_id, f"tags.{contract.TAG_STUDY} = '{quoted}'"
+    )
     parents = [r for r in runs if r.data.tags.get(contract.TAG_ROLE) == contract.ROLE_STUDY]
     cells = [r for r in runs if r.data.tags.get(contract.TAG_ROLE) != contract.ROLE_STUDY]
     # a WSD stable run is the trunk its branches fork from, not a measurement
     stable = [r for r in cells if r.data.tags.get(contract.TAG_CELL_KIND) == contract.KIND_STABLE]
     cells = [r for r in cells if r.data.tags.get(contract.TAG_CELL_KIND) != contract.KIND_STABLE]
     if not parents:  # the parent may carry only the role tag and the study name as run name
-        role = contract.search_runs(
-            client, exp_id, f"tags.`{contract.TAG_ROLE}` = '{contract.ROLE_STUDY}'"
+        role = search_study_runs(
+            tracking_uri, client, exp_id, f"tags.`{contract.TAG_ROLE}` = '{contract.ROLE_STUDY}'"
         )
         parents = [r for r in role if r.info.run_name == study]
     if not cells and stable:
@@ -97,6 +100,62 @@ def load_study_runs(
     # a re-submitted study may have left a second parent; the first created is the study's
     parent_id = min(parents, key=lambda r: r.info.start_time).info.run_id if parents else None
     return run_table(rows, f"study {study!r} in MLflow"), parent_id
+
+
+@dataclass(frozen=True)
+class _RunInfo:
+    run_id: str
+    status: str
+    start_time: int
+    run_name: str
+
+
+@dataclass(frozen=True)
+class _RunData:
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    params: dict[str, str]  # a diverged run's planned budget is read from its config (`_budget`)
+
+
+@dataclass(frozen=True)
+class RestRun:
+    """The parts of an MLflow ``Run`` the study table reads (``info.run_id``, ``info.status``,
+    ``info.start_time``, ``info.run_name``, ``data.tags``, ``data.metrics``, ``data.params``),
+    from the REST search's JSON: read as a ``Run`` is, without building one."""
+
+    info: _RunInfo
+    data: _RunData
+
+
+def _rest_run(run: dict) -> RestRun:
+    info, data = run["info"], run.get("data", {})
+    return RestRun(
+        _RunInfo(
+            info["run_id"],
+            info.get("status", "RUNNING"),
+            int(info.get("start_time", 0)),
+            info.get("run_name", ""),
+        ),
+        _RunData(
+            {t["key"]: t.get("value", "") for t in data.get("tags", [])},
+            {m["key"]: float(m.get("value", 0.0)) for m in data.get("metrics", [])},
+            {p["key"]: p.get("value", "") for p in data.get("params", [])},
+        ),
+    )
+
+
+def search_study_runs(
+    tracking_uri: str, client, exp_id: str, filter_string: str, rest: bool | None = None
+) -> list:
+    """Every run of ``exp_id`` matching ``filter_string``. Against an HTTP(S) server (or
+    ``rest=True``) through the REST API (``foundation.mlflow_rest``): plain ``RestRun``
+    records, without the client's protobuf entities (10 s of CPU at 10,000 runs); else
+    (``rest=False``, or another store) through ``client``."""
+    if rest is None:
+        rest = mlflow_rest.is_http(tracking_uri)
+    if not rest:
+        return contract.search_runs(client, exp_id, filter_string)
+    return [_rest_run(r) for r in mlflow_rest.search_runs(tracking_uri, exp_id, filter_string)]
 
 
 def study_rows(cells: list, study: str) -> list[dict]:
@@ -182,27 +241,91 @@ CURVE_KEYS = (contract.TRAIN_LOSS, contract.VAL_LOSS)  # per-step metrics of the
 
 
 def load_curves(
-    tracking_uri: str, run_ids: list[str], keys: tuple[str, ...] = CURVE_KEYS, workers: int = 8
+    tracking_uri: str,
+    run_ids: list[str],
+    keys: tuple[str, ...] = CURVE_KEYS,
+    workers: int = 8,
+    bulk: bool | None = None,
 ) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
-    """``run_id -> {key: (steps, values)}`` of per-step metrics, for the training-curve plots.
+    """``run_id -> {key: (steps, values)}`` of per-step metrics, for the training-curve plots,
+    in ``run_ids`` order. Runs or keys with no history are left out.
 
-    ``get_metric_history`` pages through a run's whole history itself (one request per page of
-    the server's page size); runs are fetched ``workers`` at a time in threads, so a study of a
-    few hundred runs costs seconds, not one round trip after another. Runs or keys with no
-    history are left out.
-    """
+    Against an HTTP(S) server (``bulk`` None or True) the histories of 100 runs come in one
+    request (``_curves_bulk``); else, or on a server without that endpoint, one
+    ``get_metric_history`` per run and key (``_curves_per_run``). Both give the same points in
+    the same order. Requests go ``workers`` at a time in threads."""
+    if bulk is None:
+        bulk = mlflow_rest.is_http(tracking_uri)
+    if bulk:
+        try:
+            return _curves_bulk(tracking_uri, run_ids, keys, workers)
+        except mlflow_rest.NoEndpoint:
+            pass  # a server older than the endpoint: one request per run
+    return _curves_per_run(tracking_uri, run_ids, keys, workers)
+
+
+def _full_history(client, run_id: str, key: str) -> tuple[list[int], list[float]] | None:
+    """Every point of ``key`` in ``run_id``, by step (``get_metric_history`` pages itself)."""
+    history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+    return ([m.step for m in history], [m.value for m in history]) if history else None
+
+
+def _curves_per_run(
+    tracking_uri: str, run_ids: list[str], keys: tuple[str, ...], workers: int
+) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
+    """``load_curves`` by one ``get_metric_history`` per run and key (any store)."""
     client = _client(tracking_uri)
 
     def one(run_id: str) -> tuple[str, dict]:
         out = {}
         for key in keys:
-            history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
-            if history:
-                out[key] = ([m.step for m in history], [m.value for m in history])
+            got = _full_history(client, run_id, key)
+            if got is not None:
+                out[key] = got
         return run_id, out
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(run_ids)))) as pool:
         return {rid: got for rid, got in pool.map(one, run_ids) if got}
+
+
+def _curves_bulk(
+    tracking_uri: str, run_ids: list[str], keys: tuple[str, ...], workers: int
+) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
+    """``load_curves`` through ``metrics/get-history-bulk`` (``foundation.mlflow_rest``): one
+    request and one SQL query per 100 runs and key, instead of one request per run and key (at
+    3,300 drawn runs, 68 requests for 6,700). The server returns each run's points in
+    ``get_metric_history``'s order, sorted here by step as the per-run path sorts them; an
+    answer cut at the server's 25,000 points is asked again in halves, and a single run's
+    history that long is read run by run."""
+    size = mlflow_rest.BULK_RUNS
+    tasks = [(run_ids[i : i + size], key) for key in keys for i in range(0, len(run_ids), size)]
+    client = None  # made only if one history alone fills an answer
+
+    def one(task: tuple[list[str], str]) -> tuple[str, dict[str, tuple[list, list]]]:
+        nonlocal client
+        chunk, key = task
+        histories, whole = mlflow_rest.metric_histories(tracking_uri, chunk, key)
+        if whole:
+            return key, {rid: _by_step(points) for rid, points in histories.items()}
+        if len(chunk) > 1:
+            half = len(chunk) // 2
+            return key, {**one((chunk[:half], key))[1], **one((chunk[half:], key))[1]}
+        client = client or _client(tracking_uri)
+        full = _full_history(client, chunk[0], key)
+        return key, {} if full is None else {chunk[0]: full}
+
+    got: dict[str, dict[str, tuple[list[int], list[float]]]] = {rid: {} for rid in run_ids}
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
+        for key, histories in pool.map(one, tasks):
+            for run_id, history in histories.items():
+                got[run_id][key] = history
+    return {rid: {k: got[rid][k] for k in keys if k in got[rid]} for rid in run_ids if got.get(rid)}
+
+
+def _by_step(points: list[dict]) -> tuple[list[int], list[float]]:
+    """(steps, values) of a REST history, sorted by step (stable: timestamp order kept)."""
+    points = sorted(points, key=lambda p: int(p.get("step", 0)))
+    return [int(p.get("step", 0)) for p in points], [float(p.get("value", 0.0)) for p in points]
 
 
 def log_to_parent(tracking_uri: str | None, parent_run_id: str, out_dir: Path) -> None:

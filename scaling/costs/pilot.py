@@ -30,6 +30,7 @@ from foundation.provenance import git_commit
 from jobs.config import RunConfig
 from models.catalog.variants import variant_module
 from scaling.costs.pilot_job import OK, OOM, PilotJob
+from scaling.costs.pilot_queue import submit_probes
 from scaling.rounds.backends.executors import executor_for
 from scaling.rounds.warmstart import warm_python
 from scaling.spec.resolved import ResolvedStudy
@@ -243,8 +244,8 @@ def run_pilot(
     results: dict[str, dict[str, Any]] = {}
     executor = executor_for(study)
     timeout_s = executor.probe_timeout_s
-    if executor.parallel_probes:  # all at once: each job has its own nodes
-        jobs = {p.key: _submit(study, p, folder, None) for p in todo}
+    if executor.parallel_probes:  # all at once, each on its own nodes, within Slurm's limits
+        jobs = submit_probes(executor, todo, folder, say)
         for probe in todo:
             say(f"pilot {probe.config.name}: {executor.label} job {jobs[probe.key].job_id}")
         for probe in todo:

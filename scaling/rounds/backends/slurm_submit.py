@@ -60,8 +60,10 @@ class ArraySubmitter:
         poll_s: float,
         say: Callable[[str], None],
         stop: threading.Event | None = None,
+        on_interrupt: str = "they stay pending, and the next `scaling submit` goes on",
     ) -> None:
         self.folder, self.name, self.limits = folder, executor_name, limits
+        self.on_interrupt = on_interrupt  # what Ctrl-C leaves, for the wait line
         self.submit_chunk, self.poll_s, self.say, self.stop = submit_chunk, poll_s, say, stop
         self.max_array = limits.max_array
         self.squeue_calls = 0  # for the benchmark and the tests: one per try
@@ -88,8 +90,7 @@ class ArraySubmitter:
                 if reason != said:
                     self.say(
                         f"{len(waiting)} cell(s) wait: {reason}; submitting more as jobs leave "
-                        "the queue (Ctrl-C: they stay pending, and the next `scaling submit` "
-                        "goes on)"
+                        f"the queue (Ctrl-C: {self.on_interrupt})"
                     )
                     said = reason
                 backoff = min(MAX_BACKOFF_S, backoff * 2) if refused else self.poll_s

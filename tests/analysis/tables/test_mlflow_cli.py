@@ -138,6 +138,52 @@ def test_load_curves_reads_every_logged_step_of_train_and_val_loss(study):
         assert curves[rid]["val/loss"][0] == [50, 100, 150, 200]
 
 
+def test_the_rest_reads_equal_the_clients_per_run_reads(study, monkeypatch):
+    """Issue 53: at 10,000 runs `scaling analyze` reads the study through MLflow's REST API
+    (`runs/search` as plain JSON, the histories of 100 runs per `get-history-bulk`): the
+    same table, parent and curves, point for point and in order, as the MLflow client's pages
+    and one `get_metric_history` per run and key. An answer cut at the server's cap on points
+    is asked again in halves, down to one run read in full (the cap lowered here, so that
+    the cut happens on a few runs); a resumed run's repeated steps keep their order."""
+    import pandas as pd
+
+    from foundation import mlflow_rest
+
+    client = MlflowClient(tracking_uri=study["uri"])
+    exp_id = client.get_experiment_by_name(f"exp_{study['name']}").experiment_id
+    long = client.create_run(exp_id, tags={"study": "curves_only"}).info.run_id
+    points = [Metric("train/loss", 5.0 - s / 1e4, 1000 + s, s) for s in range(2600)]
+    for i in range(0, len(points), 1000):
+        client.log_batch(long, metrics=points[i : i + 1000])
+    resumed = client.create_run(exp_id, tags={"study": "curves_only"}).info.run_id
+    again = [Metric("train/loss", 4.0 + s, 10 + t, s) for t in (0, 5) for s in range(10, 0, -1)]
+    client.log_batch(resumed, metrics=again + [Metric("val/loss", 3.0, 1, 10)])
+    calls: list[str] = []
+    real = mlflow_rest.call
+    monkeypatch.setattr(mlflow_rest, "call", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+
+    ids = study["cells"] + [study["failed"], long, resumed]
+    fast = load_curves(study["uri"], ids)
+    assert calls.count("metrics/get-history-bulk") == 2 * math.ceil(len(ids) / 100)
+    per_run = load_curves(study["uri"], ids, bulk=False)
+    assert list(fast) == list(per_run) and fast == per_run
+    assert fast[long]["train/loss"][0] == list(range(2600))
+    assert fast[resumed]["train/loss"][0] == [s for s in range(1, 11) for _ in (0, 5)]
+    monkeypatch.setattr(mlflow_rest, "BULK_POINTS", 150)  # 40 points a cell: cut answers
+    calls.clear()
+    assert load_curves(study["uri"], ids) == per_run
+    assert calls.count("metrics/get-history-bulk") > 2 * math.ceil(len(ids) / 100)
+
+    table, parent = load_study_runs(study["uri"], f"exp_{study['name']}", study["name"])
+    assert "runs/search" in calls
+    monkeypatch.setattr(mlflow_rest, "is_http", lambda uri: False)  # the client's pages
+    by_client, parent_by_client = load_study_runs(
+        study["uri"], f"exp_{study['name']}", study["name"]
+    )
+    assert parent == parent_by_client == study["parent"]
+    pd.testing.assert_frame_equal(table, by_client)
+
+
 def test_the_training_curve_plot_draws_every_logged_step_smoothed(study):
     """Issue 12: per run, the training loss at every log interval (not 2 points), its EMA,
     and the validation points; histories read only for the runs drawn."""

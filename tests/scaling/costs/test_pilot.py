@@ -4,6 +4,7 @@ them, a size that cannot fit reported with its fix, unprepared data refused with
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -170,20 +171,65 @@ def test_pilot_on_unprepared_data_says_how_to_prepare_them(tmp_path, data_dir, m
     assert not (tmp_path / "study").exists() and not (tmp_path / "not-yet").exists()
 
 
+def _max_queued_at_once(job_ids: list[str]) -> int:
+    """The most of `job_ids` in Slurm's queue at one moment, from sacct's submit and end
+    times: at each submission, the jobs submitted by then that had not ended."""
+    import subprocess
+    import time
+    from datetime import datetime
+
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    for _ in range(30):  # slurmdbd records an end a moment after the job left
+        out = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-j", ",".join(arrays), "--format=JobID,Submit,End"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+        rows = [line.split("|") for line in out.split()]
+        rows = [r for r in rows if r[0] in job_ids]
+        if len(rows) == len(job_ids) and all(r[2] not in ("Unknown", "None") for r in rows):
+            break
+        time.sleep(1)
+    times = [(datetime.fromisoformat(s), datetime.fromisoformat(e)) for _, s, e in rows]
+    assert len(times) == len(job_ids), out
+    return max(sum(s <= t < e for s, e in times) for t, _ in times)
+
+
 @pytest.mark.slow
 @pytest.mark.slurm
-def test_pilot_on_slurm_runs_on_the_study_partition(
-    tmp_path, data_dir, mlflow_server, slurm_cluster
+def test_pilot_on_slurm_runs_on_the_study_partition_within_the_limits(
+    tmp_path, data_dir, mlflow_server, slurm_cluster, monkeypatch
 ):
+    """The pilot runs each probe as a Slurm job with the study's own resources, and (issue 53)
+    submits as `scaling run` does, within the cluster's limits: four probes (30K on one task,
+    60K on two, x 2 arms) with at most 3 of the user's jobs queued at once
+    (`slurm.max_submitted`, under the CI user's MaxSubmitJobs 6): one array per world size,
+    never more than 3 probes in the queue (read back from sacct), the fourth submitted once
+    one left. Before, the pilot made one sbatch per probe, all at once (and a site's
+    MaxSubmitJobs refused the ones past it). Slow (a minute or two on 2 cores): four real
+    probes; a held probe exists only when there are more probes than the cap."""
+    from tests.scaling.helpers import wait_for_an_empty_queue
+
     spec = small_spec(data_dir, tmp_path / "study", mlflow_server, executor="slurm")
-    spec["variants"] = ["linear"]  # 30K on one task, 60K on two: one job each
+    spec["slurm"] = {"time_limit_min": 20, "array_parallelism": 2, "max_submitted": 3}
     path = _write(spec, tmp_path / "study.yaml")
+    monkeypatch.setenv("SCALING_POLL_S", "1")
+    wait_for_an_empty_queue()  # the cap counts every job of this user
     proc = _cli("pilot", str(path), "--steps", "3", "--warmup", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.count(": Slurm job ") == 2
     pilot = json.loads((tmp_path / "study" / PILOT_FILE).read_text())
     assert pilot["executor"] == "slurm"
-    assert sorted(m["data_parallel"] for m in pilot["probes"].values()) == [1, 2]
+    assert sorted(m["data_parallel"] for m in pilot["probes"].values()) == [1, 1, 2, 2]
     assert all(m["status"] == "ok" and m["tokens_per_s"] > 0 for m in pilot["probes"].values())
     sbatch = list((tmp_path / "study" / "submitit" / "pilot" / "slurm").glob("*submission.sh"))
     assert sbatch and all("--ntasks-per-node" in f.read_text() for f in sbatch)
+    job_ids = [
+        line.rsplit(" ", 1)[-1] for line in proc.stdout.splitlines() if ": Slurm job " in line
+    ]
+    assert len(job_ids) == 4, proc.stdout
+    assert _max_queued_at_once(job_ids) <= 3, job_ids  # Slurm's own record of the queue
+    arrays = Counter(j.split("_")[0] for j in job_ids)
+    assert len(arrays) >= 2 and max(arrays.values()) <= 2, job_ids  # an array per world size
+    assert "sbatch refused" not in proc.stdout
+    assert "slurm.max_submitted 3" in proc.stdout and "cell(s) wait:" in proc.stdout

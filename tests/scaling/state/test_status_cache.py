@@ -164,6 +164,22 @@ def test_cached_polls_match_a_full_search_through_a_study_life(tmp_path, data_di
     assert len(polled) == 4
     of_study = f"tags.{C.TAG_STUDY} = '{study.name}'"
     assert recording.filters == [f"{of_study} and attributes.status != 'FINISHED'"]
+    # and reads the unchanged cache file only once per process (issue 53: 1.2 s a poll at
+    # 10,000 cells); a file another process wrote since (a rename: a new inode) is read again
+    parsed = []
+    real_json = run_cache.json
+    counting = type("Json", (), {"loads": lambda text: parsed.append(1) or real_json.loads(text)})
+    counting.dumps = real_json.dumps
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(run_cache, "json", counting)
+        assert run_cache.poll_runs(study, exp_id, recording.search) == polled
+        assert run_cache.poll_runs(study, exp_id, recording.search) == polled
+        assert parsed == []
+        from foundation.atomic import write_text
+
+        write_text(cache, cache.read_text())
+        assert run_cache.poll_runs(study, exp_id, recording.search) == polled
+        assert parsed == [1]
 
     # a run deleted in MLflow stays in the cache until an explicit refresh
     client.delete_run(jobs[0].run_id)

@@ -8,6 +8,7 @@ from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
 from foundation import contract as C
+from foundation import mlflow_rest
 from scaling.state import run_search
 from scaling.state.run_search import experiment_id_http, search_http, search_with_client
 
@@ -44,9 +45,9 @@ def test_rest_search_matches_the_mlflow_client_across_pages(mlflow_server, monke
 def test_credentials_come_from_mlflows_own_variables(monkeypatch):
     for key in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
         monkeypatch.delenv(key, raising=False)
-    assert "Authorization" not in run_search._headers()
+    assert "Authorization" not in mlflow_rest._headers()
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ann")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "pw")
-    assert run_search._headers()["Authorization"] == "Basic YW5uOnB3"  # base64("ann:pw")
+    assert mlflow_rest._headers()["Authorization"] == "Basic YW5uOnB3"  # base64("ann:pw")
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "tok")
-    assert run_search._headers()["Authorization"] == "Bearer tok"
+    assert mlflow_rest._headers()["Authorization"] == "Bearer tok"
