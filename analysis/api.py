@@ -14,8 +14,8 @@ from analysis.judgement import REANALYSIS, Judgement
 from analysis.report.document import write_report
 from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
+from analysis.stats.analyze import analyse, check_inputs, grid_terms
 from analysis.stats.axes.downstream import at_chosen_lrs, downstream_verdict
-from analysis.stats.core import analyse, check_inputs, grid_terms
 from analysis.stats.gains import intervals
 from analysis.stats.gains.time_matched import time_matched
 from analysis.stats.inference import inference_summary
@@ -43,7 +43,7 @@ def run_analysis(
     ``load_study_runs`` make one). ``judgement`` (``analysis.judgement``): the baseline(s), the
     margin, the level, the bootstrap's seed and draws, and what the study adds (its sequential
     looks, LR search, stability, inference figures), built once by ``table_judgement`` or, for
-    a study, ``scaling.rounds.run.study_judgement``.
+    a study, ``scaling.driver.run.study_judgement``.
 
     A sequential judgement (``judgement.looks``) is judged as its last look was: at its nominal
     level, with the bootstrap seeded from the runs, so on the table that look read the verdict
@@ -194,7 +194,7 @@ def noise_and_grid_from_source(
     source: str | float | Path, baseline: str, mlflow: tuple[str, str] | None = None
 ) -> tuple[dict[str, float], dict[str, float]]:
     """`scaling plan --noise`: (``noise_from_source``'s paired sd per size, the LR grid's term
-    per size in %^2, ``analysis.stats.core.grid_terms``) from one read of the source; a number
+    per size in %^2, ``analysis.stats.analyze.grid_terms``) from one read of the source; a number
     has no runs, so no grid term ({})."""
     table = source_table(source, mlflow)
     if table is None:

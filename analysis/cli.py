@@ -2,7 +2,7 @@
 judged by the user's settings, written to `--out`; never a study's verdict.
 
 `scaling analyze STUDY` is `scaling.cli.analyze_command`'s: a study is resolved by scaling's
-loader and judged by its own judgement (`scaling.rounds.judging.study_judgement`), which analysis
+loader and judged by its own judgement (`scaling.study_judgement.study_judgement`), which analysis
 cannot build (it imports nothing from scaling).
 
 User errors (a bad CSV, an unknown baseline) end in one line on stderr naming the file, column

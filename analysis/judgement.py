@@ -1,7 +1,7 @@
 """One judgement: everything that decides a verdict, built once and handed down.
 
 `scaling run`, each sequential look, `scaling status` and `scaling analyze STUDY` judge a study
-through one `Judgement` built from the resolved study (``scaling.rounds.run.study_judgement``);
+through one `Judgement` built from the resolved study (``scaling.driver.run.study_judgement``);
 a run CSV, or a user's own re-analysis of a study (another baseline, margin, seed or number of
 draws), is judged through the same builder (``table_judgement``), and ``by`` says which it is.
 ``analysis.api.run_analysis(table, judgement, out)`` reads nothing else.
@@ -53,7 +53,7 @@ DESIGN_KEYS = ("start", "max", "step", "margin_pct")
 @dataclasses.dataclass(frozen=True)
 class Judgement:
     """How a run table is judged; see the module docstring. Build it with ``table_judgement``
-    (or ``scaling.rounds.run.study_judgement`` for a study), not by hand."""
+    (or ``scaling.driver.run.study_judgement`` for a study), not by hand."""
 
     baseline: str  # as the user wrote it: "linear" or "linear,linear_qknorm"
     baselines: tuple[str, ...]  # the same, parsed once
@@ -161,7 +161,7 @@ def table_judgement(
 
 def make_design(d: dict[str, Any]) -> Design:
     """The one constructor of a sequential `Design`: from a study's `seeds: {start, max, step}`
-    with its verdict's margin and level (``scaling.rounds.looks.design_of``), or from the
+    with its verdict's margin and level (``scaling.looks.sequential_seeds.design_of``), or from the
     ``design`` a looks.json was judged under (a file without ``alpha`` was judged at
     ``ALPHA``, the field's default)."""
     from analysis.stats.looks.sequential import Design  # lazy: scipy, paid when judged
@@ -178,7 +178,7 @@ def check_looks(looks: dict[str, Any]) -> dict[str, Any]:
     if missing:
         raise ValueError(
             f"sequential: not a looks.json state (missing {', '.join(missing)}); pass the "
-            "study's looks.json as read by scaling.records.look_state.read_looks"
+            "study's looks.json as read by scaling.state.files.look_state.read_looks"
         )
     numbers = [int(look["look"]) for look in looks["looks"]]
     if numbers != list(range(1, len(numbers) + 1)):

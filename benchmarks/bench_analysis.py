@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.studies import Effect, make_study
 
 BUDGET_S = 30.0

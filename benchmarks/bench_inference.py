@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_inference.py                  # GPU: 124M and 350M shapes
     .venv/bin/python benchmarks/bench_inference.py --json out.json  # also write the figures
 
-Per size every variant is built (same seed) and measured by `scaling.serving.inference`:
+Per size every variant is built (same seed) and measured by `scaling.inference_cost.inference`:
 prefill tokens/s, KV-cache decode ms per step at batch 1 and 32, peak memory. The variants of
 one size run side by side (ABBA rounds, median over repeats), so load drifts hit all of them
 alike; the ratio columns are variant / linear cost (above 1: costlier; prefill as time per
@@ -38,7 +38,7 @@ def main() -> None:
 
     from analysis.report.sections.inference import ratio_text
     from analysis.stats.inference import inference_summary
-    from scaling.serving.inference import InferenceSettings, measure
+    from scaling.inference_cost.inference import InferenceSettings, measure
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny CPU sizes, 3 repeats")

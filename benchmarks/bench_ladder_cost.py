@@ -4,8 +4,8 @@ the naive grid at equal power: GPU-hours to a resolved verdict, false claims, LR
     .venv/bin/python benchmarks/bench_ladder_cost.py [--studies 20] [--looks 20000]
         [--transfer none]  # the LR search without transfer, all else equal
 
-What runs is the pipeline's own decision code: the LR search (`scaling.rounds.refine.
-decide_round`, with `lr.search.transfer: law`, i.e. `scaling.rounds.transfer` and
+What runs is the pipeline's own decision code: the LR search (`scaling.lr_search.extend_grid.
+decide_round`, with `lr.search.transfer: law`, i.e. `scaling.lr_search.law_transfer` and
 `analysis.stats.lr.lr_law`, and `analysis.lr_frontier` for edges) driven round after round on a
 synthetic world, as `scaling run` drives it on MLflow runs; then the looks' seeds as
 `scaling plan` prices them (`analysis.stats.looks.seq_cost.simulate_sequential`: the verdict's
@@ -53,11 +53,11 @@ from analysis.stats.planning.power import power_of
 from analysis.tables.runs import normalise
 from foundation.config import load_file
 from scaling.costs.plan import plan_study
-from scaling.records.search_state import SearchState
-from scaling.rounds.refine import decide_round
+from scaling.lr_search.extend_grid import decide_round
 from scaling.spec.grid import cell_id, grid_points
 from scaling.spec.ladder import nominal_params, porian_lr
 from scaling.spec.loader import resolve, study_from_dict
+from scaling.state.files.search_state import SearchState
 
 ROOT = Path(__file__).resolve().parents[1]
 LADDER = ROOT / "studies" / "ladder.yaml"

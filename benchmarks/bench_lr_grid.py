@@ -11,7 +11,7 @@ Rows: the model's own noise and the three kinds it does not assume
 (``analysis.synthetic.scenarios.NOISES``), with curves as steep on both sides, then curves
 ``--skews`` times steeper above the optimum, then real gains (``--gains``: compute multipliers;
 1.1 is 0.8% at the top size) where a claim of a gain is the power. Each study runs the full analysis
-(``analysis.stats.core.analyse``, ``--draws`` bootstrap draws); a claim is any of persists,
+(``analysis.stats.analyze.analyse``, ``--draws`` bootstrap draws); a claim is any of persists,
 grows, fades, helps, hurts. The binomial's 99% bound for a 5% method is printed beside them.
 """
 
@@ -23,20 +23,20 @@ from collections import Counter
 
 from scipy import stats
 
-from analysis.stats import core
-from analysis.stats.core import analyse
+from analysis.stats import analyze
+from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import NOISES, off_grid_study
 from tests.analysis.pool import map_studies
 
 CLAIMS = ("persists", "grows", "fades", "helps", "hurts")
 GAINS = ("persists", "grows", "fades", "helps")
-COUNTED = core.tuning_variances
+COUNTED = analyze.tuning_variances
 
 
 def one(args: tuple) -> str:
     """The verdict's word on one study (identical arms at k0 1), the grid's term counted or not."""
     noise, i, seeds, curve, draws, skew, k0, counted = args
-    core.tuning_variances = COUNTED if counted else (lambda *_: {})
+    analyze.tuning_variances = COUNTED if counted else (lambda *_: {})
     table = off_grid_study(k0, rng_seed=7000 + i, num_seeds=seeds, lr_penalty=curve,
                            noise=NOISES[noise], lr_skew=skew)  # fmt: skip
     (v,) = analyse(table, "linear", num_resamples=draws, seed=i).verdict["variants"]

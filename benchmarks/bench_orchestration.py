@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from scaling.costs.plan import plan_study
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from scaling.state.status import study_status
 
 DEFAULT = Path(__file__).resolve().parents[1] / "studies" / "ladder.yaml"

@@ -24,8 +24,8 @@ import yaml
 
 from foundation.process.quiet import silence_known_warnings
 from scaling.costs.plan import plan_study
-from scaling.rounds.environment import load_study_spec
-from scaling.rounds.submission import prepare_study_data
+from scaling.driver.environment import load_study_spec
+from scaling.driver.submission import prepare_study_data
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = REPO / "studies" / "demo.yaml"

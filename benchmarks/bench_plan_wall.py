@@ -51,8 +51,8 @@ def main() -> None:
     args = parser.parse_args()
     from scaling.costs.plan import plan_study
     from scaling.costs.wall import rounds_seconds, wall_estimate
-    from scaling.rounds.environment import load_study_spec
-    from scaling.rounds.submission import prepare_study_data
+    from scaling.driver.environment import load_study_spec
+    from scaling.driver.submission import prepare_study_data
 
     with tempfile.TemporaryDirectory(prefix="bench-plan-wall-") as tmp:
         workdir = Path(tmp)

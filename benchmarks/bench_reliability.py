@@ -87,7 +87,7 @@ def populate(study_path: Path, backend_uri: str) -> int:
     from foundation.config import flatten, to_dict
     from foundation.provenance import git_commit, host_name, versions
     from jobs.telemetry.record import RunResult, dataset_input, write_result
-    from scaling.rounds.environment import load_study_spec
+    from scaling.driver.environment import load_study_spec
     from scaling.state.mlflow_state import ensure_parent_run
 
     study = load_study_spec(study_path, check_environment=False)

@@ -123,7 +123,7 @@ def _loss(n: float, d: float, variant: str, seed: int, lr: float) -> float:
 def make_instant_runs(study) -> float:
     """Each cell's run as `submit` makes it, then as an instant job ends it; seconds taken."""
     from foundation import contract
-    from scaling.records.job_records import JobRecord, write_records
+    from scaling.state.files.job_records import JobRecord, write_records
     from scaling.state.mlflow_state import client_for, ensure_cell_run, ensure_parent_run
 
     start = time.perf_counter()
@@ -168,8 +168,8 @@ def make_instant_runs(study) -> float:
 
 def time_status(study) -> tuple[float, float, float, int]:
     """(cold, warm, one driver poll) seconds, and the squeue calls of that poll."""
-    from scaling.rounds.backends.executors import SlurmExecutor
-    from scaling.rounds.watcher import RoundWatcher
+    from scaling.backends.executors import SlurmExecutor
+    from scaling.driver.watcher import RoundWatcher
     from scaling.state.scheduler import squeue_backoff
     from scaling.state.status import study_status
 
@@ -184,8 +184,8 @@ def time_status(study) -> tuple[float, float, float, int]:
 
 DRIVER = """
 import json, resource, sys, time
-from scaling.rounds.driver import StudyRun
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.round_driver import StudyRun
+from scaling.driver.environment import load_study_spec
 study = load_study_spec(sys.argv[1], check_environment=False)
 run = StudyRun(study, poll_s=60)
 for _ in range(3):
@@ -300,7 +300,7 @@ def open_in_browser(study, timeout_s: float = 600) -> dict:
 
 def measure(path: Path, folder: Path, make_runs: bool) -> str:
     """One table row: every figure of one study (its runs made first if `make_runs`)."""
-    from scaling.rounds.environment import load_study_spec
+    from scaling.driver.environment import load_study_spec
 
     plan_s = time_plan(path)
     study = load_study_spec(path, check_environment=False)

@@ -7,7 +7,7 @@ Costs come from the study's own plan, priced as ``scaling plan`` prices sequenti
 (``scaling.costs.seeds.seed_cost`` on the ladder with ``seeds: {start, max, step}``): the first
 round's ``start`` seeds as the ladder runs them (seed 0 scans every LR, seeds 1-2 follow at the
 winner and one LR each side: 3 LRs per arm); a seed a look adds runs each arm once, at its chosen
-LR (``scaling.rounds.looks``). Two fixed designs of ``n`` seeds: "as run", the ladder with
+LR (``scaling.looks.sequential_seeds``). Two fixed designs of ``n`` seeds: "as run", the ladder with
 ``seeds: [0..n-1]``, whose every seed past the scan follows at 3 LRs per arm (what a user of this
 pipeline pays for a fixed design); and "like for like", whose seeds past ``start`` run at the
 chosen LR only, as the looks' do (the saving of the design alone, early stopping and seeds at

@@ -21,18 +21,20 @@ from collections import Counter
 import numpy as np
 from scipy import stats
 
-from analysis.stats import core
-from analysis.stats.core import analyse
+from analysis.stats import analyze
+from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import NOISES, off_grid_study
 from tests.analysis.pool import map_studies
 
-COUNTED = core.trend_draws
+COUNTED = analyze.trend_draws
 
 
 def one(args: tuple) -> tuple[str, bool]:
     """(the word, whether gamma's interval holds 0) on one study; the term counted or not."""
     noise, i, seeds, per_size, curve, draws, counted = args
-    core.trend_draws = COUNTED if counted else (lambda _g, _c, rows, *_: np.zeros((rows, len(_c))))
+    analyze.trend_draws = (
+        COUNTED if counted else (lambda _g, _c, rows, *_: np.zeros((rows, len(_c))))
+    )
     table = off_grid_study(1.2, rng_seed=9000 + i, num_seeds=seeds, lr_penalty=curve,
                            noise=NOISES[noise], per_size=per_size)  # fmt: skip
     (v,) = analyse(table, "linear", num_resamples=draws, seed=i).verdict["variants"]

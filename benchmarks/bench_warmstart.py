@@ -4,7 +4,7 @@
 
 Runs the same small cell (the demo's 12K shape, 16 x 64 tokens a step, MLflow on a local
 SQLite store) as a submitit local job, alternately cold (`python -m submitit.core._submit`, as
-before) and forked from a `scaling.rounds.warmstart` server, `--pairs` times each. Interleaving
+before) and forked from a `scaling.warmstart.server` server, `--pairs` times each. Interleaving
 keeps the two arms under the same load. For each start it prints the median job wall time (submit
 to done), the median training-loop time, the difference (imports, set-up, MLflow, exit) and
 the warm/cold ratios. The final losses must match bitwise; the script fails if they do not.
@@ -69,7 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from data_prep.testing import tiny_dataset
-    from scaling.rounds.warmstart import warm_python
+    from scaling.warmstart.server import warm_python
 
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         root = Path(tmp)

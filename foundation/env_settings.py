@@ -24,7 +24,7 @@ __all__ = [
 
 RENDEZVOUS_ENV = "SCALING_RENDEZVOUS_TIMEOUT_S"
 RENDEZVOUS_TIMEOUT_S = 300.0  # how long the ranks of a job wait for each other at start
-WARM_START_ENV = "SCALING_WARM_START"  # "0": local cells start cold (scaling.rounds.warmstart)
+WARM_START_ENV = "SCALING_WARM_START"  # "0": local cells start cold (scaling.warmstart.server)
 INFERENCE_COST_ENV = "SCALING_INFERENCE_COST"  # "off": no measuring at analysis time
 
 

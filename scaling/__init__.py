@@ -2,15 +2,15 @@
 
 The rooms (arrows point one way: records ← spec ← serving ← state ← rounds ← costs ← cli):
 
-- `scaling.records`: the study folder's files, one module per file (its name, format, reader and
+- `scaling.state.files`: the study folder's files, one module per file (its name, format, reader and
   writer): `lr_search.json`, `looks.json`, `jobs.json`, `cancelled.json`, `driver.pid`. A file
   whose format is its logic's stays beside it: `mlflow_runs.json` (`scaling.state.run_cache`),
   `tracking_store.json` (`scaling.state.store_check`), `pilot.json` (`scaling.costs.pilot`),
-  `inference-request.json` (`scaling.serving.inference_study`), `.submit.lock`
-  (`scaling.rounds.submission`).
+  `inference-request.json` (`scaling.inference_cost.inference_study`), `.submit.lock`
+  (`scaling.driver.submission`).
 - `scaling.spec`: the study spec and its expansion into cells; `ResolvedStudy`, the one study type
   past the loader.
-- `scaling.serving`: what a trained model costs to serve (prefill, KV-cache decode), measured
+- `scaling.inference_cost`: what a trained model costs to serve (prefill, KV-cache decode), measured
   for a study's checkpoints after its runs, and by the pilot.
 - `scaling.state`: the MLflow-backed state: parent and child runs, each cell's state, the run
   cache, the REST reader, stale code, what the scheduler says about the jobs.
@@ -23,18 +23,18 @@ The rooms (arrows point one way: records ← spec ← serving ← state ← roun
 The orchestration API (each name lives in the module named beside it; import it from there, so
 that importing `scaling` stays cheap):
 
-- `load_study_spec(path) -> ResolvedStudy` (scaling.rounds.environment): read and validate a
+- `load_study_spec(path) -> ResolvedStudy` (scaling.driver.environment): read and validate a
   spec, its cells (`scaling.spec.loader.read_study`) and the environment (dataset, MLflow, the
   executor's cluster and devices); raises `ConfigError` naming the field and the fix.
 - `plan_study(study) -> Plan` (scaling.costs.plan): one `PlanRow` per cell plus totals (runs,
   FLOPs, GPU-hours).
 - `expand_cells(study, vocab_size) -> list[Cell]` (scaling.spec.grid): the resolved `RunConfig`s.
-- `StudyRun(study)` (scaling.rounds.driver): a study's rounds: `submit`, `wait`, `drive`,
+- `StudyRun(study)` (scaling.driver.round_driver): a study's rounds: `submit`, `wait`, `drive`,
   `next_cells`, `finish`, `cancel`.
-- `run_study(study, ...)` (scaling.rounds.run): what `scaling run` does, from data to the report.
+- `run_study(study, ...)` (scaling.driver.run): what `scaling run` does, from data to the report.
 - `submit_study(study) -> Submitted`, `submit_rounds`, `wait_study(study, callback)`,
-  `cancel_study(study) -> Cancelled` (scaling.rounds.driver): thin calls on `StudyRun`.
+  `cancel_study(study) -> Cancelled` (scaling.driver.round_driver): thin calls on `StudyRun`.
 - `study_status(study, refresh=False) -> list[StatusRow]` (scaling.state.status; finished runs
   cached in the study folder: `scaling.state.run_cache`).
-- `study_parent_run_id(study)` (scaling.rounds.submission).
+- `study_parent_run_id(study)` (scaling.driver.submission).
 """

@@ -23,7 +23,7 @@ from tests.distributed import free_port
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 # studies analysed by tests are not about inference cost: no measuring at analysis time
-# (tests/scaling/serving/test_inference_cost.py turns it back on for its own study)
+# (tests/scaling/inference_cost/test_inference_cost.py turns it back on for its own study)
 os.environ.setdefault("SCALING_INFERENCE_COST", "off")
 # `scaling run` and `status --watch` see a round's end within 1 s, not 5: the end-to-end tests
 # wait on rounds (docs/testing.md, "How to stay inside the budget")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.report import fmt as formatting
-from analysis.stats.core import Analysis
+from analysis.stats.analyze import Analysis
 
 
 def pyplot():

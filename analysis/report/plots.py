@@ -11,7 +11,7 @@ from analysis.report import figures
 from analysis.report import fmt as formatting
 from analysis.report.sections.tokens import gain_vs_tokens
 from analysis.report.training_curves import training_curves
-from analysis.stats.core import Analysis
+from analysis.stats.analyze import Analysis
 from analysis.stats.rules import verdict
 
 EXTRAPOLATED = "#8250df"  # one colour marks every extrapolation, in every figure

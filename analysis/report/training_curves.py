@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.report import figures
-from analysis.stats.core import Analysis
+from analysis.stats.analyze import Analysis
 
 
 def ema(values: np.ndarray, points: float = 25.0) -> np.ndarray:

@@ -33,7 +33,7 @@ from analysis.stats.rules.verdict import EffectiveCompute
 
 MIN_FITTED = 3  # sizes a step fits on: L(C) has 3 parameters, k(C) 5 over both arms
 
-# refit(table) -> (groups, fits, judged) as the verdict computes them (analysis.stats.core)
+# refit(table) -> (groups, fits, judged) as the verdict computes them (analysis.stats.analyze)
 Refit = Callable[[pd.DataFrame], tuple]
 
 

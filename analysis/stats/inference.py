@@ -3,7 +3,8 @@ how far its repeats agree.
 
 Input: ``{"device": str, "rows": [{"variant", "size", "prefill_tok_s", "decode_ms_b1",
 "decode_ms_b32", "peak_mem_mb", ["kv_cache_mb"], ["rounds": {figure: [per round]}],
-["session"]}, ...]}`` (`scaling.serving.inference`, from ``pilot.json`` or ``inference.json``).
+["session"]}, ...]}`` (`scaling.inference_cost.inference`, from ``pilot.json`` or
+``inference.json``).
 Every ratio is a cost ratio, arm / baseline, so above 1 is costlier: prefill is baseline
 tokens/s over the arm's (time per prompt token), decode the arm's ms per step over the
 baseline's, memory and KV cache the arm's over the baseline's.

@@ -1,5 +1,6 @@
 """A study's run table, assembled in one place: the LR search, every look and `status` (through
-``scaling.rounds.refine.scan_table``) and the report (``analysis.tables.mlflow_io.load_study_runs``)
+``scaling.lr_search.extend_grid.scan_table``) and the report
+(``analysis.tables.mlflow_io.load_study_runs``)
 build their rows with ``run_record`` and their states with ``run_state``, so none of them can drop
 a column the verdict reads (``flops_counted``: the FLOPs guard of a variant that declared none;
 ``code_digest``: the model code each run trained, of which a verdict judges one per variant)

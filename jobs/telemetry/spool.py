@@ -9,7 +9,7 @@ killed writer leaves such a line too (a torn last line, ended by the next attemp
 
 Whole. When a run's training ends (completed or diverged) the tracker ends the spool with an
 `end` record holding the size and sha256 of every byte before it (`Tracker.seal`). A replay into
-a new run (`scaling.rounds.reupload`) checks that first (`check_spool`): a spool cut short, or
+a new run (`scaling.driver.reupload`) checks that first (`check_spool`): a spool cut short, or
 changed after its run ended, is reported rather than half-uploaded.
 """
 

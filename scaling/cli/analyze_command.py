@@ -1,7 +1,7 @@
 """`scaling analyze STUDY`: the study judged exactly as `scaling run` judges it, or refused.
 
 The study is resolved by the loader `run` uses and judged by its own judgement
-(`scaling.rounds.judging.study_judgement`: its baseline, margin, level, sequential design and
+(`scaling.study_judgement.study_judgement`: its baseline, margin, level, sequential design and
 looks, LR-search and stability state, bootstrap seed), so on the same runs the verdict.json is
 `run`'s byte for byte. That, and only that, is written into the study's report folder and
 logged to its parent run.
@@ -10,7 +10,8 @@ A user's own re-analysis (another `--margin`, `--seed`, `--resamples` or `--dete
 the study's verdict: it must go to `--out`, is labelled so in the terminal, report.md/html and
 verdict.json (``reanalysis``), and never touches the study's folder or parent run. Refused, one
 `error:` line and exit 2, before anything is written: a `--baseline` that is not an arm or that
-contradicts the looks (`scaling.rounds.looks.judged_against`, as `run`), a sequential study with
+contradicts the looks (`scaling.looks.sequential_seeds.judged_against`, as `run`), a sequential
+study with
 no look judged yet, finished runs of code that has changed since (`scaling status`: stale; as
 `run`), `--out` naming a file. `scaling analyze --runs-csv FILE` is `analysis.cli`'s.
 """
@@ -104,10 +105,10 @@ def _analyze_study(
     from analysis.tables.step_times import load_step_times
     from foundation import contract
     from scaling.cli.commands import _load
-    from scaling.rounds.judging import study_judgement
-    from scaling.rounds.looks import judged_against
+    from scaling.looks.sequential_seeds import judged_against
     from scaling.state.mlflow_state import cell_runs, client_for
     from scaling.state.stale import stop_if_stale
+    from scaling.study_judgement import study_judgement
 
     spec = _load(path, check_environment=False, announce=False)  # the loader `run` uses
     _check_store(spec)

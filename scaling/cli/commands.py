@@ -4,7 +4,7 @@
 `scaling.cli.analyze_command`; they use the loading, locks and views defined here.
 
 Each command parses, loads the study (every check runs before anything is written or
-submitted), calls one function of `scaling.costs.plan` / `scaling.rounds.driver`, and prints a
+submitted), calls one function of `scaling.costs.plan` / `scaling.driver.round_driver`, and prints a
 table. Heavy imports happen inside the commands so `scaling --help` stays fast.
 """
 
@@ -50,7 +50,7 @@ def _load(
     read-only `status` of someone else's study need not be). `new_store`: a lost or broken
     SQLite store is replaced first (`scaling.state.store_check.adopt_new_store`)."""
     from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
-    from scaling.rounds.environment import check_study_environment, load_study_spec  # lazy
+    from scaling.driver.environment import check_study_environment, load_study_spec  # lazy
     from scaling.spec.places import check_places  # lazy, as above
 
     # Resolved once here; every command below hands this object on and never re-expands it.
@@ -83,7 +83,7 @@ def _load_despite_broken_variants(path: Path):
     them and each such entry → why (issue 54: the grid is still shown)."""
     from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
     from scaling.cli.status_broken import broken_variants  # lazy: as above
-    from scaling.rounds.environment import load_study_spec  # lazy: as above
+    from scaling.driver.environment import load_study_spec  # lazy: as above
 
     try:
         spec = load_study_spec(path)
@@ -123,9 +123,12 @@ def _say_if_no_store(spec) -> None:
 @contextlib.contextmanager
 def _one_driver(spec) -> Iterator[None]:
     """Refuse at once (one line, exit 2) if another process drives this study
-    (`scaling.records.driver_lock`)."""
+    (`scaling.state.files.driver_lock`)."""
     from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
-    from scaling.records.driver_lock import acquire, release  # lazy: `scaling --help` stays fast
+    from scaling.state.files.driver_lock import (  # lazy: `scaling --help` stays fast
+        acquire,
+        release,
+    )
 
     try:
         path = acquire(spec.folder)
@@ -153,12 +156,12 @@ def _refusal_is_one_line() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _interrupt_is_one_line(spec) -> Iterator[None]:
-    """Ctrl-C: the cells were cancelled or left pending (`scaling.rounds.driver`); say what is
+    """Ctrl-C: the cells were cancelled or left pending (`scaling.driver.round_driver`); say what is
     left in one line and exit 130 (128 + SIGINT, as a shell reports it), with no traceback."""
     try:
         yield
     except KeyboardInterrupt:
-        from scaling.rounds.run import interrupted_line  # lazy: `scaling --help` stays fast
+        from scaling.driver.run import interrupted_line  # lazy: `scaling --help` stays fast
 
         typer.echo(interrupted_line(spec), err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -187,7 +190,7 @@ def _check_driver_settings() -> None:
     (read only inside each job, it would fail every cell)."""
     from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
     from foundation.env_settings import check_documented_settings  # lazy: as above
-    from scaling.rounds.watcher import poll_seconds  # lazy: `scaling --help` stays fast
+    from scaling.driver.watcher import poll_seconds  # lazy: `scaling --help` stays fast
     from scaling.state.tracking_refusal import refusal_give_up_s  # lazy: as above
 
     problems: list[str] = []
@@ -238,7 +241,7 @@ def submit(
     code changed since (`scaling status`: stale) stop it until `--rerun-stale` or
     `--accept-stale` (docs/variants.md).
     """
-    from scaling.rounds.driver import submit_rounds  # lazy: `scaling --help` stays fast
+    from scaling.driver.round_driver import submit_rounds  # lazy: `scaling --help` stays fast
 
     _check_driver_settings()  # before the study is read: nothing prepared or submitted yet
     spec = _load(study, writes=True, new_store=new_store)
@@ -280,15 +283,15 @@ def _status_table(spec, rows=None, show_all: bool = False, broken=None) -> None:
             "trained, failed or pending until it imports again (run, submit and analyze refuse "
             "the study meanwhile)"
         )
-    from scaling.rounds.refine import status_lines  # lazy: `scaling --help` stays fast
+    from scaling.lr_search.extend_grid import status_lines  # lazy: `scaling --help` stays fast
 
     for line in status_lines(spec, rows):  # LR search: round, best LR per arm, open arms
         typer.echo(line)
-    from scaling.rounds.looks import status_lines as look_lines  # lazy, as above
+    from scaling.looks.sequential_seeds import status_lines as look_lines  # lazy, as above
 
     for line in look_lines(spec):  # sequential seeds: the latest look and why it goes on
         typer.echo(line)
-    from scaling.records.cancel_mark import cancel_line, read_cancel_mark  # lazy, as above
+    from scaling.state.files.cancel_mark import cancel_line, read_cancel_mark  # lazy, as above
 
     mark = read_cancel_mark(spec.folder)
     if mark is not None:
@@ -335,7 +338,7 @@ def status(
         from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
 
         study_status(spec, refresh=True)  # rewrites the cache the watch then polls through
-    from scaling.rounds.driver import StudyRun  # lazy: `scaling --help` stays fast
+    from scaling.driver.round_driver import StudyRun  # lazy: `scaling --help` stays fast
 
     # LR search: each round that ends is judged and the next one submitted
     with _one_driver(spec), _refusal_is_one_line():
@@ -394,7 +397,7 @@ def cancel(study: StudyArg) -> None:
     """Stop the study: cancel its running and pending jobs (their MLflow runs and the parent
     become KILLED) and mark it cancelled, so that no `scaling run` or `status --watch` still
     polling starts its next round; `scaling run` or `scaling submit` goes on."""
-    from scaling.rounds.driver import cancel_study  # lazy: `scaling --help` stays fast
+    from scaling.driver.round_driver import cancel_study  # lazy: `scaling --help` stays fast
 
     spec = _load(study)
     result = cancel_study(spec)

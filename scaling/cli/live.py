@@ -1,7 +1,7 @@
 """The live progress display of `scaling run` and `scaling status --watch` on a terminal.
 
 A person at a terminal gets one bar that fills as cells end, with the counts and the ETA beside
-it, redrawn in place. Piped or in CI the plain lines of `scaling.rounds.progress.Reporter` stay (one
+it, redrawn in place. Piped or in CI the plain lines of `scaling.driver.progress.Reporter` stay (one
 per change), so logs remain readable and greppable: callers choose with `sys.stdout.isatty()`.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from scaling.rounds.progress import Progress
+from scaling.driver.progress import Progress
 from scaling.state.status import StatusRow
 
 __all__ = ["LiveProgress"]

@@ -79,8 +79,8 @@ def plan(
     elif target_gain is not None:
         _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
     # lazy: `scaling --help` stays fast
+    from scaling.backends.executors import executor_for
     from scaling.costs.wall import format_wall, wall_estimate
-    from scaling.rounds.backends.executors import executor_for
 
     spec = _load(study, check_environment=False)
     _say_if_no_store(spec)
@@ -258,7 +258,7 @@ def _warn_environment(path: Path, spec) -> None:
     from foundation.config import ConfigError
 
     # lazy: `scaling --help` stays fast
-    from scaling.rounds.environment import check_study_environment
+    from scaling.driver.environment import check_study_environment
 
     try:
         check_study_environment(spec)

@@ -1,6 +1,6 @@
 """`scaling run`: a whole study in one command: prepare data, submit, watch, analyze, report.
 
-The command parses and checks, then hands the study to `scaling.rounds.run.run_study`; it
+The command parses and checks, then hands the study to `scaling.driver.run.run_study`; it
 shares its checks, locks and views with `submit` and `status` (`scaling.cli.commands`).
 """
 
@@ -65,8 +65,8 @@ def run(
     with `--retry-failed` for cells given up on, to retry them); 2 for a bad study file.
     """
     from scaling.cli.mlflow_link import mlflow_ui_hint  # lazy: `scaling --help` stays fast
-    from scaling.rounds.looks import judged_against  # lazy: `scaling --help` stays fast
-    from scaling.rounds.run import run_study  # lazy: `scaling --help` stays fast
+    from scaling.driver.run import run_study  # lazy: `scaling --help` stays fast
+    from scaling.looks.sequential_seeds import judged_against  # lazy: `scaling --help` stays fast
 
     _check_driver_settings()  # before the study is read: nothing prepared or submitted yet
     spec = _load(study, writes=True, new_store=new_store)

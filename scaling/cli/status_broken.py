@@ -50,7 +50,7 @@ def import_note(message: str) -> str:
 def unloadable_rows(spec, broken: dict[str, str]) -> list[list[str]]:
     """Status table rows (cell, state, val loss, job, run) for the submitted cells that belong
     to none of the arms that loaded: the broken variants' cells, marked with why."""
-    from scaling.records.job_records import read_records  # lazy: `scaling --help` stays fast
+    from scaling.state.files.job_records import read_records  # lazy: `scaling --help` stays fast
 
     known = {cell.cell_id for cell in spec.cells}
     note = "; ".join(import_note(message) for message in broken.values())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.accounting import checkpoint_bytes
-from scaling.rounds.backends.executors import executor_for
+from scaling.backends.executors import executor_for
 from scaling.spec.resolved import ResolvedStudy
 
 __all__ = ["cell_checkpoint_bytes", "num_checkpoints_kept"]

@@ -1,7 +1,7 @@
 """What the LR search can add to a study's starting grid, in the worst case (`scaling plan`).
 
 The starting grid is `scaling.costs.plan`'s; the rounds the search adds are decided as the runs
-finish (`scaling.rounds.refine`), so the plan prices their most: every arm at an edge every
+finish (`scaling.lr_search.extend_grid`), so the plan prices their most: every arm at an edge every
 round, then the followers; with `lr.search.transfer: law`, every size past the first wave on
 its full grid (every law broken).
 """
@@ -18,7 +18,8 @@ __all__ = ["SearchCost", "search_cost", "format_search_cost"]
 
 @dataclass(frozen=True)
 class SearchCost:
-    """The worst case `lr.search` can add beyond the starting grid (`scaling.rounds.refine`)."""
+    """The worst case `lr.search` can add beyond the starting grid
+    (`scaling.lr_search.extend_grid`)."""
 
     num_scan_cells: int  # max_rounds x arms x scan seeds (every arm at an edge every round)
     num_follower_cells: int  # other seeds x (winner + 2 x follow_neighbours) per arm

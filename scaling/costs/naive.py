@@ -8,7 +8,7 @@ t-test) reaches the study's own there: for `seeds: {start, max, step}` the desig
 at a true gain equal to the margin (`analysis.stats.looks.seq_cost.expected_seeds`: the share of
 simulated studies that claim it), for a fixed seed list `power_of` on its seeds (so `n` is their
 count). A finished study as `--noise` also brings its LR grid's term in the top-size test
-(`analysis.stats.core.grid_terms`): the study's power and looks are simulated with it, while
+(`analysis.stats.analyze.grid_terms`): the study's power and looks are simulated with it, while
 the naive grid is priced at the power on the seeds alone (no fixed seed count lowers the term).
 
 *Expected*: what the study runs when its LR search needs no edge round:
@@ -16,7 +16,8 @@ the naive grid is priced at the power on the seeds alone (no fixed seed count lo
   follower seeds at each arm's winner and `follow_neighbours` LRs either side;
 - with `lr.search.transfer: law`, every size past the first wave scanned by the scan seeds on
   each arm's law while it holds: `MAX_SCAN` (2) LRs per arm (`analysis.stats.lr.lr_law.plan_arm`,
-  `scaling.rounds.transfer.next_wave`), and the one LR that extends their edge (the winner of two
+  `scaling.lr_search.law_transfer.next_wave`), and the one LR that extends their edge (the winner
+  of two
   LRs always sits at an edge of them, and the analysis needs a neighbour on each side):
   `WAVE_LRS` (3);
 - with sequential seeds, the seeds the looks add on average at a true gain equal to the margin
@@ -101,7 +102,7 @@ def naive_cost(
     `lr.search` nor `seeds: {start, max, step}` (it is a fixed grid already).
     `sd`: (the top size's paired sd in % of the loss, the size it was measured at).
     `tune_var`: the LR grid's term (%^2) in the top-size test, read from a finished study's runs
-    (`analysis.stats.core.grid_terms`): the study's power and its looks' seeds are simulated
+    (`analysis.stats.analyze.grid_terms`): the study's power and its looks' seeds are simulated
     with it; the naive grid is priced at the study's power on the seeds alone, since no fixed
     seed count lowers that term (as benchmarks/bench_ladder_cost.py prices it)."""
     from analysis.stats.looks.seq_cost import expected_seeds  # lazy: scipy's simulation

@@ -29,13 +29,13 @@ from foundation.config import ConfigError
 from foundation.provenance import git_commit
 from jobs.config import RunConfig
 from models.catalog.variants import variant_module
+from scaling.backends.executors import executor_for
 from scaling.costs.pilot_job import OK, OOM, PilotJob
 from scaling.costs.pilot_queue import submit_probes
-from scaling.rounds.backends.executors import executor_for
-from scaling.rounds.warmstart import warm_python
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.job_errors import failure_reason
 from scaling.state.status import submitit_folder
+from scaling.warmstart.server import warm_python
 
 __all__ = [
     "PILOT_FILE",
@@ -294,7 +294,9 @@ def _measurement(probe: Probe, result: dict[str, Any], say: Callable[[str], None
             f"{result['tokens_per_s']:.0f} tokens/s"
         )
         inf = result.get("inference") or {}
-        if inf.get("status") == OK:  # measured after the timed steps (scaling.serving.inference)
+        if (
+            inf.get("status") == OK
+        ):  # measured after the timed steps (scaling.inference_cost.inference)
             say(
                 f"  inference: prefill {inf['prefill_tok_s']:.0f} tokens/s, decode "
                 f"{inf['decode_ms_b1']:.2f} ms/step at batch 1, {inf['decode_ms_b32']:.2f} at 32"

@@ -5,7 +5,7 @@ path the study's jobs take) for `warmup_steps` untimed and `steps` timed optimis
 then saves one checkpoint, and returns per rank: mean step time, tokens/s, peak device memory
 (on CPU the process's peak resident memory), MFU and the checkpoint's write time and bytes.
 Then, with the trainer freed, the same model shape's inference cost on the same device
-(`scaling.serving.inference`: prefill tokens/s, KV-cache decode ms at batch 1 and 32, peak
+(`scaling.inference_cost.inference`: prefill tokens/s, KV-cache decode ms at batch 1 and 32, peak
 memory) under ``"inference"``; a model split over pipeline stages is not measured there, and a
 measurement that fails is reported under ``"inference"`` without failing the probe.
 Nothing goes to MLflow and the checkpoint is deleted afterwards.
@@ -163,7 +163,7 @@ def _inference(config: RunConfig, bf16: bool) -> dict[str, Any]:
 
     # lazy: megatron-core and the measurement load only inside the job
     from models.build import build_gpt
-    from scaling.serving.inference import InferenceSettings, measure_built
+    from scaling.inference_cost.inference import InferenceSettings, measure_built
 
     try:
         overrides = {"bf16": True, "params_dtype": torch.bfloat16} if bf16 else {}

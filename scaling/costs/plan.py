@@ -271,7 +271,7 @@ def power_plan(
     paired-difference sd in % of loss, from ``noise_from_source``), the minimum detectable
     paired gain with the study's seeds and, with ``target_gain`` (%), the seeds it needs. With
     ``grid_by_size`` (the LR grid's term a finished source study shows, %^2 per size,
-    ``analysis.stats.core.grid_terms``) each size's test carries it, as the verdict's does, and
+    ``analysis.stats.analyze.grid_terms``) each size's test carries it, as the verdict's does, and
     a column shows its sd."""
     # lazy: scipy (analysis.stats.planning.power)
     from analysis.stats.planning.power import GRID_CAPS, MAX_SEEDS, power_table, sd_for_sizes

@@ -10,7 +10,8 @@ Three figures, in the study's device-hours:
   design's binding test (`analysis.stats.looks.seq_cost.expected_seeds`) at a true gain: while
   the top gain's interval holds 0 only the top size gets seeds, so the other sizes keep `start`.
 
-A seed a look adds runs each arm once at its chosen LR (`scaling.rounds.looks`), so one more seed
+A seed a look adds runs each arm once at its chosen LR (`scaling.looks.sequential_seeds`), so one
+more seed
 at a size costs one grid point per arm there (a WSD family whole), priced from the plan's rows
 (with `lr.search.transfer: law`, the sizes past the first wave from the full grid's plan).
 """

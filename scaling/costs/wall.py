@@ -5,11 +5,11 @@ rate (`cost.flops_per_gpu_s` per device), plus `cost.startup_s` of work that is 
 (process start, model and data set-up, checkpoints, tracking). Cells run `slots` at a time:
 `local.max_parallel` on the local executor, `slurm.array_parallelism` on Slurm (an upper
 bound: the cluster may run fewer). A free slot takes the longest waiting cell, as
-`scaling.rounds.backends.executors.LocalExecutor` does, so a phase lasts what that greedy
+`scaling.backends.executors.LocalExecutor` does, so a phase lasts what that greedy
 schedule says. A
-local round also starts a warm server (`scaling.rounds.warmstart`: torch, megatron-core and mlflow
+local round also starts a warm server (`scaling.warmstart.server`: torch, megatron-core and mlflow
 imported, about 8 CPU s) and is seen to end at the next status poll
-(`scaling.rounds.watcher.POLL_S`, 5 s: 2.5 s on average): the executor's `per_round_overhead_s`.
+(`scaling.driver.watcher.POLL_S`, 5 s: 2.5 s on average): the executor's `per_round_overhead_s`.
 A Slurm round's queue wait is the cluster's, not counted.
 
 With `lr.search` a study runs in phases, each waiting for the one before: the starting grid,
@@ -28,8 +28,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from scaling.backends.executors import executor_for
 from scaling.costs.plan import Plan, cell_seconds, plan_study
-from scaling.rounds.backends.executors import executor_for
 from scaling.spec.resolved import ResolvedStudy
 
 __all__ = [

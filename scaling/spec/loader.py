@@ -6,8 +6,9 @@ Three layers of checks, all before anything is written or submitted: the spec's 
 its problems at once. A study that loads is a `ResolvedStudy` whose cells can all be submitted.
 
 Its cells are the starting grid's, then those the LR search's rounds and the looks added
-(`added_points`, `added_look_points`: read from their state files, `scaling.records.search_state`
-and `scaling.records.look_state`); `looks_over` says whether the looks' file ended the study.
+(`added_points`, `added_look_points`: read from their state files,
+`scaling.state.files.search_state`
+and `scaling.state.files.look_state`); `looks_over` says whether the looks' file ended the study.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from typing import Any
 from data_prep.config import BPE, DataConfig
 from foundation.config import ConfigError, from_dict, load_file
 from foundation.studypaths import DEFAULT_OUTPUT_DIR, resolve_path, resolve_tracking_uri
-from scaling.records.look_state import read_looks
-from scaling.records.search_state import read_state
 from scaling.spec.checks import check_study
 from scaling.spec.credentials import check_login, take_credentials
 from scaling.spec.grid import expand_cells, learning_rates
@@ -35,6 +34,8 @@ from scaling.spec.places import check_paths
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.study import Study
 from scaling.spec.value_checks import non_finite_problems, section_key_problems
+from scaling.state.files.look_state import read_looks
+from scaling.state.files.search_state import read_state
 
 __all__ = [
     "study_from_dict",
@@ -129,7 +130,7 @@ def _python_path(value: Any, base: Path) -> list[Path]:
 def add_python_path(folders: list[Path] | list[str]) -> None:
     """Put `folders` first on this process's import path and in PYTHONPATH, which every
     process it starts inherits: local jobs, the warm-start server, sbatch (Slurm jobs also
-    export it in their setup, `scaling.rounds.backends.executors`)."""
+    export it in their setup, `scaling.backends.executors`)."""
     current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     for folder in reversed([str(f) for f in folders]):
         if folder not in sys.path:
@@ -143,7 +144,7 @@ def add_python_path(folders: list[Path] | list[str]) -> None:
 
 def read_study(path: str | Path, drop_variants: tuple[str, ...] = ()) -> ResolvedStudy:
     """Read `path`, validate the spec and every cell, and resolve it once (no environment check:
-    `scaling.rounds.environment.load_study_spec` adds that).
+    `scaling.driver.environment.load_study_spec` adds that).
 
     Relative paths in it resolve against the folder that holds `path` (`foundation.studypaths`),
     whatever the working directory. Raises ConfigError (a ValueError) naming the file, each

@@ -3,7 +3,7 @@
 A study is sizes × variants (arms) × seeds × learning rates. This module holds the spec's
 dataclasses; `scaling.spec.checks` checks what needs nothing but the spec, `scaling.spec.grid`
 expands it into resolved run configs (which runs every model/run-config check), and
-`scaling.rounds.environment` checks what lies outside the file (MLflow server, the executor's
+`scaling.driver.environment` checks what lies outside the file (MLflow server, the executor's
 cluster and devices). `load_study_spec` does all three once and returns a
 `scaling.spec.resolved.ResolvedStudy`, so a spec that loads can be submitted.
 
@@ -114,7 +114,8 @@ class TokensSpec:
 
 @dataclass
 class LRSearchSpec:
-    """Adaptive LR refinement (`scaling.rounds.refine`): extend an arm's grid while its best is at
+    """Adaptive LR refinement (`scaling.lr_search.extend_grid`): extend an arm's grid while its
+    best is at
     an edge.
 
     Round 0 is the starting grid run by the first `scan_seeds` seeds. After a round ends, every
@@ -149,7 +150,7 @@ class LRSpec:
     multipliers: list[float] = field(default_factory=lambda: [1.0])
     grid: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     search: LRSearchSpec | None = (
-        None  # adaptive LR search (`scaling.rounds.refine`); None: the grid only
+        None  # adaptive LR search (`scaling.lr_search.extend_grid`); None: the grid only
     )
 
 
@@ -232,7 +233,7 @@ class SeedRounds:
     verdict, judged by a group-sequential design that keeps the false-claim rate at 5%
     (`analysis.stats.looks.sequential`, docs/statistics.md). The first round runs seeds 0..start-1;
     each look then stops the study or adds `step` seeds where they narrow the deciding interval
-    most per FLOP (`scaling.rounds.looks`, state in `<study folder>/looks.json`)."""
+    most per FLOP (`scaling.looks.sequential_seeds`, state in `<study folder>/looks.json`)."""
 
     start: int = 3
     max: int = 10

@@ -1,7 +1,7 @@
 """What the scheduler says about a study's jobs, asked in bounded time, and how to stop them.
 
 Every submitted cell is recorded in `STUDY_DIR/jobs.json` (cell → executor, job id;
-`scaling.records.job_records`). Live state comes from the scheduler itself: `squeue` for Slurm
+`scaling.state.files.job_records`). Live state comes from the scheduler itself: `squeue` for Slurm
 (no `sacct`: without slurmdbd it fails, and a job that has left the queue is simply not live any
 more; MLflow says how it ended), and the controller process for local jobs. Every call has a
 timeout, so `status` never hangs.
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from foundation.process.proc import kill_tree
-from scaling.records.job_records import RECORDS, JobRecord
+from scaling.state.files.job_records import RECORDS, JobRecord
 
 __all__ = [
     "JobBackend",
@@ -57,7 +57,7 @@ WAITING = "slurm_waiting.json"
 
 def waiting_reason(folder: Path) -> str:
     """Why a study's Slurm cells wait in their submit ("MaxSubmitJobs 6 (association x)"),
-    from the note it leaves (`scaling.rounds.backends.slurm_submit`); "" when none waits."""
+    from the note it leaves (`scaling.backends.slurm_submit`); "" when none waits."""
     try:
         return str(json.loads((Path(folder) / WAITING).read_text())["reason"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -179,7 +179,7 @@ class JobBackend:
     """One backend's jobs of a study, as `status` and `cancel` ask about them: which are live,
     how to stop them, where their logs are, and what `status` may say of a waiting one.
 
-    The scheduler-facing half of an executor class: `scaling.rounds.backends.executors`
+    The scheduler-facing half of an executor class: `scaling.backends.executors`
     subclasses each backend here (`SlurmExecutor(SlurmJobs)`) and adds submitting, slots and
     costs. It lives in this room because `status` asks it, and `status` is below the rounds.
     A class that sets `name` in its own body is the backend of that name: `named(name)` is the
@@ -248,7 +248,7 @@ class SlurmJobs(JobBackend):
     """Slurm's jobs of a study: one `squeue` says which are live, `scancel` stops them.
 
     A cell that waits in a `scaling submit` for room under the cluster's limits has the record
-    `queued-<pid of that submit>` (`scaling.rounds.backends.slurm_submit`): it is live (PENDING)
+    `queued-<pid of that submit>` (`scaling.backends.slurm_submit`): it is live (PENDING)
     while that process is, and stopping it interrupts that process (which then leaves it
     pending), as for a local cell waiting for a slot.
     """

@@ -16,8 +16,8 @@ from analysis.tables.study_table import run_state
 from foundation import contract
 from foundation.studypaths import missing_store
 from jobs.telemetry.spool import last_logged_step
-from scaling.records.job_records import JobRecord, read_records
 from scaling.spec.resolved import ResolvedStudy
+from scaling.state.files.job_records import JobRecord, read_records
 from scaling.state.job_errors import last_error_line
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun

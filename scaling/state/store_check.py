@@ -12,7 +12,7 @@ record it logged, and `result.json`). A SQLite store can be deleted, emptied or 
   file while the study ran -> `StoreLost`, instead of retrying a status that cannot come back;
 - `adopt_new_store` (`scaling run|submit --new-store`, the fix both name): a broken file is
   moved aside (never deleted), and the next submit uploads the completed cells' results on
-  disk into the fresh store (`scaling.rounds.reupload`).
+  disk into the fresh store (`scaling.driver.reupload`).
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from scaling.records.cancel_mark import CANCEL_FILE
-from scaling.records.job_records import read_records
-from scaling.rounds.submission import study_parent_run_id
+from scaling.driver.submission import study_parent_run_id
 from scaling.spec.loader import read_study
+from scaling.state.files.cancel_mark import CANCEL_FILE
+from scaling.state.files.job_records import read_records
 from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, start_cli, wait_held
 from tests.scaling.helpers import ci_demo_spec, poll, scaling_cli

@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from scaling.cli.status_view import EXIT_CELLS_FAILED
-from scaling.rounds.submission import study_parent_run_id
+from scaling.driver.submission import study_parent_run_id
 from scaling.state.status import study_status
 from tests.reliability.helpers import SCALING, cli_env
 from tests.scaling.conftest import one_size_spec

@@ -16,7 +16,7 @@ import yaml
 # imported here, not on first poll: importing torch takes seconds, long enough for a tiny run
 # to finish before the test reacts to its first checkpoint
 from jobs.checkpoints.checkpoint import list_checkpoints
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from scaling.spec.study import Study
 
 

@@ -98,7 +98,8 @@ def censoring_sentence(records: list[dict]) -> str | None:
 
 
 def _search_blocks(search: dict | None) -> list[tuple]:
-    """The study's LR search (scaling.rounds.refine): rounds, and arms it left at an edge."""
+    """The study's LR search (scaling.lr_search.extend_grid): rounds, and arms it left at an
+    edge."""
     if search is None:
         return []
     text = (

@@ -16,7 +16,8 @@ so the fitted noise is the noise of that budget's gain. Draws of different slice
 independent; the true noise of a difference between budgets is smaller (the trunk cancels), so
 the trend's interval is conservative.
 
-The N verdict (``analysis.stats.core``) reads ``n_axis_rows``: at each size, the largest budget its
+The N verdict (``analysis.stats.analyze``) reads ``n_axis_rows``: at each size, the largest budget
+its
 baseline measured, and only that. Smaller budgets never change it.
 """
 
@@ -33,7 +34,7 @@ from analysis.stats.gains.compare import Budget, baseline_map, compare
 from analysis.stats.gains.levels import MIN_SEEDS, holm_levels, p_two_sided
 from analysis.stats.lr.frontier import LRFrontier, lr_frontier, unbracketed_summary
 from analysis.stats.rules import verdict as verdicts
-from analysis.stats.rules import verdict_d
+from analysis.stats.rules import verdict_tokens
 from analysis.stats.variance.cells import Groups, build_groups, selected_lrs, usable_cells
 
 # Token counts of one size within 2% of each other are one budget: whole-step rounding (one
@@ -251,7 +252,7 @@ def analyse_tokens(
     judged = {}
     for variant in variants:
         points = matched_points(slices, baselines, variant)
-        judged[variant] = (points, verdict_d.top_point(points))
+        judged[variant] = (points, verdict_tokens.top_point(points))
     p_values = {
         v: p_two_sided(top.budget.gain_loss[1:]) if top is not None and top.has_ci else 1.0
         for v, (_, top) in judged.items()
@@ -259,10 +260,12 @@ def analyse_tokens(
     levels = holm_levels(p_values) if p_values else {}
     rows = []
     for variant, (points, top) in judged.items():
-        guards = verdict_d.guards(points, top) + token_lr_guards(
-            verdict_d.axis_points(points), slices
+        guards = verdict_tokens.guards(points, top) + token_lr_guards(
+            verdict_tokens.axis_points(points), slices
         )
-        decision = verdict_d.apply_rule_d(points, top, slope(points), levels.get(variant), guards)
+        decision = verdict_tokens.apply_rule_d(
+            points, top, slope(points), levels.get(variant), guards
+        )
         rows.append(
             {
                 "variant": variant,
@@ -283,6 +286,6 @@ def analyse_tokens(
         "num_slices": len(slices),
         "num_used": int(sum(sl.num_used for sl in slices)),
         "variants": rows,
-        "rule": verdict_d.RULE_D,
+        "rule": verdict_tokens.RULE_D,
     }
     return TokenAnalysis(verdict, fits, slices)

@@ -2,7 +2,8 @@
 
 Below ``analysis.stats.gains.levels.MIN_SEEDS`` seeds a spread cannot be estimated well enough for
 an interval to mean anything (with 2 seeds a bootstrap's 95% interval is close to the range of
-two numbers). Such a study gets no interval, band or p-value anywhere: ``analysis.stats.core`` draws
+two numbers). Such a study gets no interval, band or p-value anywhere: ``analysis.stats.analyze``
+draws
 no resamples for it, and ``strip`` clears whatever interval-shaped field is left in the verdict,
 so ``verdict.json``, the report, the plots and the terminal agree. The report says why once.
 """

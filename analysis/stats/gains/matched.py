@@ -14,7 +14,8 @@ curve, so the paired-seed test is read at matched compute and carries the move's
 The compute axis itself comes from the run table's ``flops`` (the project's accounting, or a
 bring-your-own variant's declared FLOPs, ``models.catalog.variants.QueryVariant.flops``). A table
 without ``flops`` is analysed with C = 6 N D; a variant that declared no FLOPs counts its
-weights only, and its verdict is held back (``analysis.stats.rules.held``: inconclusive, with
+weights only, and its verdict is held back (``analysis.stats.rules.verdict_guards``: inconclusive,
+with
 what it would be were its weights all its FLOPs).
 """
 

@@ -194,7 +194,7 @@ def _disagreement(row: dict) -> str | None:
 
 
 def time_matched(result, times: dict | None, seed: int) -> dict:
-    """verdict.json's ``time_matched`` for ``result`` (``analysis.stats.core.Analysis``).
+    """verdict.json's ``time_matched`` for ``result`` (``analysis.stats.analyze.Analysis``).
 
     ``times``: ``{"source", "device", "rows": [{"run_id", "variant", "size",
     "time_per_token_s"}]}`` (``analysis.tables.step_times``), or None: then ``measured`` is False

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from analysis.stats.core import Analysis
+from analysis.stats.analyze import Analysis
 from analysis.stats.looks.sequential import Design, Look, analyse_look, decide_look
 
 

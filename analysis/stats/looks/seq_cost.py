@@ -93,7 +93,8 @@ def expected_seeds(
     """The design's expected seeds at the top size at a true gain, from ``num`` simulated
     studies (``simulate_sequential``; deterministic: ``seed`` seeds the generator). ``draws``:
     the analysis's bootstrap draws (1,000 by default, as a look's). ``tune_var``: the LR grid's
-    term in the test (%^2), e.g. read from a finished study (``analysis.stats.core.grid_terms``)."""
+    term in the test (%^2), e.g. read from a finished study
+    (``analysis.stats.analyze.grid_terms``)."""
     if not sd_pct > 0:
         raise ValueError(f"paired sd {sd_pct}: must be positive")
     rng = np.random.default_rng(seed)

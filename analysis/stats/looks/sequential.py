@@ -43,13 +43,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.stats.core import Analysis, analyse
+from analysis.stats.analyze import Analysis, analyse
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, holm_levels
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.looks.outcome import added_cells, top_gains
 from analysis.stats.looks.spending import Boundary, spending_boundaries
 from analysis.stats.rules import verdict as rules
-from analysis.stats.rules.held import decide_held
+from analysis.stats.rules.verdict_guards import decide_held
 
 DECIDED = ("persists", "grows", "fades", "hurts", "none")  # a look stops on these
 CLAIMS = ("persists", "grows", "fades", "helps", "hurts")
@@ -276,7 +276,8 @@ def _joined(verdicts: dict[str, str]) -> str:
 
 
 def seed_cost(table: pd.DataFrame) -> dict[str, float]:
-    """FLOPs of one more seed at each size: what a look adds there (``scaling.rounds.looks``),
+    """FLOPs of one more seed at each size: what a look adds there
+    (``scaling.looks.sequential_seeds``),
     each arm once at its chosen LR, a run per token budget; the LRs an arm scanned (more at a
     size where the search went past an edge) cost it nothing more."""
     cells = table.drop_duplicates(["variant", "size", "tokens"])

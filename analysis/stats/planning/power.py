@@ -151,7 +151,7 @@ def power_table(
     """One row per size: ``size, sd_pct, num_seeds, tune_var, mde_pct`` (the gain detected with
     ``power`` on ``num_seeds`` seeds) and, with ``target_gain`` (%), ``target_gain_pct,
     seeds_needed, power_at_target``. ``sd_by_size`` is what ``noise_from_source`` returns;
-    ``tune_by_size`` the LR grid's term per size (%^2, ``analysis.stats.core.grid_terms``: the
+    ``tune_by_size`` the LR grid's term per size (%^2, ``analysis.stats.analyze.grid_terms``: the
     verdict's test carries it, and no number of seeds shrinks it), 0 where absent."""
     rows = []
     for size, sd in sd_by_size.items():

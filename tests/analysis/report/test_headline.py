@@ -129,7 +129,7 @@ def test_headline_states_what_the_numbers_say(name):
 
 
 def test_headline_from_a_real_analysis_of_a_worse_variant():
-    from analysis.stats.core import analyse
+    from analysis.stats.analyze import analyse
     from analysis.synthetic.scenarios import scenario
 
     verdict = analyse(scenario("smaller_variant", 11), baseline="linear", num_resamples=100).verdict
@@ -148,7 +148,7 @@ def test_a_constant_loss_gain_that_reads_grows_says_the_loss_gain_is_constant():
     multiplier that rises with compute (the baseline's curve flattens), so the rule says
     `grows`; the headline must say the loss gain is constant and is worth more compute at larger
     sizes (seen in 6 of 6 generator seeds; this one, 0.5 s)."""
-    from analysis.stats.core import analyse
+    from analysis.stats.analyze import analyse
     from analysis.synthetic.scenarios import chinchilla, ladder
     from analysis.tables.runs import normalise
 

@@ -36,7 +36,7 @@ def _design_dict(design: Design) -> dict:
 
 
 def _entry(look: Look, round_: int, table: pd.DataFrame) -> dict:
-    """One look as looks.json holds it (scaling.rounds.looks writes the same keys)."""
+    """One look as looks.json holds it (scaling.looks.sequential_seeds writes the same keys)."""
     from analysis.stats.looks.sequential import analyse_look
 
     decisions = judge_at(

@@ -19,7 +19,7 @@ from analysis.cli import analyze
 from analysis.judgement import table_judgement
 from analysis.report import figures, fmt
 from analysis.report.terminal import verdict_lines
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import at_compute_multiplier, chinchilla, ladder
 from analysis.synthetic.studies import Effect, Law, make_study
 from analysis.tables.runs import load_csv, normalise

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import (
     NOISES,
     SIZES,

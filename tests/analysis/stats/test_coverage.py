@@ -16,7 +16,7 @@ import time
 import pytest
 from scipy import stats
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import compute_law_study
 from tests.analysis.pool import map_studies
 

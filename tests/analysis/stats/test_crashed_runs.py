@@ -19,7 +19,7 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.stats.lr.frontier import BRACKETED, lr_frontier
 from analysis.synthetic.scenarios import EXPECTED, lr_opt, scenario
 from analysis.tables.mlflow_io import load_study_runs

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.stats.gains import levels
 from analysis.stats.gains.compare import Budget, Comparison
 from analysis.stats.gains.robust import PAIRED, GainTest

@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 from scipy import stats
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import NOISES, noisy_study
 from tests.analysis.pool import map_studies
 

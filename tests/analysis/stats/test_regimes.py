@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.studies import Effect, Law, make_study
 
 LAW = Law()

@@ -8,7 +8,7 @@ import re
 import pandas as pd
 import pytest
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import EXPECTED, lr_opt, scenario
 
 GENERATOR_SEEDS = (11, 12, 13)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import analysis
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.tables.runs import load_csv, normalise
 
 LRS = (0.5e-3, 1e-3, 2e-3, 4e-3, 8e-3)

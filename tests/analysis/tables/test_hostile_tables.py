@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from analysis.cli import analyze
 from analysis.report.terminal import verdict_lines
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.studies import Effect, make_study
 from analysis.tables.mlflow_io import load_study_runs
 from analysis.tables.runs import MAX_RUNS, load_csv
@@ -128,7 +128,7 @@ def test_with_another_arm_judged_a_dead_arm_gets_its_own_verdict_line():
 def test_a_study_whose_every_cell_failed_before_logging_is_a_value_error(mlflow_server):
     """Item 5: cells that failed before logging their size leave no row; the empty table was an
     IndexError (exit 1 from `scaling run`), now the ValueError `run` reports as an inconclusive
-    analysis (exit 3, tests/scaling/rounds/test_run_inconclusive.py)."""
+    analysis (exit 3, tests/scaling/driver/test_run_inconclusive.py)."""
     uri = mlflow_server
     client = MlflowClient(uri)
     experiment = f"e-{uuid.uuid4().hex[:8]}"

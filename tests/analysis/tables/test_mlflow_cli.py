@@ -188,7 +188,7 @@ def test_the_training_curve_plot_draws_every_logged_step_smoothed(study):
     """Issue 12: per run, the training loss at every log interval (not 2 points), its EMA,
     and the validation points; histories read only for the runs drawn."""
     from analysis.report.training_curves import chosen_runs, curve_series, ema
-    from analysis.stats.core import analyse
+    from analysis.stats.analyze import analyse
 
     table, _ = load_study_runs(study["uri"], f"exp_{study['name']}", study["name"])
     an = analyse(table, baseline="linear", num_resamples=0)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.studies import Effect, make_study
 from analysis.tables.runs import load_csv
 

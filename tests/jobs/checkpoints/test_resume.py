@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from foundation.process.proc import children
 from jobs.checkpoints.checkpoint import list_checkpoints
 from jobs.testing import tiny_run_dict
-from scaling.rounds.warmstart import warm_python
+from scaling.warmstart.server import warm_python
 
 STEPS = 40
 REPO = Path(__file__).resolve().parents[3]
@@ -115,7 +115,7 @@ def test_sigkill_then_rerun_ends_bitwise_equal(tmp_path, data_dir, reference, ml
 def test_usr2_preemption_saves_requeues_and_continues_the_run(
     tmp_path, data_dir, reference, mlflow_server, monkeypatch, start
 ):
-    """Also with the task forked by `scaling.rounds.warmstart` (as `scaling run` starts local
+    """Also with the task forked by `scaling.warmstart.server` (as `scaling run` starts local
     cells): the USR2 sent to the controller's task reaches the training process through the
     client."""
     import submitit

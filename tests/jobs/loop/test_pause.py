@@ -165,7 +165,7 @@ def test_sigterm_saves_step_n_on_both_ranks_and_the_rerun_ends_bitwise_equal(
     from foundation.config import from_dict
     from jobs import TrainingJob
     from jobs.config import RunConfig
-    from scaling.rounds.warmstart import warm_python
+    from scaling.warmstart.server import warm_python
 
     cfg = _cfg(tmp_path, data_dir, "sigterm", mlflow_server)
     cfg["parallel"] = {"data_parallel": 2}

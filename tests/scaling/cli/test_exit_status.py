@@ -7,11 +7,11 @@ import yaml
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-import scaling.rounds.backends.executors
+import scaling.backends.executors
 from foundation import contract as C
 from scaling.cli import app
 from scaling.cli.status_view import EXIT_CELLS_FAILED, exit_code, status_tables, tally
-from scaling.rounds.submission import study_parent_run_id
+from scaling.driver.submission import study_parent_run_id
 from scaling.state.status import StatusRow
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load
@@ -93,9 +93,9 @@ def test_scaling_run_exits_3_when_a_cell_failed(tmp_path, data_dir, mlflow_serve
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
     study = write_and_load(spec, path)
-    real_job = scaling.rounds.backends.executors._job
+    real_job = scaling.backends.executors._job
     monkeypatch.setattr(
-        scaling.rounds.backends.executors,
+        scaling.backends.executors,
         "_job",
         lambda cell: _Crash() if "nonlinear" in cell.cell_id else real_job(cell),
     )
@@ -115,7 +115,7 @@ def test_scaling_run_exits_3_when_a_cell_failed(tmp_path, data_dir, mlflow_serve
 
     # rerunning leaves the cell given up on; --retry-failed retries it, and with every cell
     # completed the exit status is 0
-    monkeypatch.setattr(scaling.rounds.backends.executors, "_job", real_job)
+    monkeypatch.setattr(scaling.backends.executors, "_job", real_job)
     left = CliRunner().invoke(app, ["run", str(path), "--no-analyze"], env={"COLUMNS": "200"})
     assert left.exit_code == EXIT_CELLS_FAILED and "1 failed" in left.output, left.output
     again = CliRunner().invoke(

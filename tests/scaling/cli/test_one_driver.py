@@ -22,13 +22,13 @@ from typer.testing import CliRunner
 from foundation.config import ConfigError
 from foundation.process.proc import children
 from scaling.cli import app
-from scaling.records.driver_lock import LOCK_NAME, acquire, process_start, release
+from scaling.state.files.driver_lock import LOCK_NAME, acquire, process_start, release
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import poll
 
 HOLD = (
     "import sys, time; from pathlib import Path; "
-    "from scaling.records.driver_lock import acquire; "
+    "from scaling.state.files.driver_lock import acquire; "
     "acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(600)"
 )
 

@@ -14,14 +14,14 @@ from foundation import contract as C
 from jobs.config import TrackingConfig
 from jobs.telemetry.spool import last_logged_step
 from jobs.telemetry.tracking import Tracker
+from scaling.backends.executors import LOCAL_ROUND_S
 from scaling.cli import app
 from scaling.cli.live import LiveProgress
 from scaling.cli.status_view import status_tables
 from scaling.costs.plan import cell_seconds, plan_study
 from scaling.costs.wall import wall_estimate
-from scaling.rounds.backends.executors import LOCAL_ROUND_S
-from scaling.rounds.environment import load_study_spec
-from scaling.rounds.progress import Progress
+from scaling.driver.environment import load_study_spec
+from scaling.driver.progress import Progress
 from scaling.state.status import StatusRow
 from tests.scaling.conftest import small_spec
 

@@ -17,7 +17,7 @@ from models.accounting import checkpoint_bytes
 from scaling.costs.disk import num_checkpoints_kept
 from scaling.costs.pilot import PILOT_FILE, oom_fixes, probes
 from scaling.costs.plan import plan_study
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from tests.scaling.conftest import one_size_spec, small_spec
 from tests.scaling.helpers import study_runs
 

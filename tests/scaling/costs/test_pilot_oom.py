@@ -13,7 +13,7 @@ from jobs.config import RunConfig
 from jobs.testing import tiny_run_dict
 from scaling.costs.pilot import _collect
 from scaling.costs.pilot_job import ENV_OOM_AT, OOM, PilotJob
-from scaling.rounds.warmstart import warm_python
+from scaling.warmstart.server import warm_python
 
 REPORT_WITHIN_S = 60
 

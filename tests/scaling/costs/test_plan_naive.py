@@ -115,10 +115,10 @@ def test_sequential_seeds_in_waves_at_the_designs_power(tmp_path, data_dir):
 
 def test_a_finished_study_as_noise_brings_its_lr_grids_resolution(tmp_path, data_dir):
     """`--noise` a run CSV with LR sweeps: the LR grid's term the verdict would read from those
-    runs (`analysis.stats.core.grid_terms`, at the source size nearest the top) enters the
+    runs (`analysis.stats.analyze.grid_terms`, at the source size nearest the top) enters the
     looks' simulation (their seeds and power), and the naive grid is priced at the power on the
     seeds alone, both printed; a number as --noise has no runs, so no term."""
-    from analysis.stats.core import grid_terms
+    from analysis.stats.analyze import grid_terms
     from analysis.stats.planning.power import noise_from_table
     from analysis.synthetic.scenarios import NOISES, noisy_study
     from analysis.tables.runs import load_csv

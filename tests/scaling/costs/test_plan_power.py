@@ -9,7 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from analysis.stats.core import grid_terms
+from analysis.stats.analyze import grid_terms
 from analysis.stats.planning import power as P
 from analysis.synthetic.studies import Effect, make_study
 from analysis.tables.runs import load_csv

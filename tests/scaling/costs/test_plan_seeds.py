@@ -14,8 +14,8 @@ from analysis.stats.looks.seq_cost import expected_seeds
 from scaling.cli import app
 from scaling.costs.plan import plan_study
 from scaling.costs.seeds import seed_cost
-from scaling.rounds.judging import design_of
 from scaling.spec.loader import read_study
+from scaling.study_judgement import design_of
 from tests.scaling.conftest import small_spec
 
 ROUNDS = {"start": 3, "max": 7, "step": 2}

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 from foundation.config import ConfigError
 from scaling.cli import app
 from scaling.costs.plan import plan_study
-from scaling.records.job_records import JobRecord
 from scaling.spec.grid import expand_cells
 from scaling.spec.loader import resolve, study_from_dict, vocab_size
+from scaling.state.files.job_records import JobRecord
 from scaling.state.run_cache import CellRun
 from scaling.state.scheduler import QUEUED
 from scaling.state.status import cell_state, never_started
@@ -142,7 +142,7 @@ def test_cli_reports_a_bad_spec_without_a_traceback(tmp_path, data_dir):
 def test_slurm_job_parameters_follow_each_cell_parallelism(tmp_path, data_dir):
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from scaling.rounds.backends.executors import slurm_parameters
+    from scaling.backends.executors import slurm_parameters
 
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
     spec["slurm"] = {
@@ -201,7 +201,7 @@ def test_tasks_per_node_is_checked_at_load(tmp_path, data_dir, slurm, says):
 def test_plan_of_a_large_grid_is_summed_per_size_and_variant_and_all_lists_each(tmp_path, data_dir):
     """Above 100 cells `plan` prints one row per (size, variant), with the totals of every
     cell; `--all` lists each cell (a 10,000-cell plan printed 10,000 rows)."""
-    from scaling.rounds.environment import load_study_spec
+    from scaling.driver.environment import load_study_spec
 
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
     spec["seeds"] = list(range(30))  # 2 sizes x 2 variants x 30 seeds = 120 cells

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from foundation import contract as C
-from scaling.records.search_state import read_state
-from scaling.rounds.environment import load_study_spec
-from scaling.rounds.run import run_study
+from scaling.driver.environment import load_study_spec
+from scaling.driver.run import run_study
+from scaling.state.files.search_state import read_state
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load
 

@@ -11,9 +11,9 @@ from mlflow.tracking import MlflowClient
 
 from data_prep.testing import tiny_config
 from foundation.config import to_dict
-from scaling.records.job_records import read_records
-from scaling.rounds.driver import cancel_study, submit_study
-from scaling.rounds.submission import study_parent_run_id
+from scaling.driver.round_driver import cancel_study, submit_study
+from scaling.driver.submission import study_parent_run_id
+from scaling.state.files.job_records import read_records
 from scaling.state.status import study_status
 from tests.scaling.conftest import one_size_spec, small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load

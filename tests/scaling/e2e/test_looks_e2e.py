@@ -31,9 +31,9 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from foundation import contract as C
-from scaling.rounds.environment import load_study_spec
-from scaling.rounds.looks import judged_against, take_look
-from scaling.rounds.submission import study_parent_run_id
+from scaling.driver.environment import load_study_spec
+from scaling.driver.submission import study_parent_run_id
+from scaling.looks.sequential_seeds import judged_against, take_look
 from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, start_cli
 from tests.scaling.helpers import ci_demo_spec, poll, scaling_cli, study_runs

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from scaling.costs.plan import plan_study
-from scaling.rounds.driver import submit_study
+from scaling.driver.round_driver import submit_study
 from scaling.state.status import study_status
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import write_and_load

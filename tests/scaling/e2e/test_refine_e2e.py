@@ -17,13 +17,13 @@ from mlflow.tracking import MlflowClient
 from analysis.stats.lr.frontier import lr_frontier
 from analysis.tables.mlflow_io import load_study_runs as load_table
 from foundation import contract as C
-from scaling.records.job_records import read_records
-from scaling.records.search_state import STATE_FILE, read_state
-from scaling.rounds.driver import submit_rounds, submit_study
-from scaling.rounds.environment import load_study_spec
-from scaling.rounds.refine import advance, status_lines
-from scaling.rounds.run import run_study
-from scaling.rounds.submission import study_parent_run_id
+from scaling.driver.environment import load_study_spec
+from scaling.driver.round_driver import submit_rounds, submit_study
+from scaling.driver.run import run_study
+from scaling.driver.submission import study_parent_run_id
+from scaling.lr_search.extend_grid import advance, status_lines
+from scaling.state.files.job_records import read_records
+from scaling.state.files.search_state import STATE_FILE, read_state
 from scaling.state.status import study_status
 from tests.reliability.helpers import kill_group, start_cli
 from tests.scaling.conftest import one_size_spec

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling.rounds.driver import submit_study, wait_study
+from scaling.driver.round_driver import submit_study, wait_study
 from scaling.state.status import study_status
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import (

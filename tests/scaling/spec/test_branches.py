@@ -20,7 +20,7 @@ from foundation import contract as C
 from foundation.config import ConfigError
 from foundation.process.proc import kill_tree
 from scaling.costs.plan import branch_saving, plan_study
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, scaling_cli, study_runs
 from tests.shipped import shipped_study
@@ -292,7 +292,7 @@ def test_killing_the_stable_run_between_branch_points_then_rerunning(tmp_path, d
 def test_a_failed_stable_run_fails_its_branches_with_the_reason(tmp_path, data_dir):
     """The stable cell crashes at start (a checkpoint of another parallel layout in its output
     dir); its branches are never started, end `failed`, and status says why."""
-    from scaling.rounds.driver import submit_study
+    from scaling.driver.round_driver import submit_study
     from scaling.state.status import study_status
 
     tokens = {
@@ -368,7 +368,7 @@ def _squeue_reasons(job_ids: list[str]) -> dict[str, str]:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_server, slurm_cluster):
-    from scaling.rounds.driver import submit_study, wait_study
+    from scaling.driver.round_driver import submit_study, wait_study
 
     study = _load(_slurm_spec(tmp_path, data_dir, mlflow_server, 80), tmp_path)
     result = submit_study(study)
@@ -392,7 +392,7 @@ def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_ser
 def test_slurm_failed_stable_run_fails_its_branches(
     tmp_path, data_dir, mlflow_server, slurm_cluster
 ):
-    from scaling.rounds.driver import submit_study
+    from scaling.driver.round_driver import submit_study
     from scaling.state.status import study_status
 
     study = _load(_slurm_spec(tmp_path, data_dir, mlflow_server, 16), tmp_path)

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from models.nanogpt import nanogpt_config
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from tests.models.paper_facts import PAPER_124M as P
 from tests.shipped import shipped_study
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from foundation.config import ConfigError
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from tests.scaling.conftest import small_spec
 
 

@@ -15,8 +15,8 @@ from analysis.stats.gains.levels import MIN_SEEDS
 from analysis.stats.rules.verdict import MIN_SIZES
 from scaling.costs.lr_search import search_cost
 from scaling.costs.plan import plan_study
-from scaling.records.search_state import AddedLR, SearchState, write_state
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
+from scaling.state.files.search_state import AddedLR, SearchState, write_state
 from tests.shipped import shipped_names, shipped_study
 
 

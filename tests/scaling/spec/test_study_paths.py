@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from analysis.tables.spec import study_source
-from scaling.rounds.backends.executors import slurm_parameters
-from scaling.rounds.environment import load_study_spec
+from scaling.backends.executors import slurm_parameters
+from scaling.driver.environment import load_study_spec
 from tests.scaling.conftest import one_size_spec
 
 REPO = Path(__file__).resolve().parents[3]

@@ -16,7 +16,7 @@ import yaml
 from foundation.config import ConfigError
 from models.accounting import forward_flops_per_token, num_params
 from models.config import ModelConfig
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from tests.scaling.conftest import one_size_spec
 
 VARIANTS = """

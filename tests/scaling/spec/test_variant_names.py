@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from foundation.config import ConfigError
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from scaling.spec.grid import learning_rates
 from scaling.spec.ladder import ARMS
 from tests.scaling.conftest import one_size_spec

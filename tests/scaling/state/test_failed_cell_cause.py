@@ -8,11 +8,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import scaling.rounds.backends.executors
+import scaling.backends.executors
 from foundation import contract as C
 from scaling.cli import app
-from scaling.rounds.driver import submit_study
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
+from scaling.driver.round_driver import submit_study
 from scaling.state.job_errors import last_error_line
 from scaling.state.mlflow_state import client_for
 from scaling.state.status import study_status
@@ -36,7 +36,7 @@ def test_a_failed_cells_cause_reaches_status_and_mlflow(tmp_path, data_dir, monk
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
     study = load_study_spec(path, check_environment=False)
-    monkeypatch.setattr(scaling.rounds.backends.executors, "_job", lambda cell: _Crash())
+    monkeypatch.setattr(scaling.backends.executors, "_job", lambda cell: _Crash())
 
     submit_study(study)
     (row,) = study_status(study)

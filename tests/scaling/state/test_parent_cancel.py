@@ -1,6 +1,6 @@
 """`scaling cancel` ends the study's parent run KILLED only while it is running, so a study that
 already ended keeps the FINISHED or FAILED it ended with (scaling.state.mlflow_state); and the
-command leaves an ended study as it is: no cancelled.json (scaling.rounds.driver)."""
+command leaves an ended study as it is: no cancelled.json (scaling.driver.round_driver)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from scaling.cli import app
-from scaling.records.cancel_mark import read_cancel_mark
-from scaling.records.job_records import JobRecord, write_records
-from scaling.rounds.driver import Cancelled, cancel_study
+from scaling.driver.round_driver import Cancelled, cancel_study
 from scaling.spec.resolved import ResolvedStudy
+from scaling.state.files.cancel_mark import read_cancel_mark
+from scaling.state.files.job_records import JobRecord, write_records
 from scaling.state.mlflow_state import end_parent_run, ensure_parent_run
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
-import scaling.rounds.backends.executors
+import scaling.backends.executors
 from data_prep.manifest import load_manifest
-from scaling.rounds.driver import submit_study
-from scaling.rounds.run import run_study
-from scaling.rounds.submission import study_parent_run_id
+from scaling.driver.round_driver import submit_study
+from scaling.driver.run import run_study
+from scaling.driver.submission import study_parent_run_id
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import write_and_load
 
@@ -65,12 +65,12 @@ def test_parent_is_running_during_scaling_run_then_finished(tmp_path, data_dir, 
 
 def test_parent_fails_when_a_cell_fails(tmp_path, data_dir, mlflow_server, monkeypatch):
     study = _tiny(data_dir, tmp_path, mlflow_server, ["linear", "nonlinear"])
-    real_job = scaling.rounds.backends.executors._job
+    real_job = scaling.backends.executors._job
 
     def job(cell):
         return _Crash() if cell.cell_id.startswith("30K-nonlinear") else real_job(cell)
 
-    monkeypatch.setattr(scaling.rounds.backends.executors, "_job", job)
+    monkeypatch.setattr(scaling.backends.executors, "_job", job)
     outcome = run_study(study, analyze=False, say=lambda _msg: None)
     states = {r.cell_id.split("-s")[0]: r.state for r in outcome.rows}
     assert states == {"30K-linear": "completed", "30K-nonlinear": "failed"}, outcome.rows
@@ -83,7 +83,7 @@ def test_parent_fails_when_the_study_raises(tmp_path, data_dir, mlflow_server, m
     def broken(*_args, **_kwargs):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(scaling.rounds.backends.executors.LocalExecutor, "submit", broken)
+    monkeypatch.setattr(scaling.backends.executors.LocalExecutor, "submit", broken)
     with pytest.raises(OSError, match="disk gone"):
         run_study(study, analyze=False, say=lambda _msg: None)
     parent = study_parent_run_id(study)

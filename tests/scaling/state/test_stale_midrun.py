@@ -18,7 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import scaling.rounds.driver
+import scaling.driver.round_driver
 from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import load_study_runs
 from foundation import contract as C
@@ -27,10 +27,10 @@ from jobs.telemetry.record import LossHistory, RunResult
 from jobs.telemetry.tracking import Tracker
 from models.accounting import flops_per_token
 from scaling.cli import app
-from scaling.records.look_state import read_looks
-from scaling.records.search_state import read_state
-from scaling.rounds.environment import load_study_spec
-from scaling.rounds.looks import take_look
+from scaling.driver.environment import load_study_spec
+from scaling.looks.sequential_seeds import take_look
+from scaling.state.files.look_state import read_looks
+from scaling.state.files.search_state import read_state
 from scaling.state.mlflow_state import (
     client_for,
     ensure_cell_run,
@@ -102,14 +102,14 @@ def test_a_variant_edited_while_run_waits_stops_it_before_any_analysis(
     study = load_study_spec(path, check_environment=False)
     _record_finished(study)
     gated = sorted(c.cell_id for c in study.cells if c.variant == "gated")
-    real = scaling.rounds.driver.submit_due
+    real = scaling.driver.round_driver.submit_due
 
     def submit_then_edit(*args, **kwargs):
         submitted = real(*args, **kwargs)  # every cell finished: nothing to train
         _edit(variant)  # while `run` waits on its round
         return submitted
 
-    monkeypatch.setattr(scaling.rounds.driver, "submit_due", submit_then_edit)
+    monkeypatch.setattr(scaling.driver.round_driver, "submit_due", submit_then_edit)
     ran = CliRunner().invoke(app, ["run", str(path)], env={"COLUMNS": "250"})
     assert ran.exit_code == 2, ran.output
     error = [line for line in ran.output.splitlines() if line.startswith("error:")]

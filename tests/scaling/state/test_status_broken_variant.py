@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaling.records.job_records import JobRecord, write_records
+from scaling.state.files.job_records import JobRecord, write_records
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import scaling_cli, write_and_load
 

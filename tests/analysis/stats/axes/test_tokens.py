@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from analysis.report import fmt
+from analysis.stats.analyze import analyse
 from analysis.stats.axes import tokens as token_axis
-from analysis.stats.core import analyse
-from analysis.stats.rules.verdict_d import RULE_D
+from analysis.stats.rules.verdict_tokens import RULE_D
 from analysis.synthetic.studies import ArmLaw, make_nd_study, true_gain
 
 BASE = ArmLaw()

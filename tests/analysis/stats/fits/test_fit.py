@@ -77,7 +77,7 @@ def test_chinchilla_fixture_full_grid_matches_epoch(shared_dir):
 
 def test_study_with_two_budgets_per_size_fits_chinchilla_law():
     """L(N, D) is fitted per arm once a size has >= 2 token budgets, and recovers the law."""
-    from analysis.stats.core import analyse
+    from analysis.stats.analyze import analyse
 
     rng = np.random.default_rng(0)
     rows = []

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.stats.fits import batchfit, laws
 from analysis.stats.fits import fit as fitting
 from analysis.tables.runs import load_csv

@@ -21,7 +21,7 @@ from analysis.api import run_analysis
 from analysis.cli import analyze
 from analysis.judgement import table_judgement
 from analysis.report.terminal import verdict_lines
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import GRID, NOISES, at_compute_multiplier, chinchilla, ladder
 from analysis.tables.runs import normalise
 from tests.analysis.pool import map_studies

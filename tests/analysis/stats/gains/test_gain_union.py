@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import Noise, noisy_study
 
 CLAIMS = ("persists", "grows", "fades", "helps", "hurts")

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.stats.gains.resolution import (
     _location_var_pct,
     _reach,
@@ -198,7 +198,7 @@ def test_the_plan_and_the_reports_power_table_read_the_term_the_verdict_uses():
     """`scaling plan --noise STUDY` takes the grid's term from `grid_terms`, and the report's
     "Seed noise and power" table from the same pairs: at the top size both are the verdict's own
     (`top_gain_pct.grid_sd` squared), and the table's detectable gain is the test's with it."""
-    from analysis.stats.core import grid_terms
+    from analysis.stats.analyze import grid_terms
     from analysis.stats.planning.power import power_table
 
     table = off_grid_study(1.0, rng_seed=3, num_seeds=3, lr_penalty=CURVE)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.stats.gains.time_matched import NOT_MEASURED, time_matched, time_ratio
 from analysis.synthetic.scenarios import SIZES, compute_law_study
 from analysis.synthetic.timings import run_times, true_time_gain_pct

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.stats.gains.compare import baseline_map, compare
 from analysis.stats.gains.resolution import groups_pair_var, trend_draws
 from analysis.synthetic.scenarios import NOISES, off_grid_study

@@ -1,6 +1,7 @@
 """A look is judged once, in `analysis.stats.looks.sequential.decide_look`: the `Look` it returns
 holds its level, each variant's word, top-size gain and interval at that level, and the cells its
-seeds add (each arm at its chosen LR), so `scaling.rounds.looks` only writes and logs it."""
+seeds add (each arm at its chosen LR), so `scaling.looks.sequential_seeds` only writes and logs
+it."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def test_equivalence_waits_for_the_draws_to_resolve_the_interval():
 
 
 def test_the_benchmark_prices_a_look_seed_at_one_lr_per_arm():
-    """A look adds each arm once at its chosen LR (scaling.rounds.looks); a fixed design's
+    """A look adds each arm once at its chosen LR (scaling.looks.sequential_seeds); a fixed design's
     follower seed runs the winner and one LR each side. The ladder's seed 0 scans 3 LRs per arm,
     so one look seed costs a third of seed 0's cells at that size."""
     spec = importlib.util.spec_from_file_location("bench_sequential", BENCH)

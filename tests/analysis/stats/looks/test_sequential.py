@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 from scipy import optimize, stats
 
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.stats.looks.replay import replay, reveal
 from analysis.stats.looks.sequential import (
     CLAIMS,
@@ -318,7 +318,8 @@ def test_equivalence_does_not_stop_a_look_whose_draws_cannot_resolve_its_level()
 
 
 def test_a_seed_costs_one_run_per_arm_whatever_the_lrs_it_scanned():
-    """A look adds each arm once at its chosen LR (scaling.rounds.looks): an arm that scanned
+    """A look adds each arm once at its chosen LR (scaling.looks.sequential_seeds): an arm that
+    scanned
     more LRs at one size (its search went past an edge) does not make a seed there dearer."""
     table = reveal(study(1.0, 3), {s: 3 for s in map(str, study(1.0, 3)["size"])})
     table = table.assign(lr=1e-3)  # every arm at one LR

@@ -86,7 +86,7 @@ def test_the_report_states_the_censoring_in_words():
     reads, the seeds that diverged named, and the optimum column ends at the diverged LR."""
     from analysis.report.render import to_markdown
     from analysis.report.sections.lr_selection import lr_blocks
-    from analysis.stats.core import _records
+    from analysis.stats.analyze import _records
     from analysis.stats.lr.frontier import frontier_frame
 
     table, cliff, _ = _study(0, "model", 1.0)

@@ -82,7 +82,7 @@ def test_a_missing_seed_makes_the_lr_unusable():
 def test_the_selection_loss_chooses_when_every_run_has_one():
     f = _one(_table(bowl(4e-3), select=True))
     assert f.best_lr == 1e-3 and f.state == "edge_low"
-    from analysis.stats.core import analyse
+    from analysis.stats.analyze import analyse
 
     assert (
         analyse(_table(bowl(4e-3), select=True), baseline="linear", num_resamples=0).verdict[

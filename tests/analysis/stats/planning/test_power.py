@@ -94,7 +94,7 @@ PLANNER_GAINS = (1.02, 1.04, 1.07)  # compute multipliers: true top gains ~0.17%
 
 def detects_gain(args: tuple[float, int]) -> bool:
     """Planner study `i` at multiplier `k0`: its verdict rejects "no gain" at the top size."""
-    from analysis.stats.core import analyse
+    from analysis.stats.analyze import analyse
     from analysis.synthetic.scenarios import Noise, noisy_study
 
     k0, i = args

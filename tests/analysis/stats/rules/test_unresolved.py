@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from analysis.report.headline import headline
-from analysis.stats.core import analyse
+from analysis.stats.analyze import analyse
 from analysis.stats.gains.resolution import t_half
 from analysis.stats.planning.power import mde, seeds_to_resolve
 from analysis.synthetic.scenarios import Noise, noisy_study, true_gain_pct

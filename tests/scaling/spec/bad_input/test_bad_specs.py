@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from foundation.config import ConfigError
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from tests.distributed import free_port
 from tests.scaling.conftest import small_spec
 

@@ -13,7 +13,7 @@ import yaml
 
 from foundation.config import ConfigError
 from scaling.costs.disk import num_checkpoints_kept
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from tests.shipped import shipped_study
 
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from foundation.secrets import PASSWORD_ENV
 from scaling.cli import app
-from scaling.rounds.environment import load_study_spec
+from scaling.driver.environment import load_study_spec
 from tests.scaling.conftest import small_spec
 
 PASSWORD = "Rt2-s3cret-pw"

@@ -1,0 +1,1 @@
+"""Tests of scaling.backends: the local executor's devices and GPUs."""

@@ -1,0 +1,1 @@
+"""Tests of `scaling.inference_cost`."""

@@ -1,1 +1,0 @@
-"""Tests of scaling.records: the study folder's files (their formats, readers and writers)."""

@@ -1,1 +1,0 @@
-"""Tests of scaling.rounds.backends: the local executor's devices and GPUs."""

@@ -1,1 +1,0 @@
-"""Tests of the LR search's and the looks' rounds: scaling.rounds.refine, transfer, looks."""

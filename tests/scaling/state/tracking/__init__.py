@@ -1,1 +1,0 @@
-"""Tests of the tracking store and server: lost stores, races, logins, the REST reader."""
