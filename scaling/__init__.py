@@ -1,6 +1,7 @@
 """Scaling studies of attention-query variants: study specs, orchestration and the `scaling` CLI.
 
-The rooms (arrows point one way: records ← spec ← serving ← state ← rounds ← costs ← cli):
+The rooms (arrows point one way: state.files ← spec ← inference_cost ← state ← warmstart ←
+backends ← costs ← study_judgement ← lr_search ← looks ← driver ← cli):
 
 - `scaling.state.files`: the study folder's files, one module per file (its name, format, reader and
   writer): `lr_search.json`, `looks.json`, `jobs.json`, `cancelled.json`, `driver.pid`. A file
@@ -14,9 +15,16 @@ The rooms (arrows point one way: records ← spec ← serving ← state ← roun
   for a study's checkpoints after its runs, and by the pilot.
 - `scaling.state`: the MLflow-backed state: parent and child runs, each cell's state, the run
   cache, the REST reader, stale code, what the scheduler says about the jobs.
-- `scaling.rounds`: running rounds: the round driver `StudyRun` and its watcher `RoundWatcher`,
-  the executors (one class each), local warm start, the LR search's judging, the progress and
-  ETA, `scaling run`'s course.
+- `scaling.warmstart`: local cells forked from one process that imported torch, megatron-core and
+  mlflow once (`server`), and the task command that asks it to (`client`).
+- `scaling.backends`: the executors, one class per backend (local, Slurm), and Slurm's limits.
+- `scaling.study_judgement`: the study's one judgement (`analysis.judgement.Judgement`), for
+  `run`, each look, `status` and `analyze`.
+- `scaling.lr_search`: the LR search: grids extended until each arm's optimum is inside
+  (`extend_grid`), new sizes on each arm's LR law (`law_transfer`).
+- `scaling.looks`: sequential seeds: each look judged, written, its seeds added.
+- `scaling.driver`: the round driver `StudyRun` and its watcher `RoundWatcher`, one submission,
+  the progress and ETA, re-uploads after a lost store, `scaling run`'s course (`run`).
 - `scaling.costs`: what a study costs before it runs: plan, wall-clock, disk, pilot.
 - `scaling.cli`: the `scaling` command and its views (tables, live bar, MLflow link).
 

@@ -66,13 +66,29 @@ ROOMS_BELOW = {
             "rules",
             "axes",
             "backtest",
-            "core",
+            "analyze",
             "looks",
         ),
         "inference": set(),  # cost ratios: imports none of the others
     },
     "scaling": {
-        **in_order("records", "spec", "serving", "state", "rounds", "costs", "cli"),
+        # the study's state is one room (`state`) whose folder files (`state.files`: jobs.json,
+        # lr_search.json, looks.json, ...) sit below the spec, which resolves a study's grid with
+        # the cells its LR search and looks added
+        **in_order(
+            "state.files",
+            "spec",
+            "inference_cost",
+            "state",
+            "warmstart",
+            "backends",
+            "costs",
+            "study_judgement",
+            "lr_search",
+            "looks",
+            "driver",
+            "cli",
+        ),
         "__main__": {"cli"},
     },
 }
@@ -204,11 +220,16 @@ def test_imports_only_the_layers_below(package: str) -> None:
 
 
 def room_of(module: str, package: str) -> str | None:
-    """The room of ``package`` that ``module`` is in (the next name below the package), or None
-    for the package itself and for modules outside it."""
+    """The room of ``package`` that ``module`` is in (the next name below the package, or a
+    dotted room such as ``state.files`` that the package lists), or None for the package itself
+    and for modules outside it."""
     if not module.startswith(f"{package}."):
         return None
-    return module.removeprefix(f"{package}.").split(".")[0]
+    name = module.removeprefix(f"{package}.")
+    for room in ROOMS_BELOW.get(package, {}):
+        if "." in room and (name == room or name.startswith(f"{room}.")):
+            return room
+    return name.split(".")[0]
 
 
 @pytest.mark.parametrize("package", list(ROOMS_BELOW))

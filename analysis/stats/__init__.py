@@ -2,9 +2,9 @@
 ``planning.power.noise_from_source`` reads a finished study through ``analysis.tables`` for
 ``scaling plan --noise``).
 
-``core`` runs the whole analysis (``analyse``); it lives here rather than at the package top
+``analyze`` runs the whole analysis (``analyse``); it lives here rather than at the package top
 because it is pure statistics (no files, no MLflow) and the report's figures read the
-``Analysis`` it returns: with ``core`` in this room every arrow points one way, tables <- stats
+``Analysis`` it returns: with ``analyze`` in this room every arrow points one way, tables <- stats
 <- report <- api/cli. ``inference`` (cost ratios to the baseline) sits beside it, and
 ``backtest`` (the study refitted without its top size, predicting it) below it. Sub-packages:
 
@@ -15,14 +15,14 @@ because it is pure statistics (no files, no MLflow) and the report's figures rea
 - ``gains``: paired gains (``compare``), the gain test (``robust``), matched compute
   (``matched``), ``intervals``, the error levels with the bootstrap interval and p (``levels``).
 - ``planning``: the power planner (``power``).
-- ``rules``: the verdict along N (``verdict``) and D (``verdict_d``), the conditional verdict
-  (``held``), verdict.json's side tables (``summary``).
+- ``rules``: the verdict along N (``verdict``) and D (``verdict_tokens``), the conditional
+  verdict's guards (``verdict_guards``), verdict.json's side tables (``summary``).
 - ``axes``: the verdict along other axes: token budgets (``tokens``), downstream tasks
   (``downstream``).
 - ``looks``: sequential seeds: ``spending``, a look (``sequential``), its ``outcome``, ``replay``,
   a sequential design's cost (``seq_cost``).
 
 Each room imports only the rooms before it (tests/test_imports.py): lr <- variance <- fits <-
-gains <- planning <- rules <- axes <- backtest <- core <- looks; ``inference`` imports none of
+gains <- planning <- rules <- axes <- backtest <- analyze <- looks; ``inference`` imports none of
 them.
 """

@@ -1,0 +1,36 @@
+"""The tests mirror the packages: the tests of `scaling/lr_search/` are in the same path
+  under `tests/`.
+
+A newcomer looks for a module's tests at the module's own path; a folder named by history
+(`rounds/search/`, `state/jobs/`) hides them. The few folders that cut across packages are named
+here, each with what it holds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ACROSS = {
+    "tests/reliability": "faults that cross packages: killed nodes, lost stores, damaged files",
+    "tests/scaling/e2e": "whole studies trained through the `scaling` CLI",
+    "tests/scaling/spec/bad_input": "refusals of bad study files, one behaviour per module",
+    "tests/variants": "variant modules that the tests load as a user's own code",
+}
+
+
+def test_every_test_folder_mirrors_a_package() -> None:
+    folders = sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "tests").rglob("*")
+        if p.is_dir() and p.name != "__pycache__" and not p.name.startswith(".")
+    )
+    astray = [
+        f for f in folders if f not in ACROSS and not (ROOT / f.removeprefix("tests/")).is_dir()
+    ]
+    assert not astray, (
+        "test folders without a package of the same path (move them to mirror the package they "
+        f"test, or name them in ACROSS with what they hold): {astray}"
+    )
+    assert all((ROOT / f).is_dir() for f in ACROSS), "a folder in ACROSS no longer exists"
