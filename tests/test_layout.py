@@ -1,5 +1,4 @@
-"""The tests mirror the packages: the tests of `scaling/lr_search/` are in the same path
-  under `tests/`.
+"""The tests mirror the packages: `scaling/lr_search/`'s tests are in `tests/scaling/lr_search/`.
 
 A newcomer looks for a module's tests at the module's own path; a folder named by history
 (`rounds/search/`, `state/jobs/`) hides them. The few folders that cut across packages are named
