@@ -19,7 +19,7 @@ from scaling.state import scheduler
 from scaling.state.files.job_records import JobRecord, read_records, write_records
 from scaling.state.scheduler import JobBackend, live_jobs
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[3]
 # a name that is not this project's backend: submitit's own SUBMITIT_EXECUTOR, read in a job
 NOT_OURS = {"scaling/costs/pilot_job.py"}
 

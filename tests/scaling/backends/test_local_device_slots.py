@@ -14,7 +14,7 @@ from foundation.config import Problems
 from scaling.backends.executors import check_no_oversubscription
 from scaling.backends.local_jobs import DeviceSlots, _gpu_params, visible_gpu_indices
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _visible() -> str:

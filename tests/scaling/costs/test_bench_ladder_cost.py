@@ -10,7 +10,7 @@ from pathlib import Path
 from analysis.stats.looks import seq_cost
 from scaling.lr_search import extend_grid
 
-BENCH = Path(__file__).parents[4] / "benchmarks" / "bench_ladder_cost.py"
+BENCH = Path(__file__).parents[3] / "benchmarks" / "bench_ladder_cost.py"
 
 
 def test_the_benchmark_runs_the_pipeline_s_decisions(monkeypatch, capsys):

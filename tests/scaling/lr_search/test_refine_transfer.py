@@ -151,7 +151,7 @@ def test_plan_prices_the_waves_at_their_worst_case():
     from scaling.costs.plan import plan_study
     from scaling.spec.loader import resolve
 
-    ladder = Path(__file__).parents[4] / "studies" / "ladder.yaml"
+    ladder = Path(__file__).parents[3] / "studies" / "ladder.yaml"
     from scaling.costs.wall import wall_estimate
 
     totals, lines, walls = {}, {}, {}
