@@ -3,7 +3,7 @@
 submitit's local controller runs `<python> -u -m submitit.core._submit FOLDER` per task, where
 `<python>` is what `scaling.warmstart.server.warm_python` gave it:
 
-    <interpreter> -I -S warm_client.py SOCKET INTERPRETER -u -m submitit.core._submit FOLDER
+    <interpreter> -I -S client.py SOCKET INTERPRETER -u -m submitit.core._submit FOLDER
 
 This file therefore runs with the standard library only (`-I -S`: no site-packages, so it
 starts in milliseconds). It hands its stdin/stdout/stderr, environment and working directory to

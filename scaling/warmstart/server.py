@@ -41,7 +41,7 @@ from scaling.state.files.driver_lock import process_start
 
 __all__ = ["warm_python", "serve"]
 
-CLIENT = Path(__file__).with_name("warm_client.py")
+CLIENT = Path(__file__).with_name("client.py")
 PRELOAD = (
     "torch",
     "torch.distributed",
