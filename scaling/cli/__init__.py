@@ -14,6 +14,7 @@ from scaling.cli.analyze_command import analyze
 from scaling.cli.pilot_cli import pilot
 from scaling.cli.plan_command import plan
 from scaling.cli.run_command import run
+from scaling.cli.status_command import status
 from scaling.spec.credentials import tracking_refusal
 
 app = typer.Typer(
@@ -43,7 +44,7 @@ app.command("train")(train)
 app.command("plan")(plan)
 app.command("pilot")(pilot)
 app.command("submit")(commands.submit)
-app.command("status")(commands.status)
+app.command("status")(status)
 app.command("cancel")(commands.cancel)
 app.command("run")(run)
 
