@@ -82,11 +82,9 @@ def _study_file(tmp_path, data_dir, uri: str):
 
 
 def _watch(study, said: list[str], give_up_s: float) -> None:
-    start = time.monotonic()
-
     def say(line: str) -> None:
         said.append(line)
-        assert time.monotonic() - start < 30, f"still retrying after 30 s: {said[-3:]}"
+        assert len(said) < 20, f"still retrying after {len(said)} lines: {said[-3:]}"
 
     run = StudyRun(study, say=say, poll_s=0.05, refused_give_up_s=give_up_s)
     # what `run`, `submit` and `status --watch` wait in
@@ -101,7 +99,7 @@ def test_a_refused_login_gives_up_after_the_bound_with_the_cause(tmp_path, data_
     with pytest.raises(TrackingRefused) as err:
         _watch(study, said, give_up_s=1.0)
     took = time.monotonic() - start
-    assert 1.0 <= took < 10, took
+    assert took >= 1.0, took  # waited out its bound (a lower bound: load cannot fake it)
     line = str(err.value)
     assert "\n" not in line and PASSWORD not in line and PASSWORD not in "".join(said)
     assert f"the tracking server {uri} refused the login of user 'alice'" in line, line

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -93,9 +92,7 @@ def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
     assert row.state == "cancelled"
     run_id = row.run_id
 
-    start = time.monotonic()
     again = submit_study(study)
     assert again.submitted == [cid]
     (row,) = study_status(study)
     assert row.state == "completed" and row.run_id == run_id, row
-    assert time.monotonic() - start < 300

@@ -39,7 +39,8 @@ def test_a_controller_that_ignores_sigint_is_killed_with_its_task(tmp_path):
     assert live_jobs(records, folder) == {}
     assert job.done()  # the controller is gone (and reaped by its LocalJob)
     poll(lambda: dead(task), 10, "the task to be killed")
-    assert ESCALATE_S <= took < 30  # SIGINT did nothing; the escalation did it
+    assert took >= ESCALATE_S  # SIGINT did nothing; the escalation did it (a lower bound: load
+    # can only lengthen it, never make it pass wrongly)
 
 
 def _ignores_sigint(pid: int) -> bool:
