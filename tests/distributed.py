@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue as queues
+import random
 import shutil
 import socket
 import tempfile
@@ -22,6 +23,32 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def free_port_run(count: int) -> int:
+    """The first of `count` consecutive ports that are all free now, below the kernel's
+    ephemeral range: a port that `free_port` hands out is an ephemeral one, which any outgoing
+    connection (the MLflow server's to PostgreSQL, a client's to the server) may take before the
+    daemon that was given it binds it, and the port after it was never checked at all."""
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    first, last = (10000, low - count) if low - count > 11000 else (1024, 10000)
+    pick = random.Random()
+    for _ in range(500):
+        base = pick.randint(first, last)
+        socks = [socket.socket() for _ in range(count)]
+        try:
+            for i, sock in enumerate(socks):
+                sock.bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports between {first} and {last}")
 
 
 RENDEZVOUS_DIR_ENV = "TEST_RENDEZVOUS_DIR"  # where rank 0 tells the others each next port

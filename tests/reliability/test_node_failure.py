@@ -27,7 +27,7 @@ import pytest
 
 from scaling.state.status import study_status
 from tests.conftest import REPO, skip_unless_required
-from tests.distributed import free_port
+from tests.distributed import free_port_run
 from tests.reliability.helpers import (
     SCALING,
     assert_each_step_once,
@@ -54,18 +54,22 @@ def two_node_cluster() -> Iterator[str]:
     if os.geteuid() != 0 or shutil.which("slurmd") is None:
         skip_unless_required("a private multi-node Slurm cluster needs root and slurm-wlm")
     scratch = Path(tempfile.mkdtemp(prefix="scaling-test-slurm-multi-"))
-    ctld, first = free_port(), free_port()
-    while first + 1 == ctld:
-        first = free_port()
-    env = dict(os.environ, SLURMCTLD_PORT=str(ctld), SLURMD_PORT=str(first))
+    ctld = free_port_run(3)  # slurmctld, then one slurmd per node on the next two
+    env = dict(os.environ, SLURMCTLD_PORT=str(ctld), SLURMD_PORT=str(ctld + 1))
     try:
-        subprocess.run(
+        started = subprocess.run(
             ["bash", str(SLURM_DIR / "start_multinode.sh"), str(scratch), "1"],
             env=env,
-            check=True,
             capture_output=True,
+            text=True,
             timeout=120,
         )
+        if started.returncode != 0:  # say why: the script's own lines and the daemons' logs
+            logs = "".join(
+                f"\n--- {log.name}\n" + log.read_text()[-1500:]
+                for log in sorted((scratch / "log").glob("*.log"))
+            )
+            raise RuntimeError(f"start_multinode.sh failed:\n{started.stderr[-2000:]}{logs}")
         yield str(scratch / "slurm.conf")
     finally:
         subprocess.run(["bash", str(SLURM_DIR / "stop.sh"), str(scratch)], check=False)
