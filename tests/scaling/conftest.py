@@ -56,6 +56,19 @@ def one_size_spec(data_dir: Path, out: Path, tracking_uri: str, steps: int, **ov
     return small_spec(data_dir, out, tracking_uri, **(one | overrides))
 
 
+def lr_search_spec(
+    data_dir: Path, out: Path, tracking_uri: str, max_rounds: int = 3, **overrides
+) -> dict:
+    """`one_size_spec` with the LR search of tests/scaling/e2e/test_refine_e2e.py on one seed:
+    linear's grid brackets its optimum, nonlinear's 1.0 diverges."""
+    lr = {
+        "law": "none",
+        "grid": {"linear": {"30K": [1e-3, 1e-2]}, "nonlinear": {"30K": [0.1, 1.0]}},
+        "search": {"max_rounds": max_rounds, "scan_seeds": 1, "follow_neighbours": 1},
+    }
+    return one_size_spec(data_dir, out, tracking_uri, 12, seeds=[0], lr=lr, **overrides)
+
+
 @pytest.fixture(scope="module")
 def auth_server(tmp_path_factory):
     """A real MLflow basic-auth server (tests/scaling/auth_server.py) for one test module."""

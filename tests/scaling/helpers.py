@@ -133,3 +133,14 @@ def wait_for_an_empty_queue(timeout_s: float = 120) -> None:
             return
         time.sleep(1)
     pytest.fail(f"this user's jobs still queued after {timeout_s} s", pytrace=False)
+
+
+def gated_package(root: Path, package: str) -> Path:
+    """A user's own package `root/src/<package>` whose `variants.py` is tests/variants/gated.py
+    (entry `<package>.variants:gated_query`, found through `python_path: src`); its file."""
+    folder = root / "src" / package
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    variant = folder / "variants.py"
+    variant.write_text((REPO / "tests" / "variants" / "gated.py").read_text())
+    return variant

@@ -6,22 +6,15 @@ line; an edit to the variant's code is a new key (built and checked again)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import models.build_check
 from scaling.costs.build_check import BUILD_CHECKS, build_key, check_arms_build
 from tests.scaling.conftest import small_spec
-from tests.scaling.helpers import write_and_load
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.scaling.helpers import gated_package, write_and_load
 
 
 def test_a_passed_build_is_not_built_again_until_its_code_changes(tmp_path, data_dir, monkeypatch):
-    src = tmp_path / "src" / "bcv"  # the user's own package, beside the study
-    src.mkdir(parents=True)
-    (src / "__init__.py").write_text("")
-    variant = src / "variants.py"
-    variant.write_text((REPO / "tests" / "variants" / "gated.py").read_text())
+    variant = gated_package(tmp_path, "bcv")  # the user's own package, beside the study
     spec = small_spec(
         data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db",
         python_path="src", variants=["linear", "bcv.variants:gated_query"],

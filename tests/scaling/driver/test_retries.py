@@ -19,7 +19,7 @@ from scaling.state.files.job_records import read_records
 from scaling.state.files.search_state import read_state
 from scaling.state.status import study_status
 from tests.conftest import REPO
-from tests.scaling.conftest import one_size_spec
+from tests.scaling.conftest import lr_search_spec, one_size_spec
 from tests.scaling.helpers import write_and_load
 
 pytestmark = pytest.mark.slow
@@ -95,17 +95,10 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
 
 def _search_spec(tmp_path, data_dir, mlflow_server, **overrides) -> dict:
     """The search of tests/scaling/e2e/test_refine_e2e.py on one seed, without retries."""
-    return one_size_spec(
+    return lr_search_spec(
         data_dir,
         tmp_path / "study",
         mlflow_server,
-        12,
-        seeds=[0],
-        lr={
-            "law": "none",
-            "grid": {"linear": {"30K": [1e-3, 1e-2]}, "nonlinear": {"30K": [0.1, 1.0]}},
-            "search": {"max_rounds": 3, "scan_seeds": 1, "follow_neighbours": 1},
-        },
         local={"max_parallel": 2, "timeout_min": 20},
         retries=0,
         **overrides,

@@ -20,25 +20,14 @@ from scaling.state.files.search_state import (
     state_path,
     write_state,
 )
-from tests.scaling.conftest import one_size_spec
+from tests.scaling.conftest import lr_search_spec
 from tests.scaling.helpers import write_and_load
 
 
 def test_a_deleted_search_state_is_written_again_and_a_changed_one_stops(
     tmp_path, data_dir, mlflow_server
 ) -> None:
-    spec = one_size_spec(
-        data_dir,
-        tmp_path / "study",
-        mlflow_server,
-        12,
-        seeds=[0],
-        lr={
-            "law": "none",
-            "grid": {"linear": {"30K": [1e-3, 1e-2]}, "nonlinear": {"30K": [0.1, 1.0]}},
-            "search": {"max_rounds": 1, "scan_seeds": 1, "follow_neighbours": 1},
-        },
-    )
+    spec = lr_search_spec(data_dir, tmp_path / "study", mlflow_server, max_rounds=1)
     study = write_and_load(spec, tmp_path / "study.yaml")
     # what the driver's first round wrote: one LR added past the linear arm's edge
     added = AddedLR("linear", "30K", 12 * 256, 1e-1, [0], 1, "best LR at the grid's edge")

@@ -4,23 +4,15 @@ and the error, and a warning says why; before, status refused to show anything."
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from scaling.state.files.job_records import JobRecord, write_records
 from tests.scaling.conftest import small_spec
-from tests.scaling.helpers import scaling_cli, write_and_load
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.scaling.helpers import gated_package, scaling_cli, write_and_load
 
 
 def test_status_shows_the_grid_with_the_cells_of_a_variant_that_does_not_import(
     tmp_path, data_dir, monkeypatch
 ):
-    pkg = tmp_path / "src" / "sbv"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    variant = pkg / "variants.py"
-    variant.write_text((REPO / "tests" / "variants" / "gated.py").read_text())
+    variant = gated_package(tmp_path, "sbv")  # the user's own package, beside the study
     spec = small_spec(
         data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db",
         python_path="src", variants=["linear", "sbv.variants:gated_query"],
