@@ -9,8 +9,10 @@ Every cell is still its own process, with its own submitit controller, logs, sig
 and result pickle, and it computes bitwise what a cold process computes. Only the imports are
 shared, and the exit skips the teardown.
 
-The server binds its socket (in a private 0700 directory) before importing, so a cell can
-connect at once and is served when the imports are done. It forks only
+The server listens on its socket (in a private 0700 directory) before importing, and
+`warm_python` hands out the client command only once it does, so a cell always finds the socket
+(before, a cell whose client started first under load ran cold) and is served when the imports
+are done. It forks only
 `submitit.core._submit FOLDER` for a client of the same user, and never another command. A
 task whose client dies (the controller's SIGKILL on cancel) is killed with it. The server
 watches its driver, named on its command line by pid and start time (so a driver killed during
@@ -84,6 +86,11 @@ def warm_python(log_folder: Path) -> Iterator[str | None]:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a terminal's Ctrl-C is for `scaling`, which stops the cells
         )
+    if not _listening(server, sock):
+        stop(server, timeout_s=10)
+        shutil.rmtree(tmp, ignore_errors=True)
+        yield None  # the server could not start: run cells cold (its log says why)
+        return
     try:
         yield " ".join(
             shlex.quote(part)
@@ -92,6 +99,19 @@ def warm_python(log_folder: Path) -> Iterator[str | None]:
     finally:
         stop(server, timeout_s=10)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _listening(server: subprocess.Popen, sock: str, timeout_s: float = 120) -> bool:
+    """Wait until `server` listens on `sock` (it renames the socket into place after listen());
+    False if it exits or takes `timeout_s` (a machine too loaded to start it: cells run cold)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(sock):
+        if server.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _driver_id() -> tuple[str, str]:
@@ -119,8 +139,9 @@ def serve(sock_path: str, driver: int | None = None, driver_start: int = 0) -> N
     # read before the imports: a driver killed meanwhile must not pass for alive afterwards
     driver = os.getppid() if driver is None else driver
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(sock_path)
+    listener.bind(f"{sock_path}.binding")
     listener.listen(128)
+    os.rename(f"{sock_path}.binding", sock_path)  # the path exists only once it accepts
     tasks: dict[int, socket.socket] = {}
     try:
         _preload(lambda: not _driver_alive(driver, driver_start))
@@ -206,7 +227,10 @@ def _spawn(conn, listener, tasks) -> int | None:
     try:
         head, fds, _, _ = socket.recv_fds(conn, 4, 3)
         while len(head) < 4:
-            head += conn.recv(4 - len(head))
+            more = conn.recv(4 - len(head))
+            if not more:  # a client that closed at once (a probe): nothing to fork
+                raise ConnectionError("client went away")
+            head += more
         body = b""
         size = struct.unpack("!I", head)[0]
         while len(body) < size:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,17 @@ def _server_pid(python: str) -> int:
     return poll(find, 10, f"the warm server for {sock!r}")
 
 
+def _why(tmp_path: Path, job) -> Callable[[], str]:
+    """What a timed-out wait prints: the warm server's log and the task's stderr."""
+
+    def text() -> str:
+        log = tmp_path / "warm" / "warm-server.log"
+        server = log.read_text() if log.exists() else "(no log)"
+        return f"the forked task; warm server log:\n{server}\ntask stderr:\n{job.stderr()}"
+
+    return text
+
+
 @pytest.fixture(autouse=True)
 def _one_thread(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -67,7 +80,7 @@ def test_a_warm_cell_equals_a_cold_one_bitwise(tmp_path, data_dir):
         server = _server_pid(python)
         job = _submit(tmp_path, data_dir, python, "warm")
         # the task is forked by the server, not started by the controller's command
-        tasks = poll(lambda: children(server), 120, "the forked task", every_s=0.05)
+        tasks = poll(lambda: children(server), 120, _why(tmp_path, job), every_s=0.05)
         warm = job.result()
         assert dead(tasks[0])
     assert warm.status == cold.status == "completed"
@@ -77,12 +90,25 @@ def test_a_warm_cell_equals_a_cold_one_bitwise(tmp_path, data_dir):
     assert not Path(python.split()[-2]).parent.exists()  # the socket's directory is gone
 
 
+def test_the_client_command_comes_once_the_server_listens(tmp_path):
+    """A cell started at once finds the socket: `warm_python` yields only after the server
+    listens (the socket is renamed into place after listen()). Before, a controller that won the
+    race against the server's own start ran its cell cold, and CI waited for a forked task that
+    never came."""
+    with warm_python(tmp_path / "warm") as python:
+        sock = python.split()[-2]
+        assert os.path.exists(sock)  # no wait here: it was there when the command came
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.connect(sock)  # accepted by the kernel: listen() has been called
+        probe.close()
+
+
 def test_killing_the_client_kills_its_task(tmp_path, data_dir):
     """The controller's SIGKILL (cancel, after SIGINT) reaches the forked task."""
     with warm_python(tmp_path / "warm") as python:
         server = _server_pid(python)
         job = _submit(tmp_path, data_dir, python, "long", steps=100_000)
-        (task,) = poll(lambda: children(server), 120, "the forked task", every_s=0.05)
+        (task,) = poll(lambda: children(server), 120, _why(tmp_path, job), every_s=0.05)
         (client,) = poll(lambda: children(int(job.job_id)), 30, "the client")
         poll(lambda: "step" in (job.stdout() or ""), 120, "training")
         os.kill(client, signal.SIGKILL)
@@ -99,7 +125,7 @@ def test_a_task_dies_with_its_server(tmp_path, data_dir):
     with warm_python(tmp_path / "warm") as python:
         server = _server_pid(python)
         job = _submit(tmp_path, data_dir, python, "orphan", steps=100_000)
-        (task,) = poll(lambda: children(server), 120, "the forked task", every_s=0.05)
+        (task,) = poll(lambda: children(server), 120, _why(tmp_path, job), every_s=0.05)
         poll(lambda: "step" in (job.stdout() or ""), 120, "training")
         os.kill(server, signal.SIGKILL)
         poll(lambda: dead(task), 30, "the task to die with its server")
