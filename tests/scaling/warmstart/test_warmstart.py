@@ -20,7 +20,7 @@ import pytest
 from foundation.config import from_dict
 from foundation.process.proc import children
 from jobs.testing import tiny_run_dict
-from scaling.warmstart.server import CLIENT, warm_python
+from scaling.warmstart.server import CLIENT, _spawn, warm_python
 from tests.scaling.helpers import dead, poll
 
 STEPS = 40
@@ -101,6 +101,32 @@ def test_the_client_command_comes_once_the_server_listens(tmp_path):
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         probe.connect(sock)  # accepted by the kernel: listen() has been called
         probe.close()
+
+
+class _Counted:
+    """A server-side connection whose `recv` calls are counted (and cut off at 100)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.calls = conn, 0
+
+    def recv(self, size: int) -> bytes:
+        self.calls += 1
+        assert self.calls < 100, "the server spins on a closed connection"
+        return self.conn.recv(size)
+
+    def __getattr__(self, name: str):
+        return getattr(self.conn, name)
+
+
+def test_a_client_that_closes_at_once_is_dropped_not_spun_on():
+    """A client killed before it sent its request (a terminal's Ctrl-C reaches the clients
+    too): the server drops the connection and forks nothing. It used to read the closed
+    socket's empty answers forever, one core busy, its driver long gone."""
+    server_side, client_side = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    client_side.close()
+    conn = _Counted(server_side)
+    assert _spawn(conn, None, {}) is None
+    assert conn.calls <= 1
 
 
 def test_killing_the_client_kills_its_task(tmp_path, data_dir):
