@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -99,6 +100,14 @@ def _group(item) -> str:
 
 
 def pytest_configure(config):
+    # A suite started in the background of a non-interactive shell (`bash .ci/run &`, a CI
+    # runner's step) inherits SIGINT ignored, and so would every process a test starts: a
+    # Ctrl-C test would then drive a background job, whose `scaling run` ignores the terminal's
+    # interrupt, and leave its cells training for the rest of the suite. Each pytest process
+    # takes SIGINT as a terminal's foreground job does (its children start with the default);
+    # a test of the ignored case sets SIG_IGN itself (tests/scaling/state/test_cancel_local.py).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         import tempfile
 

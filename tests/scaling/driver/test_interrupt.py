@@ -36,7 +36,7 @@ class Terminal:
         if self.pid == 0:  # the child: a session leader whose terminal is the pty
             os.chdir(cwd)
             os.execve(sys.executable, [sys.executable, "-m", "scaling", *args], env)
-        self.out = b""
+        self.out, self.cwd = b"", Path(cwd)
 
     def read(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -61,11 +61,27 @@ class Terminal:
                 os.close(self.fd)
                 return os.waitstatus_to_exitcode(status)
         os.kill(self.pid, signal.SIGKILL)
+        _kill_started_in(self.cwd)  # its cells train on otherwise, a core each, to their timeout
         raise AssertionError(f"still running after {timeout_s} s:\n{self.text}")
 
     @property
     def text(self) -> str:
         return self.out.decode(errors="replace").replace("\r", "")
+
+
+def _kill_started_in(folder: Path) -> None:
+    """SIGKILL every process working in `folder`: the driver's controllers, warm server, clients
+    and forked tasks (each in a session of its own) all keep the driver's working directory."""
+    for entry in Path("/proc").iterdir():
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and cwd.is_relative_to(folder) and int(entry.name) != os.getpid():
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _states(study) -> dict[str, str]:
