@@ -18,6 +18,7 @@ import pytest
 
 from foundation import contract as C
 from jobs.telemetry.upload import METRIC_QUEUE_S
+from jobs.testing import PauseFiles
 from scaling.state.files.job_records import read_records
 from scaling.state.scheduler import QUEUED
 from scaling.state.status import study_status
@@ -26,12 +27,14 @@ from tests.scaling.helpers import study_runs, write_and_load
 
 pytestmark = pytest.mark.slow
 
+HOLD_STEP = 8  # of 300
+
 
 class Terminal:
     """`python -m scaling ARGS` on its own pty; collects what it writes."""
 
-    def __init__(self, *args: str, cwd: Path) -> None:
-        env = dict(os.environ, COLUMNS="80", LINES="24", TERM="xterm")
+    def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+        env = dict(os.environ, COLUMNS="80", LINES="24", TERM="xterm", **(env or {}))
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: a session leader whose terminal is the pty
             os.chdir(cwd)
@@ -100,18 +103,27 @@ def test_ctrl_c_leaves_unstarted_cells_pending_and_the_rerun_continues(
     path = tmp_path / "study.yaml"
     study = write_and_load(spec, path)
 
-    term = Terminal("run", str(path), "--no-analyze", cwd=tmp_path)
+    # every cell holds after step HOLD_STEP until let go: the first is let go and completes,
+    # the second holds, and Ctrl-C comes while it trains (a cell of a few seconds could end
+    # between the status read and the Ctrl-C on a loaded machine, and the test raced it)
+    pause = PauseFiles(tmp_path / "pause", HOLD_STEP)
+    term = Terminal("run", str(path), "--no-analyze", cwd=tmp_path, env=pause.env())
+    cells = [c.cell_id for c in study.cells]
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:  # interrupt once one cell is done and the next trains
-        term.read(1.0)
+        term.read(0.5)
+        held = [c for c in cells if pause.reached(c)]
+        if held and not any(pause.released(c) for c in cells):
+            pause.release(held[0])
         rows = study_status(study)
-        running = [r for r in rows if r.state == C.RUNNING and r.step]
+        running = [r for r in rows if r.state == C.RUNNING and r.step and r.cell_id in held]
+        running = [r for r in running if not pause.released(r.cell_id)]
         if any(r.state == C.COMPLETED for r in rows) and running:
             break
     else:
         raise AssertionError(f"no cell completed while the next trained:\n{term.text}")
     # `status` shows how far the running cell is, from its spool
-    assert running[0].num_steps == 300 and 0 < running[0].step <= 300, running
+    assert running[0].num_steps == 300 and 0 < running[0].step <= HOLD_STEP, running
     os.write(term.fd, b"\x03")  # Ctrl-C: the terminal's SIGINT to its foreground group
     code = term.wait(120)
     text = term.text
