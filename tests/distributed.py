@@ -16,6 +16,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -31,7 +32,7 @@ def free_port_run(count: int) -> int:
     connection (the MLflow server's to PostgreSQL, a client's to the server) may take before the
     daemon that was given it binds it, and the port after it was never checked at all."""
     try:
-        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768  # Linux's default
     first, last = (10000, low - count) if low - count > 11000 else (1024, 10000)

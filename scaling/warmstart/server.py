@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -104,8 +105,6 @@ def warm_python(log_folder: Path) -> Iterator[str | None]:
 def _listening(server: subprocess.Popen, sock: str, timeout_s: float = 120) -> bool:
     """Wait until `server` listens on `sock` (it renames the socket into place after listen());
     False if it exits or takes `timeout_s` (a machine too loaded to start it: cells run cold)."""
-    import time
-
     deadline = time.monotonic() + timeout_s
     while not os.path.exists(sock):
         if server.poll() is not None or time.monotonic() > deadline:

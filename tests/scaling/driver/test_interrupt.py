@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import pty
 import select
-import signal
 import sys
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from foundation import contract as C
+from foundation.process.proc import kill_tree
 from jobs.telemetry.upload import METRIC_QUEUE_S
 from jobs.testing import PauseFiles
 from scaling.state.files.job_records import read_records
@@ -39,7 +39,7 @@ class Terminal:
         if self.pid == 0:  # the child: a session leader whose terminal is the pty
             os.chdir(cwd)
             os.execve(sys.executable, [sys.executable, "-m", "scaling", *args], env)
-        self.out, self.cwd = b"", Path(cwd)
+        self.out = b""
 
     def read(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -63,28 +63,15 @@ class Terminal:
                 self.read(10.0)  # to the end: also what its children still write there
                 os.close(self.fd)
                 return os.waitstatus_to_exitcode(status)
-        os.kill(self.pid, signal.SIGKILL)
-        _kill_started_in(self.cwd)  # its cells train on otherwise, a core each, to their timeout
+        # the driver and all it started (controllers and the warm server run in sessions of
+        # their own, its cells under them): left alive, a cell trains on to its timeout
+        kill_tree(self.pid)
+        os.waitpid(self.pid, 0)
         raise AssertionError(f"still running after {timeout_s} s:\n{self.text}")
 
     @property
     def text(self) -> str:
         return self.out.decode(errors="replace").replace("\r", "")
-
-
-def _kill_started_in(folder: Path) -> None:
-    """SIGKILL every process working in `folder`: the driver's controllers, warm server, clients
-    and forked tasks (each in a session of its own) all keep the driver's working directory."""
-    for entry in Path("/proc").iterdir():
-        try:
-            cwd = Path(os.readlink(entry / "cwd"))
-        except (OSError, ValueError):
-            continue
-        if entry.name.isdigit() and cwd.is_relative_to(folder) and int(entry.name) != os.getpid():
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def _states(study) -> dict[str, str]:
@@ -116,8 +103,14 @@ def test_ctrl_c_leaves_unstarted_cells_pending_and_the_rerun_continues(
         if held and not any(pause.released(c) for c in cells):
             pause.release(held[0])
         rows = study_status(study)
-        running = [r for r in rows if r.state == C.RUNNING and r.step and r.cell_id in held]
-        running = [r for r in running if not pause.released(r.cell_id)]
+        running = [
+            r
+            for r in rows
+            if r.state == C.RUNNING
+            and r.step
+            and r.cell_id in held
+            and not pause.released(r.cell_id)
+        ]
         if any(r.state == C.COMPLETED for r in rows) and running:
             break
     else:
