@@ -9,7 +9,12 @@ tasks) and says so in one line. A controller writes to `controllers.log` in the 
 folder, not to the terminal.
 
 Everything else is submitit's: the controller command and environment (`start_controller`),
-the job object, its logs and result pickles.
+its logs and result pickles. The job object is submitit's `LocalJob` but for one wait: asked
+for the result of a job that left none (its controller killed: a cancel, a Ctrl-C, the OOM
+killer), submitit polls for the pickle for 15 s, twice for the state and the error line, as a
+shared filesystem may show a file late. A local job's result is written by the tasks its
+controller waited for, on this machine, before the controller exits; a job that is done and
+shows none has none, so each killed cell held up the end of its round by 30 s.
 """
 
 from __future__ import annotations
@@ -21,9 +26,15 @@ import sys
 import submitit
 from submitit.local.local import LocalJob
 
-__all__ = ["SessionLocalExecutor", "CONTROLLER_LOG"]
+__all__ = ["SessionLocalExecutor", "SessionLocalJob", "CONTROLLER_LOG"]
 
 CONTROLLER_LOG = "controllers.log"
+
+
+class SessionLocalJob(LocalJob):
+    """submitit's `LocalJob` that reads a done job's result at once (see the module)."""
+
+    _results_timeout_s = 0
 
 
 class SessionLocalExecutor(submitit.LocalExecutor):
@@ -60,6 +71,6 @@ class SessionLocalExecutor(submitit.LocalExecutor):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        return LocalJob(
+        return SessionLocalJob(
             folder=self.folder, job_id=str(process.pid), process=process, tasks=list(range(ntasks))
         )
