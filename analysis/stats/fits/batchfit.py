@@ -55,46 +55,51 @@ def fit_batch(
     max_iter = MAX_ITER if max_iter is None else max_iter
     num, k = log_loss.shape[0], start.shape[-1]
     theta = np.broadcast_to(start, (num, k)).astype(float)
-    y = np.where(weight > 0, log_loss, 0.0)
-    f, r, jac = _evaluate(model, theta, y, weight)
-    lam = np.full(num, 1e-3)
     done = np.zeros(num, dtype=bool)
+    # the rows still moving, packed: a converged row leaves the arrays (no per-step fancy index)
+    rows = np.arange(num)
+    y, w = np.where(weight > 0, log_loss, 0.0), weight
+    th = theta.copy()
+    f, r, jac = _evaluate(model, th, y, w)
+    lam = np.full(num, 1e-3)
     eye = np.eye(k)
     iterations = 0
     for _ in range(max_iter):
-        act = np.flatnonzero(~done)
-        if act.size == 0:
+        if rows.size == 0:
             break
         iterations += 1
-        ja, ra, wa = jac[act], r[act], weight[act]
-        omega = wa * np.minimum(1.0, HUBER_DELTA / np.maximum(np.abs(ra), 1e-300))  # [A, P]
-        jtw = ja.transpose(0, 2, 1) * omega[:, None, :]  # [A, k, P]
-        hess = jtw @ ja  # [A, k, k]
-        grad = (jtw @ ra[:, :, None])[:, :, 0]  # [A, k]
+        omega = w * np.minimum(1.0, HUBER_DELTA / np.maximum(np.abs(r), 1e-300))  # [A, P]
+        jtw = jac.transpose(0, 2, 1) * omega[:, None, :]  # [A, k, P]
+        hess = jtw @ jac  # [A, k, k]
+        grad = (jtw @ r[:, :, None])[:, :, 0]  # [A, k]
         diag = np.einsum("aii->ai", hess)
-        damp = hess + (lam[act, None] * (diag + 1e-9))[:, :, None] * eye
+        damp = hess + (lam[:, None] * (diag + 1e-9))[:, :, None] * eye
         try:
             step = -np.linalg.solve(damp, grad[:, :, None])[:, :, 0]
         except np.linalg.LinAlgError:
             step = -np.stack(
                 [np.linalg.lstsq(d, g, rcond=None)[0] for d, g in zip(damp, grad, strict=True)]
             )
-        trial = theta[act] + step
-        f_new, r_new, j_new = _evaluate(model, trial, y[act], wa)
-        better = np.isfinite(f_new) & (f_new <= f[act])
-        good = act[better]
-        small = np.abs(f[act] - f_new) <= TOL * np.maximum(f[act], 1e-30)
+        trial = th + step
+        f_new, r_new, j_new = _evaluate(model, trial, y, w)
+        better = np.isfinite(f_new) & (f_new <= f)
+        small = np.abs(f - f_new) <= TOL * np.maximum(f, 1e-30)
         tiny = np.abs(step).max(axis=1) < 1e-12
-        theta[good], r[good], jac[good] = trial[better], r_new[better], j_new[better]
-        f_old = f[act].copy()
-        f[good] = f_new[better]
-        lam[good] = np.maximum(lam[good] / 3.0, 1e-12)
-        bad = act[~better]
-        lam[bad] = lam[bad] * 4.0
+        f_old = f
+        th = np.where(better[:, None], trial, th)
+        r = np.where(better[:, None], r_new, r)
+        jac = np.where(better[:, None, None], j_new, jac)
+        f = np.where(better, f_new, f)
+        lam = np.where(better, np.maximum(lam / 3.0, 1e-12), lam * 4.0)
         gnorm = np.abs(grad).max(axis=1)
         conv = (better & small) | tiny | (gnorm <= 1e-14 * np.maximum(f_old, 1e-30) + 1e-16)
-        conv |= lam[act] > 1e12  # no step lowers f: at a (numerical) minimum
-        done[act[conv]] = True
+        conv |= lam > 1e12  # no step lowers f: at a (numerical) minimum
+        if conv.any():
+            theta[rows[conv]] = th[conv]
+            done[rows[conv]] = True
+            keep = ~conv
+            rows, th, r, jac, f, lam, y, w = (a[keep] for a in (rows, th, r, jac, f, lam, y, w))
+    theta[rows] = th  # not converged: where the last accepted step left them
     return theta, done, iterations
 
 
