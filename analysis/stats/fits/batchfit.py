@@ -54,12 +54,13 @@ def fit_batch(
     """
     max_iter = MAX_ITER if max_iter is None else max_iter
     num, k = log_loss.shape[0], start.shape[-1]
-    theta = np.broadcast_to(start, (num, k)).astype(float)
+    # the rows still moving, packed: a converged row leaves the arrays (no per-step fancy
+    # index) and its parameters are written to `theta`; the rest are written at the end
+    theta = np.empty((num, k))
     done = np.zeros(num, dtype=bool)
-    # the rows still moving, packed: a converged row leaves the arrays (no per-step fancy index)
     rows = np.arange(num)
+    th = np.broadcast_to(start, (num, k)).astype(float)
     y, w = np.where(weight > 0, log_loss, 0.0), weight
-    th = theta.copy()
     f, r, jac = _evaluate(model, th, y, w)
     lam = np.full(num, 1e-3)
     eye = np.eye(k)
