@@ -40,7 +40,7 @@ class SessionLocalJob(LocalJob):
 class SessionLocalExecutor(submitit.LocalExecutor):
     """`submitit.LocalExecutor` whose controllers start in a new session (see the module)."""
 
-    def _submit_command(self, command: str) -> LocalJob:
+    def _submit_command(self, command: str) -> SessionLocalJob:
         params = self.parameters
         ntasks = params.get("tasks_per_node", 1)
         num_gpus, visible = params.get("gpus_per_node", 0), params.get("visible_gpus", ())

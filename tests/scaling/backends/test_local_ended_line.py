@@ -21,15 +21,21 @@ def test_a_job_that_raised_ends_failed_with_its_error_not_finished(tmp_path):
     while not job.done():
         time.sleep(0.2)
     assert job.state == "FINISHED"  # submitit's word for a job whose function raised
+    said, ended = _collect(job)
+    assert said == [
+        "ended c: failed (ModuleNotFoundError: No module named 'no_such_module_of_the_users')"
+    ], said
+    assert ended == {"c": "failed"}
+
+
+def _collect(job) -> tuple[list[str], dict[str, str]]:
+    """What a local round says and records when it collects `job`, ended, as cell `c`."""
     said: list[str] = []
     round_ = object.__new__(LocalRound)  # only what collecting an ended job reads
     round_.running, round_.held, round_.finished, round_.ended = {"c": job}, {}, {}, {}
     round_.devices, round_.say = DeviceSlots([]), said.append
     round_._collect_ended()
-    assert said == [
-        "ended c: failed (ModuleNotFoundError: No module named 'no_such_module_of_the_users')"
-    ], said
-    assert round_.ended == {"c": "failed"}
+    return said, round_.ended
 
 
 def _train_until_killed(started: str) -> None:
@@ -56,6 +62,7 @@ def test_a_killed_job_is_said_failed_without_waiting_for_a_result(tmp_path, monk
         time.sleep(0.2)
     kill_tree(int(job.job_id))
     while not job.done():
+        assert time.monotonic() < deadline, "the killed controller is still running"
         time.sleep(0.2)
 
     waits: list[float] = []
@@ -65,10 +72,7 @@ def test_a_killed_job_is_said_failed_without_waiting_for_a_result(tmp_path, monk
         raise RuntimeError("waited for a result a killed job will never write")
 
     monkeypatch.setattr("submitit.core.core._time.sleep", no_wait)
-    said: list[str] = []
-    round_ = object.__new__(LocalRound)
-    round_.running, round_.held, round_.finished, round_.ended = {"c": job}, {}, {}, {}
-    round_.devices, round_.say = DeviceSlots([]), said.append
-    round_._collect_ended()
+    said, ended = _collect(job)
     assert waits == [], f"waited {len(waits)} time(s) for a result a killed job never writes"
     assert said == ["ended c: failed (killed: its job ended without a result)"], said
+    assert ended == {"c": "failed"}
