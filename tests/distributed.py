@@ -21,16 +21,17 @@ from typing import Any
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port that is free now, below the ephemeral range (`free_port_run`). The kernel's own
+    pick (binding port 0) is an ephemeral port, which another test's outgoing connection took
+    between the pick and a TCP store's bind in one full run (EADDRINUSE, then a 300 s wait)."""
+    return free_port_run(1)
 
 
 def free_port_run(count: int) -> int:
     """The first of `count` consecutive ports that are all free now, below the kernel's
-    ephemeral range: a port that `free_port` hands out is an ephemeral one, which any outgoing
-    connection (the MLflow server's to PostgreSQL, a client's to the server) may take before the
-    daemon that was given it binds it, and the port after it was never checked at all."""
+    ephemeral range: an ephemeral port (the kernel's pick for port 0) may be taken by any
+    outgoing connection (the MLflow server's to PostgreSQL, a client's to the server) before the
+    daemon that was given it binds it, and a run of ports needs each of them checked."""
     try:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
