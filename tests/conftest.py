@@ -154,6 +154,18 @@ def pytest_xdist_make_scheduler(config, log):
                     self.groups = json.load(f)
             return self.groups.get(nodeid) or nodeid.split("::", 1)[0]
 
+        def _assign_work_unit(self, node) -> None:
+            """A worker that died after its last report, read before xdist marked it down: the
+            send fails (`cannot send (already closed?)`, which once ended a CI run with an
+            INTERNALERROR). The group goes back to the front of the queue, untouched; the
+            worker's loss then reaches `remove_node` as any crash does."""
+            scope = next(iter(self.workqueue))
+            try:
+                super()._assign_work_unit(node)
+            except OSError:
+                self.workqueue[scope] = self.assigned_work[node].pop(scope)
+                self.workqueue.move_to_end(scope, last=False)
+
         def remove_node(self, node) -> str | None:
             """A worker that died (OOM-killed, a test that `os._exit`s) mid-group: xdist reports
             the test it was running as failed; here that test is never run again, and the rest
