@@ -121,6 +121,9 @@ LATE = {
         "    sched = make_scheduler(config, log)\n"
         "    complete = sched.mark_test_complete\n"
         "    def mark_test_complete(node, item_index, duration=0):\n"
+        "        if sched.registered_collections[node][item_index].endswith('test_e1'):\n"
+        "            with open('e1.read', 'w') as f:  # the moment the race needs, for the test\n"
+        "                f.write(f'down={node.shutting_down} dead={e_worker_dead()}')\n"
         "        try:\n"
         "            complete(node, item_index, duration)\n"
         "        finally:\n"
@@ -153,6 +156,8 @@ LATE = {
 
 def test_a_completion_read_after_its_worker_died_does_not_end_the_run(tmp_path):
     returncode, out, passed, failed = _run_suite(tmp_path, LATE)
+    # the race happened: test_e1's completion was read from a dead worker not yet marked down
+    assert (tmp_path / "e1.read").read_text() == "down=False dead=True", out[-3000:]
     assert "INTERNALERROR" not in out, out[-3000:]
     assert returncode == 1, out[-3000:]
     assert failed == ["test_e.py::test_e2"], out[-3000:]
