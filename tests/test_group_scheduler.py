@@ -47,7 +47,10 @@ def _run_suite(tmp_path: Path, suite: dict[str, str]) -> tuple[int, str, set[str
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
         "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder", str(tmp_path),
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # a run of its own: not the outer run's worker (its PYTEST_XDIST_WORKER would make the inner
+    # controller look like a worker) nor its groups
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    env["PYTHONPATH"] = str(REPO)
     env.pop("SCALING_TEST_GROUPS", None)
     proc = subprocess.Popen(
         command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
