@@ -15,10 +15,12 @@ round r of each in the same pass: their ratio is per round (arm round r / baseli
 the value the median of those, the spread their interquartile range. Rows measured apart (each
 pilot probe on its own) pair every round with every round. The ratio is **resolved** when at
 least `MIN_ROUNDS` rounds agree: the upper quartile of the ratios is at most `RATIO_BOUND`
-times the lower one (the middle half of the repeats within a factor of 1.2). Otherwise its
-repeats disagree beyond the bound, or there are too few, and the report shows it as
-``unresolved`` with its spread, not as a number. Memory and the KV cache are not timed: one
-figure each, exact on CPU (the buffers' sizes), no spread.
+times the lower one (the middle half of the repeats within a factor of 1.2). Repeats that
+disagree beyond the bound still say which side of 1 the ratio lies on when their whole middle
+half does: from at least `MIN_ROUNDS` rounds, a spread above 1 is a lower **bound** (the arm
+costs at least the lower quartile's ratio), one below 1 an upper bound; only a spread that holds
+1, or too few rounds, reads ``unresolved``, with its spread, never as a number. Memory and the
+KV cache are not timed: one figure each, exact on CPU (the buffers' sizes), no spread.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from __future__ import annotations
 import math
 import statistics
 
-__all__ = ["FIGURES", "RATIOS", "RATIO_BOUND", "MIN_ROUNDS", "inference_summary", "ratio_entry"]
+__all__ = [
+    "FIGURES",
+    "RATIOS",
+    "RATIO_BOUND",
+    "MIN_ROUNDS",
+    "inference_summary",
+    "ratio_entry",
+    "ratio_bound",
+]
 
 FIGURES = ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32", "peak_mem_mb")
 OPTIONAL = ("kv_cache_mb",)  # files from before it was measured lack it: no ratio then
@@ -78,21 +88,38 @@ def _cost(arm: float, base: float, cheaper_when_larger: bool) -> float:
 
 
 def ratio_entry(per_round: list[float]) -> dict:
-    """``{"value", "spread", "range", "rounds", "resolved"}`` of one timed ratio from its
-    per-round (or all-pairs) ratios: the median, the interquartile range, min-max, how many, and
-    whether they agree within `RATIO_BOUND` over at least `MIN_ROUNDS`."""
+    """``{"value", "spread", "range", "rounds", "resolved", "bound"}`` of one timed ratio from
+    its per-round (or all-pairs) ratios: the median, the interquartile range, min-max, how many,
+    whether they agree within `RATIO_BOUND` over at least `MIN_ROUNDS`, and (``bound``) what an
+    unresolved one still says."""
     ratios = sorted(per_round)
     if len(ratios) >= 2:
         low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
     else:
         low = high = ratios[0]
+    resolved = len(ratios) >= MIN_ROUNDS and high <= RATIO_BOUND * low
     return {
         "value": statistics.median(ratios),
         "spread": [low, high],
         "range": [ratios[0], ratios[-1]],
         "rounds": len(ratios),
-        "resolved": len(ratios) >= MIN_ROUNDS and high <= RATIO_BOUND * low,
+        "resolved": resolved,
+        "bound": None if resolved else ratio_bound([low, high], len(ratios)),
     }
+
+
+def ratio_bound(spread: list[float], rounds: int) -> dict | None:
+    """``{"side": "at_least" | "at_most", "value"}`` where repeats that disagree still lie wholly
+    on one side of 1 (the arm costs at least the lower quartile's ratio, or at most the upper
+    one's); None where the spread holds 1 or fewer than `MIN_ROUNDS` rounds were measured."""
+    low, high = spread
+    if rounds < MIN_ROUNDS:
+        return None
+    if low > 1.0:
+        return {"side": "at_least", "value": low}
+    if high < 1.0:
+        return {"side": "at_most", "value": high}
+    return None
 
 
 def _timed(row: dict, base: dict, figure: str, cheaper_when_larger: bool) -> dict:
@@ -100,7 +127,7 @@ def _timed(row: dict, base: dict, figure: str, cheaper_when_larger: bool) -> dic
     base_rounds = (base.get("rounds") or {}).get(figure)
     if not arm_rounds or not base_rounds:  # a file without repeats: nothing says they agree
         entry = ratio_entry([_cost(row[figure], base[figure], cheaper_when_larger)])
-        return {**entry, "rounds": 0, "resolved": False, "paired": False}
+        return {**entry, "rounds": 0, "resolved": False, "bound": None, "paired": False}
     paired = (
         row.get("session") is not None
         and row.get("session") == base.get("session")
@@ -115,7 +142,8 @@ def _timed(row: dict, base: dict, figure: str, cheaper_when_larger: bool) -> dic
     entry = ratio_entry(ratios)
     rounds = min(len(arm_rounds), len(base_rounds))  # all pairs are no more repeats than this
     resolved = entry["resolved"] and rounds >= MIN_ROUNDS
-    return {**entry, "rounds": rounds, "resolved": resolved, "paired": False}
+    bound = None if resolved else ratio_bound(entry["spread"], rounds)
+    return {**entry, "rounds": rounds, "resolved": resolved, "bound": bound, "paired": False}
 
 
 def _ratios(row: dict, base: dict) -> dict[str, dict]:
@@ -127,6 +155,7 @@ def _ratios(row: dict, base: dict) -> dict[str, dict]:
             value = _cost(row[figure], base[figure], cheaper_when_larger)
             out[name] = {"value": value, "spread": None, "range": None, "rounds": None}
             out[name]["resolved"] = True  # not timed: one figure, no repeats to disagree
+            out[name]["bound"] = None
     return out
 
 
@@ -134,8 +163,8 @@ def inference_summary(inference: dict, base_name: str) -> dict:
     """``{"device", "memory_kind", "source", "baseline", "bound", "min_rounds", "figures": rows,
     "ratios": {variant: {size: {ratio: entry}}}, "missing_baseline": [sizes]}``; an entry is
     `ratio_entry`'s dict (plus ``paired``: per round, or all pairs) for a timed ratio, and
-    ``{"value", "spread": None, "range": None, "rounds": None, "resolved": True}`` for memory
-    and the KV cache; `base_name`: one arm (of a baseline ``A,B``, arm A:
+    ``{"value", "spread": None, "range": None, "rounds": None, "resolved": True, "bound": None}``
+    for memory and the KV cache; `base_name`: one arm (of a baseline ``A,B``, arm A:
     ``Judgement.primary``)."""
     rows = _check(inference)
     base = {r["size"]: r for r in rows if r["variant"] == base_name}

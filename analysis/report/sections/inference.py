@@ -2,15 +2,19 @@
 
 Read from ``verdict["inference"]`` (`analysis.stats.inference`) and the per-size gains of
 ``verdict["variants"]``; without measured figures the section says how to get them. A timed
-ratio shows its spread (the interquartile range of its repeats) beside it, and one whose
-repeats disagree beyond the bound reads ``unresolved`` with that spread, never as a number.
+ratio shows its spread (the interquartile range of its repeats) beside it; one whose repeats
+disagree beyond the bound reads as a bound (``≥ 2.82x``) where its whole spread lies on one side
+of 1, and ``unresolved`` with that spread, never as a number, only where it holds 1.
 """
 
 from __future__ import annotations
 
+import math
+
 from analysis.report import fmt
 
-__all__ = ["inference_blocks", "inference_lines", "ratio_text", "HEADER", "NOT_MEASURED"]
+__all__ = ["inference_blocks", "inference_lines", "ratio_text", "bound_text", "HEADER"]
+__all__ += ["NOT_MEASURED"]
 
 HEADER = ["variant", "size", "gain", "prefill", "decode b1", "decode b32", "memory", "KV cache"]
 COLUMNS = ("prefill", "decode_b1", "decode_b32", "memory", "kv_cache")
@@ -32,15 +36,25 @@ def _ratio(x: float) -> str:
     return f"{x:.2f}x"
 
 
+def bound_text(bound: dict) -> str:
+    """``≥ 2.82x`` / ``≤ 0.41x``, rounded away from 1 so the bound never claims more."""
+    if bound["side"] == "at_least":
+        return f"\u2265 {math.floor(100 * bound['value'] + 1e-9) / 100:.2f}x"
+    return f"\u2264 {math.ceil(100 * bound['value'] - 1e-9) / 100:.2f}x"
+
+
 def ratio_text(entry: dict | None) -> str:
-    """``1.18x (1.15-1.21)``; ``unresolved (0.68-1.88)`` where the repeats disagree; a ratio
-    with no repeats at all (an older file) ``unresolved (no repeats)``."""
+    """``1.18x (1.15-1.21)``; where the repeats disagree, a bound when their spread lies on one
+    side of 1 (``≥ 2.82x (2.82-5.68)``), else ``unresolved (0.68-1.88)``; a ratio with no
+    repeats at all (an older file) ``unresolved (no repeats)``."""
     if entry is None:
         return "n/a"
     spread = entry.get("spread")
     if entry.get("resolved"):
         value = _ratio(entry["value"])
         return f"{value} ({spread[0]:.2f}-{spread[1]:.2f})" if spread else value
+    if entry.get("bound"):
+        return f"{bound_text(entry['bound'])} ({spread[0]:.2f}-{spread[1]:.2f})"
     if not entry.get("rounds"):
         return f"{UNRESOLVED} (no repeats)"
     return f"{UNRESOLVED} ({spread[0]:.2f}-{spread[1]:.2f})"
@@ -79,28 +93,32 @@ def _break_even_text(verdict: dict, inf: dict) -> str | None:
             continue
         entry = r.get("decode_b1") or {}
         measured = fmt.with_ci(g["gain_pct"]["value"], g["gain_pct"].get("ci95"), "%")
-        if not entry.get("resolved"):  # repeats that disagree give no ratio to price
+        bound = entry.get("bound")
+        if not entry.get("resolved") and not bound:  # no ratio, not even a side of 1, to price
             out.append(
                 f"{variant} at {size}: its decode ratio is {ratio_text(entry)}, so no "
                 f"break-even gain is stated (measured {measured})."
             )
             continue
-        ratio = float(entry["value"])
+        # a bound prices the arm at its bound: at least that slow, so at least that gain
+        ratio = float(bound["value"] if bound else entry["value"])
+        shown = bound_text(bound) if bound else _ratio(ratio)
         if ratio <= 1.0:
             out.append(
                 f"{variant} at {size} decodes no slower than `{inf['baseline']}` "
-                f"({_ratio(ratio)}): any loss gain repays it (measured {measured})."
+                f"({shown}): any loss gain repays it (measured {measured})."
             )
             continue
         need = break_even_pct(verdict, inf["baseline"], float(g["n_params"]), ratio)
         if need is None:
             continue
+        least = "at least " if bound else ""
         out.append(
-            f"{variant} at {size} decodes at {_ratio(ratio)} the baseline's time per step (batch "
-            f"1): a baseline {_ratio(ratio)} larger, about as costly to serve, would be "
+            f"{variant} at {size} decodes at {least}{_ratio(ratio)} the baseline's time per step "
+            f"(batch 1): a baseline {_ratio(ratio)} larger, about as costly to serve, would be "
             f"{fmt.num(need, sig=2)}% of the loss better on the baseline's fitted L(N), so the "
-            f"variant repays its decode cost only with a loss gain above {fmt.num(need, sig=2)}%"
-            f" (measured {measured})."
+            f"variant repays its decode cost only with a loss gain above {least}"
+            f"{fmt.num(need, sig=2)}% (measured {measured})."
         )
     return " ".join(out) if out else None
 
@@ -133,8 +151,10 @@ def inference_blocks(verdict: dict) -> list[tuple]:
             "(interquartile range). Where its upper quartile exceeds "
             f"{inf.get('bound', 1.2):g} times the lower, or fewer than "
             f"{inf.get('min_rounds', 3)} rounds were measured, the "
-            "repeats disagree: it reads unresolved, not a number. gain = the paired loss gain "
-            "(positive: the variant is better).",
+            "repeats disagree and give no number: where their middle half lies wholly above "
+            "(below) 1, the ratio reads as a bound, at least its lower (at most its upper) "
+            "quartile; where it holds 1, or too few rounds were measured, unresolved. gain = "
+            "the paired loss gain (positive: the variant is better).",
         )
     )
     figures = [

@@ -2,8 +2,9 @@
 
 `run_analysis` on the shipped demo run table (4 sizes, linear vs nonlinear) with hand-written
 figures whose ratios are known: the report's table must show those numbers with their spread,
-beside each size's gain, labelled with the device; a ratio whose rounds disagree reads
-unresolved; without figures the section says how to measure them.
+beside each size's gain, labelled with the device; a ratio whose rounds disagree reads as a
+bound where their spread lies on one side of 1 (unresolved where it holds 1); without figures
+the section says how to measure them.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def test_verdict_holds_cost_ratios_to_the_baseline(analysed):
     wild = ratios["800K"]["decode_b32"]  # per-round 1.5 x (1, 1.5, 2, 3): IQR 2.06 .. 3.38
     assert not wild["resolved"] and wild["range"] == pytest.approx([1.5, 4.5])
     assert wild["spread"][1] > RATIO_BOUND * wild["spread"][0]
+    assert wild["bound"] == {"side": "at_least", "value": pytest.approx(wild["spread"][0])}
 
 
 def test_report_rows_show_the_ratios_beside_the_gain(analysed):
@@ -108,11 +110,12 @@ def test_report_rows_show_the_ratios_beside_the_gain(analysed):
         gain = nonlinear["gain_pct_by_size"][size]["gain_pct"]
         assert cells[0] == with_ci(gain["value"], gain["ci95"], "%")  # this size's own gain
         b1 = f"{1.1 + 0.1 * i:.2f}"
-        b32 = "unresolved (2.06-3.38)" if size == "800K" else "1.50x (1.50-1.50)"
+        # its rounds disagree, but their whole middle half lies above 1: a lower bound
+        b32 = "\u2265 2.06x (2.06-3.38)" if size == "800K" else "1.50x (1.50-1.50)"
         assert cells[1:] == [
             "1.25x (1.25-1.25)",
             f"{b1}x ({b1}-{b1})",
-            b32,  # its rounds disagree: not a number
+            b32,  # its rounds disagree: not a number, a bound
             "1.05x",
             "0.25x",
         ]
@@ -129,7 +132,7 @@ def test_report_rows_show_the_ratios_beside_the_gain(analysed):
     (line,) = [x for x in verdict_lines(verdict) if x.startswith("inference cost")]
     assert line == (
         "inference cost (cpu, CPU figures) of nonlinear vs linear at 800K: prefill 1.25x "
-        "(1.25-1.25), decode b1 1.40x (1.40-1.40), decode b32 unresolved (2.06-3.38), memory "
+        "(1.25-1.25), decode b1 1.40x (1.40-1.40), decode b32 \u2265 2.06x (2.06-3.38), memory "
         "1.05x, KV cache 0.25x"
     )
 
