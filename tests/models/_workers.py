@@ -34,6 +34,10 @@ CASES: dict[str, dict] = {
     "swiglu": dict(query_variant="examples.site_examples:swiglu"),
     # the K/V projection replaced, the query left linear (grouped queries: whole groups per rank)
     "shared_kv": dict(query_variant="examples.site_examples:shared_kv", num_query_groups=2),
+    # the core attention replaced; its lambdas and head-norm gain are shared by all heads
+    "differential_attention": dict(
+        query_variant="examples.differential_attention:differential_attention"
+    ),
 }
 # every case under PP too (value_residual's layer 1 sends its values on: models.cross_stage)
 PIPELINE_CASES = list(CASES)
