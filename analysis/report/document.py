@@ -16,6 +16,7 @@ from analysis.report.render import to_html, to_markdown
 from analysis.report.sections.backtest import backtest_blocks, skill_sentence
 from analysis.report.sections.code import code_note
 from analysis.report.sections.downstream import downstream_blocks
+from analysis.report.sections.excluded import excluded_blocks
 from analysis.report.sections.inference import inference_blocks
 from analysis.report.sections.looks import look_blocks, look_note
 from analysis.report.sections.lr_selection import lr_blocks
@@ -25,6 +26,7 @@ from analysis.report.sections.time_matched import time_blocks
 from analysis.report.sections.tokens import token_blocks
 from analysis.stats.planning.power import GRID_CAPS, MAX_SEEDS
 from analysis.stats.rules import verdict as verdicts
+from foundation import atomic
 
 METHOD = (
     "Intervals: parametric bootstrap (Efron & Tibshirani 1993, ch. 6) over the seed noise "
@@ -316,15 +318,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
         b.append(("p", CSV_NO_CURVES))
     else:
         b.append(("p", "No per-step `train/loss` or `val/loss` history was found for these runs."))
-    b.append(("h", "Excluded runs"))
-    if verdict["excluded_runs"]:
-        rows = [
-            [r["run_id"], r["variant"], r["size"], r["seed"], fmt.lr(r["lr"]), r["reason"]]
-            for r in verdict["excluded_runs"]
-        ]
-        b.append(("table", ["run", "variant", "size", "seed", "lr", "reason"], rows))
-    else:
-        b.append(("p", "None."))
+    b.extend(excluded_blocks(verdict))  # scan-only LRs named as such
     b.append(("h", "The verdict rule"))
     b.append(("pre", verdict["rule"]))
     return b
@@ -370,6 +364,6 @@ def write_report(
     if not _intervals(verdict)["available"]:
         blocks = _no_interval_words(blocks)
     md, page = out_dir / "report.md", out_dir / "report.html"
-    md.write_text(to_markdown(blocks))
-    page.write_text(to_html(blocks, out_dir, blocks[0][1]))
+    atomic.write_text(md, to_markdown(blocks))  # a link planted at its name: refused
+    atomic.write_text(page, to_html(blocks, out_dir, blocks[0][1]))
     return md, page

@@ -153,17 +153,18 @@ def _unresolved(v: dict) -> str:
     """Rule 8: what the study could detect, and what would resolve the margin."""
     d = v["decision"]
     seeds = d.get("seeds_to_resolve_margin")
+    margin = f"\u00b1{_margin(v)}"
     need = f"about {seeds} paired seeds would" if seeds else "more seeds than can be planned would"
-    if d.get("grid_limits"):
+    need = f"{need} resolve {margin}"
+    if d.get("grid_limits"):  # the grid's own term caps the power: seeds cannot shrink it
         need = (
-            "no number of seeds at this LR grid's resolution would (a finer grid near the best "
-            "LRs could)"
+            f"more seeds alone cannot resolve {margin} at this LR grid's resolution; a finer LR "
+            "grid near the best LRs could"
         )
     return (
-        f"the interval reaches past \u00b1{_margin(v)}, so the study cannot tell a gain that "
+        f"the interval reaches past {margin}, so the study cannot tell a gain that "
         f"small from none: not resolved (it detects gains of "
-        f"{fmt.num(d.get('detectable_gain_pct'))}% with 80% power; {need} resolve "
-        f"\u00b1{_margin(v)})"
+        f"{fmt.num(d.get('detectable_gain_pct'))}% with 80% power; {need})"
     )
 
 

@@ -7,7 +7,7 @@ exist is left out with a word saying why, never printed as ``None``.
 from __future__ import annotations
 
 from analysis.report import fmt
-from analysis.report.headline import top_gain
+from analysis.report.headline import judged_level, top_gain
 from analysis.report.sections.inference import inference_lines
 from analysis.report.sections.looks import look_clause
 from analysis.report.sections.time_matched import time_lines
@@ -24,13 +24,25 @@ def _numbers(v: dict, intervals: bool) -> str:
     if v.get("k0") is None and v.get("gamma") is None:
         parts.append("k(C) not fitted")
     else:
-        k_ci, g_ci = (v.get(k) if intervals else None for k in ("k0_ci95", "gamma_ci95"))
-        for name, value, ci, unit in (("k0", v.get("k0"), k_ci, "\u00d7"),
-                                      ("\u03b3", v.get("gamma"), g_ci, "")):  # fmt: skip
+        for name, key, unit in (("k0", "k0", "\u00d7"), ("\u03b3", "gamma", "")):
+            value, ci, level = _judged(v, key)
+            ci = ci if intervals else None
             if value is not None:
-                text = fmt.with_ci(value, ci, unit, words=True) if ci else fmt.num(value) + unit
+                text = (
+                    fmt.with_ci(value, ci, unit, level, words=True) if ci else fmt.num(value) + unit
+                )
                 parts.append(f"{name} {text}")
     return "; ".join(parts)
+
+
+def _judged(v: dict, key: str) -> tuple[float | None, list[float] | None, float]:
+    """k0's or gamma's (value, interval, confidence) at the level the verdict judged them, the
+    top size's (docs/statistics.md, "Claims are family-wise"; the report's verdict table shows
+    the same); the 95% one only where the decision has none."""
+    decided = v["decision"].get(key) or {}
+    if decided.get("value") is not None:
+        return decided["value"], decided.get("ci"), 1 - judged_level(v)
+    return v.get(key), v.get(f"{key}_ci95"), 0.95
 
 
 def verdict_lines(verdict: dict) -> list[str]:
