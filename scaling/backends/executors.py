@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from foundation import contract
-from foundation.config import Problems, seconds_from_env
+from foundation.config import ConfigError, Problems, seconds_from_env
 from scaling.backends.local_jobs import LocalRound, local_gpus, visible_gpu_indices
 from scaling.backends.slurm_jobs import slurm_parameters
 from scaling.backends.slurm_limits import SlurmLimits, num_arrays, read_limits
@@ -143,6 +143,10 @@ class Executor(JobBackend, ABC):
     def check_environment(self) -> None:
         """Raise ConfigError unless the study's cells can run here (cluster, devices)."""
 
+    def check_submit(self) -> None:
+        """Raise ConfigError when no cell could ever be submitted here (asked before a
+        submission writes or queues anything; `status` and `cancel` never ask it)."""
+
     # what the plan and the pilot price the study's cells as here (`scaling.costs`)
 
     @property
@@ -225,6 +229,7 @@ class SlurmExecutor(Executor, SlurmJobs):
         Within the cluster's limits (`limits`): an array holds at most `MaxArraySize` cells,
         and at most the cap of the user's jobs are queued at once; the rest wait in this call,
         which returns once every cell is queued (`scaling.backends.slurm_submit`)."""
+        self.check_submit()  # a cap of 0 would keep the cells waiting here for ever
         study = self.study
         submitted: dict[str, Any] = {}
         by_world: dict[int, list[Cell]] = {}
@@ -247,6 +252,11 @@ class SlurmExecutor(Executor, SlurmJobs):
         submitter.run(groups, records, submitted)
         self.last_submitter = submitter
         return submitted
+
+    def check_submit(self) -> None:
+        refusal = self.limits.refusal()  # `MaxSubmitJobs 0`: waiting never makes room
+        if refusal is not None:
+            raise ConfigError(refusal)
 
     @property
     def limits(self) -> SlurmLimits:
@@ -307,7 +317,9 @@ class SlurmExecutor(Executor, SlurmJobs):
             f"({limits.describe()}"
         )
         line += ")" if ask_scheduler else "; offline: the cluster's limits not read)"
-        if limits.cap is not None and cells > limits.cap:
+        if limits.refusal() is not None:  # what `submit` refuses with
+            line += f"; `scaling submit` refuses: {limits.refusal()}"
+        elif limits.cap is not None and cells > limits.cap:
             line += (
                 f"; {cells - limits.cap} wait in `scaling submit` and are queued as jobs leave "
                 "the queue"

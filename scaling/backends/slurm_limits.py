@@ -22,6 +22,9 @@ __all__ = [
     "read_limits",
     "limit_refusal",
     "num_arrays",
+    "parse_config",
+    "parse_assoc",
+    "parse_qos",
     "DEFAULT_MAX_ARRAY_SIZE",
 ]
 
@@ -58,6 +61,19 @@ class SlurmLimits:
     accounting: bool = False
     notes: list[str] = field(default_factory=list)  # what was read, and what could not be
 
+    def refusal(self) -> str | None:
+        """Why nothing can be submitted at all (a cap of 0: `MaxSubmitJobs 0`, `GrpSubmit 0`),
+        as one line with what to do; None when something can. Waiting never lifts such a cap,
+        so `submit` refuses at once and `plan` says the same."""
+        if self.cap != 0:
+            return None
+        return (
+            f"{self.cap_reason} lets this user queue no Slurm job at all, so no cell could ever "
+            "be submitted (waiting does not lift it); ask the cluster's admins to raise it, or "
+            "submit with an account or QOS that allows jobs (study.slurm.account, "
+            "study.slurm.qos)"
+        )
+
     def describe(self) -> str:
         """One line for `plan` and the submit log."""
         parts = [f"MaxArraySize {self.max_array}"]
@@ -70,13 +86,33 @@ class SlurmLimits:
         return "; ".join(parts + self.notes)
 
 
-def _run(args: list[str]) -> str | None:
-    """stdout of a Slurm client command, None if it fails or is missing."""
+def _run(args: list[str], notes: list[str], what: str) -> str | None:
+    """stdout of a Slurm client command; None if it fails, hangs, is missing or cannot be
+    executed, and then a note says so (`what` did not answer). Bytes that are not UTF-8 are
+    replaced, never a traceback."""
+    why = ""
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=LIMITS_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
+        proc = subprocess.run(
+            args, capture_output=True, text=True, errors="replace", timeout=LIMITS_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        why = f"no answer in {LIMITS_TIMEOUT_S:.0f} s"
+    except OSError as err:  # missing, or a broken interpreter (ENOENT, ENOEXEC)
+        why = f"{args[0]} cannot be executed: {err.strerror or err}"
+    else:
+        if proc.returncode == 0:
+            return proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        why = f"exit {proc.returncode}" + (f": {lines[-1][:200]}" if lines else "")
+    notes.append(f"`{what}` did not answer ({why}): {_ASSUMED[what]}")
+    return None
+
+
+_ASSUMED = {
+    "scontrol show config": "Slurm's defaults assumed",
+    "sacctmgr show assoc": "association limits unknown",
+    "sacctmgr show qos": "QOS limits unknown",
+}
 
 
 def parse_config(text: str) -> dict[str, str]:
@@ -89,10 +125,17 @@ def parse_config(text: str) -> dict[str, str]:
     return out
 
 
+_MAX_LIMIT = 2**63 - 1  # a larger "limit" is no limit (Slurm's own are 32-bit)
+
+
 def _int(value: str | None) -> int | None:
-    """A limit from sacctmgr or scontrol; None when unset (empty, or not a number)."""
+    """A limit from sacctmgr or scontrol; None when unset (empty, not an ASCII number, or too
+    large to limit anything)."""
     value = (value or "").strip()
-    return int(value) if value.isdigit() else None
+    if not (value.isascii() and value.isdigit()) or len(value) > 19:
+        return None
+    number = int(value)
+    return number if number <= _MAX_LIMIT else None
 
 
 def read_limits(
@@ -103,10 +146,10 @@ def read_limits(
     said in `notes`."""
     notes: list[str] = []
     caps: list[tuple[int, str]] = []
-    config_text = _run(["scontrol", "show", "config"])
+    config_text = _run(["scontrol", "show", "config"], notes, "scontrol show config")
     config = parse_config(config_text) if config_text else {}
-    if not config:
-        notes.append("`scontrol show config` did not answer: Slurm's defaults assumed")
+    if config_text is not None and not config:
+        notes.append("`scontrol show config` said nothing readable: Slurm's defaults assumed")
     max_array = _int(config.get("MaxArraySize")) or DEFAULT_MAX_ARRAY_SIZE
     job_count = _int(config.get("MaxJobCount")) or DEFAULT_MAX_JOB_COUNT
     caps.append((job_count, f"MaxJobCount {job_count}"))
@@ -134,51 +177,66 @@ def _accounting_caps(
     """The user's association and QOS submit limits from sacctmgr: (cap, its words) each, and
     the smallest MaxJobs (a running limit: jobs over it wait in the queue, not refused)."""
     user = getpass.getuser()
-    caps: list[tuple[int, str]] = []
-    running: list[int] = []
     assoc = _run(
         [
             "sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={user}",
             "format=Account,QOS,DefaultQOS,MaxSubmit,MaxJobs,GrpSubmit",
-        ]
+        ],
+        notes, "sacctmgr show assoc",
     )  # fmt: skip
-    if assoc is None:
-        notes.append("`sacctmgr show assoc` did not answer: association limits unknown")
-        assoc = ""
-    qos_names: set[str] = set()
-    for line in assoc.splitlines():
-        fields = line.split("|")
-        if len(fields) < 6 or (account and fields[0] != account):
-            continue
-        acct, allowed, default, max_submit, max_jobs, grp_submit = fields[:6]
-        if _int(max_submit) is not None:
-            caps.append((int(max_submit), f"MaxSubmitJobs {max_submit} (association {acct})"))
-        if _int(grp_submit) is not None:
-            caps.append((int(grp_submit), f"GrpSubmit {grp_submit} (association {acct})"))
-        if _int(max_jobs) is not None:
-            running.append(int(max_jobs))
-        qos_names |= {qos} if qos else ({default} if default else set(allowed.split(",")))
+    caps, running, qos_names = parse_assoc(assoc or "", qos, account)
     qos_text = _run(
         [
             "sacctmgr", "-n", "-P", "show", "qos",
             "format=Name,MaxSubmitPU,MaxJobsPU,GrpSubmit",
-        ]
+        ],
+        notes, "sacctmgr show qos",
     )  # fmt: skip
-    if qos_text is None:
-        notes.append("`sacctmgr show qos` did not answer: QOS limits unknown")
-        qos_text = ""
-    for line in qos_text.splitlines():
+    qos_caps, qos_running = parse_qos(qos_text or "", qos_names)
+    running += qos_running
+    return caps + qos_caps, min(running) if running else None
+
+
+def parse_assoc(
+    text: str, qos: str | None = None, account: str | None = None
+) -> tuple[list[tuple[int, str]], list[int], set[str]]:
+    """`sacctmgr -n -P show assoc` lines (Account|QOS|DefaultQOS|MaxSubmit|MaxJobs|GrpSubmit):
+    the submit caps with their words, the MaxJobs found, and the QOS names whose limits apply
+    (`qos`, else each association's default, else the ones it allows). A line of another
+    shape is skipped."""
+    caps: list[tuple[int, str]] = []
+    running: list[int] = []
+    qos_names: set[str] = set()
+    for line in text.splitlines():
+        fields = line.split("|")
+        if len(fields) < 6 or (account and fields[0] != account):
+            continue
+        acct, allowed, default, max_submit, max_jobs, grp_submit = fields[:6]
+        for value, words in ((max_submit, "MaxSubmitJobs"), (grp_submit, "GrpSubmit")):
+            if (number := _int(value)) is not None:
+                caps.append((number, f"{words} {number} (association {acct})"))
+        if (number := _int(max_jobs)) is not None:
+            running.append(number)
+        qos_names |= {qos} if qos else ({default} if default else set(allowed.split(",")))
+    return caps, running, qos_names
+
+
+def parse_qos(text: str, qos_names: set[str]) -> tuple[list[tuple[int, str]], list[int]]:
+    """`sacctmgr -n -P show qos` lines (Name|MaxSubmitPU|MaxJobsPU|GrpSubmit) of the QOS in
+    `qos_names`: their submit caps with their words, and their MaxJobsPU."""
+    caps: list[tuple[int, str]] = []
+    running: list[int] = []
+    for line in text.splitlines():
         fields = line.split("|")
         if len(fields) < 4 or fields[0] not in qos_names:
             continue
         name, max_submit, max_jobs, grp_submit = fields[:4]
-        if _int(max_submit) is not None:
-            caps.append((int(max_submit), f"MaxSubmitPU {max_submit} (QOS {name})"))
-        if _int(grp_submit) is not None:
-            caps.append((int(grp_submit), f"GrpSubmit {grp_submit} (QOS {name})"))
-        if _int(max_jobs) is not None:
-            running.append(int(max_jobs))
-    return caps, min(running) if running else None
+        for value, words in ((max_submit, "MaxSubmitPU"), (grp_submit, "GrpSubmit")):
+            if (number := _int(value)) is not None:
+                caps.append((number, f"{words} {number} (QOS {name})"))
+        if (number := _int(max_jobs)) is not None:
+            running.append(number)
+    return caps, running
 
 
 def limit_refusal(message: str) -> str | None:

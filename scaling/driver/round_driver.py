@@ -123,7 +123,10 @@ class StudyRun:
     ) -> Submitted:
         """Submit every cell that is due now (`submit_due`); on Slurm it returns once queued,
         on the local executor once the cells have ended. Completed cells whose runs a lost
-        store took are uploaded again from their folders first (`scaling.driver.reupload`)."""
+        store took are uploaded again from their folders first (`scaling.driver.reupload`).
+        A cluster that lets nothing be queued is refused first, nothing written
+        (`Executor.check_submit`)."""
+        self.executor.check_submit()
         reupload_results(self.study, self.say)
         result = submit_due(self.study, self.executor, self.say, retry_failed, stale, stop)
         self.submitted += result.submitted

@@ -1,0 +1,96 @@
+"""A cluster whose `MaxSubmitJobs` (or `GrpSubmit`) is 0 lets this user queue nothing: `submit`
+refuses at once (one `error:` line naming the limit and what to do, exit 2, nothing queued or
+recorded) instead of waiting for room that never comes, and `plan` says the same.
+
+The Slurm client is faked first on PATH (`sinfo`, `scontrol`, `sacctmgr`, and an `sbatch` that
+only records that it was called), so the limit is the fake association's and no real job can be
+queued whatever the code does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from foundation.config import ConfigError
+from scaling.backends.executors import executor_for
+from scaling.cli import app
+from scaling.spec.loader import read_study
+from scaling.state.files.job_records import read_records
+from tests.scaling.conftest import one_size_spec
+
+REFUSAL = "MaxSubmitJobs 0 (association acct0) lets this user queue no Slurm job at all"
+
+TOOLS = {
+    "sinfo": 'echo "debug*"',
+    "scontrol": 'printf "AccountingStorageType   = accounting_storage/slurmdbd\\n'
+    'MaxArraySize            = 4\\nMaxJobCount             = 10000\\n"',
+    "sacctmgr": 'case "$*" in\n'
+    '  *"show assoc"*) echo "acct0|normal|normal|0||" ;;\n'
+    '  *"show qos"*) echo "normal|||" ;;\n'
+    "esac",
+    "sbatch": 'echo "$@" >> "$(dirname "$0")/sbatch_calls"; echo 123',
+    # a submit that waits for room asks squeue: interrupted (as Ctrl-C), so it ends, not hangs
+    "squeue": 'echo "$@" >> "$(dirname "$0")/squeue_calls"; kill -INT "$PPID"',
+}
+
+
+def _fake_slurm(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in TOOLS.items():
+        tool = bin_dir / name
+        tool.write_text(f"#!/bin/sh\n{body}\n")
+        tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+def _study(tmp_path, data_dir, mlflow_server):
+    spec = one_size_spec(data_dir, tmp_path / "study", mlflow_server, 4, executor="slurm")
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_submit_refuses_a_cap_of_zero_at_once_and_queues_nothing(
+    tmp_path, data_dir, mlflow_server, monkeypatch
+):
+    bin_dir = _fake_slurm(tmp_path, monkeypatch)
+    path = _study(tmp_path, data_dir, mlflow_server)
+    result = CliRunner().invoke(app, ["submit", str(path)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and REFUSAL in errors[0], result.output
+    assert "study.slurm.account" in errors[0]  # what to do
+    assert not (bin_dir / "sbatch_calls").exists()  # nothing submitted
+    assert not (bin_dir / "squeue_calls").exists()  # nor waited for room
+    assert read_records(read_study(path).folder) == {}  # nor recorded
+
+
+def test_the_executor_refuses_before_any_sbatch(tmp_path, data_dir, mlflow_server, monkeypatch):
+    """`SlurmExecutor.submit` itself refuses (a caller that skipped `check_submit` must not
+    wait for ever)."""
+    bin_dir = _fake_slurm(tmp_path, monkeypatch)
+    study = read_study(_study(tmp_path, data_dir, mlflow_server))
+    try:
+        with pytest.raises(ConfigError, match=re.escape(REFUSAL)):
+            executor_for(study).submit(list(study.cells), {})
+    except KeyboardInterrupt:  # the fake squeue's: it waited for room
+        pytest.fail("SlurmExecutor.submit waited for room under a cap of 0")
+    assert not (bin_dir / "sbatch_calls").exists()
+
+
+def test_plan_says_submit_would_refuse(tmp_path, data_dir, mlflow_server, monkeypatch):
+    _fake_slurm(tmp_path, monkeypatch)
+    path = _study(tmp_path, data_dir, mlflow_server)
+    result = CliRunner().invoke(app, ["plan", str(path)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("Slurm:")]
+    assert f"`scaling submit` refuses: {REFUSAL}" in line, line
+    assert "are queued as jobs leave" not in line
