@@ -36,6 +36,7 @@ METHOD = (
     "again in every draw. Percentile intervals, 95% unless said otherwise; numbers are rounded "
     "so that the interval's half-width keeps two significant digits. See docs/statistics.md."
 )
+NOT_PREDICTED = "not predicted"  # an extrapolation past the backtest's checked distance
 CSV_NO_CURVES = (
     "No training curves: a run CSV holds final losses only. `scaling analyze STUDY` reads "
     "each run's per-step `train/loss` and `val/loss` from MLflow and draws them here."
@@ -103,14 +104,14 @@ def _verdict_blocks(verdict: dict) -> list[tuple]:
 
 def _model_gain(e: dict, verdict: dict) -> str:
     """The extrapolated gain with its interval only within the distance the backtest showed
-    skill at; beyond it the model's value alone (an interval there would state a precision no
-    check has shown)."""
+    skill at; beyond it no number at all: "not predicted" (a point without an interval, 10⁸×
+    past the data, reads as a prediction no check supports)."""
     g = e["gain_pct"]
     if e.get("within_backtest_skill", True):
         return fmt.with_ci(g["value"], g["ci95"], "%")
     shown = ((verdict.get("backtest") or {}).get("skill") or {}).get("shown_up_to_compute_ratio")
     where = f"the {fmt.times(shown)} the backtest checked" if shown else "any backtested skill"
-    return f"{fmt.num(g['value'])}% (no interval: beyond {where})"
+    return f"{NOT_PREDICTED} (beyond {where})"
 
 
 def _extrapolation_blocks(verdict: dict) -> list[tuple]:

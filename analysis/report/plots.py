@@ -72,13 +72,14 @@ def _mark_extrapolation(ax, start: float) -> None:
     ax.axvspan(start, hi, color=EXTRAPOLATED, alpha=0.08, lw=0)
     ax.axvline(start, color=EXTRAPOLATED, lw=0.8, ls=":")
     ax.text(
-        start * 1.15,
+        start,
         0.97,
-        "extrapolated →",
+        "extrapolated → ",  # ends at the line: inside the axes however narrow the shade
         transform=ax.get_xaxis_transform(),
         color=EXTRAPOLATED,
         fontsize=8,
         va="top",
+        ha="right",
     )
     ax.set_xlim(lo, hi)
 
@@ -97,10 +98,16 @@ def _say_far(ax, an: Analysis) -> None:
         if not _near(e)
     }
     if far:
-        listed = ", ".join(f"{name} ({formatting.times(x)} the compute)" for name, x in far.items())
+        listed = "\n".join(f"{name} ({formatting.times(x)} the compute)" for name, x in far.items())
         limit = formatting.times(verdict.FAR_EXTRAPOLATION)
-        ax.text(0.99, 0.02, f"not drawn, beyond {limit} the data: {listed}", fontsize=7,
-                ha="right", va="bottom", transform=ax.transAxes, color=EXTRAPOLATED)  # fmt: skip
+        # in the right margin under the legend (``_legend_outside``): off the data and the legend
+        ax.text(1.02, 0.0, f"not drawn, beyond\n{limit} the data:\n{listed}", fontsize=7,
+                ha="left", va="bottom", transform=ax.transAxes, color=EXTRAPOLATED)  # fmt: skip
+
+
+def _legend_outside(ax, fontsize: int) -> None:
+    """The legend in the right margin, top: never over the data or the notes on the axes."""
+    ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
 
 
 def gain_vs_n(an: Analysis, out_dir: Path) -> str:
@@ -152,7 +159,14 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
             if not _near(ext):
                 continue
             g = ext["gain_pct"]
-            ci = g["ci95"] if ext.get("within_backtest_skill", True) else None  # unchecked
+            beyond = formatting.times(ext["times_largest_measured_compute"])
+            if not ext.get("within_backtest_skill", True):  # no point without an interval
+                ax.axvline(ext["n_params"], color=EXTRAPOLATED, lw=0.8, ls=":")
+                ax.text(ext["n_params"], 0.5, f" {name}: not predicted ({beyond}, past the "
+                        "backtest's reach)", rotation=90, fontsize=7, va="center",
+                        transform=ax.get_xaxis_transform(), color=EXTRAPOLATED)  # fmt: skip
+                continue
+            ci = g["ci95"]
             yerr = None if ci is None else [[g["value"] - ci[0]], [ci[1] - g["value"]]]
             ax.errorbar(
                 [ext["n_params"]],
@@ -163,7 +177,6 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
                 color=EXTRAPOLATED,
                 capsize=3,
             )
-            beyond = formatting.times(ext["times_largest_measured_compute"])
             ax.annotate(
                 f"{name}: extrapolated,\n{beyond} beyond the data",
                 (ext["n_params"], g["value"]),
@@ -181,7 +194,7 @@ def gain_vs_n(an: Analysis, out_dir: Path) -> str:
     ax.set(xlabel="non-embedding parameters N", ylabel="gain over the baseline (% of loss)")
     ax.set_title("Paired gain per size; the fitted model and its extrapolation", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
+    _legend_outside(ax, 7)
     return figures.save(fig, out_dir, "gain_vs_n")
 
 
@@ -230,7 +243,7 @@ def k_vs_c(an: Analysis, out_dir: Path) -> str:
     ax.set(xlabel="training compute C (FLOPs)", ylabel="compute multiplier k(C)")
     ax.set_title("k(C) = k0·(C/c_ref)^γ" + _with(an, " with its 95% band"), fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower left")
+    _legend_outside(ax, 8)
     return figures.save(fig, out_dir, "k_vs_c")
 
 

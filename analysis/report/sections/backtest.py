@@ -55,11 +55,17 @@ def skill_sentence(verdict: dict) -> str | None:
     if not found:
         return None
     if not found["available"]:
-        return f"Backtest: none ({found['reason']}), so the study has shown no extrapolation skill."
+        return (
+            f"Backtest: none ({found['reason']}), so the study has shown no extrapolation skill "
+            "and no extrapolation is predicted."
+        )
     skill = found["skill"]
     top = found["steps"][-1]
     if top.get("error"):
-        return f"Backtest: the refit without {top['held_out']} failed ({top['error']})."
+        return (
+            f"Backtest: the refit without {top['held_out']} failed ({top['error']}), so no "
+            "extrapolation is predicted."
+        )
     gains = [g for g in top["gains"] if g["predicted"] is not None]
     gain_text = "; ".join(
         f"{g['variant']}'s gain {fmt.with_ci(g['predicted'], g['ci95'], '%')} predicted, "
@@ -77,14 +83,15 @@ def skill_sentence(verdict: dict) -> str | None:
         return (
             f"{head}; the prediction disagrees with the measurement beyond both intervals for "
             f"{', '.join(skill['flagged'])}: the fitted laws did not extrapolate even one step, "
-            "and no extrapolation interval is printed."
+            "and no extrapolation is predicted."
         )
     if skill["shown_up_to_compute_ratio"] is None:
-        return f"{head}; without intervals the backtest shows no skill."
+        return f"{head}; without intervals the backtest shows no skill: nothing is predicted."
     return (
         f"{head}; every prediction agreed with its measurement within both intervals, so the "
-        "extrapolations below keep their intervals up to "
-        f"{fmt.times(skill['shown_up_to_compute_ratio'])} the fitted compute and none beyond."
+        "extrapolations below are predicted, with their intervals, up to "
+        f"{fmt.times(skill['shown_up_to_compute_ratio'])} the fitted compute; beyond it they "
+        'read "not predicted": a number there would have no interval any check supports.'
     )
 
 

@@ -171,8 +171,8 @@ def test_bad_figures_name_the_field(tmp_path):
 def test_the_demo_report_backtests_its_top_size(analysed):
     """The demo's report (4 sizes) holds the backtest verdict.json carries: a "Backtest" section
     with one row per arm's loss and the gain at 800K, the skill sentence above the
-    extrapolations with the verdict's largest loss error, and no interval on an extrapolation
-    beyond the distance the backtest checked."""
+    extrapolations with the verdict's largest loss error, and no number ("not predicted") for an
+    extrapolation beyond the distance the backtest checked."""
     verdict, report = analysed[0], analysed[1]
     found = verdict["backtest"]
     (step,) = found["steps"]
@@ -189,4 +189,4 @@ def test_the_demo_report_backtests_its_top_size(analysed):
         for name, e in v["extrapolated_gain_pct"].items():
             assert e["within_backtest_skill"] is False  # 10^7x and more beyond the data
             row = next(line for line in extrap.splitlines() if f"| {name} |" in line)
-            assert "no interval: beyond" in row and "[" not in row
+            assert "not predicted (beyond" in row and "[" not in row
