@@ -69,7 +69,7 @@ def analyze_table(
     from analysis.judgement import TABLE, table_judgement
     from analysis.report.terminal import verdict_lines
     from analysis.tables.mlflow_io import load_curves, load_study_runs
-    from analysis.tables.runs import load_csv
+    from analysis.tables.runs import load_csv_runs
     from analysis.tables.step_times import load_step_times
 
     if runs_csv is None and not experiment:
@@ -85,7 +85,7 @@ def analyze_table(
     if runs_csv is not None:
         if experiment or study_name or tracking_uri:
             raise ValueError("give --runs-csv FILE or --experiment/--study-name, not both")
-        table = load_csv(runs_csv)
+        table, times = load_csv_runs(runs_csv)  # times: its tokens_per_s column, if any
         out = out or Path("results") / runs_csv.stem / "analysis"
     else:
         if not (tracking_uri and experiment and study_name):

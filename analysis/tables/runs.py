@@ -4,7 +4,10 @@ Columns (docs/interfaces.md, "Agreed for the trust round"): ``variant, size,
 num_nonembedding_params, num_params_total, tokens, flops, seed, lr, final_val_loss,
 select_val_loss, status, run_id``. ``num_nonembedding_params`` is the N of every fit (Kaplan et
 al. 2020 fit non-embedding N); ``num_params_total`` includes embeddings. Tables written before
-the rename (``n_params``, ``n_nonembedding_params``, ``n_params_total``) are still read.
+the rename (``n_params``, ``n_nonembedding_params``, ``n_params_total``) are still read. A CSV's
+optional ``tokens_per_s`` column (each run's measured throughput) is not a column of the table:
+``load_csv_runs`` reads it into the per-run times the gain at matched GPU-hours rests on, as the
+MLflow path reads each run's logged ``tokens_per_s``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.tables.step_times import STEP_KEY, times_of
 from foundation import contract
 
 COLUMNS = [
@@ -162,7 +166,7 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
         raise ValueError(
             f"{source}: missing required column(s) {', '.join(missing)}; "
             f"a run table needs {', '.join(REQUIRED_CSV)} (old name n_params accepted; "
-            "optional: size, flops, lr, select_val_loss, status)"
+            "optional: size, flops, lr, select_val_loss, status, tokens_per_s)"
         )
     if table.empty:  # a header only; or a study whose every run ended before logging its size
         raise ValueError(
@@ -232,6 +236,13 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
 def load_csv(path: str | Path) -> pd.DataFrame:
     """Read a run table from a CSV (required: variant, num_nonembedding_params or n_params,
     tokens, seed, final_val_loss)."""
+    return load_csv_runs(path)[0]
+
+
+def load_csv_runs(path: str | Path) -> tuple[pd.DataFrame, dict | None]:
+    """``load_csv``'s table and, from an optional ``tokens_per_s`` column (each run's measured
+    throughput; ``device`` beside it when known), each run's time per token in the form the
+    MLflow path gives (``analysis.tables.step_times.times_of``), or None without the column."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"--runs-csv {path}: no such file; pass a CSV with one row per run")
@@ -242,7 +253,29 @@ def load_csv(path: str | Path) -> pd.DataFrame:
     source = f"--runs-csv {path}"
     out = normalise(table, source)
     _check_repeats(out, source)
-    return out
+    return out, _csv_times(table, out, source)
+
+
+CSV_TIMES = "the run CSV's tokens_per_s column (one figure per run)"
+
+
+def _csv_times(raw: pd.DataFrame, table: pd.DataFrame, source: str) -> dict | None:
+    """Each run's time per token from the CSV's ``STEP_KEY`` column (blank: not timed), read as
+    the MLflow path reads a run's logged steps, with one step per run; rows keep their order in
+    ``normalise``, so row i is run ``table.run_id[i]``."""
+    if STEP_KEY not in raw.columns:
+        return None
+    values = _numbers(raw, STEP_KEY, source)
+    _check_positive(pd.DataFrame({STEP_KEY: values}), STEP_KEY, source, blank_ok=True)
+    ids = table["run_id"].astype(str).tolist()
+    devices = raw["device"] if "device" in raw.columns else pd.Series("unknown", index=raw.index)
+    histories, device_of = {}, {}
+    for i, value in enumerate(values.tolist()):
+        if math.isfinite(value):
+            histories[ids[i]] = {STEP_KEY: ([0], [value])}
+            device_of[ids[i]] = "unknown" if pd.isna(devices.iloc[i]) else str(devices.iloc[i])
+    times = times_of(table, histories, device_of)
+    return None if times is None else {**times, "source": CSV_TIMES}
 
 
 # the columns that name one run of a study: a second row with the same is the same run again

@@ -65,7 +65,9 @@ def time_blocks(verdict: dict) -> list[tuple]:
     out: list[tuple] = [("h", "Gain at matched GPU-hours")]
     if not block["measured"]:
         out.append(("p", f"No time measurement: {block['note'].split(': ', 1)[-1]}. The gain "
-                    "is stated at matched FLOPs only; equal speed is never assumed."))  # fmt: skip
+                    "is stated at matched FLOPs only; equal speed is never assumed. A run is "
+                    "timed by its logged `tokens_per_s` (MLflow), or in a run CSV by a "
+                    "`tokens_per_s` column."))  # fmt: skip
         return out
     out.append(("table", HEADER, _rows(block)))
     other = block.get("other_devices") or 0
