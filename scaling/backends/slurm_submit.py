@@ -16,6 +16,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foundation.config import ConfigError
 from scaling.backends.slurm_limits import ARRAY_REFUSAL, SlurmLimits, limit_refusal
 from scaling.spec.grid import Cell
 from scaling.state.files.job_records import JobRecord, new_record, write_records
@@ -146,10 +148,18 @@ class ArraySubmitter:
                 ["squeue", "-h", "-r", "-u", getpass.getuser(), "-o", "%i"],
                 capture_output=True,
                 text=True,
+                errors="replace",  # bytes that are not UTF-8: still one job a word
                 timeout=SQUEUE_TIMEOUT_S,
             )
-        except (OSError, subprocess.TimeoutExpired):
+        except subprocess.TimeoutExpired:
             return None
+        except OSError as err:  # missing, or a broken interpreter: waiting cures neither
+            raise ConfigError(_not_runnable(err.strerror or str(err))) from None
+        if proc.returncode in (126, 127):  # the shell's "cannot execute" and "not found"
+            lines = proc.stderr.strip().splitlines()
+            raise ConfigError(
+                _not_runnable(f"exit {proc.returncode}: {lines[-1] if lines else ''}")
+            )
         if proc.returncode != 0:
             return None
         return self.limits.cap - len(proc.stdout.split())
@@ -173,3 +183,12 @@ class ArraySubmitter:
             if self.stop is not None and self.stop.is_set():
                 raise KeyboardInterrupt
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+def _not_runnable(error: str) -> str:
+    """Why squeue cannot count this user's jobs, and the fix."""
+    return (
+        f"squeue ({shutil.which('squeue') or 'not on PATH'}) cannot be executed "
+        f"({error.strip()}): the cells' room in the queue cannot be counted; reinstall the "
+        "Slurm client or put a working one first on PATH"
+    )

@@ -30,7 +30,7 @@ __all__ = [
 
 PROBE_TIMEOUT_S = 10.0
 
-_GRES_GPU = re.compile(r"gpu(?::[^:(,]+)?:(\d+)")
+_GRES_GPU = re.compile(r"gpu(?::[^:(,]+)?:([0-9]{1,9})(?![0-9])")
 
 
 def cuda_devices() -> int:
@@ -47,7 +47,12 @@ def partition_gpus(partition: str | None, timeout_s: float = 10.0) -> tuple[str,
     args = ["sinfo", "-h", "-o", "%P %G"] + (["-p", partition] if partition else [])
     try:
         proc = subprocess.run(
-            args, capture_output=True, text=True, timeout=timeout_s, env=os.environ
+            args,
+            capture_output=True,
+            text=True,
+            errors="replace",  # a site's sinfo may print bytes that are not UTF-8
+            timeout=timeout_s,
+            env=os.environ,
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise ConfigError(f"study.slurm.partition: sinfo did not answer ({err})") from None
@@ -124,15 +129,28 @@ def slurm_available(timeout_s: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
             ["sinfo", "-h", "-o", "%P"],
             capture_output=True,
             text=True,
+            errors="replace",  # a site's sinfo may print bytes that are not UTF-8
             timeout=timeout_s,
             env=os.environ,
         )
     except subprocess.TimeoutExpired:
         return False, f"sinfo did not answer within {timeout_s:.0f} s"
+    except OSError as err:  # on PATH but not runnable: a shebang to a missing interpreter
+        return False, _not_runnable(err.strerror or str(err))
+    if proc.returncode in (126, 127):  # the shell's "cannot execute" and "not found"
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        return False, _not_runnable(f"exit {proc.returncode}: {lines[-1] if lines else ''}")
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         return False, f"sinfo failed: {lines[-1] if lines else f'exit {proc.returncode}'}"
     return True, proc.stdout
+
+
+def _not_runnable(error: str) -> str:
+    return (
+        f"sinfo at {shutil.which('sinfo')} cannot be executed ({error.strip()}); reinstall the "
+        "Slurm client or put a working one first on PATH"
+    )
 
 
 def check_slurm(partition: str | None = None) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "LocalJobs",
     "live_jobs",
     "cancel_jobs",
+    "parse_squeue",
     "SQUEUE_TIMEOUT_S",
     "WAITING",
     "waiting_reason",
@@ -137,6 +138,7 @@ def _squeue(job_ids: list[str]) -> dict[str, str]:
             ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(arrays)],
             capture_output=True,
             text=True,
+            errors="replace",  # bytes that are not UTF-8 in a job's line: that line unread
             timeout=SQUEUE_TIMEOUT_S,
         )
     except (OSError, subprocess.TimeoutExpired) as err:
@@ -152,13 +154,20 @@ def _squeue(job_ids: list[str]) -> dict[str, str]:
             return {}  # all of them left the queue long ago
         backoff.failed(f"squeue failed: {proc.stderr.strip()}")
         raise RuntimeError(f"squeue failed: {proc.stderr.strip()}")
-    states = {}
-    for line in proc.stdout.splitlines():
-        jid, _, state = line.strip().partition("|")
-        if state in LIVE_SLURM_STATES:  # asked by id, squeue also lists recently ended jobs
-            states[jid] = state
+    states = parse_squeue(proc.stdout)
     backoff.took(time.monotonic() - start, arrays, states)
     return {jid: states[jid] for jid in job_ids if jid in states}
+
+
+def parse_squeue(text: str) -> dict[str, str]:
+    """job id → state of the live jobs in `squeue -o %i|%T` lines; any other line is skipped
+    (asked by id, squeue also lists jobs that ended a moment ago)."""
+    states = {}
+    for line in text.splitlines():
+        jid, _, state = line.strip().partition("|")
+        if state in LIVE_SLURM_STATES:
+            states[jid] = state
+    return states
 
 
 def _cmdline(pid: str) -> str:
@@ -272,9 +281,16 @@ class SlurmJobs(JobBackend):
         ids = [r.job_id for cid, r in records.items() if cid not in held]
         if not ids:
             return
-        proc = subprocess.run(
-            ["scancel", *ids], capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S
-        )
+        try:
+            proc = subprocess.run(
+                ["scancel", *ids],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=SQUEUE_TIMEOUT_S,
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise RuntimeError(f"scancel did not run ({err}); is Slurm on PATH?") from err
         if proc.returncode != 0:
             raise RuntimeError(f"scancel failed: {proc.stderr.strip()}")
 

@@ -9,12 +9,9 @@ queued whatever the code does.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from foundation.config import ConfigError
@@ -22,40 +19,26 @@ from scaling.backends.executors import executor_for
 from scaling.cli import app
 from scaling.spec.loader import read_study
 from scaling.state.files.job_records import read_records
-from tests.scaling.conftest import one_size_spec
+from tests.scaling.backends.fake_slurm import fake_slurm, slurm_study
 
 REFUSAL = "MaxSubmitJobs 0 (association acct0) lets this user queue no Slurm job at all"
 
-TOOLS = {
-    "sinfo": 'echo "debug*"',
-    "scontrol": 'printf "AccountingStorageType   = accounting_storage/slurmdbd\\n'
-    'MaxArraySize            = 4\\nMaxJobCount             = 10000\\n"',
+ZERO = {
     "sacctmgr": 'case "$*" in\n'
     '  *"show assoc"*) echo "acct0|normal|normal|0||" ;;\n'
     '  *"show qos"*) echo "normal|||" ;;\n'
     "esac",
-    "sbatch": 'echo "$@" >> "$(dirname "$0")/sbatch_calls"; echo 123',
     # a submit that waits for room asks squeue: interrupted (as Ctrl-C), so it ends, not hangs
     "squeue": 'echo "$@" >> "$(dirname "$0")/squeue_calls"; kill -INT "$PPID"',
 }
 
 
 def _fake_slurm(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in TOOLS.items():
-        tool = bin_dir / name
-        tool.write_text(f"#!/bin/sh\n{body}\n")
-        tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return bin_dir
+    return fake_slurm(tmp_path, monkeypatch, **ZERO)
 
 
 def _study(tmp_path, data_dir, mlflow_server):
-    spec = one_size_spec(data_dir, tmp_path / "study", mlflow_server, 4, executor="slurm")
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+    return slurm_study(tmp_path, data_dir, mlflow_server)
 
 
 def test_submit_refuses_a_cap_of_zero_at_once_and_queues_nothing(
