@@ -46,7 +46,11 @@ def prepare_data(
     ),
     max_documents: int | None = typer.Option(None, help="Keep only the first N documents."),
     max_bytes: int | None = typer.Option(None, help="Stop after this many bytes of text."),
-    force: bool = typer.Option(False, "--force", help="Rebuild even if the output is reusable."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Rebuild even if the output is reusable. Replaces only a dataset prepare-data made.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and stop."),
 ) -> None:
     """Tokenise a corpus into megatron train/valid splits with a manifest (reused if unchanged)."""
@@ -65,12 +69,16 @@ def prepare_data(
             typer.echo(json.dumps(to_dict(resolved), indent=2))
             return
 
+        from data_prep.output import OutputWriteError
         from data_prep.preparation import prepare  # lazy: datasets and tokenizers
 
         manifest = prepare(resolved, force=force, progress=True)
     except ValueError as err:  # bad input: the message names the field and the fix
         typer.echo(f"error: prepare-data: {err}", err=True)
         raise typer.Exit(2) from err
+    except OutputWriteError as err:  # full disk, file-size limit: the file, the fault, the fix
+        typer.echo(f"error: prepare-data: {err.strerror}", err=True)
+        raise typer.Exit(1) from err
     splits = manifest["splits"]
     typer.echo(
         f"{manifest.path}: vocab {manifest.vocab_size} ({manifest['dtype']}), "

@@ -106,6 +106,11 @@ def index_sizes(idx_path: Path) -> tuple[str, np.ndarray, int]:
 
 
 _REBUILD = "rebuild it with `scaling prepare-data ... --force`"
+# for a folder --force will not replace (`data_prep.output`): not one prepare-data wrote
+_NOT_PREPARED = (
+    "point at a folder made by `scaling prepare-data`, or prepare one into a new or empty "
+    "folder (`scaling prepare-data --output DIR`)"
+)
 
 
 def _check_split(directory: Path, split: str, meta: dict, dtype: str, verify_hashes: bool) -> None:
@@ -151,20 +156,21 @@ def load_manifest(path: str | Path, verify_hashes: bool = False) -> Manifest:
         )
     if not manifest_path.is_file():
         raise ValueError(
-            f"{directory}: no {MANIFEST_NAME}, so not a complete prepared dataset (an interrupted "
-            f"prepare, or another directory); {_REBUILD}"
+            f"{directory}: no {MANIFEST_NAME}, so not a dataset prepare-data made; {_NOT_PREPARED}"
         )
     try:
         data = json.loads(manifest_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{manifest_path}: not valid JSON ({err}); {_REBUILD}") from err
+        raise ValueError(f"{manifest_path}: not valid JSON ({err}); {_NOT_PREPARED}") from err
+    if not isinstance(data, dict):
+        data = {}  # a JSON list or number: reported below as missing every key
     missing = [
         k for k in ("format", "vocab_size", "eod_token_id", "dtype", "splits") if k not in data
     ]
     if missing or data.get("format") != FORMAT_VERSION:
         raise ValueError(
             f"{manifest_path}: not a format-{FORMAT_VERSION} manifest (missing {missing}); "
-            + _REBUILD
+            + _NOT_PREPARED
         )
     for split in SPLITS:
         if split not in data["splits"]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
-import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -35,8 +34,19 @@ from data_prep.manifest import (
     file_sha256,
     load_manifest,
 )
+from data_prep.output import (
+    check_output,
+    install,
+    is_empty_folder,
+    output_lock,
+    raise_write_fault,
+    remove_stale_temps,
+    replace_refusal,
+    temp_dir,
+    writing,
+)
 from data_prep.sources import Source, local_fingerprint, open_source
-from data_prep.tokenizer import eod_token_id, load_pretrained, train_bpe
+from data_prep.tokenizer import eod_token_id, load_pretrained, save_tokenizer, train_bpe
 from foundation.config import ConfigError
 
 __all__ = ["prepare", "is_validation_document"]
@@ -49,29 +59,6 @@ def is_validation_document(index: int, seed: int, fraction: float) -> bool:
     """Document-level split: a hash of (seed, index), so it needs no count and no shared RNG."""
     digest = hashlib.blake2b(struct.pack("<QQ", seed, index), digest_size=8).digest()
     return int.from_bytes(digest, "little") < fraction * 2**64
-
-
-@contextlib.contextmanager
-def _output_lock(out: Path) -> Iterator[None]:
-    """Hold `.NAME.lock` beside `out`. A refusal (ValueError) raised under it takes away what
-    it made, the lock file and the folders made for it, so bad input leaves nothing behind."""
-    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    lock = out.parent / f".{out.name}.lock"
-    existed = lock.exists()
-    with open(lock, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        except ValueError:
-            if not existed:
-                lock.unlink(missing_ok=True)
-            for folder in made:  # deepest first; one another process filled stays
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
-            raise
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _preflight(out: Path, config: DataPrepConfig, force: bool) -> Manifest | None:
@@ -89,15 +76,17 @@ def _preflight(out: Path, config: DataPrepConfig, force: bool) -> Manifest | Non
 
 
 def _reusable(out: Path, config: DataPrepConfig) -> Manifest | None:
-    """The existing manifest if `out` was prepared with these settings; raise if it differs."""
-    if not out.exists():
+    """The existing manifest if `out` was prepared with these settings; raise if it differs.
+
+    `check_output` has refused every existing `out` that prepare did not write."""
+    if not out.exists() or is_empty_folder(out):
         return None
     try:
         manifest = load_manifest(out)
     except ValueError as err:
         raise ValueError(
             f"data_prep.output_dir: {out} exists but is not a usable prepared dataset ({err}); "
-            "pass --force (force=True) to replace it, or choose another output_dir"
+            + _rebuild_hint(out)
         ) from err
     differs = sorted(
         k for k, v in config.identity().items() if manifest["config"].get(k, object()) != v
@@ -108,10 +97,19 @@ def _reusable(out: Path, config: DataPrepConfig) -> Manifest | None:
     if differs:
         raise ValueError(
             f"data_prep.output_dir: {out} was prepared with different settings "
-            f"({', '.join(differs)}); pass --force (force=True) to rebuild it, or choose another "
-            "output_dir"
+            f"({', '.join(differs)}); " + _rebuild_hint(out)
         )
     return manifest
+
+
+def _rebuild_hint(out: Path) -> str:
+    """The fix for a dataset that cannot be reused: --force only where --force may replace it."""
+    if replace_refusal(out) is None:
+        return "pass --force (force=True) to rebuild it, or choose another -o (output_dir)"
+    return (
+        "it holds files prepare-data did not write, so prepare-data will not rebuild it there; "
+        "choose another -o (output_dir)"
+    )
 
 
 def _split_documents(source: Source, config: DataPrepConfig) -> Iterator[tuple[bool, str]]:
@@ -203,18 +201,24 @@ def _write_splits(tmp: Path, source, tokenizer, eod_id: int, dtype, config, prog
             text_hash.update(text.encode("utf-8", "surrogatepass") + b"\x00")
             yield is_valid, text
 
-    with _progress(progress) as bar:
-        task = bar.add_task("tokenising", total=None)
-        for flags, ids_batch in _encoded(tokenizer, _batches(hashed_docs()), config.num_proc):
-            for is_valid, ids in zip(flags, ids_batch, strict=True):
-                split = "valid" if is_valid else "train"
-                tokens = np.asarray(ids + [eod_id], dtype=dtype)  # [len(doc) + 1]
-                builders[split].add_document(tokens, [tokens.size])
-                counts[split]["documents"] += 1
-                counts[split]["tokens"] += tokens.size
-            bar.update(task, advance=len(flags))
+    split = SPLITS[0]  # the split last written to: the file a write fault names
+    try:
+        with _progress(progress) as bar:
+            task = bar.add_task("tokenising", total=None)
+            for flags, ids_batch in _encoded(tokenizer, _batches(hashed_docs()), config.num_proc):
+                for is_valid, ids in zip(flags, ids_batch, strict=True):
+                    split = "valid" if is_valid else "train"
+                    tokens = np.asarray(ids + [eod_id], dtype=dtype)  # [len(doc) + 1]
+                    builders[split].add_document(tokens, [tokens.size])
+                    counts[split]["documents"] += 1
+                    counts[split]["tokens"] += tokens.size
+                bar.update(task, advance=len(flags))
+    except OSError as err:
+        raise_write_fault(err, tmp / f"{split}.bin")
+        raise
     for split, builder in builders.items():
-        builder.finalize(str(tmp / f"{split}.idx"))
+        with writing(tmp / f"{split}.idx"):  # flushes the .bin, then writes the .idx
+            builder.finalize(str(tmp / f"{split}.idx"))
     for split in SPLITS:
         if counts[split]["documents"] == 0:
             raise ValueError(
@@ -262,36 +266,28 @@ def _resolve_dtype(config: DataPrepConfig, vocab_size: int) -> str:
 
 def _fsync_tree(directory: Path) -> None:
     for path in directory.iterdir():
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, writing(path):  # a full disk may show first here (NFS)
             os.fsync(f.fileno())
-
-
-def _install(tmp: Path, out: Path) -> None:
-    """Rename the finished `tmp` to `out`, replacing an old `out` (force) only at the very end."""
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        out.rename(old)
-    tmp.rename(out)
-    if old.exists():
-        shutil.rmtree(old)
 
 
 def prepare(config: DataPrepConfig, force: bool = False, progress: bool = False) -> Manifest:
     """Prepare `config.output_dir` (or reuse it) and return its manifest.
 
-    Bad input (missing files, empty corpus, absent text field, unknown tokenizer, dtype too small)
-    raises ValueError naming the field and the fix before anything is written.
+    Bad input (missing files, empty corpus, absent text field, unknown tokenizer, dtype too small,
+    an output that prepare may not write or replace: `data_prep.output`) raises ValueError naming
+    the field and the fix before anything is written. A write fault (full disk, file-size limit)
+    raises `OutputWriteError` after the partial output is removed.
     """
     try:
         config.validate()
     except ValueError as err:  # a config built in code, not through from_dict: name the path
         raise ConfigError(f"data_prep.{err}") from None
     out = Path(config.output_dir).expanduser().resolve()
+    check_output(out, config.source, force)  # before anything is read or written
     if (manifest := _preflight(out, config, force)) is not None:
         return manifest
-    with _output_lock(out):
-        for stale in out.parent.glob(f".{out.name}.tmp-*"):
-            shutil.rmtree(stale, ignore_errors=True)  # left by a killed run; we hold the lock
+    with output_lock(out):
+        remove_stale_temps(out)  # left by killed runs; we hold the lock
         if not force and (manifest := _reusable(out, config)) is not None:
             return manifest
         source = open_source(config)
@@ -300,16 +296,18 @@ def prepare(config: DataPrepConfig, force: bool = False, progress: bool = False)
             eod_token_id(tokenizer, config)  # fail on a missing EOD before writing
             _resolve_dtype(config, tokenizer.get_vocab_size(with_added_tokens=True))
 
-        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-        tmp.mkdir()
+        tmp = temp_dir(out)
         try:
+            with writing(tmp):
+                tmp.mkdir()
             if tokenizer is None:
                 tokenizer = _train_tokenizer(source, config)
             vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
             dtype = _resolve_dtype(config, vocab_size)
             eod_token, eod_id = eod_token_id(tokenizer, config)
             tokenizer.encode_special_tokens = True  # see _encode
-            tokenizer.save(str(tmp / "tokenizer.json"))
+            with writing(tmp / "tokenizer.json"):
+                save_tokenizer(tokenizer, tmp / "tokenizer.json")
             written = _write_splits(tmp, source, tokenizer, eod_id, dtype, config, progress)
             manifest = {
                 "format": FORMAT_VERSION,
@@ -328,9 +326,10 @@ def prepare(config: DataPrepConfig, force: bool = False, progress: bool = False)
                 "versions": _versions(),
                 "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             }
-            (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+            with writing(tmp / MANIFEST_NAME):
+                (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True))
             _fsync_tree(tmp)
-            _install(tmp, out)
+            install(tmp, out)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -6,6 +6,8 @@ encodes in `prepare()` and decodes in tests, and its JSON can be shipped to work
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -13,7 +15,14 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from data_prep.config import BPE, DataPrepConfig
 
-__all__ = ["EOD_CANDIDATES", "train_bpe", "load_pretrained", "eod_token_id", "describe_pretrained"]
+__all__ = [
+    "EOD_CANDIDATES",
+    "train_bpe",
+    "load_pretrained",
+    "eod_token_id",
+    "describe_pretrained",
+    "save_tokenizer",
+]
 
 EOD_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>", "<|eot_id|>")
 BPE_EOD = "<|endoftext|>"
@@ -32,6 +41,18 @@ def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
     )
     tokenizer.train_from_iterator(texts, trainer)
     return tokenizer
+
+
+def save_tokenizer(tokenizer: Tokenizer, path: Path) -> None:
+    """`tokenizer.save`, whose I/O failures (a plain Exception from Rust, "... (os error 28)")
+    are raised as the OSError they are, so callers can tell a full disk from a bug."""
+    try:
+        tokenizer.save(str(path))
+    except Exception as err:
+        code = re.search(r"\(os error (\d+)\)", str(err))
+        if code is None:
+            raise
+        raise OSError(int(code[1]), os.strerror(int(code[1])), str(path)) from err
 
 
 def load_pretrained(name_or_path: str) -> Tokenizer:
