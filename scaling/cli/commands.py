@@ -275,9 +275,10 @@ def _status_table(spec, rows=None, show_all: bool = False, broken=None) -> None:
 
 
 def _exit_for(rows, cancelled: bool = False) -> None:
-    """Exit `EXIT_CELLS_FAILED` (3) if a cell ended failed or cancelled
-    (`scaling.cli.status_view`), or `scaling cancel` stopped the study."""
-    from scaling.cli.status_view import EXIT_CELLS_FAILED, exit_code  # lazy: `scaling --help`
+    """Exit `EXIT_CELLS_FAILED` (3) if a cell ended failed or cancelled, or `scaling cancel`
+    stopped the study; `EXIT_NOT_RUNNING` (5) if cells are only left pending, with the line
+    that says which (`scaling.cli.status_view.exit_words`)."""
+    from scaling.cli.status_view import EXIT_CELLS_FAILED, exit_words  # lazy: `scaling --help`
 
     if cancelled:
         typer.echo(
@@ -285,13 +286,9 @@ def _exit_for(rows, cancelled: bool = False) -> None:
             err=True,
         )
         raise typer.Exit(EXIT_CELLS_FAILED)
-    code = exit_code(rows)
+    code, line = exit_words(rows)
     if code:
-        typer.echo(
-            "some cells failed or were cancelled (exit status 3); `scaling run` or `scaling "
-            "submit` retries them",
-            err=True,
-        )
+        typer.echo(line, err=True)
         raise typer.Exit(code)
 
 

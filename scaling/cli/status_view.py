@@ -19,6 +19,8 @@ __all__ = [
     "FULL_GRID_MAX",
     "ATTENTION_MAX",
     "EXIT_CELLS_FAILED",
+    "EXIT_NOT_RUNNING",
+    "exit_words",
     "tally",
     "status_tables",
     "exit_code",
@@ -30,15 +32,42 @@ ATTENTION_MAX = 100  # at most this many non-completed cells listed by default
 # failed or cancelled (after the analysis of what finished): a script or CI job sees it. 2 is
 # a bad study file (typer's usage errors too), 1 an unexpected error.
 EXIT_CELLS_FAILED = 3
+# ... when nothing failed but cells are still pending with no job queued or running: no driver
+# submits them (it was stopped or killed), and `scaling run` goes on (docs/studies.md)
+EXIT_NOT_RUNNING = 5
 
 
 def exit_code(rows: list[StatusRow]) -> int:
-    """0 if every cell has a result (completed or diverged), else `EXIT_CELLS_FAILED`.
+    """0 if every cell has a result (completed or diverged); `EXIT_CELLS_FAILED` if a cell has
+    none for another reason (failed, cancelled, stale); else, cells only pending,
+    `EXIT_NOT_RUNNING`.
 
     A diverged cell is a result (the LR was too high), as for the parent run's FINISHED; a
     failed or cancelled one is not, and rerunning the command retries it.
     """
-    return 0 if all(r.state in contract.DONE_STATES for r in rows) else EXIT_CELLS_FAILED
+    return exit_words(rows)[0]
+
+
+def exit_words(rows: list[StatusRow]) -> tuple[int, str]:
+    """The exit status and the one line that says why, as the counts have it ("" for 0)."""
+    counts = Counter(r.state for r in rows if r.state not in contract.DONE_STATES)
+    if not counts:
+        return 0, ""
+    if counts[contract.FAILED] or counts[contract.CANCELLED]:
+        return EXIT_CELLS_FAILED, (
+            "some cells failed or were cancelled (exit status 3); `scaling run` or `scaling "
+            "submit` retries them"
+        )
+    if set(counts) == {contract.PENDING}:
+        return EXIT_NOT_RUNNING, (
+            f"the study is not running: {counts[contract.PENDING]} cell(s) pending and no job "
+            f"queued or running, so no driver submits them (exit status {EXIT_NOT_RUNNING}); "
+            "`scaling run` goes on"
+        )
+    left = ", ".join(f"{counts[s]} {s}" for s in contract.STATES if counts[s])
+    return EXIT_CELLS_FAILED, (
+        f"cells without a result: {left} (exit status 3); `scaling status` says why"
+    )
 
 
 def tally(rows: list[StatusRow]) -> str:
