@@ -22,6 +22,7 @@ from analysis.stats.inference import inference_summary
 from analysis.stats.looks.sequential import paired_top_seeds
 from analysis.stats.lr.stability import stability_verdict
 from analysis.stats.planning.power import noise_from_table, source_table
+from analysis.tables.arm_costs import arm_matching
 from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import log_to_parent
 from analysis.tables.runs import is_eval_column
@@ -64,6 +65,8 @@ def run_analysis(
     load_step_times(uri, t)``); verdict.json's ``time_matched`` gives the gain at matched
     GPU-hours beside the FLOP-matched one (``analysis.stats.gains.time_matched``). None: the
     verdict says there was no time measurement and states no time-matched number.
+    verdict.json's ``arm_matching`` (``analysis.tables.arm_costs``): per size and arm its N,
+    FLOPs per token and measured time per token, and how the arms were compared.
 
     verdict.json's ``code_digests``: the model code each variant's judged runs trained with
     (``analysis.tables.digests``); a variant whose runs carry two digests is refused
@@ -87,6 +90,8 @@ def run_analysis(
         times = times(table)
     timed = time_matched(result, times, seed)  # the verdict's words stay on FLOPs
     result.verdict["time_matched"] = timed if available(result) else intervals.strip(timed)
+    matched = result.verdict["compute_axis"]["matched_compute"]  # the moved budgets
+    result.verdict["arm_matching"] = arm_matching(table, times, j.primary, matched)
     runs = at_chosen_lrs(result.usable, result.groups)  # downstream tasks, at the loss's LRs
     if j.downstream_tasks is not None:
         runs = runs.drop(columns=[c for c in runs.columns if _other_task(c, j.downstream_tasks)])

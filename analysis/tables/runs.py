@@ -256,7 +256,7 @@ def load_csv_runs(path: str | Path) -> tuple[pd.DataFrame, dict | None]:
     return out, _csv_times(table, out, source)
 
 
-CSV_TIMES = "the run CSV's tokens_per_s column (one figure per run)"
+CSV_TIMES = "the run CSV's tokens_per_s column, one figure per run"
 
 
 def _csv_times(raw: pd.DataFrame, table: pd.DataFrame, source: str) -> dict | None:
