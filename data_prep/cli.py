@@ -69,7 +69,7 @@ def prepare_data(
             typer.echo(json.dumps(to_dict(resolved), indent=2))
             return
 
-        from data_prep.output import OutputWriteError
+        from data_prep.output import OutputWriteError  # lazy, as the config imports above
         from data_prep.preparation import prepare  # lazy: datasets and tokenizers
 
         manifest = prepare(resolved, force=force, progress=True)
