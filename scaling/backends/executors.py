@@ -32,7 +32,7 @@ from scaling.backends.slurm_submit import ArraySubmitter, Group
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.resources import check_local_devices, check_slurm, check_slurm_gpus
-from scaling.state.files.job_records import JobRecord
+from scaling.state.files.job_records import JobRecord, read_records
 from scaling.state.scheduler import JobBackend, LocalJobs, SlurmJobs, cancel_jobs
 from scaling.state.status import submitit_folder
 from scaling.warmstart.server import warm_python
@@ -132,7 +132,8 @@ class Executor(JobBackend, ABC):
     def cancel(self, records: dict[str, JobRecord]) -> list[str]:
         """Cancel the live jobs among `records`; returns the cancelled cell ids."""
         mine = {cid: r for cid, r in records.items() if r.executor == self.name}
-        return cancel_jobs(mine, submitit_folder(self.study))
+        folder = self.study.folder  # the records as its driver leaves them (`cancel_jobs`)
+        return cancel_jobs(mine, submitit_folder(self.study), reread=lambda: read_records(folder))
 
     @property
     @abstractmethod

@@ -329,11 +329,15 @@ class StudyRun:
         submitting.start()
         try:
             rows = self.watcher.watched(progress, busy=busy)
-        except (KeyboardInterrupt, TrackingRefused, StoreLost):
+        except (KeyboardInterrupt, TrackingRefused, StoreLost) as err:
             with _interrupts_held(self.say):  # a second Ctrl-C must not cut the cleanup short
                 stop.set()
                 submitting.join(timeout=STOP_WAIT_S)
-            raise
+            if not (isinstance(err, KeyboardInterrupt) and self.cancelled()):
+                raise
+            # `scaling cancel` interrupts the driver whose submit holds cells (their `queued-`
+            # records name it): the study was cancelled, not interrupted; its cells have ended
+            return self.watcher.wait(on_error=self.watcher.unavailable)
         if errors:
             raise errors[0]
         return rows

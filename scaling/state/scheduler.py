@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -405,17 +406,30 @@ def live_jobs(records: dict[str, JobRecord], submitit_folder: Path) -> dict[str,
     return live
 
 
-def cancel_jobs(records: dict[str, JobRecord], submitit_folder: Path, wait_s: float = 30) -> list:
-    """Cancel the live jobs among `records`; returns the cancelled cell ids."""
+def cancel_jobs(
+    records: dict[str, JobRecord],
+    submitit_folder: Path,
+    wait_s: float = 30,
+    reread: Callable[[], dict[str, JobRecord]] | None = None,
+) -> list:
+    """Cancel the live jobs among `records`; returns the cancelled cell ids. `reread`: the
+    records as they are now, asked while waiting: a driver stopped by its SIGINT puts back the
+    `queued-` records that named it, and is then neither waited for nor killed."""
     live = live_jobs(records, submitit_folder)
     groups = _by_backend({c: records[c] for c in live})
     for backend, group in groups:
         backend.stop(group)
     deadline = time.monotonic() + wait_s
     escalate = time.monotonic() + min(wait_s, ESCALATE_S)
-    while time.monotonic() < deadline and live_jobs({c: records[c] for c in live}, submitit_folder):
+    while time.monotonic() < deadline:
+        now = records if reread is None else reread()
+        left = {
+            c: now[c] for c in live_jobs({c: now[c] for c in live if c in now}, submitit_folder)
+        }
+        if not left:
+            break
         if time.monotonic() > escalate:
-            for backend, group in groups:
+            for backend, group in _by_backend(left):
                 backend.kill(group)
             escalate = deadline
         time.sleep(1)
