@@ -296,7 +296,7 @@ class RunConfig:
                 f"engine {self.engine!r} does not support parallel.pipeline_parallel > 1; use "
                 f"engine {with_pp[0]!r} for pipeline parallelism or set pipeline_parallel: 1"
             )
-        if self.engine == "deepspeed" and self.deepspeed.zero_stage == 0:
+        if engine_spec(self.engine).zero and self.deepspeed.zero_stage == 0:
             if self.precision == "bf16":  # "auto" is checked where the device is known
                 raise ValueError(
                     "deepspeed.zero_stage: 0 with precision 'bf16' would accumulate gradients in "

@@ -24,6 +24,13 @@ class EngineSpec:
     name: str
     builder: tuple[str, str]  # (module, class) called as `cls(config, model, bf16)`
     pipeline_parallel: bool  # trains with parallel.pipeline_parallel > 1
+    # shards optimiser state by ZeRO stage (`deepspeed.zero_stage`); such an engine keeps an fp32
+    # master copy from stage 1 on and accumulates bf16 gradients in fp32 only with ZeRO
+    zero: bool = False
+
+    def zero_stage(self, config: Any) -> int:
+        """The ZeRO stage `config` (a run config) trains with: 0 for an engine without ZeRO."""
+        return config.deepspeed.zero_stage if self.zero else 0
 
     def build(self, config: Any, model: Any, bf16: bool) -> Any:
         """The engine wrapping `model` (bf16 params and fp32 gradient accumulation when `bf16`)."""
@@ -35,7 +42,9 @@ ENGINE_SPECS: dict[str, EngineSpec] = {
     spec.name: spec
     for spec in (
         EngineSpec("megatron", ("jobs.engines.engine_megatron", "MegatronEngine"), True),
-        EngineSpec("deepspeed", ("jobs.engines.engine_deepspeed", "DeepSpeedEngine"), False),
+        EngineSpec(
+            "deepspeed", ("jobs.engines.engine_deepspeed", "DeepSpeedEngine"), False, zero=True
+        ),
     )
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_SPECS)  # the default engine first

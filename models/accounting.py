@@ -128,8 +128,7 @@ def num_stored_params(config: ModelConfig, parallel: ParallelConfig) -> int:
 def checkpoint_bytes(
     config: ModelConfig,
     parallel: ParallelConfig,
-    engine: str = "megatron",
-    zero_stage: int = 1,
+    zero_stage: int = 0,
     bf16: bool = True,
 ) -> int:
     """Bytes of one checkpoint of a cell, all ranks' files together, as
@@ -137,10 +136,12 @@ def checkpoint_bytes(
     it: weights and optimiser state once, whatever the data parallelism (a DP rank writes only
     what it alone holds: its ZeRO slice of the optimiser state). Per parameter: the weights
     (2 bytes in bf16, else 4), Adam's two fp32 moments (8), and an fp32 master copy (4) when
-    the weights are bf16 or DeepSpeed's ZeRO keeps one (stages 1 and 2 do, even in fp32).
+    the weights are bf16 or ZeRO keeps one (stages 1 and 2 do, even in fp32). `zero_stage`:
+    the stage the run's engine shards with (`jobs.engine_specs.EngineSpec.zero_stage`; 0 for an
+    engine without ZeRO).
     Small per-rank state (RNG, loss history; a few KB each) is not counted.
     """
     weight_bytes = 2 if bf16 else 4
-    master = bf16 or (engine == "deepspeed" and zero_stage >= 1)
+    master = bf16 or zero_stage >= 1
     optimizer_bytes = 8 + (4 if master else 0)
     return num_stored_params(config, parallel) * (weight_bytes + optimizer_bytes)

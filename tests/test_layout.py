@@ -41,3 +41,22 @@ def test_the_shared_command_module_stays_small() -> None:
     readable: under 400 lines (issue 50)."""
     lines = (ROOT / "scaling" / "cli" / "commands.py").read_text().count("\n")
     assert lines < 400, f"scaling/cli/commands.py has {lines} lines: move a command out"
+
+
+def test_no_module_branches_on_an_engines_name() -> None:
+    """What differs per engine is a field of its `jobs.engine_specs.EngineSpec` (ZeRO sharding,
+    pipeline parallelism), so a new engine is one registry entry: no module compares a name."""
+    import re
+
+    from jobs.engine_specs import ENGINE_NAMES
+
+    names = "|".join(ENGINE_NAMES)
+    pattern = re.compile(rf"(==|!=)\s*[\"']({names})[\"']|[\"']({names})[\"']\s*(==|!=)")
+    hits = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for package in ("foundation", "models", "jobs", "data_prep", "scaling", "analysis")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert hits == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobs.engine_specs import engine_spec
 from models.accounting import checkpoint_bytes
 from scaling.backends.executors import executor_for
 from scaling.spec.resolved import ResolvedStudy
@@ -15,8 +16,8 @@ def cell_checkpoint_bytes(study: ResolvedStudy, run) -> int:
     precision = run.precision
     if precision == "auto":
         precision = executor_for(study).planned_precision
-    zero_stage = run.deepspeed.zero_stage if run.engine == "deepspeed" else 0
-    return checkpoint_bytes(run.model, run.parallel, run.engine, zero_stage, precision == "bf16")
+    zero_stage = engine_spec(run.engine).zero_stage(run)
+    return checkpoint_bytes(run.model, run.parallel, zero_stage, precision == "bf16")
 
 
 def num_checkpoints_kept(train) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobs.checkpoints.checkpoint import list_checkpoints
+from jobs.engine_specs import engine_spec
 from jobs.testing import tiny_run_config, tiny_run_dict
 from models.accounting import checkpoint_bytes, num_params, num_stored_params
 from models.config import ParallelConfig
@@ -41,8 +42,8 @@ def test_dp_ranks_write_only_unique_state_and_resume_exactly(tmp_path, data_dir,
     whole = ranks[0][0]
     sizes = _files(cfg["output_dir"])
     config = tiny_run_config(tmp_path, data_dir, **over)
-    zero_stage = config.deepspeed.zero_stage
-    expected = checkpoint_bytes(config.model, config.parallel, config.engine, zero_stage, False)
+    zero_stage = engine_spec(config.engine).zero_stage(config)
+    expected = checkpoint_bytes(config.model, config.parallel, zero_stage, False)
     assert sum(sizes.values()) == pytest.approx(expected, rel=0.05)
     first, second = sizes["rank_00000.pt"], sizes["rank_00001.pt"]
     if engine == "megatron":
@@ -66,7 +67,7 @@ def test_checkpoint_bytes_per_layout_and_engine(tmp_path, data_dir):
     assert checkpoint_bytes(big, dp8) == 14 * num_params(big)
     assert checkpoint_bytes(big, dp8) == checkpoint_bytes(big, ParallelConfig())
     assert checkpoint_bytes(big, dp8, bf16=False) == 12 * num_params(big)
-    assert checkpoint_bytes(big, dp8, "deepspeed", 2, bf16=False) == 16 * num_params(big)
+    assert checkpoint_bytes(big, dp8, 2, bf16=False) == 16 * num_params(big)
     tp2 = num_stored_params(big, ParallelConfig(tensor_parallel=2)) - num_params(big)
     assert tp2 == 12 * 2 * 768 + 768 + 1024 * 768  # two norm gains per layer, ln_f, wpe
     pp2 = num_stored_params(big, ParallelConfig(pipeline_parallel=2)) - num_params(big)

@@ -13,6 +13,7 @@ import yaml
 from analysis.tables.inference_io import read_inference
 from data_prep.testing import tiny_config
 from foundation.config import to_dict
+from jobs.engine_specs import engine_spec
 from models.accounting import checkpoint_bytes
 from scaling.costs.disk import num_checkpoints_kept
 from scaling.costs.pilot import PILOT_FILE, oom_fixes, probes
@@ -80,7 +81,8 @@ def test_pilot_measures_each_probe_and_the_plan_is_priced_from_it(
         assert m["tokens_per_s"] == pytest.approx(run.tokens_per_step / m["step_time_s"])
         assert 0 < m["mfu"] < 1 and m["peak_memory_bytes"] > 50e6
         if m["data_parallel"] == 1:  # one rank writes all: the formula within 5%
-            predicted = checkpoint_bytes(run.model, run.parallel, run.engine, bf16=False)
+            zero_stage = engine_spec(run.engine).zero_stage(run)
+            predicted = checkpoint_bytes(run.model, run.parallel, zero_stage, bf16=False)
             assert m["checkpoint_bytes"] == pytest.approx(predicted, rel=0.05)
         inf = m["inference"]  # measured on the same device after the timed steps
         assert inf["status"] == "ok" and inf["device"] == "cpu", inf
