@@ -68,8 +68,8 @@ def analyze_table(
     from analysis.api import run_analysis
     from analysis.judgement import TABLE, table_judgement
     from analysis.report.terminal import verdict_lines
+    from analysis.tables.csv_times import load_csv_runs
     from analysis.tables.mlflow_io import load_curves, load_study_runs
-    from analysis.tables.runs import load_csv_runs
     from analysis.tables.step_times import load_step_times
 
     if runs_csv is None and not experiment:

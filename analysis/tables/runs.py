@@ -6,8 +6,8 @@ select_val_loss, status, run_id``. ``num_nonembedding_params`` is the N of every
 al. 2020 fit non-embedding N); ``num_params_total`` includes embeddings. Tables written before
 the rename (``n_params``, ``n_nonembedding_params``, ``n_params_total``) are still read. A CSV's
 optional ``tokens_per_s`` column (each run's measured throughput) is not a column of the table:
-``load_csv_runs`` reads it into the per-run times the gain at matched GPU-hours rests on, as the
-MLflow path reads each run's logged ``tokens_per_s``.
+``analysis.tables.csv_times.load_csv_runs`` reads it into the per-run times the gain at matched
+GPU-hours rests on, as the MLflow path reads each run's logged ``tokens_per_s``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.tables.step_times import STEP_KEY, times_of
 from foundation import contract
 
 COLUMNS = [
@@ -236,13 +235,11 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
 def load_csv(path: str | Path) -> pd.DataFrame:
     """Read a run table from a CSV (required: variant, num_nonembedding_params or n_params,
     tokens, seed, final_val_loss)."""
-    return load_csv_runs(path)[0]
+    return csv_table(*read_csv(path))
 
 
-def load_csv_runs(path: str | Path) -> tuple[pd.DataFrame, dict | None]:
-    """``load_csv``'s table and, from an optional ``tokens_per_s`` column (each run's measured
-    throughput; ``device`` beside it when known), each run's time per token in the form the
-    MLflow path gives (``analysis.tables.step_times.times_of``), or None without the column."""
+def read_csv(path: str | Path) -> tuple[pd.DataFrame, str]:
+    """The CSV's rows as read, and the name its errors give it (``--runs-csv PATH``)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"--runs-csv {path}: no such file; pass a CSV with one row per run")
@@ -250,32 +247,14 @@ def load_csv_runs(path: str | Path) -> tuple[pd.DataFrame, dict | None]:
         table = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ValueError(f"--runs-csv {path}: not a readable CSV ({err})") from err
-    source = f"--runs-csv {path}"
-    out = normalise(table, source)
+    return table, f"--runs-csv {path}"
+
+
+def csv_table(raw: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The run table of a CSV's rows: normalised, each run once; rows keep their order."""
+    out = normalise(raw, source)
     _check_repeats(out, source)
-    return out, _csv_times(table, out, source)
-
-
-CSV_TIMES = "the run CSV's tokens_per_s column, one figure per run"
-
-
-def _csv_times(raw: pd.DataFrame, table: pd.DataFrame, source: str) -> dict | None:
-    """Each run's time per token from the CSV's ``STEP_KEY`` column (blank: not timed), read as
-    the MLflow path reads a run's logged steps, with one step per run; rows keep their order in
-    ``normalise``, so row i is run ``table.run_id[i]``."""
-    if STEP_KEY not in raw.columns:
-        return None
-    values = _numbers(raw, STEP_KEY, source)
-    _check_positive(pd.DataFrame({STEP_KEY: values}), STEP_KEY, source, blank_ok=True)
-    ids = table["run_id"].astype(str).tolist()
-    devices = raw["device"] if "device" in raw.columns else pd.Series("unknown", index=raw.index)
-    histories, device_of = {}, {}
-    for i, value in enumerate(values.tolist()):
-        if math.isfinite(value):
-            histories[ids[i]] = {STEP_KEY: ([0], [value])}
-            device_of[ids[i]] = "unknown" if pd.isna(devices.iloc[i]) else str(devices.iloc[i])
-    times = times_of(table, histories, device_of)
-    return None if times is None else {**times, "source": CSV_TIMES}
+    return out
 
 
 # the columns that name one run of a study: a second row with the same is the same run again

@@ -24,7 +24,7 @@ from analysis.judgement import table_judgement
 from analysis.report import fmt
 from analysis.report.sections.matching import per_token_time
 from analysis.tables.arm_costs import MATCHED
-from analysis.tables.runs import load_csv_runs
+from analysis.tables.csv_times import load_csv_runs
 
 DEMO = Path(__file__).parents[1] / "demo_runs.csv"
 SPEED = {"linear": 1000.0, "nonlinear": 800.0}

@@ -19,7 +19,8 @@ import typer
 from typer.testing import CliRunner
 
 from analysis.cli import analyze
-from analysis.tables.runs import load_csv, load_csv_runs
+from analysis.tables.csv_times import load_csv_runs
+from analysis.tables.runs import load_csv
 
 DEMO = Path(__file__).parents[1] / "demo_runs.csv"
 SPEED = {"linear": 1000.0, "nonlinear": 800.0}
