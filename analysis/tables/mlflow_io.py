@@ -16,6 +16,7 @@ import pandas as pd
 from analysis.tables.runs import is_eval_column
 from analysis.tables.study_table import effective_digest, run_record, run_state, run_table
 from foundation import contract, mlflow_rest
+from foundation.run_pages import client_pages
 from foundation.studypaths import missing_store, missing_store_message
 
 _client = contract.make_client
@@ -150,11 +151,13 @@ def search_study_runs(
     """Every run of ``exp_id`` matching ``filter_string``. Against an HTTP(S) server (or
     ``rest=True``) through the REST API (``foundation.mlflow_rest``): plain ``RestRun``
     records, without the client's protobuf entities (10 s of CPU at 10,000 runs); else
-    (``rest=False``, or another store) through ``client``."""
+    (``rest=False``, or another store) through ``client``. Either way each run once, from one
+    consistent view of the pages (``foundation.run_pages``): a run created between two pages
+    once made 8 runs 11."""
     if rest is None:
         rest = mlflow_rest.is_http(tracking_uri)
     if not rest:
-        return contract.search_runs(client, exp_id, filter_string)
+        return client_pages(client, exp_id, filter_string)
     return [_rest_run(r) for r in mlflow_rest.search_runs(tracking_uri, exp_id, filter_string)]
 
 

@@ -51,12 +51,14 @@ app.command("run")(run)
 
 @functools.wraps(analyze)
 def _analyze(*args, **kwargs) -> None:
-    """`scaling analyze`, with the tracking server's refusals as one line (exit 2): analyze
+    """`scaling analyze`, with the tracking server's refusals as one line (exit 2), and its
+    faults after the retries too (`commands.EXIT_TRACKING_FAULT`): analyze
     turns its own user errors into one line; a wrong login reaches it as MLflow's exception.
     An unreachable database store is named first, in seconds (`_check_database`)."""
     _check_database(kwargs.get("study"), kwargs.get("tracking_uri"))
     try:
-        analyze(*args, **kwargs)
+        with commands._tracking_fault_is_one_line():  # the REST reader's: exit 4, or 2
+            analyze(*args, **kwargs)
     except Exception as err:
         if not type(err).__module__.startswith("mlflow."):
             raise

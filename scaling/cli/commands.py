@@ -19,6 +19,7 @@ from typing import Annotated
 import typer
 
 EXIT_INTERRUPTED = 130
+EXIT_TRACKING_FAULT = 4  # the tracking server failed a read for good: no verdict was judged
 StudyArg = Annotated[Path, typer.Argument(help="Study spec (YAML or JSON).")]
 RetryFailedOpt = Annotated[
     bool,
@@ -124,9 +125,27 @@ def _refusal_is_one_line() -> Iterator[None]:
     from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
     from scaling.state.tracking_refusal import TrackingRefused  # lazy: `scaling --help`
 
+    with _tracking_fault_is_one_line():
+        try:
+            yield
+        except (TrackingRefused, ConfigError) as err:
+            _fail(str(err))
+
+
+@contextlib.contextmanager
+def _tracking_fault_is_one_line() -> Iterator[None]:
+    """A read of the tracking server that failed for good (`foundation.mlflow_rest`: its
+    glitches outlasted the retries, or its runs kept moving while read): one `error:` line
+    naming the server, exit `EXIT_TRACKING_FAULT`, never a verdict word; a refusal (HTTP 4xx)
+    exit 2, as a bad login is."""
+    from foundation.mlflow_rest import TrackingError, TrackingUnavailable  # lazy: as above
+    from foundation.run_pages import RunsMoved  # lazy: as above
+
     try:
         yield
-    except (TrackingRefused, ConfigError) as err:
+    except (TrackingUnavailable, RunsMoved) as err:
+        _fail(str(err), EXIT_TRACKING_FAULT)
+    except TrackingError as err:
         _fail(str(err))
 
 
@@ -166,11 +185,13 @@ def _check_driver_settings() -> None:
     (read only inside each job, it would fail every cell)."""
     from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
     from foundation.env_settings import check_documented_settings  # lazy: as above
+    from foundation.mlflow_rest import backoff_s, request_timeout_s  # lazy: as above
     from scaling.driver.watcher import poll_seconds  # lazy: `scaling --help` stays fast
     from scaling.state.tracking_refusal import refusal_give_up_s  # lazy: as above
 
     problems: list[str] = []
-    for check in (poll_seconds, refusal_give_up_s, check_documented_settings):
+    checks = (poll_seconds, refusal_give_up_s, request_timeout_s, backoff_s)
+    for check in (*checks, check_documented_settings):
         try:
             check()
         except ConfigError as err:
@@ -195,11 +216,11 @@ def _check_builds(path: Path, spec, remember: bool = False) -> list[str]:
         raise  # _fail exits
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, code: int = 2) -> None:
     from foundation.secrets import mask_userinfo  # a message may quote a URI
 
     typer.echo(f"error: {mask_userinfo(message)}", err=True)
-    raise typer.Exit(2)
+    raise typer.Exit(code)
 
 
 def submit(

@@ -8,6 +8,7 @@ cells marked with why (`scaling.cli.status_broken`); `--watch` drives the study 
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +19,7 @@ from scaling.cli.commands import (
     StudyArg,
     _check_driver_settings,
     _exit_for,
+    _fail,
     _load,
     _one_driver,
     _refusal_is_one_line,
@@ -77,6 +79,8 @@ def status(
     only for the runs that may have changed; the first poll without that file, and
     `--refresh`, search them all.
     """
+    if not 0 < interval < math.inf:  # -1 or 0 would poll without pause, inf never again
+        _fail(f"--interval: {interval:g} is not a number of seconds > 0; give e.g. --interval 30")
     if watch:  # it drives: it polls, and submits the LR search's next rounds
         _check_driver_settings()
     spec, broken = (_load(study), {}) if watch else _load_despite_broken_variants(study)
@@ -84,7 +88,8 @@ def status(
     if not watch:
         from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
 
-        _status_table(spec, study_status(spec, refresh=refresh), show_all, broken)
+        with _refusal_is_one_line():  # a damaged state file: one line (issue 63)
+            _status_table(spec, study_status(spec, refresh=refresh), show_all, broken)
         return
     if refresh:
         from scaling.state.status import study_status  # lazy: `scaling --help` stays fast

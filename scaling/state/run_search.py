@@ -6,7 +6,9 @@ importing mlflow (~1.4 s of CPU) and turning the response into protobuf entities
 server this module posts the same `runs/search` request MLflow's client does
 (`foundation.mlflow_rest`, in pages of 1,000 runs) and keeps only each run's id, status,
 start time, tags and metrics. Other stores (SQLite, a database URI) go through the MLflow
-client as before (`search_with_client`).
+client as before (`search_with_client`). Both read the pages as one consistent view
+(`foundation.run_pages`): a run created or deleted between two pages (a cell starting deletes
+its SCHEDULED run and creates another) once gave a finished cell a second run in `submit`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from foundation import contract, mlflow_rest
+from foundation import mlflow_rest
 from foundation.mlflow_rest import is_http
+from foundation.run_pages import client_pages
 
 __all__ = [
     "FoundRun",
@@ -51,8 +54,8 @@ def search_http(uri: str, exp_id: str, filter_string: str) -> list[FoundRun]:
 
 
 def search_with_client(client: Any, exp_id: str, filter_string: str) -> list[FoundRun]:
-    """The same records through an MlflowClient (any store MLflow supports)."""
-
+    """The same records through an MlflowClient (any store MLflow supports), each run once:
+    read as one consistent view (`foundation.run_pages`), as the REST search is."""
     return [
         FoundRun(
             run.info.run_id,
@@ -61,7 +64,7 @@ def search_with_client(client: Any, exp_id: str, filter_string: str) -> list[Fou
             dict(run.data.tags),
             dict(run.data.metrics),
         )
-        for run in contract.search_runs(client, exp_id, filter_string)
+        for run in client_pages(client, exp_id, filter_string, PAGE_SIZE)
     ]
 
 
