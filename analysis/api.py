@@ -26,6 +26,7 @@ from analysis.tables.arm_costs import arm_matching
 from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import log_to_parent
 from analysis.tables.runs import is_eval_column
+from foundation import atomic
 
 
 def run_analysis(
@@ -113,8 +114,8 @@ def run_analysis(
         result.verdict["reanalysis"] = {"changed": list(j.changed)}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "verdict.json").write_text(
-        json.dumps(json_safe(result.verdict), indent=2, allow_nan=False)
+    atomic.write_text(  # a link planted at its name is refused, not written through
+        out / "verdict.json", json.dumps(json_safe(result.verdict), indent=2, allow_nan=False)
     )
     if callable(curves):
         curves = curves(list(chosen_runs(result)["run_id"]))

@@ -24,6 +24,7 @@ from scaling.backends.executors import Executor
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.job_records import JobRecord, read_records, write_records
+from scaling.state.files.regular import open_lock
 from scaling.state.mlflow_state import (
     cell_runs,
     client_for,
@@ -78,7 +79,7 @@ def prepare_study_data(study: ResolvedStudy, progress: bool = False) -> None:
 @contextmanager
 def _submit_lock(study: ResolvedStudy) -> Iterator[None]:
     study.folder.mkdir(parents=True, exist_ok=True)
-    with open(study.folder / ".submit.lock", "w") as lock:
+    with open_lock(study.folder / ".submit.lock") as lock:  # never truncated, nor through a link
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation import contract
-from foundation.atomic import write_text
+from foundation.atomic import UnsafePath, read_text, write_text
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.run_search import FoundRun
 
@@ -168,7 +168,7 @@ def _chunks(ids: list[str]) -> Iterator[list[str]]:
 
 def _signature(path: Path) -> tuple[int, int, int] | None:
     try:
-        st = path.stat()
+        st = path.lstat()  # a link planted over the cache is not the file this process wrote
     except OSError:
         return None
     return st.st_ino, st.st_mtime_ns, st.st_size
@@ -191,7 +191,7 @@ def _load(path: Path, key: dict[str, str]) -> tuple[dict[str, Entry], set[str]] 
 def _parse(path: Path, key: dict[str, str]) -> tuple[dict[str, Entry], set[str]] | None:
     """`_load` from the file itself."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path) or "null")  # a link, a FIFO, a directory: UnsafePath
         if data.get("version") != VERSION or data.get("key") != key:
             return None
         finished = {}
@@ -201,11 +201,13 @@ def _parse(path: Path, key: dict[str, str]) -> tuple[dict[str, Entry], set[str]]
                 return None
             finished[run_id] = entry
         unfinished = data["unfinished"]
-        if not all(isinstance(i, str) and _RUN_ID.fullmatch(i) for i in unfinished):
+        if not isinstance(unfinished, list) or not all(
+            isinstance(i, str) and _RUN_ID.fullmatch(i) for i in unfinished
+        ):
             return None
         return finished, set(unfinished)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None  # absent or damaged: rebuilt by a full search, never trusted
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return None  # absent, damaged or not a file: rebuilt by a full search, never trusted
 
 
 def _entry(record: dict[str, Any]) -> Entry:
@@ -247,9 +249,9 @@ def _save(
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, json.dumps(data, indent=0))
-    except OSError:
+    except (OSError, UnsafePath):
         _MEMO.pop(path, None)
-        return  # a read-only study folder: status still works, only without the cache
+        return  # a read-only folder, or not a file there: status still works, without the cache
     signature = _signature(path)
     if signature is not None:
         _MEMO[path] = (signature, dict(key), (dict(finished), set(unfinished)))

@@ -13,11 +13,12 @@ import json
 import time
 from pathlib import Path
 
-from foundation.atomic import write_text
+from scaling.state.files.regular import read_bytes, write_text
 
 __all__ = ["CANCEL_FILE", "mark_cancelled", "read_cancel_mark", "clear_cancel_mark", "cancel_line"]
 
 CANCEL_FILE = "cancelled.json"
+_FIX = "remove it (`rm -r` for a directory), then `scaling run` or `scaling submit` to go on"
 
 
 def mark_cancelled(folder: Path, cell_ids: list[str]) -> dict:
@@ -26,7 +27,7 @@ def mark_cancelled(folder: Path, cell_ids: list[str]) -> dict:
     cells = sorted({*before.get("cells", []), *cell_ids})
     mark = {"at": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cells": cells}
     folder.mkdir(parents=True, exist_ok=True)
-    write_text(folder / CANCEL_FILE, json.dumps(mark, indent=2) + "\n")
+    write_text(folder / CANCEL_FILE, json.dumps(mark, indent=2) + "\n", _FIX)
     return mark
 
 
@@ -34,15 +35,18 @@ def read_cancel_mark(folder: Path) -> dict | None:
     """The mark, or None when the study was not cancelled. A file that does not parse still
     means cancelled (it was written by `scaling cancel`, then damaged): its time is unknown."""
     path = folder / CANCEL_FILE
-    if not path.is_file():
+    data = read_bytes(path, _FIX)  # a link, a directory, a FIFO: BadStateFile
+    if data is None:
         return None
     try:
-        mark = json.loads(path.read_text())
-    except (OSError, ValueError):
+        mark = json.loads(data)
+    except (ValueError, RecursionError):
         return {"at": f"an unknown time ({path} does not parse)", "cells": []}
-    if not isinstance(mark, dict):
-        return {"at": f"an unknown time ({path} is not a JSON object)", "cells": []}
-    return mark
+    cells = mark.get("cells", []) if isinstance(mark, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, str) for c in cells):
+        return {"at": f"an unknown time ({path} is not a cancel mark)", "cells": []}
+    at = mark.get("at")
+    return {"at": at if isinstance(at, str) else "an unknown time", "cells": cells}
 
 
 def clear_cancel_mark(folder: Path) -> dict | None:

@@ -25,10 +25,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from foundation.config import ConfigError
+from scaling.state.files.regular import read_text
 
 __all__ = ["LOCK_NAME", "one_driver", "acquire", "release", "process_start", "owner_line"]
 
 LOCK_NAME = "driver.pid"
+_FIX = (
+    "remove it (`rm -r` for a directory) if no `scaling` command drives the study, then run again"
+)
 _WRITING_S = 5.0  # an empty lock file younger than this is being written by its driver
 
 
@@ -42,7 +46,7 @@ def acquire(folder: Path) -> Path:
         raise ConfigError(f"{folder}: cannot make the study folder ({err.strerror})") from None
     for _ in range(3):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         except FileExistsError:
             holder = _holder(path)
             if holder is not None:
@@ -75,8 +79,13 @@ def acquire(folder: Path) -> Path:
 
 
 def release(path: Path) -> None:
-    """Remove the lock if it is still this process's."""
-    if _read_pid(path) == os.getpid():
+    """Remove the lock if it is still this process's (a lock replaced by a link, a directory or
+    a FIFO is not: it is left as it is)."""
+    try:
+        pid = _read_pid(path)
+    except ConfigError:
+        return
+    if pid == os.getpid():
         path.unlink(missing_ok=True)
 
 
@@ -111,11 +120,10 @@ def owner_line(pid: int) -> str:
 
 def _read_owner(path: Path) -> tuple[int, int | None, str | None] | None:
     """(pid, start time, host) from the lock; start and host None in an older pid-only lock;
-    None if the file is empty or not a lock."""
-    try:
-        parts = path.read_text().split()
-    except OSError:
-        return None
+    None if the file is empty or not a lock; ConfigError (`regular.BadStateFile`) if it is a
+    link, a directory or a FIFO (never followed, nor read: a FIFO would block)."""
+    text = read_text(path, _FIX)
+    parts = (text or "").split()
     try:
         pid = int(parts[0])
         start = int(parts[1]) if len(parts) > 1 else None

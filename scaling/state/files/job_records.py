@@ -13,10 +13,16 @@ from pathlib import Path
 
 from foundation import contract
 from scaling.state.files.io_retry import written
+from scaling.state.files.regular import BadStateFile, read_json, write_text
 
 __all__ = ["RECORDS", "JobRecord", "new_record", "read_records", "write_records"]
 
 RECORDS = "jobs.json"
+_FIX = (
+    "restore it, or delete it if none of the study's jobs is queued or running (each cell's "
+    "state is then read from MLflow alone)"
+)
+_TYPES = {"cell_id": str, "executor": str, "job_id": str, "submitted_at": (int, float)}
 
 
 @dataclass(frozen=True)
@@ -45,10 +51,35 @@ def new_record(
 def read_records(folder: Path) -> dict[str, JobRecord]:
     """cell_id → its latest submission (empty if the study was never submitted)."""
     path = Path(folder) / RECORDS
-    if not path.is_file():
+    data = read_json(path, "the study's job records", _FIX)
+    if data is None:
         return {}
-    data = json.loads(path.read_text())
-    return {cid: JobRecord(**rec) for cid, rec in data.items()}
+    try:
+        return _records(data)
+    except TypeError as err:  # not ours
+        raise BadStateFile(f"{path}: not the study's job records ({err}); {_FIX}") from None
+
+
+def _records(data: object) -> dict[str, JobRecord]:
+    """The records in `data` (parsed JSON); TypeError naming the first thing not written by
+    `write_records`."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a JSON {type(data).__name__}, not an object")
+    out = {}
+    for cid, rec in data.items():
+        if not isinstance(rec, dict):
+            raise TypeError(f"cell {cid!r}: a JSON {type(rec).__name__}, not an object")
+        failures = rec.get("failures", 0)
+        if set(rec) - {"failures"} != set(_TYPES):
+            raise TypeError(f"cell {cid!r}: fields {sorted(rec)}")
+        for name, kind in {**_TYPES, "failures": int}.items():
+            value = failures if name == "failures" else rec[name]
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise TypeError(f"cell {cid!r}: {name} is {value!r}")
+        if rec["cell_id"] != cid or failures < 0:
+            raise TypeError(f"cell {cid!r}: cell_id {rec['cell_id']!r}, failures {failures}")
+        out[cid] = JobRecord(**{**rec, "submitted_at": float(rec["submitted_at"])})
+    return out
 
 
 def write_records(folder: Path, records: dict[str, JobRecord]) -> None:
@@ -58,8 +89,6 @@ def write_records(folder: Path, records: dict[str, JobRecord]) -> None:
 
     def write() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{RECORDS}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_text(path, text, _FIX)
 
     written(write, path)

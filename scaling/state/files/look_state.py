@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from foundation.atomic import write_text
-from foundation.config import ConfigError
 from scaling.state.files.io_retry import written
+from scaling.state.files.regular import BadStateFile, read_json, write_text
 
 __all__ = [
     "LOOKS_FILE",
@@ -26,6 +25,10 @@ __all__ = [
 
 LOOKS_FILE = "looks.json"
 _LOOK_KEYS = ("look", "round", "level", "verdict", "stop", "reason", "add_seeds", "added")
+_FIX = (
+    "restore it, or delete it to judge the looks again from the runs in MLflow (they are kept "
+    "and reused)"
+)
 
 
 def looks_path(folder: Path) -> Path:
@@ -35,22 +38,19 @@ def looks_path(folder: Path) -> Path:
 def read_looks(folder: Path) -> dict[str, Any]:
     """`{"design": {...}, "looks": [...]}` (no looks before the first one was judged)."""
     path = looks_path(folder)
-    if not path.is_file():
+    data = read_json(path, "a sequential-seeds state", _FIX)
+    if data is None:
         return {"design": None, "looks": []}
-    problem = None
-    try:
-        data = json.loads(path.read_text())
-        looks = data["looks"]
+    looks = data.get("looks") if isinstance(data, dict) else None
+    if not isinstance(looks, list) or not all(isinstance(look, dict) for look in looks):
+        problem = "no list of looks"
+    elif not isinstance(data.get("design"), dict | None):
+        problem = "its design is not an object"
+    else:
         missing = sorted({k for look in looks for k in _LOOK_KEYS if k not in look})
-        if missing:
-            problem = f"a look lacks {', '.join(missing)}"
-    except (OSError, ValueError, KeyError, TypeError) as err:  # cut short, not JSON, not ours
-        problem = str(err)
+        problem = f"a look lacks {', '.join(missing)}" if missing else None
     if problem:
-        raise ConfigError(
-            f"{path}: not a sequential-seeds state ({problem}); restore it, or delete it to "
-            "judge the looks again from the runs in MLflow (they are kept and reused)"
-        )
+        raise BadStateFile(f"{path}: not a sequential-seeds state ({problem}); {_FIX}")
     return data
 
 
@@ -60,7 +60,7 @@ def write_looks(folder: Path, data: dict[str, Any]) -> None:
 
     def write() -> None:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        write_text(looks_path(folder), text)
+        write_text(looks_path(folder), text, _FIX)
 
     written(write, looks_path(folder))
 

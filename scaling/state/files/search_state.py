@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from foundation.atomic import write_text
 from foundation.config import ConfigError
 from scaling.state.files.io_retry import written
+from scaling.state.files.regular import BadStateFile, read_json, write_text
 
 __all__ = [
     "STATE_FILE",
@@ -28,6 +28,12 @@ __all__ = [
 ]
 
 STATE_FILE = "lr_search.json"
+_FIX = (
+    "restore it, or delete it to restart the search from the starting grid (its runs in MLflow "
+    "are kept and reused)"
+)
+_ADDED_TYPES = {"variant": str, "size": str, "tokens": (int, float), "lr": (int, float)}
+_ADDED_TYPES |= {"seeds": list, "round": int, "reason": str}
 
 
 @dataclass(frozen=True)
@@ -66,20 +72,31 @@ def state_path(folder: Path) -> Path:
 def read_state(folder: Path) -> SearchState:
     """The search so far (an empty one before the first round ended)."""
     path = state_path(folder)
-    if not path.is_file():
+    data = read_json(path, "an LR-search state", _FIX)
+    if data is None:
         return SearchState()
     try:
-        data = json.loads(path.read_text())
-        added = [AddedLR(**a) for a in data["added"]]
-        broken = data.get("broken_laws", [])  # absent in files written before transfer
-        return SearchState(
-            added, bool(data["ended"]), data["open_arms"], data["stopped_arms"], broken
-        )
-    except (OSError, ValueError, KeyError, TypeError) as err:  # cut short, not JSON, not ours
-        raise ConfigError(
-            f"{path}: not an LR-search state ({err}); restore it, or delete it to restart the "
-            "search from the starting grid (its runs in MLflow are kept and reused)"
-        ) from None
+        added = [_added(a) for a in data["added"]]
+        arms = [data["open_arms"], data["stopped_arms"], data.get("broken_laws", [])]
+        if not all(isinstance(a, list) and all(isinstance(n, str) for n in a) for a in arms):
+            raise TypeError("its arms are not lists of names")
+        if not isinstance(data["ended"], bool):
+            raise TypeError(f"ended is {data['ended']!r}")
+        return SearchState(added, data["ended"], *arms)  # broken_laws: absent before transfer
+    except (KeyError, TypeError, AttributeError) as err:  # not ours
+        raise BadStateFile(f"{path}: not an LR-search state ({err!r}); {_FIX}") from None
+
+
+def _added(record: object) -> AddedLR:
+    """One added LR; TypeError on anything `write_state` did not write."""
+    if not isinstance(record, dict) or set(record) != set(_ADDED_TYPES):
+        raise TypeError(f"an added LR {record!r}")
+    for name, kind in _ADDED_TYPES.items():
+        if not isinstance(record[name], kind) or isinstance(record[name], bool):
+            raise TypeError(f"an added LR's {name} is {record[name]!r}")
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in record["seeds"]):
+        raise TypeError(f"an added LR's seeds are {record['seeds']!r}")
+    return AddedLR(**record)
 
 
 def write_state(folder: Path, state: SearchState) -> None:
@@ -88,7 +105,7 @@ def write_state(folder: Path, state: SearchState) -> None:
 
     def write() -> None:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        write_text(state_path(folder), text)
+        write_text(state_path(folder), text, _FIX)
 
     written(write, state_path(folder))
 
@@ -106,7 +123,7 @@ def keep_state(folder: Path, known: SearchState, say: Callable[[str], None]) -> 
     `SearchStateChanged` (one line): this driver stops, nothing judged or submitted with it.
     """
     path = state_path(folder)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):  # anything else there is read_state's to refuse
         if known != SearchState():
             write_state(folder, known)
             say(

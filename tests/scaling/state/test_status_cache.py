@@ -271,27 +271,25 @@ def test_a_writer_that_overtakes_another_cannot_tear_its_file(tmp_path, monkeypa
     """The interleaving a shared filesystem makes likely, forced: writer 1 has written half its
     temporary file when writer 2 writes the whole cache; writer 1 then finishes. With one
     temporary name for both, writer 1's second half landed in writer 2's renamed file."""
-    from foundation.atomic import write_text
+    from foundation import atomic
 
     path = tmp_path / run_cache.CACHE_NAME
     first, second = "1" * 10_000, "2" * 10_000
-    real_write = Path.write_bytes
+    real_write_new = atomic._write_new
     overtaken = []
 
-    def slow_write(self: Path, data: bytes) -> int:
+    def slow_write(tmp: Path, data: bytes) -> None:
         if data != first.encode() or overtaken:
-            return real_write(self, data)
-        with open(self, "wb") as f:
+            return real_write_new(tmp, data)
+        with open(tmp, "xb") as f:
             f.write(data[: len(data) // 2])
             f.flush()
             overtaken.append(True)
-            real_write_text(path, second)  # writer 2, start to end
+            atomic.write_text(path, second)  # writer 2, start to end
             assert path.read_text() == second
             f.write(data[len(data) // 2 :])
-        return len(data)
 
-    real_write_text = write_text
-    monkeypatch.setattr(Path, "write_bytes", slow_write)
-    write_text(path, first)
+    monkeypatch.setattr(atomic, "_write_new", slow_write)
+    atomic.write_text(path, first)
     assert overtaken and path.read_text() == first  # one writer's whole file: the last rename
     assert not list(tmp_path.glob(".*.tmp"))
