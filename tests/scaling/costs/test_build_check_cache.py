@@ -36,7 +36,7 @@ def test_a_passed_build_is_not_built_again_until_its_code_changes(tmp_path, data
     keys = json.loads((study.folder / BUILD_CHECKS).read_text())["passed"]
     models_ = [c.run.model for c in study.cells if c.variant == "gated"]
     model = min(models_, key=lambda m: m.num_layers)  # the smallest size is the one checked
-    assert keys == [build_key(model)]
+    assert list(keys) == [build_key(model)]
 
     assert check_arms_build(study) == first  # the same line, nothing built
     assert built == [1, 0]
