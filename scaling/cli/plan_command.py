@@ -97,9 +97,10 @@ def plan(
     _warn_undeclared_flops(spec.spec.variants)
     for line in built:
         typer.echo(line)
-    typer.echo(
-        format_wall(wall_estimate(spec, the_plan), spec.spec.cost.startup_s, spec.spec.cost.step_s)
-    )
+    inference_s = None if the_plan.inference is None else the_plan.inference.seconds
+    cost_spec = spec.spec.cost
+    wall = wall_estimate(spec, the_plan)
+    typer.echo(format_wall(wall, cost_spec.startup_s, cost_spec.step_s, inference_s))
     cost = search_cost(spec, the_plan)
     if cost is not None:
         typer.echo(format_search_cost(cost, the_plan, spec, device))
@@ -155,6 +156,9 @@ def _plan_summary(the_plan, device: str) -> tuple[list[str], list[list[str]], st
         )
     totals = format_plan(the_plan, device)[2]  # its rows are strings: cheap beside printing
     totals += f"\n{len(the_plan.rows)} cells in {len(rows)} rows; `scaling plan --all` lists each"
+    if the_plan.inference is not None:  # after the cells: `scaling run`'s measurement
+        time = _duration(the_plan.inference.seconds / 3600)
+        rows.append(the_plan.inference.table_row(header, device, time))
     return header, rows, totals
 
 

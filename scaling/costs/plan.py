@@ -20,6 +20,7 @@ from foundation import contract
 from foundation.contract import size_key
 from models.accounting import flops_per_token, num_nonembedding_params, num_params
 from scaling.costs.disk import cell_checkpoint_bytes, num_checkpoints_kept
+from scaling.costs.inference_plan import InferenceEstimate, inference_estimate
 from scaling.costs.pilot import PILOT_FILE, load_pilot, probe_key
 from scaling.spec.resolved import ResolvedStudy
 
@@ -80,6 +81,8 @@ class Plan:
     pilot: str | None = None  # when and where the measured rows were measured
     startup_s: float = 0.0  # cost.startup_s: each cell's wall time beside its FLOPs
     step_s: float = 0.0  # cost.step_s: each training step's wall time beside its FLOPs
+    # `scaling run`'s inference-cost measurement after the cells (None: it makes none)
+    inference: InferenceEstimate | None = None
 
     @property
     def checkpoint_bytes(self) -> int:
@@ -101,6 +104,11 @@ class Plan:
     @property
     def gpu_hours(self) -> float:
         return sum(r.gpu_hours for r in self.rows)
+
+    @property
+    def total_gpu_hours(self) -> float:
+        """The cells' device-hours and the inference measurement's."""
+        return self.gpu_hours + (self.inference.gpu_hours if self.inference else 0.0)
 
     @property
     def max_hours(self) -> float:
@@ -165,6 +173,7 @@ def plan_study(study: ResolvedStudy) -> Plan:
         pilot=note,
         startup_s=study.spec.cost.startup_s,
         step_s=study.spec.cost.step_s,
+        inference=inference_estimate(study, rows),
     )
 
 
@@ -229,25 +238,35 @@ def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[s
         ]
         for r in plan.rows
     ]
+    if plan.inference is not None:
+        time = _duration(plan.inference.seconds / 3600)
+        rows.append(plan.inference.table_row(header, device, time))
+    return header, rows, plan_totals(plan, device)
+
+
+def plan_totals(plan: Plan, device: str) -> str:
+    """The totals line under the plan table: cells, FLOPs, device-hours (the inference
+    measurement's included), the longest cell, checkpoints."""
     num_measured = sum(r.measured for r in plan.rows)
     if num_measured == 0:
         cost = (
-            f"{plan.gpu_hours:.4g} {device}-hours at {plan.flops_per_gpu_s:.3g} FLOP/s per "
-            f"{device} (assumed)"
+            f"{plan.total_gpu_hours:.4g} {device}-hours at {plan.flops_per_gpu_s:.3g} FLOP/s "
+            f"per {device} (assumed)"
         )
     else:
         cost = (
-            f"{plan.gpu_hours:.4g} {device}-hours: {plan.measured_gpu_hours:.4g} measured for "
-            f"{num_measured} of {plan.num_runs} cells by the {plan.pilot}"
+            f"{plan.total_gpu_hours:.4g} {device}-hours: {plan.measured_gpu_hours:.4g} measured "
+            f"for {num_measured} of {plan.num_runs} cells by the {plan.pilot}"
         )
         if num_measured < plan.num_runs:
             cost += f", the rest assumed at {plan.flops_per_gpu_s:.3g} FLOP/s per {device}"
-    totals = (
+    if plan.inference is not None:
+        cost += f" (with {plan.inference.gpu_hours:.2g} for the inference measurement)"
+    return (
         f"{plan.num_runs} runs, {plan.total_flops:.3g} FLOPs, {cost}; longest cell "
         f"{_duration(plan.max_hours)} of training; checkpoints on disk at the end "
         f"{_bytes(plan.checkpoint_bytes)} (keep_checkpoints newest + keep_steps, per cell)"
     )
-    return header, rows, totals
 
 
 def _bytes(count: float) -> str:

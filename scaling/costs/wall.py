@@ -19,6 +19,9 @@ refinement round, and with every round (the worst case).
 
 With `transfer: law` the sizes past the first wave run one after another, each a phase of its
 own (`_waves_wall`): the price of the law's saving is this wall-clock.
+`scaling run`'s inference-cost measurement, where it makes one (`Plan.inference`), runs after
+the last round and adds its seconds to both. `planned_seconds` gives each cell's estimate to the
+progress line's ETA (`scaling.driver.progress`), so the ETA starts from the plan's own numbers.
 The device is named as the study runs: GPUs on a Slurm partition with `gpus_per_node`, else
 CPU processes; locally, GPUs when this machine shows an NVIDIA device to the study.
 """
@@ -26,7 +29,7 @@ CPU processes; locally, GPUs when this machine shows an NVIDIA device to the stu
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scaling.backends.executors import executor_for
 from scaling.costs.plan import Plan, cell_seconds, plan_study
@@ -37,6 +40,7 @@ __all__ = [
     "wall_estimate",
     "rounds_seconds",
     "cell_seconds",
+    "planned_seconds",
     "format_wall",
 ]
 
@@ -60,8 +64,28 @@ def _makespan(durations: list[float], slots: int) -> float:
     return max(ends, default=0.0)
 
 
+def planned_seconds(study: ResolvedStudy, plan: Plan | None = None) -> dict[str, float]:
+    """Each cell's wall seconds as the plan estimates them (`cell_seconds` at the study's
+    `cost`; measured tokens/s where the pilot measured the cell's arm)."""
+    plan = plan or plan_study(study)
+    cost = study.spec.cost
+    return {
+        r.cell_id: cell_seconds(r, cost.flops_per_gpu_s, cost.startup_s, cost.step_s)
+        for r in plan.rows
+    }
+
+
 def wall_estimate(study: ResolvedStudy, plan: Plan) -> WallEstimate:
-    """The study's wall-clock on its executor (module docstring), from its plan's cells."""
+    """The study's wall-clock on its executor (module docstring), from its plan's cells, then
+    the inference measurement where `scaling run` makes one."""
+    wall = _cells_wall(study, plan)
+    if plan.inference is None:
+        return wall
+    extra = plan.inference.seconds
+    return replace(wall, seconds=wall.seconds + extra, worst_seconds=wall.worst_seconds + extra)
+
+
+def _cells_wall(study: ResolvedStudy, plan: Plan) -> WallEstimate:
     spec, executor = study.spec, executor_for(study)
     slots, per_round = executor.slots, executor.per_round_overhead_s
     rate, startup, step = spec.cost.flops_per_gpu_s, spec.cost.startup_s, spec.cost.step_s
@@ -97,8 +121,6 @@ def _waves_wall(study: ResolvedStudy) -> WallEstimate:
     grid and `max_rounds` edge rounds), then the
     followers of every size. Priced on the study's cells without transfer (the later sizes are
     not in its starting grid)."""
-    from dataclasses import replace
-
     from scaling.spec.loader import resolve  # lazy: pricing the waves' sizes
 
     spec, executor = study.spec, executor_for(study)
@@ -153,13 +175,16 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def format_wall(wall: WallEstimate, startup_s: float, step_s: float = 0.0) -> str:
-    """One line for `scaling plan`."""
+def format_wall(
+    wall: WallEstimate, startup_s: float, step_s: float = 0.0, inference_s: float | None = None
+) -> str:
+    """One line for `scaling plan` (`inference_s`: the inference measurement, included)."""
     text = f"wall-clock on {wall.device}: about {_clock(wall.seconds)} with {wall.slots_note}"
     if wall.worst_seconds > wall.seconds:
         text += f"; {_clock(wall.worst_seconds)} if every LR-search round runs"
     steps = f" + cost.step_s {step_s:g} s a step" if step_s else ""
+    after = "" if inference_s is None else f"; then the inference measurement {_clock(inference_s)}"
     return (
         f"{text} (each cell: its FLOPs at cost.flops_per_gpu_s{steps} + cost.startup_s "
-        f"{startup_s:g} s)"
+        f"{startup_s:g} s{after})"
     )

@@ -8,11 +8,20 @@ The ETA models each cell's wall time as `overhead + work / rate`, where `work` i
 device: on small models the per-cell overhead (process start, imports, data and model set-up,
 checkpoints, tracking) dominates, so a FLOP-proportional estimate reads far too short once the
 big cells have ended. Both terms are fitted by least squares on the measured wall times of the
-cells ended so far (seen by the polls: first seen running → seen ended); before any cell ends
-they are the plan's assumptions (`cost.startup_s`, `cost.flops_per_gpu_s`). The time left is the
-greedy longest-first schedule of the unfinished cells on the executor's slots, the running ones
-first with what their prediction has left. During an LR search the line also gives the round
-and the worst case: this round, then every round the search can still add, then the followers.
+cells ended so far (seen by the polls: first seen running → seen ended). Before any cell ends
+each cell takes what the plan says it takes (`planned_s`: `scaling.costs.wall.planned_seconds`,
+the plan's per-cell estimate with its evaluations, `cost.step_s` and the pilot's measurements),
+else the plan's assumptions (`cost.startup_s`, `cost.flops_per_gpu_s`); the line says which
+("plan" or "measured"). The time left is the greedy longest-first schedule of the unfinished
+cells on the executor's slots, the running ones first with what their prediction has left.
+During an LR search a second line gives the round and the worst case: this round, then every
+round the search can still add, then the followers.
+
+The count of cells done is monotone: a cell is done once it has a result (completed, diverged,
+or stale: a result of code changed since), so a failed or cancelled cell that a resumed run
+resubmits never counted; the cells the recorded state held done when the round started count
+from the first frame (`done_before`). A cell counted done that the recorded state then shows
+otherwise (its run deleted) is named in the line, never silently counted back.
 """
 
 from __future__ import annotations
@@ -26,12 +35,23 @@ from dataclasses import dataclass, field
 from foundation import contract
 from scaling.state.status import StatusRow
 
-__all__ = ["Progress", "Reporter", "SearchOutlook", "CellTimeModel", "clock", "HEARTBEAT_S"]
+__all__ = [
+    "Progress",
+    "Reporter",
+    "SearchOutlook",
+    "CellTimeModel",
+    "clock",
+    "HEARTBEAT_S",
+    "RESULT_STATES",
+]
 
 HEARTBEAT_S = 60.0
 # A stale cell (its model code changed since it finished) will not run again in this submission:
 # counted done, so an edit never makes the count go back, and named in the line.
 _DONE_NOW = (*contract.ENDED_STATES, contract.STALE)
+# What the count of done cells counts: a result, which no later submit of this run takes back
+# (a failed or cancelled cell is resubmitted while it has retries left)
+RESULT_STATES = (*contract.DONE_STATES, contract.STALE)
 STALE_SHOWN = 3  # stale cells named in the progress line; the rest counted
 # Below this relative spread of the ended cells' work (the arms of one size differ by ~10%)
 # their wall times say nothing about overhead vs rate: noise would decide the slope.
@@ -99,9 +119,11 @@ class SearchOutlook:
 class Progress:
     """Cells done / running / failed and an ETA (see the module) for one round being waited on.
 
-    `work_by_cell`: each cell's FLOPs per device; `done_before`: cells that ended before this
-    round; `slots`: cells that run at once; `prior`: the plan's cell-time assumptions; `took`:
-    the cells timed so far, also in earlier rounds.
+    `work_by_cell`: each cell's FLOPs per device; `done_before`: cells with a result when this
+    round started (the recorded state), counted done from the first frame; `slots`: cells that
+    run at once; `prior`: the plan's cell-time assumptions; `took`: the cells timed so far,
+    also in earlier rounds; `planned_s`: each cell's wall seconds as `scaling plan` estimates
+    them (`scaling.costs.wall.planned_seconds`), used until a cell has been timed.
     """
 
     work_by_cell: dict[str, float]
@@ -115,17 +137,33 @@ class Progress:
     took: dict[str, float] = field(default_factory=dict)
     # sequential seeds: the latest look's number and verdict, while its seeds run
     look: tuple[int, str] | None = None
+    planned_s: dict[str, float] | None = None
     start: float = field(init=False)
     started: dict[str, float] = field(default_factory=dict, init=False)
+    # every cell counted done so far: a frame never counts fewer without naming the missing
+    counted: set[str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.start = self.now()
+        self.counted = set(self.done_before)
 
     @staticmethod
     def ended(rows: list[StatusRow]) -> set[str]:
         """Cells that will not run again in this submission (completed, diverged, failed,
         stale...)."""
         return {r.cell_id for r in rows if r.state in _DONE_NOW}
+
+    def done(self, rows: list[StatusRow]) -> set[str]:
+        """The cells done in this frame: those with a result (`RESULT_STATES`); remembered, so
+        that `lost` names a cell counted before that the recorded state no longer holds done."""
+        now_done = {r.cell_id for r in rows if r.state in RESULT_STATES}
+        self.counted |= now_done
+        return now_done
+
+    def lost(self, rows: list[StatusRow]) -> list[StatusRow]:
+        """Cells counted done earlier in this run (or held done when it started) whose recorded
+        state now says otherwise: the one way the count goes back, and the line says so."""
+        return [r for r in rows if r.cell_id in self.counted and r.state not in RESULT_STATES]
 
     def observe(self, rows: list[StatusRow]) -> None:
         """Note which cells were first seen running, and how long each one seen ending took."""
@@ -143,15 +181,27 @@ class Progress:
         ]
         return CellTimeModel.fit(samples, self.prior)
 
+    @property
+    def measured(self) -> bool:
+        """True once a cell of the study has been timed: the ETA is then fitted to what the
+        cells took (`CellTimeModel.fit`), before that it is the plan's."""
+        return any(c in self.work_by_cell for c in self.took)
+
+    def cell_seconds(self, cell_id: str) -> float:
+        """A cell's predicted wall seconds: fitted once cells were timed, else the plan's."""
+        if not self.measured and self.planned_s is not None and cell_id in self.planned_s:
+            return self.planned_s[cell_id]
+        return self.model().seconds(self.work_by_cell.get(cell_id, 0.0))
+
     def eta_seconds(self, rows: list[StatusRow]) -> float:
         """Seconds until every cell of this round has ended (the module's model)."""
         self.observe(rows)
-        model, now = self.model(), self.now()
+        now = self.now()
         running, queued = [], []
         for row in rows:
             if row.state in _DONE_NOW:
                 continue
-            predicted = model.seconds(self.work_by_cell.get(row.cell_id, 0.0))
+            predicted = self.cell_seconds(row.cell_id)
             if row.cell_id in self.started:
                 running.append(max(0.0, predicted - (now - self.started[row.cell_id])))
             else:
@@ -171,25 +221,33 @@ class Progress:
             left += search.per_round_s + _makespan([], followers, self.slots)
         return left
 
-    def _eta(self, rows: list[StatusRow]) -> str:
-        text = clock(self.eta_seconds(rows))
+    def outlook(self, rows: list[StatusRow]) -> str:
+        """During an LR search, the round and the search's worst-case end in words:
+        "LR-search round 0; the whole search ends by ≤ 0:11:19" ("" without a search)."""
         if self.search is None:
-            return text
+            return ""
         worst = clock(self.worst_seconds(rows))
-        return f"{text} (LR-search round {self.search.round}; at most {worst})"
+        return f"LR-search round {self.search.round}; the whole search ends by ≤ {worst}"
 
     def summary(self, rows: list[StatusRow]) -> str:
         states = Counter(r.state for r in rows)
-        ended = self.ended(rows)
+        done = self.done(rows)
         elapsed = self.now() - self.start
-        failed = states[contract.FAILED] + states[contract.DIVERGED] + states[contract.CANCELLED]
+        failed = states[contract.FAILED] + states[contract.CANCELLED]
+        given_up = sum(r.given_up for r in rows)
+        stale = f", {states[contract.STALE]} stale" if states[contract.STALE] else ""
+        source = "measured" if self.measured else "the plan's cell times"
+        outlook = self.outlook(rows)
         return (
-            f"{len(ended)}/{len(rows)} done ({states[contract.COMPLETED]} completed, {failed} "
-            f"failed, diverged or cancelled), {states[contract.RUNNING]} running, "
-            f"{states[contract.QUEUED]} queued; "
-            f"elapsed {clock(elapsed)}, ETA {self._eta(rows)}"
+            f"{len(done)}/{len(rows)} done ({states[contract.COMPLETED]} completed, "
+            f"{states[contract.DIVERGED]} diverged{stale}), {failed} failed or cancelled"
+            + (f" ({given_up} given up)" if given_up else "")
+            + f", {states[contract.RUNNING]} running, {states[contract.QUEUED]} queued; "
+            f"elapsed {clock(elapsed)}, ETA {clock(self.eta_seconds(rows))} ({source})"
+            + ("" if not outlook else f"; {outlook}")
             + ("" if self.look is None else f"; {self._look_text()}")
             + _stale_text(rows)
+            + _lost_text(self.lost(rows))
         )
 
     def _look_text(self) -> str:
@@ -197,8 +255,9 @@ class Progress:
         return f"look {number}: {verdict}, running the seeds of look {number + 1}"
 
     def brief(self, rows: list[StatusRow]) -> str:
-        """The live bar's text: "2 completed, 2 running, 20 queued, 1 failed; ETA 0:04:10"
-        (states with no cell left out, but for completed; the bar shows the rest)."""
+        """The live bar's text: "2 completed, 2 running, 20 queued, 1 failed; ETA 0:04:10 (plan)"
+        (states with no cell left out, but for completed; the bar shows the rest; the source
+        of the ETA, "plan" or "measured", where it fits)."""
         states = Counter(r.state for r in rows)
         parts = [f"{states[contract.COMPLETED]} completed"]
         for state in (
@@ -211,14 +270,29 @@ class Progress:
         ):
             if states[state]:
                 parts.append(f"{states[state]} {state}")
-        eta = clock(self.eta_seconds(rows))
-        if self.search is not None:  # short: the bar fits 80 columns
-            eta += f", r{self.search.round} ≤{clock(self.worst_seconds(rows))}"
-        text = f"{', '.join(parts)}; ETA {eta}"
+        lost = self.lost(rows)
+        if lost:
+            parts.append(f"{len(lost)} lost")
+        text = f"{', '.join(parts)}; ETA {clock(self.eta_seconds(rows))}"
+        source = " (measured)" if self.measured else " (plan)"
+        text += source if len(text) + len(source) <= BRIEF_WIDTH else ""
         if self.look is not None:  # "L1 undetected": the look whose seeds run now follows it
             word = f"; L{self.look[0]} {self.look[1]}"
             text += word if len(text) + len(word) <= BRIEF_WIDTH else f"; L{self.look[0]}"
         return text
+
+
+def _lost_text(lost: list[StatusRow]) -> str:
+    """``; 1 counted done before, now pending: 12K-linear-s0-lr0.01 (its result is gone from
+    the recorded state)`` or ""."""
+    if not lost:
+        return ""
+    names = ", ".join(f"{r.cell_id} ({r.state})" for r in lost[:STALE_SHOWN])
+    more = f" and {len(lost) - STALE_SHOWN} more" if len(lost) > STALE_SHOWN else ""
+    return (
+        f"; {len(lost)} counted done before, no longer done in the recorded state: {names}{more}"
+        " (their results are gone: `scaling status` shows them)"
+    )
 
 
 def _stale_text(rows: list[StatusRow]) -> str:

@@ -31,12 +31,20 @@ how far the repeats agree (`analysis.stats.inference`); the figure itself is the
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["InferenceSettings", "measure", "measure_built", "FIGURES", "TIMED"]
+__all__ = [
+    "InferenceSettings",
+    "measure",
+    "measure_built",
+    "measurement_seconds",
+    "FIGURES",
+    "TIMED",
+]
 
 FIGURES = ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32", "peak_mem_mb", "kv_cache_mb")
 TIMED = ("prefill_tok_s", "decode_ms_b1", "decode_ms_b32")  # one value per round each
@@ -129,6 +137,33 @@ def _round(model: Any, settings: InferenceSettings, tokens: Any, cuda: bool) -> 
         out["cache_bytes"] = _cache_bytes(decoder)  # of the last (largest) batch
         del decoder
     return out
+
+
+def measurement_seconds(
+    settings: InferenceSettings, token_s: float, call_s: float, peak_pass: bool = False
+) -> float:
+    """Wall seconds `measure_built` spends on one model, as `_round` runs it: every round
+    (warm-up ones too) a prefill, then at each batch of `DECODE_BATCHES` an untimed prefill and
+    `decode_steps` decode steps, each timed operation repeated until `min_time_s` (at most
+    `MAX_CALLS`); then, with `peak_pass` (a GPU), one batch-32 prefill + decode for the memory.
+    A forward call is priced at `call_s` plus `token_s` a token (`scaling plan` gives the
+    study's `cost.step_s` and a third of a training token's time)."""
+    s = settings
+
+    def forward(tokens: int) -> float:
+        return call_s + tokens * token_s
+
+    def repeated(one: float) -> int:  # calls of `one` seconds until `min_time_s` is run
+        return MAX_CALLS if one <= 0 else min(MAX_CALLS, max(1, math.ceil(s.min_time_s / one)))
+
+    prefill = forward(s.prefill_batch * s.prompt_len)
+    one_round = repeated(prefill) * prefill
+    for batch in DECODE_BATCHES:
+        decode = s.decode_steps * forward(batch)
+        one_round += repeated(decode) * (decode + forward(batch * s.prompt_len))
+    biggest = DECODE_BATCHES[-1]
+    peak = forward(biggest * s.prompt_len) + s.decode_steps * forward(biggest) if peak_pass else 0.0
+    return (s.warmup + s.repeats) * one_round + peak
 
 
 def _cache_bytes(decoder: Any) -> float:

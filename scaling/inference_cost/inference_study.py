@@ -29,9 +29,10 @@ from typing import Any
 
 from analysis.tables.inference_io import INFERENCE_FILE, read_inference
 from foundation.atomic import write_text
+from scaling.inference_cost.inference import InferenceSettings
 from scaling.spec.resolved import ResolvedStudy
 
-__all__ = ["study_inference", "arms"]
+__all__ = ["study_inference", "arms", "settings_for", "will_measure"]
 
 TIMEOUT_S = 600.0
 # shorter than the pilot's (5 repeats, 32 steps): this runs inside the analysis
@@ -47,6 +48,33 @@ def arms(study: ResolvedStudy) -> dict[str, dict[str, Any]]:
     return out
 
 
+def settings_for(seq_length: int) -> InferenceSettings:
+    """What the child measures with, for models of `seq_length` tokens (`SETTINGS`)."""
+    return InferenceSettings.for_seq_length(seq_length, **SETTINGS)
+
+
+def _figures_found(study: ResolvedStudy) -> dict | None:
+    """The figures already in the study folder for every arm it has now, else None."""
+    found = read_inference(study.folder)
+    wanted = {tuple(key.split("/", 1)) for key in arms(study)}
+    rows = (found or {}).get("rows", [])
+    have = {(r["size"], r["variant"]) for r in rows if "rounds" in r}  # older files: no rounds
+    if found is not None and (found["source"] != INFERENCE_FILE or wanted <= have):
+        return found
+    return None
+
+
+def will_measure(study: ResolvedStudy, measures_here: bool) -> bool:
+    """True if `study_inference` measures now: no figures in the folder for every arm, the
+    switch on, and the study's cells on this machine (`scaling plan` prices it)."""
+    if not measures_here or os.environ.get(ENV_SWITCH, "on") == "off":
+        return False
+    try:
+        return _figures_found(study) is None
+    except ValueError:  # an unreadable file: `run` stops on it; priced as if measured again
+        return True
+
+
 def study_inference(
     study: ResolvedStudy, say: Callable[[str], None], measures_here: bool
 ) -> dict | None:
@@ -54,11 +82,8 @@ def study_inference(
 
     `measures_here`: the study's cells run on this machine, so its figures may be measured
     here (`Executor.measures_inference_here` of the study's executor)."""
-    found = read_inference(study.folder)
-    wanted = {tuple(key.split("/", 1)) for key in arms(study)}
-    rows = (found or {}).get("rows", [])
-    have = {(r["size"], r["variant"]) for r in rows if "rounds" in r}  # older files: no rounds
-    if found is not None and (found["source"] != INFERENCE_FILE or wanted <= have):
+    found = _figures_found(study)
+    if found is not None:
         say(f"inference cost: from {found['source']}")
         return found
     if os.environ.get(ENV_SWITCH, "on") == "off":
@@ -103,13 +128,13 @@ def _main(request_path: str) -> None:
 
     # lazy: the child alone loads megatron-core
     from models.config import ModelConfig
-    from scaling.inference_cost.inference import InferenceSettings, measure
+    from scaling.inference_cost.inference import measure
 
     request = json.loads(Path(request_path).read_text())
     configs = {key: ModelConfig(**fields) for key, fields in request["arms"].items()}
     bf16 = torch.cuda.is_available() and request["precision"] in ("auto", "bf16")
     seq = min(c.seq_length for c in configs.values())
-    settings = InferenceSettings.for_seq_length(seq, **SETTINGS)
+    settings = settings_for(seq)
     rows, first = [], {}
     for size in dict.fromkeys(key.split("/", 1)[0] for key in configs):  # in the study's order
         # one size's arms side by side, round by round: their ratios pair round r with round r

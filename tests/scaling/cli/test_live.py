@@ -60,5 +60,5 @@ def test_run_draws_a_live_bar_on_a_terminal_and_plain_lines_when_piped(
     # Piped, the same command (the cell is done, so it only reports) keeps the plain lines.
     piped = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert piped.returncode == 0, piped.stderr[-3000:]
-    assert "1/1 done (1 completed, 0 failed" in piped.stdout
+    assert "1/1 done (1 completed, 0 diverged), 0 failed or cancelled" in piped.stdout
     assert "\x1b[" not in piped.stdout and not re.search(r"cells\s*━", piped.stdout)
