@@ -112,13 +112,13 @@ def run_analysis(
         )
     if j.by == REANALYSIS:
         result.verdict["reanalysis"] = {"changed": list(j.changed)}
+    if callable(curves):  # read before anything is written: a failed read leaves the old files
+        curves = curves(list(chosen_runs(result)["run_id"]))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic.write_text(  # a link planted at its name is refused, not written through
         out / "verdict.json", json.dumps(json_safe(result.verdict), indent=2, allow_nan=False)
     )
-    if callable(curves):
-        curves = curves(list(chosen_runs(result)["run_id"]))
     figures = all_plots(result, out, curves)
     write_report(result.verdict, figures, out, "csv" if curves is None else "mlflow")
     if parent is not None:
