@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from foundation import contract
 from foundation.config import seconds_from_env
 from scaling.backends.executors import LOCAL_POLL_S, POLL_ENV, Executor
+from scaling.costs.wall import planned_seconds
 from scaling.driver.progress import CellTimeModel, Progress, Reporter, SearchOutlook
 from scaling.lr_search.extend_grid import search_over
 from scaling.spec.grid import Cell
@@ -171,6 +172,7 @@ class RoundWatcher:
             search=self._search_outlook(),
             look=self._last_look(),
             took=self.took,
+            planned_s=planned_seconds(self.study),  # each cell's plan estimate, until timed
         )
 
     def _last_look(self) -> tuple[int, str] | None:
