@@ -68,7 +68,8 @@ def test_measurement_gives_positive_cpu_figures_and_the_memory_it_counts(measure
 
 def test_each_ratio_is_within_the_bound_or_unresolved(measured):
     """The analysis pairs round r with round r; a ratio reads as a number only where its rounds
-    agree within the bound, else as unresolved (recomputed here from the raw rounds)."""
+    agree within the bound, as a bound (≥ / ≤) where they disagree but lie wholly on one side of
+    1, else as unresolved (recomputed here from the raw rounds)."""
     figures = measured["figures"]
     rows = [{"variant": v, "size": "tiny", "session": "tiny", **f} for v, f in figures.items()]
     summary = inference_summary({"device": "cpu", "rows": rows}, "linear")
@@ -91,7 +92,14 @@ def test_each_ratio_is_within_the_bound_or_unresolved(measured):
             assert entry["spread"] == pytest.approx([low, high]) and entry["rounds"] == ROUNDS
             assert entry["resolved"] == (high <= RATIO_BOUND * low and ROUNDS >= MIN_ROUNDS)
             shown = cells[variant][i]
-            assert shown.startswith("unresolved (") != entry["resolved"], shown
+            if entry["resolved"]:
+                assert not shown.startswith(("unresolved (", "≥", "≤")), shown
+            elif low > 1 or high < 1:  # disagreeing repeats wholly on one side of 1: a bound
+                side = "at_least" if low > 1 else "at_most"
+                assert entry["bound"] == {"side": side, "value": low if low > 1 else high}
+                assert shown.startswith("≥ " if low > 1 else "≤ "), shown
+            else:
+                assert entry["bound"] is None and shown.startswith("unresolved ("), shown
     # not timed: a quarter of the key/value heads hold a quarter of the cache
     gqa = summary["ratios"]["gqa"]["tiny"]
     assert gqa["kv_cache"]["value"] == 0.25 and gqa["memory"]["value"] < 1
