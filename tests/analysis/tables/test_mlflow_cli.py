@@ -252,7 +252,7 @@ def test_cli_study_runs_named_by_hand_go_to_out_and_never_to_the_parent(study, t
         assert (out / name).is_file(), name
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html and "Excluded runs" in html
-    assert "Training loss at every logged step" in html and "run CSV" not in html
+    assert "Training loss at every logged step" in html and "No training curves" not in html
     client = MlflowClient(tracking_uri=study["uri"])
     assert client.list_artifacts(study["parent"], "analysis") == []  # not the study's verdict
 
