@@ -16,6 +16,9 @@ def train(
 
     Launch with `torchrun --nproc-per-node N scaling train cfg.yaml` (or under Slurm) for
     TP x PP x DP = N processes; a rerun resumes from the newest checkpoint in output_dir.
+    A known fault (a full disk, a read-only file system, an unreachable tracking server,
+    damaged data) ends it with one `error:` line and exit 3; `SCALING_JOB_VERBOSE=1` (what
+    `python -m jobs --verbose` sets) adds the traceback (`jobs.faults`).
     """
     import yaml
 
@@ -41,7 +44,10 @@ def train(
     except ConfigError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
-    result = run_training(config)
+    from jobs.faults import reporting_known_faults  # lazy, as above
+
+    with reporting_known_faults(config):  # a full disk, ...: one line and exit 3, no traceback
+        result = run_training(config)
     _skip_exit_teardown()
     if os.environ.get("RANK", "0") != "0":
         return  # one line per run, from rank 0

@@ -27,6 +27,7 @@ from typing import Any
 import submitit
 
 from jobs.config import RunConfig
+from jobs.faults import exit_on_known_fault
 from jobs.loop.stop import REQUEUE, TERMINATE, StopRequest
 
 __all__ = ["TrainingJob"]
@@ -98,6 +99,8 @@ class TrainingJob(submitit.helpers.Checkpointable):
             sys.stderr.flush()
             os._exit(exiting.code if isinstance(exiting.code, int) else 1)
         if "error" in outcome:
+            # a full disk, ...: one line last in the job's log (what `scaling status` shows)
+            exit_on_known_fault(outcome["error"], self.config)
             raise outcome["error"]
         return outcome["result"]
 

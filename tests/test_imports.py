@@ -51,10 +51,11 @@ ROOMS_BELOW = {
         "checkpoints": {"config", "engines"},
         "evaluation": {"config"},
         "loop": {"config", "engines", "telemetry", "checkpoints", "evaluation"},
-        "job": {"config", "loop"},
-        "cli": {"config", "loop"},
+        "faults": {"config", "telemetry"},  # how a known fault ends the job: for the entry points
+        "job": {"config", "loop", "faults"},
+        "cli": {"config", "loop", "faults"},
         "testing": {"config", "loop"},
-        "__main__": {"cli"},
+        "__main__": {"cli", "faults"},
     },
     "analysis.stats": {
         **in_order(

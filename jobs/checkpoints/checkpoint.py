@@ -103,7 +103,7 @@ def _barrier() -> None:
 
 
 class CheckpointWriteError(RuntimeError):
-    """A checkpoint could not be written; the ones written before it are intact."""
+    """A checkpoint could not be written; older ones are intact (`root`, `step`, `newest`)."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -190,11 +190,13 @@ def save_checkpoint(
         why = f"{type(error).__name__}: {error}" if error is not None else "failed on another rank"
         # torch's writer reports a full disk as e.g. "unexpected pos 64 vs 0": name the cause
         why += f" ({shutil.disk_usage(root).free:,} bytes free on that filesystem)"
-        raise CheckpointWriteError(
+        failed = CheckpointWriteError(
             f"could not write the checkpoint of step {step} under {root}: {why}. Nothing of it "
             f"was kept; the newest complete checkpoint is {kept}, and a rerun resumes from it "
             "once the disk has room."
-        ) from error
+        )
+        failed.root, failed.step, failed.newest = root, step, newest[0][0] if newest else None
+        raise failed from error
     if rank == 0:
         rotating = [(s, path) for s, path in list_checkpoints(root) if s not in keep_steps]
         for _, old in rotating[keep:]:

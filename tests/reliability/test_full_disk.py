@@ -1,5 +1,5 @@
-"""A full disk during a checkpoint: a clear error, the previous checkpoint intact and loadable,
-and the next attempt resumes from it once space is freed.
+"""A full disk during a checkpoint: one clear error line (`jobs.faults`), the previous checkpoint
+intact and loadable, and the next attempt resumes from it once space is freed.
 
 The run's output lives on a small tmpfs mounted for this test (root only). The run holds right
 after its first checkpoint (the test-only pause point, jobs/loop/pause.py); the test fills the disk,
@@ -19,7 +19,9 @@ import torch
 import yaml
 
 from jobs.checkpoints.checkpoint import list_checkpoints
+from jobs.faults import EXIT_KNOWN_FAULT
 from jobs.testing import tiny_run_dict
+from scaling.state.job_errors import last_error_line
 from tests.conftest import skip_unless_required
 from tests.reliability.helpers import cli_env, wait_held
 
@@ -85,14 +87,24 @@ def test_checkpoint_on_a_full_disk_fails_clearly_and_resumes_after_space_is_free
     assert [step for step, _ in list_checkpoints(ckpts)] == [CHECKPOINT_EVERY]
     filler = _fill(small_volume)
     pause.release(cfg["name"])
-    assert proc.wait(timeout=300) != 0, "the run did not notice that the disk is full"
-    out = log.read_text().replace("\n[rank0]: ", "")  # undo the traceback's line wrapping
-    error = out[out.rindex("CheckpointWriteError: ") :]
-    assert f"checkpoint of step {2 * CHECKPOINT_EVERY}" in error, error
-    assert "bytes free on that filesystem" in error, error
-    # (the wrapping may fall on a space, which the undoing drops: compare without spaces)
-    newest = f"newest complete checkpoint is step {CHECKPOINT_EVERY}".replace(" ", "")
-    assert newest in error.replace(" ", ""), error
+    assert proc.wait(timeout=300) == EXIT_KNOWN_FAULT, log.read_text()[-3000:]
+    # one line, written whole (never a traceback wrapped at the terminal's width), last: the
+    # line `scaling status` shows for the cell
+    lines = log.read_text().splitlines()
+    (error,) = [line for line in lines if line.startswith("error: ")]
+    assert last_error_line(log) == error
+    step, newest = 2 * CHECKPOINT_EVERY, CHECKPOINT_EVERY
+    assert error.startswith(f"error: disk full (ENOSPC): {ckpts} ("), error
+    assert f"bytes free): the checkpoint of step {step} was not written; free space" in error
+    assert error.endswith(f"then rerun the job: it resumes from step {newest}"), error
+    # its traceback is in a file beside the log, named on the line before; none in the log
+    assert "Traceback" not in log.read_text()
+    traceback_file = log.with_suffix(".traceback")
+    assert (
+        lines[lines.index(error) - 1]
+        == f"[jobs] the traceback of the error below: {traceback_file}"
+    )
+    assert "CheckpointWriteError" in traceback_file.read_text()
     # the failed save left nothing behind, and the previous checkpoint still loads
     assert [step for step, _ in list_checkpoints(ckpts)] == [CHECKPOINT_EVERY]
     assert not list(ckpts.glob("*.tmp"))
@@ -107,7 +119,7 @@ def test_checkpoint_on_a_full_disk_fails_clearly_and_resumes_after_space_is_free
     assert f"resumed at step {CHECKPOINT_EVERY}" in out
     result = yaml.safe_load((small_volume / "run" / "result.json").read_text())
     assert result["status"] == "completed" and result["steps"] == STEPS, result
-    print(f"[full-disk] error: {error.splitlines()[0][:400]}")
+    print(f"[full-disk] error: {error[:400]}")
     print(
         f"[full-disk] failed save at step {2 * CHECKPOINT_EVERY} on a full 32 MiB tmpfs; "
         f"resumed at step {CHECKPOINT_EVERY}; completed {result['steps']} steps"
