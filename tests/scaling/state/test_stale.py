@@ -11,6 +11,7 @@ disk. `analyze` refuses the stale results meanwhile, as `submit` does.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from analysis.tables.arm_costs import MATCHED
 from foundation import contract as C
 from tests.scaling.conftest import one_size_spec
 
@@ -88,7 +90,8 @@ def test_an_edited_helper_makes_its_cells_stale_until_rerun_or_accepted_and_undo
     helper beside seed 0 on the old one. `--rerun-stale` trains it again; after a comment
     `--accept-stale` keeps it; then the user undoes the comment and adds a seed: the study is
     back at the code on disk (the acceptance dropped), the new seed trains, and the analysis
-    sees one code digest per variant, not the undone edit's beside today's."""
+    sees one code digest per variant, not the undone edit's beside today's; its report states
+    how the two arms were matched."""
     from analysis.tables.digests import judged_digests
     from analysis.tables.mlflow_io import load_study_runs
 
@@ -178,3 +181,19 @@ def test_an_edited_helper_makes_its_cells_stale_until_rerun_or_accepted_and_undo
     table, _parent = load_study_runs(mlflow_server, spec["mlflow"]["experiment"], "tiny")
     digests = judged_digests(table)  # MixedCode before issue 54: the undone edit's digest
     assert digests["gated"]["digests"] == {tags[C.TAG_CODE_DIGEST]: 2}
+
+    # the report says how the arms were matched (issue 63): per size, each arm's N, FLOPs and
+    # time per token, and one line; the gated query holds W_Q's d x d weights and FLOPs
+    _ok("analyze", str(path), cwd=elsewhere)
+    out = folder / "runs" / "tiny" / "analysis"
+    matching = json.loads((out / "verdict.json").read_text())["arm_matching"]
+    assert matching["baseline"] == "linear" and list(matching["by_size"]) == ["30K"]
+    row = matching["by_size"]["30K"]
+    linear_arm, gated_arm = row["arms"]["linear"], row["arms"]["gated"]
+    assert gated_arm["num_nonembedding_params"] == linear_arm["num_nonembedding_params"] > 0
+    assert gated_arm["flops_per_token"] == linear_arm["flops_per_token"] > 0
+    assert row["matched_within_pct"] == 0.0 and row["compared_at_by_variant"] == {"gated": MATCHED}
+    assert all(a["num_timed_runs"] == 2 and a["time_per_token_s"] > 0 for a in row["arms"].values())
+    report = (out / "report.md").read_text()
+    assert "Arms compared" in report
+    assert f"30K: FLOPs per token matched within 0% of `linear`'s; compared at {MATCHED}." in report
