@@ -168,9 +168,9 @@ def make_instant_runs(study) -> float:
 
 def time_status(study) -> tuple[float, float, float, int]:
     """(cold, warm, one driver poll) seconds, and the squeue calls of that poll."""
-    from scaling.backends.executors import SlurmExecutor
+    from scaling.backends.slurm.executor import SlurmExecutor
+    from scaling.backends.slurm.queue import squeue_backoff
     from scaling.driver.watcher import RoundWatcher
-    from scaling.state.scheduler import squeue_backoff
     from scaling.state.status import study_status
 
     cold, rows = timed(study_status, study, True)  # a full search (an existing study: again)

@@ -28,6 +28,7 @@ import submitit
 
 from jobs.config import RunConfig
 from jobs.faults import exit_on_known_fault
+from jobs.launch import launched_by_submitit
 from jobs.loop.stop import REQUEUE, TERMINATE, StopRequest
 
 __all__ = ["TrainingJob"]
@@ -54,7 +55,7 @@ class TrainingJob(submitit.helpers.Checkpointable):
         # lazy: the submitting process pickles the job without importing torch
         from jobs.loop.trainer import train
 
-        if os.environ.get("SUBMITIT_EXECUTOR") not in ("slurm", "local"):
+        if not launched_by_submitit():
             # called directly or by submitit's in-process debug executor: nobody sends USR2,
             # so train in this thread (no stop flag needed)
             return train(self.config)

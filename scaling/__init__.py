@@ -1,7 +1,8 @@
 """Scaling studies of attention-query variants: study specs, orchestration and the `scaling` CLI.
 
-The rooms (arrows point one way: state.files ← spec ← inference_cost ← state ← warmstart ←
-backends ← costs ← study_judgement ← lr_search ← looks ← driver ← cli):
+The rooms (arrows point one way: state.files ← backends.queued, backends.base ← spec ←
+inference_cost ← state ← warmstart ← backends ← costs ← study_judgement ← lr_search ← looks ←
+driver ← cli):
 
 - `scaling.state.files`: the study folder's files, one module per file (its name, format, reader and
   writer): `lr_search.json`, `looks.json`, `jobs.json`, `cancelled.json`, `driver.pid`. A file
@@ -14,10 +15,13 @@ backends ← costs ← study_judgement ← lr_search ← looks ← driver ← cl
 - `scaling.inference_cost`: what a trained model costs to serve (prefill, KV-cache decode), measured
   for a study's checkpoints after its runs, and by the pilot.
 - `scaling.state`: the MLflow-backed state: parent and child runs, each cell's state, the run
-  cache, the REST reader, stale code, what the scheduler says about the jobs.
+  cache, the REST reader, stale code.
 - `scaling.warmstart`: local cells forked from one process that imported torch, megatron-core and
   mlflow once (`server`), and the task command that asks it to (`client`).
-- `scaling.backends`: the executors, one class per backend (local, Slurm), and Slurm's limits.
+- `scaling.backends`: where cells run, one room per backend (`local`, `slurm`: each its executor
+  class, its jobs' state and cancel, and its machinery); below the spec, `base` (what every
+  backend implements, the registry of backends by name, `live_jobs` and `cancel_jobs`) and
+  `queued` (a cell waiting in a submit process).
 - `scaling.study_judgement`: the study's one judgement (`analysis.judgement.Judgement`), for
   `run`, each look, `status` and `analyze`.
 - `scaling.lr_search`: the LR search: grids extended until each arm's optimum is inside

@@ -52,7 +52,8 @@ ROOMS_BELOW = {
         "evaluation": {"config"},
         "loop": {"config", "engines", "telemetry", "checkpoints", "evaluation"},
         "faults": {"config", "telemetry"},  # how a known fault ends the job: for the entry points
-        "job": {"config", "loop", "faults"},
+        "launch": set(),  # whether a submitit executor started this process (`jobs.launch`)
+        "job": {"config", "loop", "faults", "launch"},
         "cli": {"config", "loop", "faults"},
         "testing": {"config", "loop"},
         "__main__": {"cli", "faults"},
@@ -75,9 +76,13 @@ ROOMS_BELOW = {
     "scaling": {
         # the study's state is one room (`state`) whose folder files (`state.files`: jobs.json,
         # lr_search.json, looks.json, ...) sit below the spec, which resolves a study's grid with
-        # the cells its LR search and looks added
+        # the cells its LR search and looks added; what every backend implements and the
+        # registry of backends (`backends.base`), and a cell waiting in a submit
+        # (`backends.queued`), sit below the spec (its `executor` type) and `state` (`status`)
         **in_order(
             "state.files",
+            "backends.queued",
+            "backends.base",
             "spec",
             "inference_cost",
             "state",

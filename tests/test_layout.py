@@ -60,3 +60,37 @@ def test_no_module_branches_on_an_engines_name() -> None:
         if pattern.search(line)
     ]
     assert hits == []
+
+
+def test_backends_are_their_own_rooms() -> None:
+    """What differs per backend is a method or a field of its class (`scaling.backends.slurm`,
+    `scaling.backends.local`, registered in `scaling.backends.base.BACKENDS`), so a new backend
+    is one package and one registry line: no module outside `scaling/backends/` compares a
+    backend's name (`== "slurm"`, `in ("slurm", "local")`), and each module of a backend's
+    rooms stays under 400 lines (issue 60)."""
+    import ast
+
+    from scaling.backends.base import BACKEND_NAMES
+
+    def names_in(node: ast.AST) -> set:
+        items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+        return {i.value for i in items if isinstance(i, ast.Constant)}
+
+    backends = ROOT / "scaling" / "backends"
+    hits = [
+        f"{path.relative_to(ROOT)}:{node.lineno} compares a backend's name"
+        for package in ("foundation", "models", "jobs", "data_prep", "scaling", "analysis")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if backends not in path.parents
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Compare)
+        and set(BACKEND_NAMES)
+        & {n for side in (node.left, *node.comparators) for n in names_in(side)}
+    ]
+    assert hits == [], "\n".join(hits)
+    long = [
+        f"{path.relative_to(ROOT)}: {lines} lines"
+        for path in sorted(backends.rglob("*.py"))
+        if (lines := path.read_text().count("\n")) >= 400
+    ]
+    assert long == [], f"split these by job inside their backend's package: {long}"

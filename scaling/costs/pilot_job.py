@@ -38,6 +38,7 @@ from typing import Any
 import submitit
 
 from jobs.config import RunConfig
+from jobs.launch import launched_by_submitit
 
 __all__ = ["PilotJob", "OK", "OOM", "ENV_OOM_AT"]
 
@@ -65,7 +66,7 @@ class PilotJob:
         # lazy: torch, in the probe's own process only
         from models import runtime
 
-        if os.environ.get("SUBMITIT_EXECUTOR") in ("slurm", "local"):
+        if launched_by_submitit():
             env = submitit.helpers.TorchDistributedEnvironment()
             if "MASTER_PORT" not in os.environ:
                 env.master_port = runtime.rendezvous_port(submitit.JobEnvironment().job_id)

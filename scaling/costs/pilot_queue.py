@@ -2,7 +2,7 @@
 
 A pilot has one probe per distinct (size, variant, layout): a ladder of 10 sizes and 4 arms is
 40 jobs, more than many sites let one user queue (`MaxSubmitJobs`), and each was one sbatch.
-Here the probes go through the round's `ArraySubmitter` (`scaling.backends.slurm_submit`)
+Here the probes go through the round's `ArraySubmitter` (`scaling.backends.slurm.submit`)
 with the limits `SlurmExecutor.limits` reads: one array per world size split at
 `MaxArraySize`, at most the cap of the user's jobs queued at once, the rest submitted as jobs
 leave the queue, an sbatch refusal over a limit waited out. The records of that submission
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from scaling.backends.executors import Executor
-from scaling.backends.slurm_submit import ArraySubmitter, Group
+from scaling.backends.slurm.submit import ArraySubmitter, Group
 from scaling.costs.pilot_job import PilotJob
 
 __all__ = ["submit_probes"]

@@ -5,7 +5,7 @@ rate (`cost.flops_per_gpu_s` per device), plus `cost.startup_s` of work that is 
 (process start, model and data set-up, checkpoints, tracking). Cells run `slots` at a time:
 `local.max_parallel` on the local executor, `slurm.array_parallelism` on Slurm (an upper
 bound: the cluster may run fewer). A free slot takes the longest waiting cell, as
-`scaling.backends.executors.LocalExecutor` does, so a phase lasts what that greedy
+`scaling.backends.local.executor.LocalExecutor` does, so a phase lasts what that greedy
 schedule says. A
 local round also starts a warm server (`scaling.warmstart.server`: torch, megatron-core and mlflow
 imported, about 8 CPU s) and is seen to end at the next status poll

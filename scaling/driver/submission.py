@@ -20,7 +20,9 @@ from typing import Any
 from data_prep import prepare
 from data_prep.manifest import MANIFEST_NAME
 from foundation import contract
+from scaling.backends.base import live_jobs
 from scaling.backends.executors import Executor
+from scaling.backends.queued import QUEUED
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.job_records import JobRecord, read_records, write_records
@@ -34,7 +36,6 @@ from scaling.state.mlflow_state import (
     find_parent_run,
 )
 from scaling.state.run_cache import CellRun
-from scaling.state.scheduler import QUEUED, live_jobs
 from scaling.state.stale import StaleChoice, settle_stale
 from scaling.state.status import cell_state, gave_up_note, never_started, submitit_folder
 

@@ -130,7 +130,7 @@ def _python_path(value: Any, base: Path) -> list[Path]:
 def add_python_path(folders: list[Path] | list[str]) -> None:
     """Put `folders` first on this process's import path and in PYTHONPATH, which every
     process it starts inherits: local jobs, the warm-start server, sbatch (Slurm jobs also
-    export it in their setup, `scaling.backends.executors`)."""
+    export it in their setup, `scaling.backends.slurm.parameters`)."""
     current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     for folder in reversed([str(f) for f in folders]):
         if folder not in sys.path:

@@ -27,6 +27,7 @@ from foundation.config import from_dict
 from foundation.contract import study_folder
 from jobs.config import EvaluationConfig
 from jobs.engine_specs import EngineName
+from scaling.backends.base import BackendName
 from scaling.spec.ladder import ANY, ARMS, Shape, resolve_arm, shape_for_size
 
 __all__ = [
@@ -321,7 +322,7 @@ class Study:
     engine: EngineName = "megatron"  # a registered engine (`jobs.engine_specs`)
     deepspeed: dict[str, Any] = field(default_factory=dict)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    executor: Literal["local", "slurm"] = "local"
+    executor: BackendName = "local"  # a registered backend (`scaling.backends.base`)
     # times a failed cell is resubmitted; then `submit` leaves it failed (and an LR-search round
     # is judged with it) until `scaling submit --retry-failed`
     retries: int = 2

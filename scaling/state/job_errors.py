@@ -4,7 +4,7 @@
 A job that dies before its training loop starts (a data cache it cannot lock, an import error,
 a node without the GPU it asked for) ends with no MLflow tag of its own: its run only shows as
 unfinished. Its cause is in the job's stderr, which submitit keeps as
-`<study>/submitit/<executor>/<job id>_0_log.err` (rank 0: `scheduler.JobBackend.error_log`;
+`<study>/submitit/<executor>/<job id>_0_log.err` (rank 0: `backends.base.JobBackend.error_log`;
 Slurm's `srun: error:` lines land there too). The last line that reads as an error is the
 cause: a traceback's final line, or a `...: error: ...` line of Slurm or of this project's own
 commands. srun's own report that a task exited (`srun: error: n1: task 0: Exited with exit code

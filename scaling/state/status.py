@@ -16,12 +16,13 @@ from analysis.tables.study_table import run_state
 from foundation import contract
 from foundation.studypaths import missing_store
 from jobs.telemetry.spool import last_logged_step
+from scaling.backends.base import backend_class, live_jobs
+from scaling.backends.queued import QUEUED
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.job_records import JobRecord, read_records
 from scaling.state.job_errors import last_error_line
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
-from scaling.state.scheduler import QUEUED, JobBackend, live_jobs, waiting_reason
 from scaling.state.stale import changed_files, code_digests, today_code
 
 __all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
@@ -122,9 +123,11 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
     runs = {} if no_store else cell_runs(study, refresh=refresh)
     parts = today_code(study)
     digests = code_digests(study, parts)
-    waiting = ""  # why Slurm cells wait in a submit: read once, only if one does
-    if any(_waits_for_room(r) for r in records.values()):
-        waiting = f"waiting: {waiting_reason(study.folder) or 'room under the limits'}"
+    waiting = ""  # why cells wait in a submit for room under the limits: read once, if one does
+    held = next((r for r in records.values() if _waits_for_room(r)), None)
+    if held is not None:
+        reason = backend_class(held.executor).waiting_reason(study.folder)
+        waiting = f"waiting: {reason or 'room under the limits'}"
     rows = []
     for cell in study.cells:
         run = runs.get(cell.cell_id)
@@ -139,7 +142,7 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
         step = last_logged_step(cell.run.output_dir) if state == contract.RUNNING else None
         cause = None
         if state == contract.FAILED and record is not None:
-            backend = JobBackend.named(record.executor)
+            backend = backend_class(record.executor)
             log = backend.error_log(submitit_folder(study), record.job_id)
             cause = last_error_line(log)
         rows.append(
@@ -170,14 +173,14 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
 
 
 def _held(record, state: str, waiting: str) -> str:
-    """A Slurm cell queued in its submit, not yet in Slurm's queue: why it waits."""
+    """A cell queued in its submit, not yet in its scheduler's queue (Slurm): why it waits."""
     held = record is not None and _waits_for_room(record)
     return waiting if held and state == contract.QUEUED else ""
 
 
 def _waits_for_room(record: JobRecord) -> bool:
     """A cell queued in its submit for room under the cluster's limits (not yet a job)."""
-    backend = JobBackend.named(record.executor)
+    backend = backend_class(record.executor)
     return backend.waits_for_cluster_room and record.job_id.startswith(QUEUED)
 
 

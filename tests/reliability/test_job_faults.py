@@ -17,10 +17,10 @@ import yaml
 from foundation import contract as C
 from jobs.faults import EXIT_KNOWN_FAULT
 from jobs.testing import tiny_run_dict
+from scaling.backends.base import backend_class
 from scaling.driver.environment import load_study_spec
 from scaling.driver.round_driver import submit_study
 from scaling.state.job_errors import last_error_line
-from scaling.state.scheduler import JobBackend
 from scaling.state.status import study_status, submitit_folder
 from tests.reliability.helpers import cli_env
 from tests.scaling.conftest import one_size_spec
@@ -85,5 +85,5 @@ def test_a_cells_job_on_corrupted_data_shows_the_line_in_status(tmp_path, data_c
     (row,) = study_status(study)
     assert row.state == C.FAILED, row
     assert row.cause == _expected_line(data_copy), row
-    log = JobBackend.named("local").error_log(submitit_folder(study), row.job_id)
+    log = backend_class("local").error_log(submitit_folder(study), row.job_id)
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]

@@ -11,8 +11,8 @@ import pytest
 import submitit
 
 from foundation.config import Problems
-from scaling.backends.executors import check_no_oversubscription
-from scaling.backends.local_jobs import DeviceSlots, _gpu_params, visible_gpu_indices
+from scaling.backends.local.devices import DeviceSlots, gpu_params, visible_gpu_indices
+from scaling.backends.local.executor import check_no_oversubscription
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -30,7 +30,7 @@ def test_concurrent_cells_get_their_own_gpus(tmp_path, monkeypatch):
     executor = submitit.LocalExecutor(folder=tmp_path / "submitit")
     seen = []
     for gpus in (first, second):
-        executor.update_parameters(timeout_min=1, **_gpu_params(gpus))
+        executor.update_parameters(timeout_min=1, **gpu_params(gpus))
         seen.append(executor.submit(_visible))
     assert [job.result() for job in seen] == ["2,3", "5,7"]  # what each job's process sees
     slots.give_back(first)

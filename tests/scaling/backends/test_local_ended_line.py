@@ -7,7 +7,8 @@ import time
 
 import submitit
 
-from scaling.backends.local_jobs import DeviceSlots, LocalRound
+from scaling.backends.local.devices import DeviceSlots
+from scaling.backends.local.round import LocalRound
 
 
 def _import_a_broken_file() -> None:
@@ -50,7 +51,7 @@ def test_a_killed_job_is_said_failed_without_waiting_for_a_result(tmp_path, monk
     the missing pickle for 15 s, twice (state, then error line), so each killed cell held its
     round's end up by 30 s; the proof here is that nothing waits (`sleep` is refused)."""
     from foundation.process.proc import kill_tree
-    from scaling.backends.session_executor import SessionLocalExecutor
+    from scaling.backends.local.session import SessionLocalExecutor
 
     executor = SessionLocalExecutor(folder=tmp_path / "jobs")
     executor.update_parameters(timeout_min=5)

@@ -7,7 +7,7 @@ import os
 
 import submitit
 
-from scaling.backends.local_jobs import local_gpus
+from scaling.backends.local.devices import local_gpus
 
 
 def _visible() -> str:

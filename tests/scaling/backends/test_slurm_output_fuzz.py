@@ -20,11 +20,12 @@ from dataclasses import dataclass
 import pytest
 
 from foundation.config import ConfigError
-from scaling.backends import slurm_limits
-from scaling.backends.slurm_limits import SlurmLimits, parse_assoc, parse_config, parse_qos
-from scaling.backends.slurm_submit import ArraySubmitter
+from scaling.backends.slurm import limits as slurm_limits
+from scaling.backends.slurm import queue
+from scaling.backends.slurm.executor import SlurmExecutor
+from scaling.backends.slurm.limits import SlurmLimits, parse_assoc, parse_config, parse_qos
+from scaling.backends.slurm.submit import ArraySubmitter
 from scaling.spec import resources
-from scaling.state import scheduler
 from scaling.state.files.job_records import JobRecord
 
 NUM_CASES = 400
@@ -141,9 +142,9 @@ def _readers(tmp_path) -> list:
         ("slurm_available", resources.slurm_available, None),
         ("check_slurm", lambda: resources.check_slurm("debug"), ConfigError),
         ("partition_gpus", lambda: resources.partition_gpus(None), ConfigError),
-        ("squeue states", lambda: scheduler._squeue(["12_3", "12_4", "13"]), RuntimeError),
+        ("squeue states", lambda: queue.squeue_states(["12_3", "12_4", "13"]), RuntimeError),
         ("squeue room", submitter._room, ConfigError),
-        ("scancel", lambda: scheduler.SlurmJobs.stop(records), RuntimeError),
+        ("scancel", lambda: SlurmExecutor.stop(records), RuntimeError),
     ]
 
 
@@ -151,7 +152,7 @@ def test_the_slurm_readers_take_any_output(tmp_path, monkeypatch):
     rng = random.Random(SEED)
     monkeypatch.delenv("SLURM_CONF", raising=False)
     monkeypatch.setattr(resources.shutil, "which", lambda name: f"/fake/bin/{name}")
-    monkeypatch.setattr(scheduler, "squeue_backoff", scheduler.SqueueBackoff)  # fresh each
+    monkeypatch.setattr(queue, "squeue_backoff", queue.SqueueBackoff)  # fresh each
     readers = _readers(tmp_path)
     tools = ["sinfo", "scontrol", "sacctmgr", "squeue", "scancel"]
     failures = []
@@ -169,7 +170,7 @@ def test_the_slurm_readers_take_any_output(tmp_path, monkeypatch):
             config = parse_config(_decoded(rng, "scontrol"))
             caps, running, names = parse_assoc(_decoded(rng, "sacctmgr"), None, None)
             qos_caps, qos_running = parse_qos(_decoded(rng, "sacctmgr"), names | {"normal"})
-            states = scheduler.parse_squeue(_decoded(rng, "squeue"))
+            states = queue.parse_squeue(_decoded(rng, "squeue"))
         except Exception as err:  # noqa: BLE001 - what the test is about
             failures.append(f"case {case} parsers: {type(err).__name__}: {err!s:.200}")
             continue

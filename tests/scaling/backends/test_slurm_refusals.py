@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from scaling.backends.slurm_limits import SlurmLimits, read_limits
-from scaling.backends.slurm_submit import ArraySubmitter, Group
+from scaling.backends.slurm.limits import SlurmLimits, read_limits
+from scaling.backends.slurm.submit import ArraySubmitter, Group
 from scaling.state.files.job_records import read_records
 from tests.conftest import skip_unless_required
 from tests.scaling.helpers import wait_for_an_empty_queue
@@ -120,7 +120,8 @@ def test_an_interrupt_while_cells_wait_leaves_them_held_and_the_queued_ones_reco
     `scaling.driver.submission` restores to what they were; nothing is queued twice."""
     import threading
 
-    from scaling.state.scheduler import QUEUED, WAITING, waiting_reason
+    from scaling.backends.queued import QUEUED
+    from scaling.backends.slurm.queue import WAITING, waiting_reason
 
     stop = threading.Event()
     said: list[str] = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-import scaling.backends.slurm_submit
+import scaling.backends.slurm.submit
 from scaling.cli import app
 from scaling.spec.loader import read_study
 from scaling.state.files.job_records import read_records
@@ -69,7 +69,7 @@ def test_submit_refuses_an_squeue_that_cannot_be_executed(
         waits.append(seconds)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(scaling.backends.slurm_submit.ArraySubmitter, "_sleep", no_wait)
+    monkeypatch.setattr(scaling.backends.slurm.submit.ArraySubmitter, "_sleep", no_wait)
     path = slurm_study(tmp_path, data_dir, mlflow_server)
     result = CliRunner().invoke(app, ["submit", str(path)])
     assert result.exit_code == 2, result.output

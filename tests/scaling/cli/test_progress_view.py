@@ -14,7 +14,7 @@ from foundation import contract as C
 from jobs.config import TrackingConfig
 from jobs.telemetry.spool import last_logged_step
 from jobs.telemetry.tracking import Tracker
-from scaling.backends.executors import LOCAL_ROUND_S
+from scaling.backends.local.executor import LOCAL_ROUND_S
 from scaling.cli import app
 from scaling.cli.live import LiveProgress
 from scaling.cli.status_view import status_tables

@@ -9,13 +9,13 @@ import yaml
 from typer.testing import CliRunner
 
 from foundation.config import ConfigError
+from scaling.backends.queued import QUEUED
 from scaling.cli import app
 from scaling.costs.plan import plan_study
 from scaling.spec.grid import expand_cells
 from scaling.spec.loader import resolve, study_from_dict, vocab_size
 from scaling.state.files.job_records import JobRecord
 from scaling.state.run_cache import CellRun
-from scaling.state.scheduler import QUEUED
 from scaling.state.status import cell_state, never_started
 from tests.scaling.conftest import small_spec
 
@@ -142,7 +142,7 @@ def test_cli_reports_a_bad_spec_without_a_traceback(tmp_path, data_dir):
 def test_slurm_job_parameters_follow_each_cell_parallelism(tmp_path, data_dir):
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from scaling.backends.executors import slurm_parameters
+    from scaling.backends.slurm.parameters import slurm_parameters
 
     spec = small_spec(data_dir, tmp_path / "study", f"sqlite:///{tmp_path}/m.db")
     spec["slurm"] = {

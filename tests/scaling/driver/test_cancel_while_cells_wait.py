@@ -16,9 +16,9 @@ import pytest
 
 from foundation.process.proc import kill_tree
 from jobs.testing import PauseFiles
+from scaling.backends.queued import QUEUED
 from scaling.driver.round_driver import cancel_study
 from scaling.state.files.job_records import read_records
-from scaling.state.scheduler import QUEUED
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import poll, write_and_load
 

@@ -17,7 +17,9 @@ from mlflow.tracking import MlflowClient
 
 import scaling.backends.executors
 from foundation import contract as C
-from scaling.backends.executors import LocalExecutor, SlurmExecutor, executor_for
+from scaling.backends.executors import executor_for
+from scaling.backends.local.executor import LocalExecutor
+from scaling.backends.slurm.executor import SlurmExecutor
 from scaling.driver.environment import load_study_spec
 from scaling.driver.round_driver import StudyRun
 from scaling.driver.submission import study_parent_run_id

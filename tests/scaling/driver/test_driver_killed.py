@@ -36,9 +36,9 @@ import pytest
 from foundation import contract as C
 from foundation.process.proc import children
 from jobs.telemetry.spool import last_logged_step
+from scaling.backends.queued import QUEUED
 from scaling.state.files.driver_lock import LOCK_NAME, process_start
 from scaling.state.files.job_records import read_records
-from scaling.state.scheduler import QUEUED
 from scaling.state.status import study_status
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import study_runs, write_and_load

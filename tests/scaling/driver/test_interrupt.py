@@ -19,8 +19,8 @@ from foundation import contract as C
 from foundation.process.proc import kill_tree
 from jobs.telemetry.upload import METRIC_QUEUE_S
 from jobs.testing import PauseFiles
+from scaling.backends.queued import QUEUED
 from scaling.state.files.job_records import read_records
-from scaling.state.scheduler import QUEUED
 from scaling.state.status import study_status
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import study_runs, write_and_load

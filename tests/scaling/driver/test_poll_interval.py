@@ -48,7 +48,8 @@ def test_scaling_run_refuses_it_before_reading_the_study(tmp_path):
 def test_slurm_drivers_poll_once_a_minute_unless_told(monkeypatch, tmp_path):
     """A site's slurmctld answers every user: a Slurm driver polls every 60 s by default, a
     local one every 5 s; `SCALING_POLL_S` sets both."""
-    from scaling.backends.executors import LocalExecutor, SlurmExecutor
+    from scaling.backends.local.executor import LocalExecutor
+    from scaling.backends.slurm.executor import SlurmExecutor
 
     monkeypatch.delenv(POLL_ENV, raising=False)
     assert poll_seconds(SlurmExecutor.default_poll_s) == 60.0
@@ -61,14 +62,14 @@ def test_a_refusing_slurmctld_is_left_alone_for_a_while(monkeypatch, tmp_path):
     """squeue failing (here: no cluster at all, so it times out) is not asked again at once:
     the next poll gets the same error without a call, and says for how long slurmctld is left
     alone."""
-    from scaling.state import scheduler
+    from scaling.backends.slurm import queue
 
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-cluster.conf"))
-    monkeypatch.setattr(scheduler, "SQUEUE_TIMEOUT_S", 2.0)  # it hangs looking for a cluster
-    backoff = scheduler.squeue_backoff()
+    monkeypatch.setattr(queue, "SQUEUE_TIMEOUT_S", 2.0)  # it hangs looking for a cluster
+    backoff = queue.squeue_backoff()
     with pytest.raises(RuntimeError):
-        scheduler._squeue(["7_0"])
-    assert backoff.calls == 1 and backoff.wait == scheduler.BACKOFF_FIRST_S
+        queue.squeue_states(["7_0"])
+    assert backoff.calls == 1 and backoff.wait == queue.BACKOFF_FIRST_S
     with pytest.raises(RuntimeError, match=r"left alone for \d+ s more"):
-        scheduler._squeue(["7_0", "7_1"])
+        queue.squeue_states(["7_0", "7_1"])
     assert backoff.calls == 1  # not asked again

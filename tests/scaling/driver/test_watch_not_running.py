@@ -10,10 +10,10 @@ import subprocess
 from typer.testing import CliRunner
 
 from foundation import contract as C
+from scaling.backends.queued import queued_id
 from scaling.cli import app
 from scaling.cli.status_view import EXIT_CELLS_FAILED, EXIT_NOT_RUNNING, exit_words
 from scaling.state.files.job_records import new_record, write_records
-from scaling.state.scheduler import queued_id
 from scaling.state.status import StatusRow
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load

@@ -18,11 +18,12 @@ from collections import Counter
 import pytest
 
 from foundation import contract
-from scaling.backends.executors import SlurmExecutor
-from scaling.backends.slurm_limits import read_limits
+from scaling.backends.queued import QUEUED
+from scaling.backends.slurm.executor import SlurmExecutor
+from scaling.backends.slurm.limits import read_limits
+from scaling.backends.slurm.queue import WAITING
 from scaling.driver.round_driver import StudyRun
 from scaling.state.files.job_records import read_records
-from scaling.state.scheduler import QUEUED, WAITING
 from scaling.state.status import study_status
 from tests.conftest import skip_unless_required
 from tests.scaling.conftest import one_size_spec
@@ -95,7 +96,7 @@ def test_a_study_over_the_limits_runs_each_cell_once(
 
 def test_sbatch_refuses_an_array_over_max_array_size_in_words_the_submit_waits_out(slurm_cluster):
     """The words `limit_refusal` reads are sbatch's own, from the real cluster."""
-    from scaling.backends.slurm_limits import ARRAY_REFUSAL, limit_refusal
+    from scaling.backends.slurm.limits import ARRAY_REFUSAL, limit_refusal
 
     limits = read_limits()
     if limits.max_array >= 1001:

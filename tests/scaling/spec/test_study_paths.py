@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from analysis.tables.spec import study_source
-from scaling.backends.executors import slurm_parameters
+from scaling.backends.slurm.parameters import slurm_parameters
 from scaling.driver.environment import load_study_spec
 from tests.scaling.conftest import one_size_spec
 

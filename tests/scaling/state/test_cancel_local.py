@@ -7,8 +7,8 @@ import signal
 import time
 
 from foundation.process.proc import children
+from scaling.backends.base import ESCALATE_S, cancel_jobs, live_jobs
 from scaling.state.files.job_records import JobRecord
-from scaling.state.scheduler import ESCALATE_S, cancel_jobs, live_jobs
 from tests.scaling.helpers import dead, poll
 
 

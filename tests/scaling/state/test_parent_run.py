@@ -6,6 +6,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import scaling.backends.executors
+import scaling.backends.local.executor
 from data_prep.manifest import load_manifest
 from scaling.driver.round_driver import submit_study
 from scaling.driver.run import run_study
@@ -83,7 +84,7 @@ def test_parent_fails_when_the_study_raises(tmp_path, data_dir, mlflow_server, m
     def broken(*_args, **_kwargs):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(scaling.backends.executors.LocalExecutor, "submit", broken)
+    monkeypatch.setattr(scaling.backends.local.executor.LocalExecutor, "submit", broken)
     with pytest.raises(OSError, match="disk gone"):
         run_study(study, analyze=False, say=lambda _msg: None)
     parent = study_parent_run_id(study)

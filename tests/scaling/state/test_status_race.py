@@ -20,10 +20,10 @@ from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
 from foundation import contract as C
+from scaling.backends.local.executor import LOCAL_CONTROLLER
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.job_records import JobRecord, read_records, write_records
 from scaling.state.mlflow_state import ensure_cell_run, ensure_parent_run
-from scaling.state.scheduler import LOCAL_CONTROLLER
 from scaling.state.status import study_status, submitit_folder
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load

@@ -1,6 +1,6 @@
 """The machinery of one local round: a queue of cells run as local submitit jobs, a few at once.
 
-`LocalExecutor.submit` (`scaling.backends.executors`) makes one `LocalRound` per call and
+`LocalExecutor.submit` (`scaling.backends.local.executor`) makes one `LocalRound` per call and
 runs it to its end: cells start longest first in free slots, a WSD branch once its parent has a
 result, and an interrupt cancels the running jobs and ends their runs KILLED. Cells that a killed
 driver left running (their controllers outlive it) are adopted: they hold their slots and GPUs
@@ -18,15 +18,23 @@ from pathlib import Path
 from typing import Any
 
 from foundation import contract
+from scaling.backends.base import live_jobs
+from scaling.backends.local.devices import (
+    DeviceSlots,
+    gpu_params,
+    job_gpus,
+    local_gpus,
+    visible_gpu_indices,
+)
+from scaling.backends.queued import QUEUED, queued_id
 from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.job_records import JobRecord, new_record, read_records, write_records
 from scaling.state.job_errors import last_error_in, last_error_line
 from scaling.state.mlflow_state import cell_runs, fail_cell_run, kill_cell_run
-from scaling.state.scheduler import QUEUED, live_jobs, queued_id
 from scaling.state.status import cell_state, never_started, submitit_folder
 
-__all__ = ["DeviceSlots", "LocalRound", "local_gpus", "visible_gpu_indices"]
+__all__ = ["LocalRound"]
 
 LOCAL_POLL_S = 0.25  # how soon a free slot gets its next cell
 CANCEL_WAIT_S = 30.0  # how long an interrupted `submit` waits for its cancelled jobs to end
@@ -69,7 +77,7 @@ class LocalRound:
             and not records[cid].job_id.startswith(QUEUED)
         }
         for cid, record in self.orphans.items():
-            self.held[cid] = self.devices.take_these(_job_gpus(record.job_id))
+            self.held[cid] = self.devices.take_these(job_gpus(record.job_id))
 
     def run(self) -> dict[str, Any]:
         waiting_id = queued_id()
@@ -102,7 +110,7 @@ class LocalRound:
 
     def _start_ready(self) -> None:
         # lazy: submitit's import is paid by a local round only, not by `scaling plan` or `status`
-        from scaling.backends.session_executor import SessionLocalExecutor
+        from scaling.backends.local.session import SessionLocalExecutor
 
         max_parallel = self.study.spec.local.max_parallel
         self._forget_ended_orphans()
@@ -120,7 +128,7 @@ class LocalRound:
             executor.update_parameters(
                 tasks_per_node=cell.world_size,
                 timeout_min=self.study.spec.local.timeout_min,
-                **(_gpu_params(gpus) if self.devices.total else local_gpus(cell.world_size)),
+                **(gpu_params(gpus) if self.devices.total else local_gpus(cell.world_size)),
             )
             with _env(OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(threads))):
                 job = executor.submit(self.job(cell))  # the controller copies this environment
@@ -163,92 +171,6 @@ def _env(**values: str) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-class DeviceSlots:
-    """The machine's GPUs, handed out so that concurrent cells never share one.
-
-    Each running cell holds `world_size` devices of its own (its job's
-    ``CUDA_VISIBLE_DEVICES``); a cell waits in the queue while fewer are free, and a cell that
-    needs more than the machine has is refused (it would wait forever).
-    """
-
-    def __init__(self, devices: list[int]) -> None:
-        self.total = len(devices)
-        self.free = list(devices)
-
-    def take(self, world_size: int) -> tuple[int, ...] | None:
-        """`world_size` free devices, or None while running cells hold too many."""
-        if world_size > self.total:
-            raise ValueError(
-                f"a cell needs {world_size} GPUs (TP x PP x DP) and this machine shows "
-                f"{self.total}; lower data_parallel or run the study on Slurm"
-            )
-        if world_size > len(self.free):
-            return None
-        taken, self.free = tuple(self.free[:world_size]), self.free[world_size:]
-        return taken
-
-    def take_these(self, devices: tuple[int, ...]) -> tuple[int, ...]:
-        """Mark `devices` held (a running job's, started by an earlier driver); those taken."""
-        taken = tuple(d for d in devices if d in self.free)
-        self.free = [d for d in self.free if d not in taken]
-        return taken
-
-    def give_back(self, devices: tuple[int, ...]) -> None:
-        self.free = sorted({*self.free, *devices})
-
-
-def visible_gpu_indices() -> list[int]:
-    """The GPU indices local jobs may use: a numeric `CUDA_VISIBLE_DEVICES` the user set, else
-    the driver's device list (no CUDA is initialised here); [] without GPUs, or when the user
-    named devices by UUID (then `local_gpus` shares them as before)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        driver = Path("/proc/driver/nvidia/gpus")
-        return list(range(len(list(driver.iterdir())))) if driver.is_dir() else []
-    devices = [d.strip() for d in visible.split(",") if d.strip()]
-    return [int(d) for d in devices] if all(d.isdigit() for d in devices) else []
-
-
-def _job_gpus(job_id: str) -> tuple[int, ...]:
-    """The GPUs a running local job was given (its controller's `CUDA_VISIBLE_DEVICES`)."""
-    try:
-        environ = Path(f"/proc/{int(job_id)}/environ").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return ()
-    for entry in environ:
-        if entry.startswith(b"CUDA_VISIBLE_DEVICES="):
-            value = entry.split(b"=", 1)[1].decode(errors="replace")
-            return tuple(int(d) for d in value.split(",") if d.strip().isdigit())
-    return ()
-
-
-def _gpu_params(gpus: tuple[int, ...]) -> dict[str, Any]:
-    """submitit's request for exactly these GPUs (one per rank)."""
-    return {"gpus_per_node": len(gpus), "visible_gpus": gpus}
-
-
-def local_gpus(world_size: int) -> dict[str, Any]:
-    """submitit's GPU request for a local job: the machine's GPUs, up to one per rank.
-
-    Without it submitit's local executor sets `CUDA_VISIBLE_DEVICES=""` and a study on a GPU
-    machine trains on the CPU. The count honours a `CUDA_VISIBLE_DEVICES` the user set, else
-    the driver's device list (no CUDA is initialised here); ranks beyond it share devices
-    (`models.runtime` picks `local rank % visible devices`).
-    """
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        driver = Path("/proc/driver/nvidia/gpus")
-        count = len(list(driver.iterdir())) if driver.is_dir() else 0
-        return {"gpus_per_node": min(count, world_size)} if count else {}
-    devices = [d.strip() for d in visible.split(",") if d.strip()]
-    if not devices:
-        return {}
-    params = {"gpus_per_node": min(len(devices), world_size)}
-    if all(d.isdigit() for d in devices):  # submitit would otherwise renumber them from 0
-        params["visible_gpus"] = tuple(int(d) for d in devices)
-    return params
 
 
 def _cancel_running(study: ResolvedStudy, cells: list[Cell], running: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ association's or QOS's `MaxSubmitJobs` / `GrpSubmit` allow (`QOSMaxSubmitJobPerU
 config` (`MaxArraySize`, `MaxJobCount`) and, where accounting is on, `sacctmgr` (the user's
 associations and QOS); the study's `slurm.max_submitted` lowers them. `SlurmExecutor.submit`
 splits arrays at `max_array` and queues at most `cap` of the user's jobs at once
-(`scaling.backends.slurm_submit`). Every call has a timeout.
+(`scaling.backends.slurm.submit`). Every call has a timeout.
 """
 
 from __future__ import annotations

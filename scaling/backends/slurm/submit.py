@@ -2,7 +2,7 @@
 
 `ArraySubmitter.run` submits the round's groups (one per world size, then each parent's
 branches, as `SlurmExecutor.submit` makes them) as job arrays of at most `max_array` cells, and
-keeps the user's jobs in the queue at or below the cap (`scaling.backends.slurm_limits`).
+keeps the user's jobs in the queue at or below the cap (`scaling.backends.slurm.limits`).
 Cells that do not fit yet wait in this process: each has a `queued-<pid>` job record (so
 `scaling status` anywhere shows it queued, with the reason in `WAITING`), and is submitted as
 jobs leave the queue, found by one `squeue` per poll. An sbatch refusal over a limit is waited
@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from foundation.config import ConfigError
-from scaling.backends.slurm_limits import ARRAY_REFUSAL, SlurmLimits, limit_refusal
+from scaling.backends.queued import queued_id
+from scaling.backends.slurm.limits import ARRAY_REFUSAL, SlurmLimits, limit_refusal
+from scaling.backends.slurm.queue import SQUEUE_TIMEOUT_S, WAITING
 from scaling.spec.grid import Cell
 from scaling.state.files.job_records import JobRecord, new_record, write_records
-from scaling.state.scheduler import SQUEUE_TIMEOUT_S, WAITING, queued_id
 
 __all__ = ["ArraySubmitter", "Group", "MAX_BACKOFF_S"]
 
