@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import functools
 
 import numpy as np
 import pandas as pd
 
 from analysis.stats.axes import tokens as token_axis
-from analysis.stats.backtest import backtest
+from analysis.stats.backtest import Backtest
 from analysis.stats.fits.laws import LawFit, fit_arms, fit_k
 from analysis.stats.gains import intervals
 from analysis.stats.gains import matched as matching
@@ -42,26 +42,16 @@ class Analysis:
     # per variant: its p and decide_held's arguments but the level, to judge again at another
     # family-wise level without refitting (analysis.stats.looks.sequential.judge_at)
     decide_inputs: dict[str, tuple] = dataclasses.field(default_factory=dict)
-    # what ``add_backtest`` refits from: (N-axis runs, baseline, draws, seed, judged, has_ci)
-    backtest_inputs: tuple | None = None
+    # the rollout (``analysis.stats.backtest``): the rule refits its top step when a word needs
+    # it (rule 9); ``add_backtest`` the rest
+    backtest: Backtest | None = None
 
     def add_backtest(self) -> dict:
-        """verdict.json's ``backtest`` (``analysis.stats.backtest``): refit without the top size
-        (and each earlier rollout step) as the verdict fits, predict the held-out size, and
-        mark each extrapolation by whether it lies within the distance the backtest showed
+        """verdict.json's ``backtest``: every rollout step (the top one as the rule read it) and
+        each extrapolation marked by whether it lies within the distance the backtest showed
         skill at (``within_backtest_skill``). Separate from ``analyse``: it refits the study
-        once per step, and the statistical replays and the looks do not read it."""
-        table, baseline, num_draws, seed, judged, has_ci = self.backtest_inputs
-
-        steps = itertools.count(1)
-
-        def refit(sub: pd.DataFrame):
-            data = _measure(sub, baseline, num_draws, seed + 7919 * next(steps))  # its own draws
-            fits = fit_arms(data.groups, ("L(C)",))
-            sub_judged, _ = _compare_variants(data, fits, np.random.default_rng([seed, 53]))
-            return data.groups, fits, sub_judged
-
-        found = backtest(refit, table, self.groups, judged, has_ci)
+        once per earlier step, and the statistical replays and the looks do not read those."""
+        found = self.backtest.as_dict()
         shown = (found.get("skill") or {}).get("shown_up_to_compute_ratio")
         for v in self.verdict["variants"]:
             for e in v.get("extrapolated_gain_pct", {}).values():
@@ -188,7 +178,9 @@ def analyse(
     fits = fit_arms(data.groups)
     judged, matched = _compare_variants(data, fits, np.random.default_rng([seed, 52]))
     weights_only = matching.weights_only_arms(data.table)
-    variants, decide_inputs = _judge(data, judged, baseline, margin_pct, weights_only, alpha)
+    refit = functools.partial(_refit, baseline, num_resamples, seed)
+    law = Backtest(refit, data.table, data.groups, judged, data.has_ci, rules.law_level(alpha))
+    variants, decide_inputs = _judge(data, judged, baseline, margin_pct, weights_only, alpha, law)
     verdict = _verdict(
         data, variants, fits, baseline, num_resamples, detect_gain_pct, margin_pct, alpha
     )
@@ -202,11 +194,19 @@ def analyse(
     if not verdict["intervals"]["available"]:
         verdict = intervals.strip(verdict)
     comparisons = {v: j.comparison for v, j in judged.items()}
-    backtest_inputs = (data.table, baseline, num_resamples, seed, judged, data.has_ci)
     return Analysis(
         verdict, data.groups, fits, data.usable, data.excluded, comparisons, along_d,
-        decide_inputs, backtest_inputs,
+        decide_inputs, law,
     )  # fmt: skip
+
+
+def _refit(baseline: str, num_draws: int, seed: int, sub: pd.DataFrame, step: int) -> tuple:
+    """The backtest's refit of ``sub`` (the fitted sizes' runs) as the verdict fits, with its
+    own draws: (groups, the arms' L(C) fits, each variant's ``_Judged``)."""
+    data = _measure(sub, baseline, num_draws, seed + 7919 * step)
+    fits = fit_arms(data.groups, ("L(C)",))
+    sub_judged, _ = _compare_variants(data, fits, np.random.default_rng([seed, 53]))
+    return data.groups, fits, sub_judged
 
 
 def grid_terms(table: pd.DataFrame, baseline: str) -> dict[str, float]:
@@ -296,9 +296,11 @@ def _judge(
     margin_pct: float,
     weights_only: list[str],
     alpha: float,
+    law: Backtest,
 ) -> tuple[list[dict], dict[str, tuple]]:
-    """verdict.json's row per variant: its gain tests, held to the Holm level over variants;
-    and per variant what ``decide_held`` was given but the level (``Analysis.decide_inputs``)."""
+    """verdict.json's row per variant: its gain tests, held to the Holm level over variants, and
+    rule 9's backtest; and per variant what ``decide_held`` was given but the level
+    (``Analysis.decide_inputs``)."""
     groups, has_ci = data.groups, data.has_ci
     tests = {v: [GainTest.of(b, groups) for b in j.comparison.curve] for v, j in judged.items()}
     p_values = {v: _global_p(j.comparison, tests[v]) if has_ci else 1.0 for v, j in judged.items()}
@@ -314,9 +316,10 @@ def _judge(
             lr_guards(one.comparison, groups.info, frontier),
             matching.undeclared_guard(variant, weights_only),
         )
-        decide_inputs[variant] = (p_values[variant], held, guards)
+        top_check = functools.partial(law.top_check, variant)  # refitted once, if a word asks
+        decide_inputs[variant] = (p_values[variant], held, guards, top_check)
         # rules.apply_rule, with the conditional verdict of held guards
-        decision = decide_held(*held, levels.get(variant), *guards, margin_pct, alpha)
+        decision = decide_held(*held, levels.get(variant), *guards, margin_pct, alpha, top_check)
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
         row.update((k, decision.pop(k)) for k in ("conditional_verdict", "conditional_assumes"))
         row["decision"] = {**decision, "variant_p": p_values[variant] if has_ci else None}
@@ -368,7 +371,7 @@ def _verdict(
         "num_used": int(len(data.usable)),
         "num_seeds": int(len(groups.seeds)),
         "num_resamples": int(num_resamples if data.has_ci else 0),
-        "multiple_comparisons": _multiple(len(variants), alpha),
+        "multiple_comparisons": summary.multiple_comparisons(len(variants), alpha),
         "measured_compute": [float(info["flops"].min()), float(info["flops"].max())],
         "named_scales": summary.named_scales(),
         "flops_per_param_token_at_named_scales": {
@@ -405,21 +408,6 @@ def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
     if not family or family[-1] != len(comparison.curve) - 1:
         return 1.0
     return global_p([tests[i].p() for i in family], size_weights(len(family)))
-
-
-def _multiple(num_variants: int, alpha: float = ALPHA) -> str:
-    """The multiple-comparisons sentence: its family-wise level first, then how it is split."""
-    level = f"family-wise {100 * alpha:.3g}%"
-    within = (
-        "per variant, its per-size gain tests are one weighted Holm family (top size 80% of "
-        "the level); every claim needs a rejection in it"
-    )
-    if num_variants <= 1:
-        return f"{level}: {within}"
-    return (
-        f"{level}: Holm step-down over {num_variants} variants' weighted-Bonferroni "
-        f"p-values sets each variant's level; {within}"
-    )
 
 
 def _noise(model: NoiseModel | None) -> dict | None:

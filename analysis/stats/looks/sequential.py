@@ -154,15 +154,16 @@ def data_seed(table: pd.DataFrame) -> int:
 
 def judge_at(result: Analysis, alpha: float) -> dict[str, dict]:
     """Each variant's decision at family-wise level ``alpha``: the calls ``analyse`` makes
-    (Holm across variants, then ``decide_held``), on the analysis's own tests and fits, so one
-    analysis can be judged at a look's level and at 5% without refitting."""
+    (Holm across variants, then ``decide_held`` with the backtest's top step: rule 9), on the
+    analysis's own tests, fits and refit, so one analysis can be judged at a look's level and at
+    5% without refitting."""
     inputs = result.decide_inputs
     levels = holm_levels({v: x[0] for v, x in inputs.items()}, alpha) if inputs else {}
     margin = float(result.verdict["margin_pct"])
     out = {}
-    for variant, (_p, (comp, tests, gamma, k0), (guards, lr, flops)) in inputs.items():
+    for variant, (_p, held, (guards, lr, flops), law) in inputs.items():
         level = levels.get(variant)
-        out[variant] = decide_held(comp, tests, gamma, k0, level, guards, lr, flops, margin, alpha)
+        out[variant] = decide_held(*held, level, guards, lr, flops, margin, alpha, law)
     return out
 
 

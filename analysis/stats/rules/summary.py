@@ -165,3 +165,18 @@ def fit_summary(fits: list[LawFit], has_ci: bool) -> list[dict]:
             }
         )
     return out
+
+
+def multiple_comparisons(num_variants: int, alpha: float = ALPHA) -> str:
+    """The multiple-comparisons sentence: its family-wise level first, then how it is split."""
+    level = f"family-wise {100 * alpha:.3g}%"
+    within = (
+        "per variant, its per-size gain tests are one weighted Holm family (top size 80% of "
+        "the level); every claim needs a rejection in it"
+    )
+    if num_variants <= 1:
+        return f"{level}: {within}"
+    return (
+        f"{level}: Holm step-down over {num_variants} variants' weighted-Bonferroni "
+        f"p-values sets each variant's level; {within}"
+    )

@@ -12,6 +12,7 @@ draws; otherwise it is ``None`` and the report says "not available", never a mad
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -25,6 +26,8 @@ MIN_SIZES = 4  # a trend (gamma) from fewer sizes per arm is not judged
 FAR_EXTRAPOLATION = 100.0  # beyond this many times the largest measured compute: say so
 
 GAMMA_PIN = math.log10(1.25)  # |gamma| <= this: k changes by at most 1.25x per decade of C
+LAW_CHECKED = ("persists", "grows", "fades")  # the words that say how the gain goes on with C
+LAW_ROWS = 3  # the backtest's top-step rows a variant's flag reads: its gain, its loss, the base's
 
 RULE = """\
 Verdict per variant. gain = baseline loss - variant loss (positive = the variant is better),
@@ -53,6 +56,15 @@ intervals are at the level the top size was tested at. margin = verdict.margin_p
 8. undetected: the top gain CI contains 0 and reaches past the margin: not resolved; the reason
    names the smallest gain this study detects (80% power) and the seeds that would resolve the
    margin.
+9. the law holds at the top: persists, grows and fades also need the backtest's top step to
+   agree. The laws refitted on every size but the top predict the top; each of its three rows
+   (the gain, the variant's loss, its baseline's loss) agrees when its predicted-minus-measured
+   interval (both sides' intervals, in quadrature) holds 0, each row at the level / 3
+   (Bonferroni: the flag's false alarms stay at the level over the three). A row that disagrees
+   (the law changed past the fitted sizes), or a top step that could not be checked, turns the
+   word into helps (top gain CI > 0), hurts (< 0) or inconclusive (its sign not resolved); the
+   reason names the rows: "the law changed past 33.1M: gain predicted 1.19% [0.85, 1.47],
+   measured 0.36% [0.15, 0.56]".
 Extrapolation never makes a claim: k(C) = k0 (C/c_ref)^gamma only judges the trend; gains at
 named scales are shown with how far they lie beyond the measured compute. gamma = 0 is a
 constant compute multiplier, which still means an absolute loss gap that shrinks as the loss
@@ -122,11 +134,15 @@ def apply_rule(
     guards: list[str],
     margin_pct: float = DEFAULT_MARGIN_PCT,
     alpha: float = ALPHA,
+    law: Callable[[float], dict] | None = None,
 ) -> dict:
     """Apply RULE. ``tests`` one ``analysis.stats.gains.robust.GainTest`` per ``comparison.curve``
     point; ``gamma, k0 [B+1]`` from the k(C) fit; ``level`` the variant's level from Holm across
     variants (None = the step-down stopped before it); ``guards`` failed guards (sentences);
-    ``alpha`` the study's family-wise level (a sequential look's nominal level)."""
+    ``alpha`` the study's family-wise level (a sequential look's nominal level); ``law`` the
+    backtest's top step for this variant at a per-row level
+    (``analysis.stats.backtest.Backtest.top_check``), called only when a word needs it (rule 9;
+    None: not checked, for tests of steps 1-8 alone)."""
     out: dict = {"level": level, "margin_pct": margin_pct, "top_gain_pct": None}
     out.update(gamma=None, k0=None, sizes=[])
     family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= MIN_SEEDS]
@@ -165,6 +181,8 @@ def apply_rule(
     if guards:
         return {**out, "verdict": "inconclusive", "reason": "; ".join(guards)}
     result = _rule(out, level, tests[top_i])
+    if law is not None and result["verdict"] in LAW_CHECKED:
+        result = law_holds(result, law(law_level(alpha)))
     if level is not None and level < alpha:
         result["reason"] += f" (variant level {100 * level:.3g}%: Holm across variants)"
     return result
@@ -211,6 +229,48 @@ def _rule(out: dict, level: float | None, top_test) -> dict:
         f"detects a gain of {detect:.3g}% (80% power); {seeds_text} would resolve +-{margin:.3g}%"
     )
     return {**out, "verdict": "undetected", "reason": reason}
+
+
+def law_level(alpha: float) -> float:
+    """Rule 9's level for each of the top step's rows: Bonferroni over the ``LAW_ROWS``, so a
+    law that holds is flagged with probability at most ``alpha``."""
+    return alpha / LAW_ROWS
+
+
+def law_holds(result: dict, check: dict) -> dict:
+    """Rule 9 on a decision of steps 2-8: ``check`` is the backtest's top step for the variant
+    (``agrees`` True / False / None, its ``rows``); a persists, grows or fades it does not
+    confirm becomes helps, hurts or inconclusive by the top gain's resolved sign."""
+    out = {**result, "backtest_top": check}
+    if check["agrees"] is True:
+        return out
+    t = result["top_gain_pct"]
+    t_sign = sign(t["ci"]) if t["rejected"] else 0
+    word = "helps" if t_sign > 0 else "hurts" if t_sign < 0 else "inconclusive"
+    if check["agrees"] is False:
+        rows = "; ".join(_row_clause(r) for r in check["rows"] if r["agrees"] is False)
+        why = f"the law changed past {check['fitted_sizes'][-1]}: {rows}"
+    else:
+        why = f"the backtest could not check the top size: {check['error']}"
+    level = f"each of the top step's {LAW_ROWS} rows at {100 * check.get('level', 0):.3g}%"
+    t_clause = clause(f"gain@{t['size']}", t["value"], t["ci"], "%")
+    reason = f"{t_clause}; {why} ({level}); {result['verdict']} needs the backtest to agree"
+    return {**out, "verdict": word, "reason": reason}
+
+
+def _row_clause(row: dict) -> str:
+    """``gain predicted 1.19% [0.85, 1.47], measured 0.36% [0.15, 0.56]``."""
+    unit = row["unit"]
+
+    def at(value, interval) -> str:
+        text = f"{value:.3g}{unit}" if unit else f"{value:.4g}"
+        if interval is None:
+            return text
+        digits = ".3g" if unit else ".4g"
+        return f"{text} [{interval[0]:{digits}}, {interval[1]:{digits}}]"
+
+    predicted, measured = at(row["predicted"], row["ci"]), at(row["measured"], row["measured_ci"])
+    return f"{row['quantity']} predicted {predicted}, measured {measured}"
 
 
 def _helps_reason(t_clause: str, g_clause: str, k: dict, pinned: bool) -> str:

@@ -10,6 +10,8 @@ weights were all its FLOPs). It is a statement under a stated assumption, never 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -41,12 +43,13 @@ def conditional(
     other_guards: list[str],
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
     alpha: float = ALPHA,
+    law: Callable[[float], dict] | None = None,
 ) -> dict | None:
     """The decision with the LR guard lifted (``verdict`` and ``reason``), or None when another
     guard would still leave it inconclusive (then the condition changes nothing)."""
     if other_guards:
         return None
-    decision = rules.apply_rule(comparison, tests, gamma, k0, level, [], margin_pct, alpha)
+    decision = rules.apply_rule(comparison, tests, gamma, k0, level, [], margin_pct, alpha, law)
     if decision["verdict"] == "inconclusive":
         return None
     return {"verdict": decision["verdict"], "reason": decision["reason"]}
@@ -78,17 +81,19 @@ def decide_held(
     flops_guard: list[str],
     margin_pct: float = rules.DEFAULT_MARGIN_PCT,
     alpha: float = ALPHA,
+    law: Callable[[float], dict] | None = None,
 ) -> dict:
     """``analysis.stats.rules.verdict.apply_rule`` on every guard, plus ``conditional_verdict`` and
     ``conditional_assumes`` (None unless a held guard alone kept it from a claim); the
-    conditional verdict and its clauses close the reason."""
+    conditional verdict and its clauses close the reason. ``law``: the backtest's top step
+    (rule 9), for the verdict and the conditional verdict alike."""
     held = lr_guard + flops_guard
     decision = rules.apply_rule(
-        comparison, tests, gamma, k0, level, guards + held, margin_pct, alpha
+        comparison, tests, gamma, k0, level, guards + held, margin_pct, alpha, law
     )
     cond = None
     if held:
-        cond = conditional(comparison, tests, gamma, k0, level, guards, margin_pct, alpha)
+        cond = conditional(comparison, tests, gamma, k0, level, guards, margin_pct, alpha, law)
     assumed = assumption(lr_guard, flops_guard)
     decision["reason"] = with_conditional(decision["reason"], cond, assumed)
     decision["conditional_verdict"] = cond and cond["verdict"]
