@@ -220,13 +220,15 @@ def _rule(out: dict, level: float | None, top_test) -> dict:
     grid_bound = seeds is None and grid_limits(top_test, t["level"], margin)
     out.update(detectable_gain_pct=detect, seeds_to_resolve_margin=seeds, grid_limits=grid_bound)
     seeds_text = f"about {seeds} paired seeds" if seeds else "more seeds than can be planned"
-    if grid_bound:
-        seeds_text = (
-            "no number of seeds at this LR grid's resolution (a finer grid near the best LRs)"
+    need = f"{seeds_text} would resolve +-{margin:.3g}%"
+    if grid_bound:  # the grid's own term caps the power: seeds cannot shrink it
+        need = (
+            f"more seeds alone cannot resolve +-{margin:.3g}% at this LR grid's resolution; a "
+            "finer LR grid near the best LRs could"
         )
     reason = (
         f"{t_clause}; CI reaches past the +-{margin:.3g}% margin: not resolved{holm}; this study "
-        f"detects a gain of {detect:.3g}% (80% power); {seeds_text} would resolve +-{margin:.3g}%"
+        f"detects a gain of {detect:.3g}% (80% power); {need}"
     )
     return {**out, "verdict": "undetected", "reason": reason}
 

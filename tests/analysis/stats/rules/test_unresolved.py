@@ -80,7 +80,8 @@ def test_a_demo_sized_study_reads_not_resolved_with_what_it_can_detect(lr_penalt
     assert "not resolved" in text and "not resolved" in v["reason"]
     d = v["decision"]
     m = re.search(
-        r"detects gains of (\S+)% with 80% power; (about (\d+) paired seeds|no number)", text
+        r"detects gains of (\S+)% with 80% power; (about (\d+) paired seeds|more seeds alone)",
+        text,
     )
     assert m, text
     assert float(m[1]) == pytest.approx(d["detectable_gain_pct"], rel=5e-3)
@@ -99,6 +100,8 @@ def test_a_demo_sized_study_reads_not_resolved_with_what_it_can_detect(lr_penalt
     if lr_penalty == 1.0:
         assert d["grid_limits"] and d["seeds_to_resolve_margin"] is None
         assert "LR grid's resolution" in text and "LR grid's resolution" in v["reason"]
+        assert "more seeds alone cannot resolve +-0.5%" in v["reason"]
+        assert "no number of seeds" not in v["reason"]
     else:
         assert not d["grid_limits"] and d["seeds_to_resolve_margin"] > 6
         assert int(m[3]) == d["seeds_to_resolve_margin"]
