@@ -88,15 +88,24 @@ def check_inputs(
             )
 
 
+LOST_SEED = "its LR (or cell) lost a seed at this size: not usable, never chosen on survivors"
+SCAN_ONLY = "scan-only LR: not every seed ran it at this size (none lost): never chosen"
+
+
 def _excluded(table: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
-    """Every run not used, with why: its own state, or its LR losing a seed at that size."""
+    """Every run not used, with why: its own state; its LR losing a seed at that size (some run
+    of that LR there is unusable); or a scan-only LR (every run of it there is usable, but not
+    every seed ran it: an LR search's scan, `follow_neighbours: 0`)."""
     out = table[~table["run_id"].isin(set(kept["run_id"]))].copy()
     own = ~is_usable(out)
     reason = np.where(
         out["status"] != "completed", out["status"], "non-finite or non-positive final_val_loss"
     )
-    lost = "its LR (or cell) lost a seed at this size: not usable, never chosen on survivors"
-    out["reason"] = np.where(own, reason, lost)
+    keys = [c for c in ("variant", "size", "tokens", "lr") if c in table.columns]
+    lr_ok = table.assign(_ok=is_usable(table)).groupby(keys, dropna=False, as_index=False)["_ok"]
+    found = out[keys].merge(lr_ok.all(), on=keys, how="left")["_ok"]
+    none_lost = found.astype("boolean").fillna(False).to_numpy(dtype=bool)
+    out["reason"] = np.where(own, reason, np.where(none_lost, SCAN_ONLY, LOST_SEED))
     return out.reset_index(drop=True)
 
 

@@ -1,21 +1,20 @@
 """The report's "Excluded runs" section: every run the verdict did not use, and why, in words.
 
-verdict.json's ``excluded_runs`` gives each run's reason as the analysis decided it: its own
-state (failed, diverged), or "its LR (or cell) lost a seed" when the run completed but its LR
-is not usable at that size (an LR counts only when every seed ran it and completed,
-``analysis.stats.lr.frontier``). That second reason also covers an LR no seed lost: one that a
-two-stage LR search ran with its scan seeds only (``follow_neighbours: 0``). Such an LR is told
-apart here by its runs: every one of them completed, so none was lost; it is named a scan-only
-LR, one seed (or a few) by design.
+verdict.json's ``excluded_runs`` gives each run's reason as the analysis decided it
+(``analysis.stats.analyze``): its own state (failed, diverged); "its LR (or cell) lost a seed"
+when the run completed but another run of its LR at that size did not (an LR counts only when
+every seed ran it and completed, ``analysis.stats.lr.frontier``); or a scan-only LR, every run of
+it usable but not every seed ran it: one that a two-stage LR search ran with its scan seeds only
+(``follow_neighbours: 0``). The report says how many seeds ran a scan-only LR, and that the LR
+search meant it so where the study ran one.
 """
 
 from __future__ import annotations
 
 from analysis.report import fmt
+from analysis.stats.analyze import SCAN_ONLY
 
-__all__ = ["LOST_SEED", "excluded_blocks", "reason_text"]
-
-LOST_SEED = "its LR (or cell) lost a seed"  # how analysis.stats.analyze words it
+__all__ = ["excluded_blocks", "reason_text"]
 
 
 def _lr_key(r: dict) -> tuple:
@@ -23,14 +22,12 @@ def _lr_key(r: dict) -> tuple:
 
 
 def reason_text(r: dict, runs: list[dict], by_design: bool) -> str:
-    """``r``'s reason for a reader: a completed run of an LR whose every run completed (none
-    lost a seed) is a scan-only LR; any other reason as the verdict gives it. ``by_design``: the
-    study ran an LR search, so the missing seeds were never meant to run that LR."""
-    if not str(r["reason"]).startswith(LOST_SEED):
+    """``r``'s reason for a reader: a scan-only LR with how many seeds ran it; any other
+    reason as the verdict gives it. ``by_design``: the study ran an LR search, so the missing
+    seeds were never meant to run that LR."""
+    if r["reason"] != SCAN_ONLY:
         return r["reason"]
     same = [x for x in runs if _lr_key(x) == _lr_key(r)]
-    if not all(str(x["reason"]).startswith(LOST_SEED) for x in same):
-        return r["reason"]  # a seed of this LR failed or diverged: it did lose one
     seeds = "one seed" if len(same) == 1 else f"{len(same)} seeds"
     if by_design:
         return f"scan-only LR: {seeds} by design (the LR search's scan), never chosen"

@@ -19,6 +19,7 @@ from analysis.judgement import table_judgement
 from analysis.report import fmt
 from analysis.report.headline import sentence
 from analysis.report.terminal import verdict_lines
+from analysis.stats.analyze import SCAN_ONLY
 from analysis.tables.runs import normalise
 
 DEMO = Path(__file__).parents[1] / "demo_runs.csv"
@@ -75,6 +76,9 @@ def test_scan_only_lrs_are_named_as_such_and_a_lost_seed_is_not(analysed):
         assert (
             r["reason"] == "scan-only LR: one seed by design (the LR search's scan), never chosen"
         )
+    # verdict.json says so itself: a word the numbers contradict is not left for the report
+    scan_reasons = {r["reason"] for r in verdict["excluded_runs"] if r["lr"] == 0.006}
+    assert scan_reasons == {SCAN_ONLY} and "lost" not in SCAN_ONLY.split(":")[0]
     lost = {r["seed"]: r["reason"] for r in rows.values() if r["lr"] == "0.008"}
     assert lost["2"] == "failed"  # seed 2 failed: this LR did lose a seed, and says so
     assert lost["1"] == lost["3"] == _verdict_reason(verdict, "linear", "300K", 0.008)
