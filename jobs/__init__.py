@@ -12,7 +12,8 @@ Rooms (arrows point down; `config` is below them all):
 - `evaluation/`: the downstream tasks (lm-eval harness), scored once per cell.
 At the top: `engine_specs` (the registry of engines, below `config`), `config` (the run
 config), `job` (submitit's callable), `cli` and `__main__`, `faults` (how a known fault, e.g.
-a full disk, ends the job: one line, no traceback), and `testing` (tiny run configs for tests).
+a full disk, ends the job: one line, no traceback), `launch` (whether a submitit executor
+started this process) and `testing` (tiny run configs for tests).
 """
 
 from __future__ import annotations
