@@ -11,11 +11,9 @@ a part shared by every run of one (size, seed), sd 0.006, and one per run, sd 0.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from analysis.synthetic.scenarios import RUN_SD, SHARED_SD, SIZES, _label
-from analysis.tables.runs import normalise
+from analysis.synthetic.scenarios import SIZES, law_study
 
 FOUR_SIZES = SIZES[1:]  # 3.6M-100M: three to fit, the top held out
 
@@ -29,27 +27,9 @@ def law_change_study(
 ) -> pd.DataFrame:
     """linear against the same at compute multiplier ``k_fitted`` below the top size and
     ``k_top`` at it (see the module docstring)."""
-    rng = np.random.default_rng(rng_seed)
-    rows = []
-    for n in sizes:
-        c = 120.0 * n * n  # 6 N D at D = 20 N
-        shared = rng.normal(0.0, SHARED_SD, size=num_seeds)  # [seeds], both arms
-        for arm, k in (("linear", 1.0), ("nonlinear", k_top if n == max(sizes) else k_fitted)):
-            own = rng.normal(0.0, RUN_SD, size=num_seeds)  # [seeds]
-            clean = 2.0 + 79.0 * (k * c) ** -0.1
-            for s in range(num_seeds):
-                rows.append(
-                    {
-                        "variant": arm,
-                        "size": _label(n),
-                        "num_nonembedding_params": n,
-                        "tokens": 20.0 * n,
-                        "flops": c,
-                        "seed": s,
-                        "final_val_loss": clean + shared[s] + own[s],
-                    }
-                )
-    return normalise(pd.DataFrame(rows), "law-change study")
+    top = max(sizes)
+    k_of = lambda n, c: k_top if n == top else k_fitted  # noqa: E731 - the variant's k per size
+    return law_study(k_of, rng_seed, num_seeds, sizes, what="law-change study")
 
 
 def true_top_gain_pct(k_top: float, n: float = FOUR_SIZES[-1]) -> float:

@@ -245,14 +245,29 @@ def compute_law_study(
     """The coverage setup (FACTS): ``L_b(C) = 2 + 79 C^-0.1`` at D = 20 N, the variant at
     ``k(C) C`` with ``k = k0 (C / c_ref)^gamma`` (c_ref = geometric mean of the baseline's C,
     as the analysis defines it), one LR per cell, shared sd 0.006 and per-run sd ``run_sd``."""
-    compute = np.array([120.0 * n * n for n in sizes])
-    c_ref = float(np.exp(np.log(compute).mean()))
+    c_ref = float(np.exp(np.log([120.0 * n * n for n in sizes]).mean()))
+    k_of = lambda n, c: k0 * (c / c_ref) ** gamma  # noqa: E731 - the variant's k(C)
+    return law_study(k_of, rng_seed, num_seeds, sizes, run_sd, "coverage study")
+
+
+def law_study(
+    k_of: Callable[[float, float], float],
+    rng_seed: int,
+    num_seeds: int,
+    sizes: tuple[float, ...],
+    run_sd: float = RUN_SD,
+    what: str = "synthetic study",
+) -> pd.DataFrame:
+    """``L_b(C) = 2 + 79 C^-0.1`` at D = 20 N (C = 120 N^2) and the variant at ``k_of(n, c) C``,
+    one LR per cell, a part shared by every run of one (size, seed) (sd 0.006) and one per run
+    (sd ``run_sd``). Draws per size: the shared parts, then each arm's own (baseline first)."""
     rng = np.random.default_rng(rng_seed)
     rows = []
-    for n, c in zip(sizes, compute, strict=True):
-        shared = rng.normal(0.0, SHARED_SD, size=num_seeds)
-        for arm, k in (("linear", 1.0), ("nonlinear", k0 * (c / c_ref) ** gamma)):
-            own = rng.normal(0.0, run_sd, size=num_seeds)
+    for n in sizes:
+        c = 120.0 * n * n  # 6 N D at D = 20 N
+        shared = rng.normal(0.0, SHARED_SD, size=num_seeds)  # [seeds], both arms
+        for arm, k in (("linear", 1.0), ("nonlinear", k_of(n, c))):
+            own = rng.normal(0.0, run_sd, size=num_seeds)  # [seeds]
             clean = 2.0 + 79.0 * (k * c) ** -0.1
             for s in range(num_seeds):
                 rows.append(
@@ -266,4 +281,4 @@ def compute_law_study(
                         "final_val_loss": clean + shared[s] + own[s],
                     }
                 )
-    return normalise(pd.DataFrame(rows), "coverage study")
+    return normalise(pd.DataFrame(rows), what)
