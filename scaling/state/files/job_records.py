@@ -1,7 +1,8 @@
 """The study's job records, `<study folder>/jobs.json`: every submitted cell's executor and job id.
 
 Its name, format, reader and writer. What the scheduler says about the jobs (live or not) and how
-to stop them is the backends' (`scaling.backends.base`: `live_jobs`, `cancel_jobs`); the submissions are `scaling.driver.submission`'s.
+to stop them is the backends' (`scaling.backends.base`: `live_jobs`, `cancel_jobs`); the
+submissions are `scaling.driver.submission`'s.
 """
 
 from __future__ import annotations
