@@ -1,12 +1,12 @@
-"""`scaling analyze --runs-csv FILE` (or `--tracking-uri --experiment --study-name`): a run table
-judged by the user's settings, written to `--out`; never a study's verdict.
+"""The table path of `scaling analyze` (one command, `scaling.cli.analyze_command`): a run table
+(`--runs-csv FILE`, or `--tracking-uri --experiment --study-name`) judged by the user's
+settings, written to `--out`; never a study's verdict.
 
-`scaling analyze STUDY` is `scaling.cli.analyze_command`'s: a study is resolved by scaling's
-loader and judged by its own judgement (`scaling.study_judgement.study_judgement`), which analysis
-cannot build (it imports nothing from scaling).
-
-User errors (a bad CSV, an unknown baseline) end in one line on stderr naming the file, column
-and row or the option to fix, exit status 2, no traceback.
+`scaling analyze STUDY` judges a study by its own judgement
+(`scaling.study_judgement.study_judgement`), which analysis cannot build (it imports nothing from
+scaling); both paths end in `analysis.api.run_analysis`. A user error (a bad CSV, an unknown
+baseline) is a ValueError naming the file, column and row or the option to fix, which the
+command prints as one line, exit status 2.
 """
 
 from __future__ import annotations
@@ -15,45 +15,10 @@ from pathlib import Path
 
 import typer
 
-from analysis.tables.spec import DEFAULT_BASELINE, DEFAULT_MARGIN_PCT
+from analysis.tables.spec import DEFAULT_BASELINE
 
 RESAMPLES_HELP = "parametric bootstrap draws [default: 1000]"
 DETECT_HELP = "gain (%) for the power table [default: 0.5]"
-
-
-def analyze(
-    runs_csv: Path | None = typer.Option(None, "--runs-csv", help="analyse this run table"),
-    out: Path | None = typer.Option(
-        None, "--out", help="output dir [default: results/<csv name or study name>/analysis]"
-    ),
-    baseline: str | None = typer.Option(
-        None,
-        "--baseline",
-        help="the arm the others are judged by; A,B = per size the stronger of arms A and B "
-        f"[default: {DEFAULT_BASELINE}]",
-    ),
-    tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="MLflow server"),
-    experiment: str | None = typer.Option(None, "--experiment", help="MLflow experiment"),
-    study_name: str | None = typer.Option(None, "--study-name", help="the runs' study tag"),
-    resamples: int | None = typer.Option(None, "--resamples", help=RESAMPLES_HELP),
-    seed: int | None = typer.Option(None, "--seed", help="bootstrap RNG seed [default: 0]"),
-    detect_gain: float | None = typer.Option(None, "--detect-gain", help=DETECT_HELP),
-    margin: float | None = typer.Option(
-        None,
-        "--margin",
-        help="equivalence margin (% of the loss): `none` needs the top-size interval within "
-        f"+-margin [default: {DEFAULT_MARGIN_PCT:g}]",
-    ),
-) -> None:
-    """Fit scaling laws per variant and judge whether each variant's gain persists with scale."""
-    try:
-        analyze_table(
-            runs_csv, out, baseline, tracking_uri, experiment, study_name,
-            resamples, seed, detect_gain, margin,
-        )  # fmt: skip
-    except ValueError as err:  # a user error: one line naming what to fix, no traceback
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
 
 
 def analyze_table(

@@ -100,6 +100,27 @@ class Judgement:
         and logged to its parent run)."""
         return self.by == STUDY
 
+    def reanalysed(
+        self,
+        changed: tuple[str, ...],
+        *,
+        margin_pct: float | None = None,
+        seed: int | None = None,
+        num_resamples: int | None = None,
+        detect_gain_pct: float | None = None,
+    ) -> Judgement:
+        """The same judgement with the user's own settings (None: this one's stands): a
+        re-analysis, not the study's verdict, that names what the user ``changed``
+        (``("--margin 0.3",)``) in the terminal, the report and verdict.json."""
+        settings = {
+            "margin_pct": margin_pct,
+            "seed": seed,
+            "num_resamples": num_resamples,
+            "detect_gain_pct": detect_gain_pct,
+        }
+        given = {k: v for k, v in settings.items() if v is not None}
+        return dataclasses.replace(self, **given, by=REANALYSIS, changed=tuple(changed))
+
 
 def table_judgement(
     baseline: str = DEFAULT_BASELINE,

@@ -13,18 +13,18 @@ verdict.json (``reanalysis``), and never touches the study's folder or parent ru
 contradicts the looks (`scaling.looks.sequential_seeds.judged_against`, as `run`), a sequential
 study with
 no look judged yet, finished runs of code that has changed since (`scaling status`: stale; as
-`run`), `--out` naming a file. `scaling analyze --runs-csv FILE` is `analysis.cli`'s.
+`run`), `--out` naming a file. Without STUDY (`--runs-csv FILE`, or the runs named by hand) the
+table is judged by `analysis.cli.analyze_table`: one command, two sources. The study's own
+analysis is `scaling.driver.run.analyze_study`, the function `scaling run` ends with.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import typer
 
-from analysis.cli import DETECT_HELP, RESAMPLES_HELP, check_out, given
-from analysis.cli import analyze as analyze_runs
+from analysis.cli import DETECT_HELP, RESAMPLES_HELP, analyze_table, check_out, given
 from analysis.tables.spec import DEFAULT_MARGIN_PCT
 
 REANALYSIS_LINE = "re-analysis by the user ({}), not the study's verdict"
@@ -63,13 +63,13 @@ def analyze(
     ),
 ) -> None:
     """Fit scaling laws per variant and judge whether each variant's gain persists with scale."""
-    if study is None:
-        analyze_runs(
-            runs_csv, out, baseline, tracking_uri, experiment, study_name,
-            resamples, seed, detect_gain, margin,
-        )  # fmt: skip
-        return
     try:
+        if study is None:  # a run table: never the study's verdict (`analysis.cli`)
+            analyze_table(
+                runs_csv, out, baseline, tracking_uri, experiment, study_name,
+                resamples, seed, detect_gain, margin,
+            )  # fmt: skip
+            return
         if runs_csv is not None:
             raise ValueError("give STUDY (a study spec) or --runs-csv FILE, not both")
         for flag, value in (("--tracking-uri", tracking_uri), ("--experiment", experiment),
@@ -97,14 +97,11 @@ def _analyze_study(
     path: Path, out: Path | None, baseline: str | None, margin: float | None, options: dict
 ) -> None:
     # lazy: `scaling --help` stays fast; the analysis loads only when it runs
-    from analysis.api import run_analysis
-    from analysis.judgement import REANALYSIS
     from analysis.report.terminal import verdict_lines
     from analysis.tables.inference_io import read_inference
-    from analysis.tables.mlflow_io import load_curves, load_study_runs
-    from analysis.tables.step_times import load_step_times
     from foundation import contract
     from scaling.cli.commands import _load
+    from scaling.driver.run import analyze_study
     from scaling.looks.sequential_seeds import judged_against
     from scaling.state.mlflow_state import cell_runs, client_for
     from scaling.state.stale import stop_if_stale
@@ -138,31 +135,20 @@ def _analyze_study(
                 f"{', '.join(changed)}: not the study's own judgement, so not written into its "
                 "report folder; give --out DIR for this re-analysis"
             )
-        settings = {"margin_pct": margin, **options}  # the baseline: `judged_against`'s
-        judgement = dataclasses.replace(
-            own,
-            **{k: v for k, v in settings.items() if v is not None},
-            by=REANALYSIS,
-            changed=tuple(changed),
-        )
+        judgement = own.reanalysed(tuple(changed), margin_pct=margin, **options)  # baseline:
+        # `judged_against`'s
     report_dir = contract.analysis_folder(spec.name, spec.spec.output_dir)
     target = out or report_dir
     if changed and target.resolve() == report_dir.resolve():
         raise ValueError(f"--out {out} is the study's own report folder; give another folder")
-    uri = spec.mlflow.tracking_uri
-    table, parent = load_study_runs(uri, spec.mlflow.experiment, spec.name)  # a refused login:
-    # MLflow's exception, one line (`scaling.cli._analyze`); then stale runs, judged never
-    stop_if_stale(spec, cell_runs(spec, client_for(spec)), analyzing=True)  # as `run`
+    # stale runs are judged never (as `run`); a refused login is MLflow's exception, one line
+    # (`scaling.cli._analyze`)
+    stop_if_stale(spec, cell_runs(spec, client_for(spec)), analyzing=True)
     if changed:
         typer.echo(REANALYSIS_LINE.format(", ".join(changed)))
-    verdict = run_analysis(
-        table,
-        judgement,
-        target,
-        curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn only
-        times=lambda runs: load_step_times(uri, runs),  # each run's logged step times
-        # the study's own verdict, into its own folder: the parent run gets it, as from `run`
-        parent=(uri, parent) if parent and out is None and not changed else None,
+    # the study's own verdict, into its own folder: the parent run gets it, as from `run`
+    verdict, _ = analyze_study(
+        spec, target, None, judgement=judgement, to_parent=out is None and not changed
     )
     for line in verdict_lines(verdict):
         typer.echo(line)

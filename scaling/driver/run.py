@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analysis.tables.digests import MixedCode
 from foundation import contract
@@ -24,6 +25,9 @@ from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.search_state import SearchState, read_state
 from scaling.state.status import StatusRow, study_status
 from scaling.study_judgement import study_judgement
+
+if TYPE_CHECKING:
+    from analysis.judgement import Judgement
 
 __all__ = ["RunOutcome", "run_study", "interrupted_line", "analyze_study"]
 
@@ -124,12 +128,16 @@ def analyze_study(
     parent: str | None,
     search: SearchState | None = None,
     say: Callable[[str], None] = print,
+    judgement: Judgement | None = None,
+    to_parent: bool = True,
 ) -> tuple[dict, Path]:
-    """Load the study's runs from MLflow, judge them by `study_judgement`, and write the report
-    (also to the parent run).
+    """Load the study's runs from MLflow, judge them, and write the report (and, `to_parent`,
+    log it to the parent run): how `scaling run` ends, and what `scaling analyze STUDY` does.
 
-    `search`: the LR search's final state; the report names the arms it left at an edge.
-    `say`: progress lines (where the inference figures come from).
+    `judgement`: None is the study's own (`study_judgement`, its inference figures measured now
+    where they are not yet); `scaling analyze` passes its own (read, never measured; or a
+    re-analysis). `search`: the LR search's final state; the report names the arms it left at an
+    edge. `say`: progress lines (where the inference figures come from).
     """
     # lazy: seconds of scipy and pandas, paid only by a run that analyses
     from analysis.api import run_analysis
@@ -142,14 +150,16 @@ def analyze_study(
     uri = study.mlflow.tracking_uri
     table, parent_id = load_study_runs(uri, study.mlflow.experiment, study.name)
     out = Path(out_dir) if out_dir else contract.analysis_folder(study.name, study.spec.output_dir)
-    measures_here = executor_for(study).measures_inference_here
-    judgement = study_judgement(study, study_inference(study, say, measures_here), search)
+    if judgement is None:
+        measures_here = executor_for(study).measures_inference_here
+        judgement = study_judgement(study, study_inference(study, say, measures_here), search)
+    parent = (parent_id or parent) if to_parent else None
     verdict = run_analysis(
         table,
         judgement,
         out,
         curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only
         times=lambda runs: load_step_times(uri, runs),  # each run's logged step times
-        parent=None if (parent_id or parent) is None else (uri, parent_id or parent),
+        parent=None if parent is None else (uri, parent),
     )
     return verdict, out

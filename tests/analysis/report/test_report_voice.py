@@ -11,11 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from analysis.api import run_analysis
-from analysis.cli import analyze
 from analysis.judgement import table_judgement
 from analysis.report import figures, fmt
 from analysis.report.terminal import verdict_lines
@@ -23,6 +21,7 @@ from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import at_compute_multiplier, chinchilla, ladder
 from analysis.synthetic.studies import Effect, Law, make_study
 from analysis.tables.runs import load_csv, normalise
+from scaling.cli import app as scaling_app
 
 DEMO = Path(__file__).parents[1] / "demo_runs.csv"
 STUDY = {"linear": Effect(), "nonlinear": Effect(k0=1.5)}
@@ -32,9 +31,7 @@ RAW_FLOAT = re.compile(r"\d\.\d{8,}")  # a float printed raw: 0.4338732400572969
 
 
 def _cli(args: list[str]):
-    app = typer.Typer()
-    app.command()(analyze)
-    app.command("unused")(lambda: None)  # two commands, so `analyze` is addressed by name
+    app = scaling_app  # the `scaling` command itself
     return CliRunner().invoke(app, ["analyze", *args])
 
 

@@ -240,14 +240,11 @@ def test_cli_prints_the_verdict_along_d(tmp_path):
     and verdict.json's `tokens` section."""
     import json
 
-    import typer
     from typer.testing import CliRunner
 
-    from analysis.cli import analyze
+    from scaling.cli import app as scaling_app
 
-    app = typer.Typer()
-    app.command()(analyze)
-    app.command("unused")(lambda: None)
+    app = scaling_app  # the `scaling` command itself
     csv = tmp_path / "runs.csv"
     arms = {"linear": BASE, "nonlinear": FADES_ALONG_D}
     make_nd_study(arms, sizes=(2e6, 1e7, 1e8), lr_grid=None).to_csv(csv, index=False)

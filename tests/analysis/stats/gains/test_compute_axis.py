@@ -14,16 +14,15 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from analysis.api import run_analysis
-from analysis.cli import analyze
 from analysis.judgement import table_judgement
 from analysis.report.terminal import verdict_lines
 from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import GRID, NOISES, at_compute_multiplier, chinchilla, ladder
 from analysis.tables.runs import normalise
+from scaling.cli import app as scaling_app
 from tests.analysis.pool import map_studies
 
 EXTRA = 1.03  # FLOPs per token of the variant over the baseline's
@@ -91,9 +90,7 @@ def test_a_table_without_flops_is_analysed_with_6nd_and_says_so(tmp_path):
     table = _study(3, True).drop(columns=["flops", "flops_counted"])
     csv = tmp_path / "runs.csv"
     table.to_csv(csv, index=False)
-    app = typer.Typer()
-    app.command()(analyze)
-    app.command("unused")(lambda: None)
+    app = scaling_app  # the `scaling` command itself
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["analyze", "--runs-csv", str(csv), "--out", str(out),
                                    "--resamples", "50"])  # fmt: skip
