@@ -57,7 +57,10 @@ def _run_suite(tmp_path: Path, suite: dict[str, str]) -> tuple[int, str, set[str
         text=True, start_new_session=True,
     )  # fmt: skip
     try:
-        out, _ = proc.communicate(timeout=120)
+        # a healthy run ends in seconds; its own waits are bounded at 60 s each (two can follow
+        # one another on a loaded machine, and a second worker's start-up), so only a run that
+        # hangs for good reaches this bound
+        out, _ = proc.communicate(timeout=300)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()

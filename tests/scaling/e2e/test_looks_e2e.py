@@ -23,6 +23,7 @@ copy of the demo drove the same path, the looks aside, and was folded in here.)
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -82,7 +83,8 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     assert looks_file.read_text() == written
 
     out = scaling_cli("run", str(path), *OVERRIDE, cwd=tmp_path).stdout
-    assert "; more seeds" not in out  # look 1 is not judged again: its seeds run, then look 2
+    # look 1 is not judged again: its seeds run, then look 2 (`look N: WORD; more seeds`)
+    assert not re.search(r"look 1: [^\n]*; (more seeds|stop)", out), out
     data = json.loads(looks_file.read_text())
     assert data["design"]["start"] == 3 and data["design"]["max"] == 5
     assert [k["look"] for k in data["looks"]] == [1, 2]
