@@ -2,7 +2,7 @@
 
 As torchtitan registers a `TrainSpec` per model, each engine is registered here once, by name,
 with what builds it; `jobs.engines.engine.build_engine` builds the one a config names, and the
-configs (`jobs.config.RunConfig.engine`, `scaling.spec.study.Study.engine`) accept exactly the
+configs (`jobs.config.RunConfig.engine`, `scaling.spec.study.StudySpec.engine`) accept exactly the
 names registered here (`EngineName`). The builder is named as `(module, class)` and imported only
 when built, as megatron-core's `ModuleSpec` names a module lazily: only the chosen engine's
 library (DeepSpeed) is loaded, and this module stays at the bottom of `jobs`.

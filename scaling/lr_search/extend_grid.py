@@ -30,7 +30,7 @@ from scaling.lr_search import law_transfer
 from scaling.spec.grid import cell_id
 from scaling.spec.loader import resolve
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 from scaling.state.files.search_state import AddedLR, SearchState, read_state, write_state
 from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
@@ -101,7 +101,7 @@ def _arm(f: LRFrontier) -> str:
 
 
 def decide_round(
-    spec: Study, table: pd.DataFrame, state: SearchState, known: set[str]
+    spec: StudySpec, table: pd.DataFrame, state: SearchState, known: set[str]
 ) -> SearchState:
     """The next state after every cell so far has ended: one more round, or the followers.
 

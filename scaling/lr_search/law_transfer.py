@@ -6,7 +6,7 @@ LRs that law cannot exclude (1-2 instead of 3), and declares the law broken for 
 size's optimum falls outside it.
 
 How it rides on the search's rounds (`scaling.lr_search.extend_grid.decide_round`):
-- the starting grid holds the first `law_sizes` sizes only (`Study.first_wave`);
+- the starting grid holds the first `law_sizes` sizes only (`StudySpec.first_wave`);
 - when no arm is left at an edge, the next size, smallest first, is added as one round (a
   *wave*): per arm, the law's LRs (reason `law: ...`) or, before the law exists, when it is
   broken or too uncertain to save an LR, the full grid (reason `wave: ...`);
@@ -28,7 +28,7 @@ from foundation import contract
 from scaling.spec.branches import budgets
 from scaling.spec.grid import learning_rates
 from scaling.spec.ladder import nominal_params, resolve_arm
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 from scaling.state.files.search_state import AddedLR, SearchState
 
 __all__ = ["is_on", "rounds_since_wave", "next_wave", "broken_laws"]
@@ -36,16 +36,16 @@ __all__ = ["is_on", "rounds_since_wave", "next_wave", "broken_laws"]
 LAW, WAVE = "law", "wave"  # reasons of the LRs a wave adds: on the arm's law, or its full grid
 
 
-def is_on(spec: Study) -> bool:
+def is_on(spec: StudySpec) -> bool:
     search = spec.lr.search
     return search is not None and search.transfer == LAW
 
 
-def _num_params(spec: Study, size: str) -> float:
+def _num_params(spec: StudySpec, size: str) -> float:
     return float(nominal_params(spec.shape(size)))
 
 
-def _grid(spec: Study, arm: str, size: str) -> tuple[list[float], float]:
+def _grid(spec: StudySpec, arm: str, size: str) -> tuple[list[float], float]:
     """The arm's starting LRs at `size` and the search's step between LRs."""
     variant = {resolve_arm(v)[0]: v for v in spec.variants}.get(arm, arm)
     lrs = sorted(learning_rates(spec, variant, size))
@@ -55,7 +55,7 @@ def _grid(spec: Study, arm: str, size: str) -> tuple[list[float], float]:
     return lrs, factor
 
 
-def _done(spec: Study, frontiers: list[LRFrontier], arm: str, below: str | None = None):
+def _done(spec: StudySpec, frontiers: list[LRFrontier], arm: str, below: str | None = None):
     """(N, tried LR -> mean loss, the lowest diverged LR above the best: the optimum lies below
     it) of the arm's sizes with usable LRs, up to `below` included."""
     key = contract.size_key
@@ -66,7 +66,7 @@ def _done(spec: Study, frontiers: list[LRFrontier], arm: str, below: str | None 
     ]
 
 
-def _plan(spec: Study, frontiers: list[LRFrontier], arm: str, size: str, upto=None) -> ArmPlan:
+def _plan(spec: StudySpec, frontiers: list[LRFrontier], arm: str, size: str, upto=None) -> ArmPlan:
     lrs, step = _grid(spec, arm, size)
     done = _done(spec, frontiers, arm, upto)
     law_sizes = spec.lr.search.law_sizes
@@ -82,7 +82,7 @@ def rounds_since_wave(state: SearchState) -> int:
 
 
 def next_wave(
-    spec: Study, frontiers: list[LRFrontier], state: SearchState, round_: int
+    spec: StudySpec, frontiers: list[LRFrontier], state: SearchState, round_: int
 ) -> list[AddedLR]:
     """The next size's LRs per arm, smallest size not yet started; [] when every size has."""
     started = set(spec.first_wave) | {a.size for a in state.added}
@@ -108,7 +108,7 @@ def next_wave(
     return added
 
 
-def broken_laws(spec: Study, frontiers: list[LRFrontier]) -> list[str]:
+def broken_laws(spec: StudySpec, frontiers: list[LRFrontier]) -> list[str]:
     """Why each arm's law was declared broken (for the state file and the report)."""
     top = max(spec.sizes, key=contract.size_key)
     out = []

@@ -30,7 +30,7 @@ from jobs.config import ScheduleConfig
 from scaling.spec.ladder import nominal_params
 
 if TYPE_CHECKING:
-    from scaling.spec.study import Study
+    from scaling.spec.study import StudySpec
 
 __all__ = ["Branch", "size_budget", "budgets", "family", "expand_family", "stable_id", "branch_id"]
 
@@ -44,14 +44,14 @@ class Branch:
     branch_step: int  # the stable run's step it starts from (its decay's first step)
 
 
-def size_budget(study: Study, size: str) -> float:
+def size_budget(study: StudySpec, size: str) -> float:
     """The size's token budget: `tokens.per_size[size]`, else `tokens_per_param` x N."""
     if size in study.tokens.per_size:
         return study.tokens.per_size[size]
     return study.tokens.tokens_per_param * nominal_params(study.shape(size))
 
 
-def budgets(study: Study, size: str) -> list[float]:
+def budgets(study: StudySpec, size: str) -> list[float]:
     """The size's budgets in tokens: its one budget, or one per branch (fractions of it, or
     the explicit counts, the same for every size)."""
     branches = study.tokens.branches
@@ -63,7 +63,7 @@ def budgets(study: Study, size: str) -> list[float]:
     return [float(b) for b in branches]
 
 
-def family(study: Study, size: str, step_tokens: int, warmup_steps: int) -> list[Branch]:
+def family(study: StudySpec, size: str, step_tokens: int, warmup_steps: int) -> list[Branch]:
     """The size's branches, rounded to whole steps (see the module docstring)."""
 
     out = []
@@ -119,7 +119,7 @@ def _member(base: dict[str, Any], cid: str, tags: dict[str, str]) -> dict[str, A
 
 
 def expand_family(
-    study: Study, size: str, base: dict[str, Any]
+    study: StudySpec, size: str, base: dict[str, Any]
 ) -> tuple[list[tuple[dict[str, Any], str, str | None]], list[str]]:
     """([(run dict, kind, depends_on)], problems) for one grid point's run dict `base`.
 

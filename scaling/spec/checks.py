@@ -22,7 +22,7 @@ from jobs.evaluation.run import task_problems
 from scaling.spec.ladder import ANY, ARMS, resolve_arm
 from scaling.spec.resources import check_tasks_per_node
 from scaling.spec.round_checks import check_search, check_seed_rounds, check_transfer
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 from scaling.spec.value_checks import section_key_problems
 
 __all__ = ["check_study"]
@@ -46,7 +46,7 @@ _MODEL_FIELDS_OWNED = {
 }
 
 
-def check_study(study: Study) -> None:
+def check_study(study: StudySpec) -> None:
     """Raise ConfigError listing every problem of the spec (names, grid, recipe, resources)."""
     p = Problems()
     if not _NAME.match(study.name):
@@ -89,7 +89,7 @@ def check_study(study: Study) -> None:
     p.raise_if_any()
 
 
-def _check_evaluation(study: Study, p: Problems) -> None:
+def _check_evaluation(study: StudySpec, p: Problems) -> None:
     """Tasks the harness knows (with their data), on sizes one process can score."""
     for problem in task_problems(study.evaluation.tasks):
         p.add(problem)
@@ -113,7 +113,7 @@ def _tracking_uri_ok(uri: str) -> bool:
     return not uri.startswith("sqlite:") or uri.startswith("sqlite:///")
 
 
-def _check_data(study: Study, p: Problems) -> None:
+def _check_data(study: StudySpec, p: Problems) -> None:
 
     data = study.data
     if not data.path and not data.prepare:
@@ -180,7 +180,7 @@ def _check_keys(p: Problems, where: str, table: dict, sizes: list[str], allow_an
         p.add(f"{where}.{key}: not one of study.sizes ({', '.join(sizes)}){extra}; fix the key")
 
 
-def _check_grid(study: Study, p: Problems) -> None:
+def _check_grid(study: StudySpec, p: Problems) -> None:
     _check_list(p, "sizes", study.sizes, "e.g. [2M, 6M, 25M]")
     _check_list(
         p, "variants", study.variants, f"e.g. [linear, nonlinear]; known: {', '.join(ARMS)}"
@@ -225,7 +225,7 @@ def _check_grid(study: Study, p: Problems) -> None:
         )
 
 
-def _check_recipe(study: Study, p: Problems) -> None:
+def _check_recipe(study: StudySpec, p: Problems) -> None:
     tokens, batch = study.tokens, study.batch
     _check_keys(p, "study.tokens.per_size", tokens.per_size, study.sizes, allow_any=False)
     for size, value in tokens.per_size.items():
@@ -267,7 +267,7 @@ def _check_recipe(study: Study, p: Problems) -> None:
             p.add(f"study.train.{owned}: derived from study.tokens / study.batch; remove it")
 
 
-def _check_branches(study: Study, p: Problems) -> None:
+def _check_branches(study: StudySpec, p: Problems) -> None:
     """WSD branches (scaling.spec.branches): increasing budgets of one kind, a cooldown, a WSD
     recipe.
 
@@ -311,7 +311,7 @@ def _check_branches(study: Study, p: Problems) -> None:
             )
 
 
-def _check_lr(study: Study, p: Problems) -> None:
+def _check_lr(study: StudySpec, p: Problems) -> None:
     lr = study.lr
     if lr.law != "none":
         _check_list(p, "lr.multipliers", lr.multipliers, "e.g. [0.5, 1, 2]")
@@ -362,7 +362,7 @@ def _arm_names(variants: list[str]) -> dict[str, str]:
     return arms
 
 
-def _check_resources(study: Study, p: Problems) -> None:
+def _check_resources(study: StudySpec, p: Problems) -> None:
     _check_keys(p, "study.parallel", study.parallel, study.sizes, allow_any=True)
     for key, par in study.parallel.items():
         for name in ("tensor_parallel", "pipeline_parallel", "data_parallel"):

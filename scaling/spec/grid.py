@@ -43,7 +43,7 @@ from scaling.spec.ladder import (
     porian_warmup_tokens,
     resolve_arm,
 )
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 
 __all__ = [
     "Cell",
@@ -139,7 +139,7 @@ def cell_id(size: str, variant: str, seed: int, lr: float) -> str:
     return f"{size}-{variant}-s{seed}-lr{lr:.3g}"
 
 
-def learning_rates(study: Study, variant: str, size: str) -> list[float]:
+def learning_rates(study: StudySpec, variant: str, size: str) -> list[float]:
     """The LR grid of (variant, size): explicit grid entries, else the law × multipliers."""
     grid = study.lr.grid
     for key in (variant, resolve_arm(variant)[0], ANY):
@@ -150,7 +150,7 @@ def learning_rates(study: Study, variant: str, size: str) -> list[float]:
     return [base * m for m in study.lr.multipliers]
 
 
-def tokens_per_step(study: Study, size: str, seq_length: int) -> int:
+def tokens_per_step(study: StudySpec, size: str, seq_length: int) -> int:
     """Global batch in tokens: whole sequences, a multiple of DP × micro-batch sequences."""
     if size in study.batch.per_size:
         target = study.batch.per_size[size]
@@ -162,13 +162,13 @@ def tokens_per_step(study: Study, size: str, seq_length: int) -> int:
     return max(1, round(target / group)) * group
 
 
-def num_steps(study: Study, size: str, step_tokens: int) -> int:
+def num_steps(study: StudySpec, size: str, step_tokens: int) -> int:
     """Optimiser steps to train the size's (largest) token budget, rounded up to whole steps."""
     return max(1, math.ceil(max(budgets(study, size)) / step_tokens))
 
 
 def _run_dict(
-    study: Study,
+    study: StudySpec,
     size: str,
     variant: str,
     seed: int,
@@ -242,7 +242,7 @@ def _run_dict(
     }
 
 
-def grid_points(study: Study) -> list[tuple[str, str, int, float, int]]:
+def grid_points(study: StudySpec) -> list[tuple[str, str, int, float, int]]:
     """(size, variant, seed, lr, round 0) of the starting grid, in a stable order.
 
     With `lr.search` only its scan seeds run the starting grid; the others follow later, as do
@@ -258,7 +258,7 @@ def grid_points(study: Study) -> list[tuple[str, str, int, float, int]]:
 
 
 def expand_cells(
-    study: Study, vocab_size: int, added: list[tuple[str, str, int, float, int]] = ()
+    study: StudySpec, vocab_size: int, added: list[tuple[str, str, int, float, int]] = ()
 ) -> list[Cell]:
     """Every cell of the grid (sizes × variants × seeds × LRs), in a stable order.
 
@@ -320,7 +320,7 @@ def expand_cells(
     return cells
 
 
-def _split_problems(study: Study, size: str) -> list[str]:
+def _split_problems(study: StudySpec, size: str) -> list[str]:
     """TP must divide the heads and PP the layers of the size's shape (named study fields)."""
     shape = study.shape(size)
     par = study.parallel_for(size)
@@ -355,7 +355,7 @@ _FROM_STUDY = re.compile(
 _SHAPE_FIELD = re.compile(r"^run\.model\.(num_layers|hidden_size|num_attention_heads)\b")
 
 
-def _study_path(study: Study, message: str, size: str) -> str:
+def _study_path(study: StudySpec, message: str, size: str) -> str:
     """Point a run-config problem back at the study field that produced it."""
     if size in study.ladder.shapes:
         message = _SHAPE_FIELD.sub(rf"study.ladder.shapes.{size}.\1", message)

@@ -1,7 +1,7 @@
 """`read_study`: read a study spec, validate it whole, resolve it once.
 
 Three layers of checks, all before anything is written or submitted: the spec's own fields
-(`Study.validate`), every resolved run config (`expand_cells`), and what lies outside the file
+(`StudySpec.validate`), every resolved run config (`expand_cells`), and what lies outside the file
 (dataset on disk, MLflow server reachable, Slurm controller reachable). Each layer reports all
 its problems at once. A study that loads is a `ResolvedStudy` whose cells can all be submitted.
 
@@ -32,7 +32,7 @@ from scaling.spec.grid import expand_cells, learning_rates
 from scaling.spec.ladder import resolve_arm
 from scaling.spec.places import check_paths
 from scaling.spec.resolved import ResolvedStudy
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 from scaling.spec.value_checks import non_finite_problems, section_key_problems
 from scaling.state.files.look_state import read_looks
 from scaling.state.files.search_state import read_state
@@ -60,8 +60,8 @@ _DATABASES = ("postgresql:", "postgresql+", "mysql:", "mysql+")
 DB_CONNECT_TIMEOUT_S = 4.0  # a database on the network answers in well under a second
 
 
-def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
-    """Build and validate a Study (spec checks only); relative paths resolve against `base`.
+def study_from_dict(data: dict[str, Any], base: Path | None = None) -> StudySpec:
+    """Build and validate a StudySpec (spec checks only); relative paths resolve against `base`.
 
     `base` is the study file's folder (`load_study_spec`); a spec built in code without one resolves
     against the working directory. `python_path` is added to this process's import path (and
@@ -73,7 +73,7 @@ def study_from_dict(data: dict[str, Any], base: Path | None = None) -> Study:
     add_python_path(python_path)
     numbers = non_finite_problems(data, "study")  # `.inf` would pass a dict-typed section
     try:
-        study = from_dict(Study, data, where="study")
+        study = from_dict(StudySpec, data, where="study")
         check_study(study)  # what spans sections, once every section parsed
         if numbers:
             raise ConfigError(numbers)
@@ -162,7 +162,7 @@ def read_study(path: str | Path, drop_variants: tuple[str, ...] = ()) -> Resolve
         raise err.prefixed(str(path)) from None
 
 
-def vocab_size(study: Study) -> int:
+def vocab_size(study: StudySpec) -> int:
     """The model's vocabulary: the prepared dataset's manifest, else what preparing will give.
 
     A dataset that is neither on disk nor preparable is the "missing dataset" error.
@@ -199,7 +199,7 @@ def vocab_size(study: Study) -> int:
     )
 
 
-def check_validation_windows(study: Study) -> None:
+def check_validation_windows(study: StudySpec) -> None:
     """The loss and LR-selection windows (disjoint) must fit in a prepared dataset's validation
     split; an unprepared one is checked by the trainer, which raises the same message."""
     # lazy: numpy (data_prep.manifest), paid only when a prepared dataset is read
@@ -292,7 +292,7 @@ def check_database(uri: str, timeout_s: float = DB_CONNECT_TIMEOUT_S) -> None:
         ) from None
 
 
-def resolve(study: Study | ResolvedStudy) -> ResolvedStudy:
+def resolve(study: StudySpec | ResolvedStudy) -> ResolvedStudy:
     """`study` itself if already resolved, else its vocabulary and cells (built once here)."""
     if isinstance(study, ResolvedStudy):
         return study
@@ -305,7 +305,7 @@ def resolve(study: Study | ResolvedStudy) -> ResolvedStudy:
     return ResolvedStudy(study, vocab, tuple(expand_cells(study, vocab, added)))
 
 
-def check_grid_size(study: Study, num_added: int = 0) -> None:
+def check_grid_size(study: StudySpec, num_added: int = 0) -> None:
     """Refuse, at once, a grid over `MAX_CELLS`: counted by arithmetic, before the cells are
     built (`plan` costs ~13 s and ~140 MB per 10^4 cells: benchmarks/bench_plan_scale.py)."""
     per_point = max(1, len(study.tokens.branches or []))  # WSD: a run per branch budget
@@ -324,7 +324,7 @@ def check_grid_size(study: Study, num_added: int = 0) -> None:
         )
 
 
-def added_points(study: Study) -> list[tuple[str, str, int, float, int]]:
+def added_points(study: StudySpec) -> list[tuple[str, str, int, float, int]]:
     """(size, variant, seed, lr, round) of every cell the search added, for `expand_cells`.
 
     Arms are stored by their arm name; the spec's own variant string (e.g. `module:function`)
@@ -344,7 +344,7 @@ def added_points(study: Study) -> list[tuple[str, str, int, float, int]]:
     return points
 
 
-def looks_over(study: Study) -> bool:
+def looks_over(study: StudySpec) -> bool:
     """True when the study has no sequential seeds, or its last look stopped it."""
     if study.seed_rounds is None:
         return True
@@ -352,7 +352,7 @@ def looks_over(study: Study) -> bool:
     return bool(looks) and bool(looks[-1]["stop"])
 
 
-def added_look_points(study: Study) -> list[tuple[str, str, int, float, int]]:
+def added_look_points(study: StudySpec) -> list[tuple[str, str, int, float, int]]:
     """(size, variant, seed, lr, round) of every cell the looks added, for `expand_cells`.
 
     Arms are stored by their arm name; the spec's own variant string is handed back to the grid

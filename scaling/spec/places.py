@@ -14,7 +14,7 @@ from pathlib import Path
 
 from foundation.config import Problems
 from foundation.studypaths import sqlite_path
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 
 __all__ = ["MAX_NAME_BYTES", "check_paths", "check_places"]
 
@@ -25,7 +25,7 @@ MAX_FOLDER_CHARS = 3800
 _STORE = "study.mlflow.tracking_uri"
 
 
-def check_paths(study: Study) -> None:
+def check_paths(study: StudySpec) -> None:
     """Raise ConfigError listing each path of `study` too long for the file system, or that
     is (or lies below) a file. Part of the spec's checks: a path that cannot exist is wrong
     wherever the study runs (and reading the study's state files there would raise OSError)."""
@@ -40,7 +40,7 @@ def check_paths(study: Study) -> None:
     p.raise_if_any()
 
 
-def check_places(study: Study) -> None:
+def check_places(study: StudySpec) -> None:
     """Raise ConfigError listing each folder of `study` that this user cannot write or make:
     the study folder and the dataset's folder (its `cache/`). Checked by the commands that
     write (`submit`, `run`) before they make anything."""
@@ -53,7 +53,7 @@ def check_places(study: Study) -> None:
     p.raise_if_any()
 
 
-def _places(study: Study) -> list[tuple[str, Path]]:
+def _places(study: StudySpec) -> list[tuple[str, Path]]:
     """(field, path) of the study folder, the dataset and the SQLite store if any."""
     data_field = "study.data.path" if study.data.path else "study.data.prepare.output_dir"
     places = [("study.output_dir", study.folder), (data_field, study.dataset_path)]

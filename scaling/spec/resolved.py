@@ -2,7 +2,7 @@
 
 `scaling.spec.loader.resolve` builds one (`load_study_spec` reads a file into one); plan, submit,
 status, watch and run all take it and never expand the grid again (a status poll every few
-seconds reads `cells`, it does not rebuild them). Nothing past the loader takes a bare `Study`.
+seconds reads `cells`, it does not rebuild them). Nothing past the loader takes a bare `StudySpec`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaling.spec.grid import Cell
-from scaling.spec.study import MlflowSpec, Study
+from scaling.spec.study import MlflowSpec, StudySpec
 
 __all__ = ["ResolvedStudy"]
 
@@ -20,7 +20,7 @@ __all__ = ["ResolvedStudy"]
 class ResolvedStudy:
     """The spec (typed sections), the model vocabulary and every cell's resolved run config."""
 
-    spec: Study
+    spec: StudySpec
     vocab_size: int
     cells: tuple[Cell, ...]
 

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from foundation.config import ConfigError, Problems
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 
 __all__ = [
     "check_tasks_per_node",
@@ -69,7 +69,7 @@ def partition_gpus(partition: str | None, timeout_s: float = 10.0) -> tuple[str,
     return name, max(counts, default=0)
 
 
-def check_local_devices(spec: Study, p: Problems) -> None:
+def check_local_devices(spec: StudySpec, p: Problems) -> None:
     """A study run on this machine: bf16 needs CUDA, and each size's ranks a device each."""
     if spec.precision != "bf16":
         return
@@ -89,7 +89,7 @@ def check_local_devices(spec: Study, p: Problems) -> None:
             )
 
 
-def check_slurm_gpus(spec: Study, p: Problems) -> None:
+def check_slurm_gpus(spec: StudySpec, p: Problems) -> None:
     """A study on Slurm GPUs: a TP group inside one node, a partition with that many GPUs."""
     per_node = spec.slurm.gpus_per_node
     for key, par in sorted(spec.parallel.items()):
@@ -169,7 +169,7 @@ def check_slurm(partition: str | None = None) -> None:
         )
 
 
-def check_tasks_per_node(study: Study, p: Problems) -> None:
+def check_tasks_per_node(study: StudySpec, p: Problems) -> None:
     """`slurm.tasks_per_node` (CPU nodes only): >= 1, and a whole number of nodes per job."""
     per_node = study.slurm.tasks_per_node
     if study.slurm.gpus_per_node > 0:

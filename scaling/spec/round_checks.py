@@ -4,14 +4,14 @@ seeds'. Part of `scaling.spec.checks.check_study`, which collects every problem 
 from __future__ import annotations
 
 from foundation.config import Problems
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 
 # tried LRs either side of the winner that the followers also run: a handful brackets any
 # optimum; a million made every follower seed a million cells and `plan` ran out of memory
 MAX_FOLLOW_NEIGHBOURS = 8
 
 
-def check_search(study: Study, p: Problems) -> None:
+def check_search(study: StudySpec, p: Problems) -> None:
     """`lr.search`: how the LR search may extend each arm's grid."""
     search = study.lr.search
     if search is None:
@@ -42,7 +42,7 @@ def check_search(study: Study, p: Problems) -> None:
         )
 
 
-def check_transfer(study: Study, p: Problems) -> None:
+def check_transfer(study: StudySpec, p: Problems) -> None:
     """`lr.search.transfer: law`: sizes in waves; the law needs sizes and one budget per size."""
     search = study.lr.search
     if search is None or search.transfer != "law":
@@ -59,7 +59,7 @@ def check_transfer(study: Study, p: Problems) -> None:
         )
 
 
-def check_seed_rounds(study: Study, p: Problems) -> None:
+def check_seed_rounds(study: StudySpec, p: Problems) -> None:
     """`seeds: {start, max, step}` (analysis.stats.looks.sequential.Design holds the same rules)."""
     rounds, search = study.seed_rounds, study.lr.search
     if rounds is None:

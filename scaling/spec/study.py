@@ -44,7 +44,7 @@ __all__ = [
     "LocalSpec",
     "CostSpec",
     "VerdictSpec",
-    "Study",
+    "StudySpec",
     "ANY",
 ]
 
@@ -297,7 +297,7 @@ def _arm_name(entry: str) -> str:
 
 
 @dataclass
-class Study:
+class StudySpec:
     """A scaling study: the grid, the recipe and where it runs."""
 
     name: str

@@ -17,15 +17,15 @@ import yaml
 # to finish before the test reacts to its first checkpoint
 from jobs.checkpoints.checkpoint import list_checkpoints
 from scaling.driver.environment import load_study_spec
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 
 
-def write_and_load(spec: dict, path: Path) -> Study:
+def write_and_load(spec: dict, path: Path) -> StudySpec:
     path.write_text(yaml.safe_dump(spec))
     return load_study_spec(path)
 
 
-def study_runs(study: Study) -> list:
+def study_runs(study: StudySpec) -> list:
     """Every MLflow run of the study's experiment (parent and children)."""
     from mlflow.tracking import MlflowClient
 
@@ -58,7 +58,7 @@ def checkpoint_steps(output_dir: str) -> list[int]:
     return [step for step, _ in list_checkpoints(root)] if root.is_dir() else []
 
 
-def logged_steps(study: Study, run_id: str, metric: str = "train/loss") -> list[int]:
+def logged_steps(study: StudySpec, run_id: str, metric: str = "train/loss") -> list[int]:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(study.mlflow.tracking_uri)

@@ -6,12 +6,12 @@ import os
 import shlex
 from typing import Any
 
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 
 __all__ = ["slurm_parameters"]
 
 
-def slurm_parameters(study: Study, world_size: int) -> dict[str, Any]:
+def slurm_parameters(study: StudySpec, world_size: int) -> dict[str, Any]:
     """sbatch options of a job of `world_size` processes: whole nodes, one task per GPU (on CPU
     nodes `slurm.tasks_per_node` tasks a node, else all on one)."""
     slurm = study.slurm

@@ -15,13 +15,13 @@ import pytest
 from jobs.config import RunConfig
 from jobs.engine_specs import ENGINE_NAMES, ENGINE_SPECS, engine_spec
 from jobs.engines import engine
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 
 
 def test_the_configs_accept_the_registered_names_only():
     assert ENGINE_NAMES == ("megatron", "deepspeed")
     assert get_args(get_type_hints(RunConfig)["engine"]) == ENGINE_NAMES
-    assert get_args(get_type_hints(Study)["engine"]) == ENGINE_NAMES
+    assert get_args(get_type_hints(StudySpec)["engine"]) == ENGINE_NAMES
     with pytest.raises(ValueError, match="'fairscale' is not one of megatron, deepspeed"):
         engine_spec("fairscale")
 

@@ -15,7 +15,7 @@ import pytest
 from scaling.backends.base import BACKEND_NAMES, BACKENDS, backend_class, live_jobs
 from scaling.backends.local.executor import LocalExecutor
 from scaling.backends.slurm.executor import SlurmExecutor
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 from scaling.state.files.job_records import JobRecord, read_records, write_records
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -49,7 +49,7 @@ def test_no_module_branches_on_or_keys_by_a_backend_name():
 def test_the_spec_offers_the_backends_there_are():
     """The spec's `executor` choices are the registry's names, each the name of its class (set
     once, in the class)."""
-    choices = get_args(get_type_hints(Study)["executor"])
+    choices = get_args(get_type_hints(StudySpec)["executor"])
     assert choices == BACKEND_NAMES == tuple(BACKENDS) == (LocalExecutor.name, SlurmExecutor.name)
     assert backend_class("slurm") is SlurmExecutor
     assert backend_class("local") is LocalExecutor

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import get_type_hints
 
 from foundation.config import field_docs
-from scaling.spec.study import Study
+from scaling.spec.study import StudySpec
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "studies.md"
 
@@ -27,10 +27,10 @@ def _spec_table() -> dict[str, str]:
 def test_every_study_key_is_documented_and_every_documented_key_exists():
     rows = _spec_table()
     documented = {m for key in rows for m in re.findall(r"`([a-z_]+)[.`]", key)}
-    fields = {name for name, _, _ in field_docs(Study)}
+    fields = {name for name, _, _ in field_docs(StudySpec)}
     assert fields - documented == set(), "keys missing from docs/studies.md"
     assert documented - fields == set(), "docs/studies.md lists keys the schema lacks"
-    for name, section in get_type_hints(Study).items():
+    for name, section in get_type_hints(StudySpec).items():
         if not dataclasses.is_dataclass(section):
             continue
         row = " ".join(line for key, line in rows.items() if f"`{name}" in key)
