@@ -93,6 +93,7 @@ ROOMS_BELOW = {
             "lr_search",
             "looks",
             "driver",
+            "study",  # `Study`: the study's one object, its verbs (`scaling.study`)
             "cli",
         ),
         "__main__": {"cli"},

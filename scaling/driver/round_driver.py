@@ -1,14 +1,14 @@
-"""The round driver: one object owns a study's rounds, as OLMo-core's `ModelLadder` owns its study.
+"""The round driver: a study's rounds, from its first submission to its parent run's end.
 
 A round: submit what is due (`scaling.driver.submission.submit_due`), wait until no cell is queued
 or running, upload what cells left in their spools during a tracking outage, then decide what comes
 next (`StudyRun.next_cells`): the failed cells again (each up to `study.retries` times), the LR
 search's next round (`scaling.lr_search.extend_grid`), or nothing, and the study is over. The
-parent run
-ends with the study. `scaling run`, `scaling submit` and `scaling status --watch` are thin calls on
-`StudyRun` (`run_study`, `submit_rounds`, `watch`); which executor runs the cells is the
-executor's business (`scaling.backends.executors`). The waiting (polls, tracking outages,
-progress and ETA) is its `RoundWatcher`'s (`scaling.driver.watcher`); `StudyRun` decides.
+parent run ends with the study. `scaling.study.Study`'s `run`, `submit` and `watch` (so `scaling
+run`, `scaling submit` and `scaling status --watch`) are thin calls on `StudyRun`; which executor
+runs the cells is the executor's business (`scaling.backends.executors`). The waiting (polls,
+tracking outages, progress and ETA) is its `RoundWatcher`'s (`scaling.driver.watcher`);
+`StudyRun` decides.
 """
 
 from __future__ import annotations
@@ -51,15 +51,7 @@ from scaling.state.stale import StaleChoice, stop_if_stale
 from scaling.state.store_check import StoreLost
 from scaling.state.tracking_refusal import TrackingRefused
 
-__all__ = [
-    "StudyRun",
-    "View",
-    "Cancelled",
-    "submit_study",
-    "submit_rounds",
-    "wait_study",
-    "cancel_study",
-]
+__all__ = ["StudyRun", "View", "Cancelled"]
 
 UPLOAD_WAIT_S = 600.0  # how long a round waits for MLflow to take leftover spools
 STOP_WAIT_S = 120.0  # how long Ctrl-C waits for the local submit to cancel its cells
@@ -377,53 +369,3 @@ def _interrupts_held(say: Callable[[str], None]) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, before)
-
-
-def submit_study(
-    study: ResolvedStudy,
-    on_progress: Callable[[str], None] | None = None,
-    end_parent: bool = True,
-    retry_failed: bool = False,
-    stale: StaleChoice = None,
-    stop: threading.Event | None = None,
-) -> Submitted:
-    """One submission of the due cells (`StudyRun.submit`); with an executor that runs them
-    itself and `end_parent`, the study's end then ends its parent run (`StudyRun.finish`)."""
-    run = StudyRun(study, say=on_progress or (lambda _msg: None))
-    run.resume_cancelled()
-    result = run.submit(retry_failed, stale, stop)
-    if run.executor.runs_cells_in_submit:
-        run.finish(run.status(), end_parent=end_parent)
-    return result
-
-
-def submit_rounds(
-    study: ResolvedStudy,
-    on_progress: Callable[[str], None] | None = None,
-    end_parent: bool = True,
-    retry_failed: bool = False,
-) -> Submitted:
-    """`scaling submit`: the rounds due (`StudyRun.drive` without waiting). Slurm: returns once
-    a round is queued; local: runs round after round until the study is over."""
-    run = StudyRun(study, say=on_progress or (lambda _msg: None))
-    rows = run.drive(wait=False, retry_failed=retry_failed)
-    run.finish(rows, end_parent=end_parent)
-    assert run.last is not None, "drive() submits at least once"
-    return Submitted(run.last.parent_run_id, run.submitted, run.last.skipped, run.last.jobs)
-
-
-def wait_study(
-    study: ResolvedStudy,
-    callback: Callable[[Rows], None] | None = None,
-    poll_s: float = 10.0,
-    timeout_s: float | None = None,
-    busy: Callable[[], bool] | None = None,
-    on_error: Callable[[Exception], None] | None = None,
-) -> Rows:
-    """Poll until no cell is queued or running (`RoundWatcher.wait`)."""
-    return StudyRun(study, poll_s=poll_s).watcher.wait(callback, timeout_s, busy, on_error)
-
-
-def cancel_study(study: ResolvedStudy) -> Cancelled:
-    """Cancel the study's live jobs and mark their runs KILLED (`StudyRun.cancel`)."""
-    return StudyRun(study).cancel()

@@ -52,7 +52,7 @@ RESUBMIT_STATES = (contract.PENDING, contract.FAILED, contract.CANCELLED)
 
 @dataclass(frozen=True)
 class Submitted:
-    """What one `submit_study` call did."""
+    """What one submission (`StudyRun.submit`) did."""
 
     parent_run_id: str
     submitted: list[str]  # cell ids (re)submitted now

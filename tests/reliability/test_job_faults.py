@@ -19,9 +19,9 @@ from jobs.faults import EXIT_KNOWN_FAULT
 from jobs.testing import tiny_run_dict
 from scaling.backends.base import backend_class
 from scaling.driver.environment import load_study_spec
-from scaling.driver.round_driver import submit_study
 from scaling.state.job_errors import last_error_line
 from scaling.state.status import study_status, submitit_folder
+from scaling.study import Study
 from tests.reliability.helpers import cli_env
 from tests.scaling.conftest import one_size_spec
 
@@ -81,7 +81,7 @@ def test_a_cells_job_on_corrupted_data_shows_the_line_in_status(tmp_path, data_c
     study = load_study_spec(path, check_environment=False)  # checks the data: still whole
     _garble(data_copy)  # damaged once the study was planned
 
-    submit_study(study)  # a real local submitit job: jobs.TrainingJob
+    Study(study).submit(rounds=False)  # a real local submitit job: jobs.TrainingJob
     (row,) = study_status(study)
     assert row.state == C.FAILED, row
     assert row.cause == _expected_line(data_copy), row

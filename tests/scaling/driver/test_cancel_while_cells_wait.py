@@ -17,8 +17,8 @@ import pytest
 from foundation.process.proc import kill_tree
 from jobs.testing import PauseFiles
 from scaling.backends.queued import QUEUED
-from scaling.driver.round_driver import cancel_study
 from scaling.state.files.job_records import read_records
+from scaling.study import Study
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import poll, write_and_load
 
@@ -57,7 +57,7 @@ def test_a_cancel_of_a_run_whose_cells_wait_ends_it_cancelled_not_interrupted(
             return any(pause.reached(c) for c in cells) and len(queued) == 2
 
         poll(one_holds_and_the_others_wait, 600, lambda: log.read_text()[-3000:])
-        result = cancel_study(study)
+        result = Study(study).cancel()
         assert sorted(result.cells) == sorted(cells), result  # the held one and the waiting
         code = run.wait(timeout=300)
     finally:

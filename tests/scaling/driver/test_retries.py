@@ -13,11 +13,11 @@ import scaling.backends.executors
 from foundation import contract as C
 from scaling.cli import app
 from scaling.cli.status_view import EXIT_CELLS_FAILED
-from scaling.driver.round_driver import submit_rounds, submit_study
 from scaling.spec.loader import resolve
 from scaling.state.files.job_records import read_records
 from scaling.state.files.search_state import read_state
 from scaling.state.status import study_status
+from scaling.study import Study
 from tests.conftest import REPO
 from tests.scaling.conftest import lr_search_spec, one_size_spec
 from tests.scaling.helpers import write_and_load
@@ -55,7 +55,7 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
     real = _crash(monkeypatch, doomed)
 
     said: list[str] = []
-    submit_rounds(study, on_progress=said.append)
+    Study(study, said.append).submit()
     # one local `submit`: the first job and one retry, then it stops
     assert sum(m.startswith(f"started {doomed}") for m in said) == 2, said
     # issue 55 #17: the cell's end as it is, not submitit's `FINISHED`
@@ -77,7 +77,7 @@ def test_a_failing_cell_is_retried_then_left_until_retry_failed(
 
     # the next submit leaves it, and says why and what to do
     said.clear()
-    again = submit_study(study, on_progress=said.append)
+    again = Study(study, said.append).submit(rounds=False)
     assert again.submitted == [] and again.skipped[doomed] == C.FAILED
     assert any(
         f"not resubmitted {doomed}: gave up after 2 failures; retries: 1" in m for m in said
@@ -116,7 +116,7 @@ def test_an_lr_search_round_is_judged_with_a_cell_given_up(
     _crash(monkeypatch, doomed)
 
     said: list[str] = []
-    submit_rounds(study, on_progress=said.append)
+    Study(study, said.append).submit()
     assert sum(m.startswith(f"started {doomed}") for m in said) == 1, said  # retries: 0
     state = read_state(study.folder)
     assert state.ended and state.round >= 1, state
@@ -156,7 +156,7 @@ def test_on_slurm_status_watch_judges_a_round_with_a_cell_given_up(
     doomed = next(c.cell_id for c in study.cells if c.variant == "nonlinear" and c.lr == 1.0)
     _crash(monkeypatch, doomed)
 
-    assert len(submit_rounds(study).submitted) == 4  # round 0 queued
+    assert len(Study(study).submit().submitted) == 4  # round 0 queued
     watch = CliRunner().invoke(
         app, ["status", str(path), "--watch", "--interval", "1"], env={"COLUMNS": "200"}
     )

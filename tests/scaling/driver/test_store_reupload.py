@@ -24,8 +24,8 @@ from jobs.telemetry.spool import SPOOL
 from jobs.telemetry.tracking import Tracker
 from scaling.driver.environment import load_study_spec
 from scaling.driver.reupload import reupload_results
-from scaling.driver.round_driver import submit_study
 from scaling.state.files.job_records import read_records
+from scaling.study import Study
 from tests.scaling.conftest import one_size_spec
 
 STEPS = 6
@@ -60,7 +60,7 @@ def test_completed_cells_are_uploaded_again_into_a_new_store(tmp_path, data_dir)
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
     study = load_study_spec(path, check_environment=False)
-    submit_study(study)
+    Study(study).submit(rounds=False)
     before = _children(store)
     assert len(before) == 2 and all(len(h) == STEPS for h in before.values()), before
     records = read_records(study.folder)

@@ -10,10 +10,10 @@ from mlflow.tracking import MlflowClient
 
 from data_prep.testing import tiny_config
 from foundation.config import to_dict
-from scaling.driver.round_driver import cancel_study, submit_study
 from scaling.driver.submission import study_parent_run_id
 from scaling.state.files.job_records import read_records
 from scaling.state.status import study_status
+from scaling.study import Study
 from tests.scaling.conftest import one_size_spec, small_spec
 from tests.scaling.helpers import checkpoint_steps, poll, study_runs, write_and_load
 
@@ -36,7 +36,7 @@ def test_local_study_runs_with_bounded_concurrency_and_resubmit_is_a_noop(
         )
         peak["running"] = max(peak["running"], running)
 
-    result = submit_study(study, on_progress=on_progress)
+    result = Study(study, on_progress).submit(rounds=False)
     assert len(result.submitted) == 4
     assert peak["running"] == 2  # never more than local.max_parallel at once
 
@@ -53,14 +53,14 @@ def test_local_study_runs_with_bounded_concurrency_and_resubmit_is_a_noop(
     client = MlflowClient(mlflow_server)
     assert [a.path for a in client.list_artifacts(parent)] == ["study.yaml"]  # the spec
 
-    again = submit_study(study)
+    again = Study(study).submit(rounds=False)
     assert again.submitted == [] and len(study_runs(study)) == 5
 
     # the same cells under a changed recipe are refused, not silently mixed with old results
     spec["tokens"] = {"per_size": {"30K": 4096, "60K": 4096}}
     changed = write_and_load(spec, tmp_path / "changed.yaml")
     with pytest.raises(ValueError, match="different run config"):
-        submit_study(changed)
+        Study(changed).submit(rounds=False)
     assert len(study_runs(study)) == 5
 
 
@@ -81,18 +81,18 @@ def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
     spec["data"] = {"prepare": to_dict(tiny_config(tmp_path / "data")), "num_val_windows": 4}
     study = write_and_load(spec, tmp_path / "study.yaml")
     assert not (tmp_path / "data").exists()
-    submitter = threading.Thread(target=submit_study, args=(study,))
+    submitter = threading.Thread(target=Study(study).submit, kwargs={"rounds": False})
     submitter.start()
     cid = poll(lambda: next(iter(read_records(study.folder)), None), 60, "a job record")
     poll(lambda: checkpoint_steps(str(study.folder / "cells" / cid)), 180, "a checkpoint")
-    assert cancel_study(study).cells == [cid]
+    assert Study(study).cancel().cells == [cid]
     submitter.join(timeout=60)
     assert not submitter.is_alive()
     (row,) = study_status(study)
     assert row.state == "cancelled"
     run_id = row.run_id
 
-    again = submit_study(study)
+    again = Study(study).submit(rounds=False)
     assert again.submitted == [cid]
     (row,) = study_status(study)
     assert row.state == "completed" and row.run_id == run_id, row

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from scaling.costs.plan import plan_study
-from scaling.driver.round_driver import submit_study
 from scaling.state.status import study_status
+from scaling.study import Study
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import write_and_load
 
@@ -49,7 +49,7 @@ def test_a_variant_from_the_users_module_runs_through_plan_train_analyze(
         assert gated.flops == linear.flops
     assert rows[("60K", "gated")].gpus == 2
 
-    submitted = submit_study(study)
+    submitted = Study(study).submit(rounds=False)
     assert len(submitted.submitted) == 4
     status = study_status(study)
     assert [r.state for r in status] == ["completed"] * 4, status

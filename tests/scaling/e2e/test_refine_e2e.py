@@ -18,13 +18,13 @@ from analysis.stats.lr.frontier import lr_frontier
 from analysis.tables.mlflow_io import load_study_runs as load_table
 from foundation import contract as C
 from scaling.driver.environment import load_study_spec
-from scaling.driver.round_driver import submit_rounds, submit_study
 from scaling.driver.run import run_study
 from scaling.driver.submission import study_parent_run_id
 from scaling.lr_search.extend_grid import advance, status_lines
 from scaling.state.files.job_records import read_records
 from scaling.state.files.search_state import STATE_FILE, read_state
 from scaling.state.status import study_status
+from scaling.study import Study
 from tests.reliability.helpers import kill_group, start_cli
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import poll, study_runs, write_and_load
@@ -83,7 +83,7 @@ def test_local_search_ends_interior_and_resumes_without_duplicates(
         ("nonlinear", 1.0, 0),
     ]  # round 0: the starting grid, by the scan seed only
     start = time.monotonic()
-    submit_study(study, end_parent=False)  # round 0 alone
+    Study(study).submit(rounds=False, end_parent=False)  # round 0 alone
 
     # crash between rounds: the round is decided again from MLflow, to the same state file
     said: list[str] = []
@@ -138,7 +138,7 @@ def test_slurm_search_submit_queues_one_round_and_run_finishes_it(
     path = tmp_path / "study.yaml"
     study = write_and_load(_spec(tmp_path, data_dir, mlflow_server, **overrides), path)
     start = time.monotonic()
-    queued = submit_rounds(study)  # Slurm: returns once round 0 is queued
+    queued = Study(study).submit()  # Slurm: returns once round 0 is queued
     assert len(queued.submitted) == 4 and not (study.folder / STATE_FILE).exists()
     parent = MlflowClient(mlflow_server).get_run(queued.parent_run_id)
     assert parent.info.status == "RUNNING"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from scaling.driver.round_driver import submit_study, wait_study
 from scaling.state.status import study_status
+from scaling.study import Study
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import (
     checkpoint_steps,
@@ -37,13 +37,13 @@ def test_study_runs_as_slurm_job_arrays_and_resubmit_is_a_noop(
     spec = small_spec(data_dir, tmp_path / "study", mlflow_server, executor="slurm")
     study = write_and_load(spec, tmp_path / "study.yaml")
 
-    result = submit_study(study)
+    result = Study(study).submit(rounds=False)
     assert sorted(result.submitted) == sorted(result.jobs) and len(result.jobs) == 4
     # one array per world size (1-task cells, 2-task cells): ids "ARRAY_INDEX"
     arrays = {job.job_id.split("_")[0] for job in result.jobs.values()}
     assert len(arrays) == 2 and all("_" in job.job_id for job in result.jobs.values())
 
-    rows = wait_study(study, poll_s=2, timeout_s=STUDY_TIMEOUT_S)
+    rows = Study(study).wait(poll_s=2, timeout_s=STUDY_TIMEOUT_S)
     assert [r.state for r in rows] == ["completed"] * 4, rows
     assert all(r.val_loss is not None and math.isfinite(r.val_loss) for r in rows)
 
@@ -61,7 +61,7 @@ def test_study_runs_as_slurm_job_arrays_and_resubmit_is_a_noop(
     assert list((study.folder / "submitit").rglob("*_log.out"))
     assert not list(Path.cwd().glob("slurm-*.out"))
 
-    again = submit_study(study)
+    again = Study(study).submit(rounds=False)
     assert again.submitted == [] and set(again.skipped.values()) == {"completed"}
     assert len(study_runs(study)) == 5  # no new run, not even a second parent
 
@@ -86,7 +86,7 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
         train={"checkpoint_interval": 10},
     )
     study = write_and_load(spec, tmp_path / "study.yaml")
-    result = submit_study(study)
+    result = Study(study).submit(rounds=False)
     (interrupted, job_a), (killed, job_b) = sorted(result.jobs.items())
     out = {cid: study.folder / "cells" / cid for cid in result.jobs}
     # each as soon as its first checkpoint exists (step 10 of 600), polled every 0.1 s
@@ -116,9 +116,9 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
     assert states[interrupted] in ("queued", "running", "completed")
     run_ids = {r.data.tags["cell_id"]: r.info.run_id for r in _children(study)}
 
-    again = submit_study(study)
+    again = Study(study).submit(rounds=False)
     assert again.submitted == [killed]  # the failed cell is retried, the requeued one left alone
-    rows = wait_study(study, poll_s=2, timeout_s=STUDY_TIMEOUT_S)
+    rows = Study(study).wait(poll_s=2, timeout_s=STUDY_TIMEOUT_S)
     assert [r.state for r in rows] == ["completed", "completed"], rows
 
     children = _children(study)

@@ -292,8 +292,8 @@ def test_killing_the_stable_run_between_branch_points_then_rerunning(tmp_path, d
 def test_a_failed_stable_run_fails_its_branches_with_the_reason(tmp_path, data_dir):
     """The stable cell crashes at start (a checkpoint of another parallel layout in its output
     dir); its branches are never started, end `failed`, and status says why."""
-    from scaling.driver.round_driver import submit_study
     from scaling.state.status import study_status
+    from scaling.study import Study
 
     tokens = {
         "tokens_per_param": None,
@@ -314,7 +314,7 @@ def test_a_failed_stable_run_fails_its_branches_with_the_reason(tmp_path, data_d
     bogus.mkdir(parents=True)
     (bogus / "complete.json").write_text(json.dumps({"step": 1, "world_size": 2}))
 
-    result = submit_study(study)
+    result = Study(study).submit(rounds=False)
     assert len(result.submitted) == 3 and sorted(result.jobs) == [stable.cell_id]  # none started
     rows = {r.cell_id: r for r in study_status(study)}
     assert rows[stable.cell_id].state == C.FAILED
@@ -368,10 +368,10 @@ def _squeue_reasons(job_ids: list[str]) -> dict[str, str]:
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_server, slurm_cluster):
-    from scaling.driver.round_driver import submit_study, wait_study
+    from scaling.study import Study
 
     study = _load(_slurm_spec(tmp_path, data_dir, mlflow_server, 80), tmp_path)
-    result = submit_study(study)
+    result = Study(study).submit(rounds=False)
     stable = next(c for c in study.cells if c.kind == C.KIND_STABLE)
     branch_jobs = [result.jobs[c.cell_id].job_id for c in study.cells if c.depends_on]
     assert {j.split("_")[0] for j in branch_jobs} != {result.jobs[stable.cell_id].job_id}
@@ -379,7 +379,7 @@ def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_ser
     parent_job = result.jobs[stable.cell_id].job_id
     expected = f"PENDING afterok:{parent_job}"
     assert all(waiting.get(j, "").startswith(expected) for j in branch_jobs), waiting
-    rows = wait_study(study, poll_s=2, timeout_s=600)
+    rows = Study(study).wait(poll_s=2, timeout_s=600)
     logs = "".join(p.read_text() for p in (study.folder / "submitit").rglob("*_log.out"))
     errs = "".join(p.read_text()[-3000:] for p in (study.folder / "submitit").rglob("*_log.err"))
     assert [r.state for r in rows] == [C.COMPLETED] * 3, (rows, logs[-3000:], errs)
@@ -392,15 +392,15 @@ def test_slurm_branches_wait_for_their_stable_run(tmp_path, data_dir, mlflow_ser
 def test_slurm_failed_stable_run_fails_its_branches(
     tmp_path, data_dir, mlflow_server, slurm_cluster
 ):
-    from scaling.driver.round_driver import submit_study
     from scaling.state.status import study_status
+    from scaling.study import Study
 
     study = _load(_slurm_spec(tmp_path, data_dir, mlflow_server, 16), tmp_path)
     stable = next(c for c in study.cells if c.kind == C.KIND_STABLE)
     bogus = Path(stable.run.output_dir) / "checkpoints" / "step_00000001"
     bogus.mkdir(parents=True)
     (bogus / "complete.json").write_text(json.dumps({"step": 1, "world_size": 2}))
-    submit_study(study)
+    Study(study).submit(rounds=False)
 
     def ended():
         rows = study_status(study)

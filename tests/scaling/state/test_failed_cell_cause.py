@@ -12,10 +12,10 @@ import scaling.backends.executors
 from foundation import contract as C
 from scaling.cli import app
 from scaling.driver.environment import load_study_spec
-from scaling.driver.round_driver import submit_study
 from scaling.state.job_errors import last_error_line
 from scaling.state.mlflow_state import client_for
 from scaling.state.status import study_status
+from scaling.study import Study
 from tests.scaling.conftest import one_size_spec
 
 # ~27 s on 2 busy cores: a real local job starts (and crashes) and a SQLite store is created
@@ -38,7 +38,7 @@ def test_a_failed_cells_cause_reaches_status_and_mlflow(tmp_path, data_dir, monk
     study = load_study_spec(path, check_environment=False)
     monkeypatch.setattr(scaling.backends.executors, "_job", lambda cell: _Crash())
 
-    submit_study(study)
+    Study(study).submit(rounds=False)
     (row,) = study_status(study)
     assert row.state == C.FAILED and row.given_up, row
     assert row.cause == CAUSE, row

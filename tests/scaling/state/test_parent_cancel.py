@@ -13,11 +13,11 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from scaling.cli import app
-from scaling.driver.round_driver import Cancelled, cancel_study
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.cancel_mark import read_cancel_mark
 from scaling.state.files.job_records import JobRecord, write_records
 from scaling.state.mlflow_state import end_parent_run, ensure_parent_run
+from scaling.study import Cancelled, Study
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load
 
@@ -53,7 +53,7 @@ def test_cancel_leaves_an_ended_study_and_marks_one_between_rounds(tmp_path, dat
     end_parent_run(study, "FINISHED", client)
     path = str(tmp_path / "study.yaml")
 
-    assert cancel_study(study) == Cancelled([], "FINISHED")  # left as it was, as the command does
+    assert Study(study).cancel() == Cancelled([], "FINISHED")  # left as it was, as the command does
     assert read_cancel_mark(study.folder) is None
     out = CliRunner().invoke(app, ["cancel", path])
     assert out.exit_code == 0, out.output

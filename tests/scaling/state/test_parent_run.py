@@ -8,9 +8,9 @@ from mlflow.tracking import MlflowClient
 import scaling.backends.executors
 import scaling.backends.local.executor
 from data_prep.manifest import load_manifest
-from scaling.driver.round_driver import submit_study
 from scaling.driver.run import run_study
 from scaling.driver.submission import study_parent_run_id
+from scaling.study import Study
 from tests.scaling.conftest import small_spec
 from tests.scaling.helpers import write_and_load
 
@@ -59,7 +59,7 @@ def test_parent_is_running_during_scaling_run_then_finished(tmp_path, data_dir, 
     assert dataset.dataset.digest == load_manifest(data_dir).digest
 
     # a resubmission with nothing to do runs the (empty) rest of the study and ends it again
-    again = submit_study(study)
+    again = Study(study).submit(rounds=False)
     assert again.submitted == []
     assert client.get_run(outcome.parent_run_id).info.status == "FINISHED"
 

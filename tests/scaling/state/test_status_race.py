@@ -3,7 +3,7 @@
 A cell's state joins two reads: MLflow (its run) and the scheduler (its live job). A job ends its
 run FINISHED before it leaves the queue, so reading the scheduler first sees such a job live, or
 finished. Read the other way round, a job ending between the reads is a RUNNING run without a live
-job: "failed" (a poll that ends `wait_study` at once) and, in `submit`, a duplicate of a cell that
+job: "failed" (a poll that ends `Study.wait` at once) and, in `submit`, a duplicate of a cell that
 had just completed. Here the job ends right after whichever read comes first, on a real SQLite
 store and a real process standing as the local job's controller.
 """
@@ -99,10 +99,10 @@ def test_a_job_ending_during_a_status_poll_is_running_or_completed(ending):
 
 
 def test_a_job_ending_during_a_submit_is_not_trained_again(ending):
-    from scaling.driver.round_driver import submit_study
+    from scaling.study import Study
 
     study, job = ending
-    result = submit_study(study)
+    result = Study(study).submit(rounds=False)
     assert job.ended
     assert job.cell.cell_id not in result.submitted, result.submitted
     record = read_records(study.folder)[job.cell.cell_id]
