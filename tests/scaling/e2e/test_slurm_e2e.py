@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.testing import PauseFiles
 from scaling.state.status import study_status
 from scaling.study import Study
 from tests.scaling.conftest import small_spec
@@ -25,6 +26,7 @@ from tests.scaling.helpers import (
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 STUDY_TIMEOUT_S = 400
+STEPS = 40
 
 
 def _children(study):
@@ -71,9 +73,13 @@ def _job_log(study, job_id: str) -> str:
 
 
 def test_interrupted_cell_resumes_and_killed_cell_is_retried(
-    tmp_path, data_dir, mlflow_server, slurm_cluster
+    tmp_path, data_dir, mlflow_server, slurm_cluster, monkeypatch
 ):
-    # two 1-rank cells of 600 steps, checkpointing every 10
+    # two 1-rank cells of STEPS steps, checkpointing every 10; each holds after step 10 (its
+    # checkpoint written) until let go, so both are acted on mid-run on any machine speed
+    pause = PauseFiles(tmp_path / "pause", 10)
+    for name, value in pause.env().items():
+        monkeypatch.setenv(name, value)  # sbatch hands the submitting environment to the job
     spec = small_spec(
         data_dir,
         tmp_path / "study",
@@ -82,14 +88,14 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
         sizes=["30K"],
         seeds=[0],
         parallel={},
-        tokens={"per_size": {"30K": 600 * 256}},
+        tokens={"per_size": {"30K": STEPS * 256}},
         train={"checkpoint_interval": 10},
     )
     study = write_and_load(spec, tmp_path / "study.yaml")
     result = Study(study).submit(rounds=False)
     (interrupted, job_a), (killed, job_b) = sorted(result.jobs.items())
     out = {cid: study.folder / "cells" / cid for cid in result.jobs}
-    # each as soon as its first checkpoint exists (step 10 of 600), polled every 0.1 s
+    # each as soon as its first checkpoint exists (step 10, where it holds), polled every 0.1 s
     actions = {
         interrupted: job_a._interrupt,  # preemption: USR2, the job checkpoints, submitit requeues
         # a crash: the training process dies at once (SIGHUP; Slurm turns a KILL into a graceful
@@ -113,6 +119,7 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
         return seen[-1] if seen[-1][killed] == "failed" else None
 
     states = poll(killed_is_failed, 60, lambda: f"the killed cell to show as failed: {seen[-3:]}")
+    pause.release_all()  # a resumed attempt starts after step 10 and never holds again
     assert states[interrupted] in ("queued", "running", "completed")
     run_ids = {r.data.tags["cell_id"]: r.info.run_id for r in _children(study)}
 
@@ -125,7 +132,7 @@ def test_interrupted_cell_resumes_and_killed_cell_is_retried(
     assert {r.data.tags["cell_id"]: r.info.run_id for r in children} == run_ids  # one run each
     logs = _job_log(study, job_a.job_id.split("_")[0]) + _job_log(study, again.jobs[killed].job_id)
     resumed = dict(re.findall(r"\[jobs\] (\S+): resumed at step (\d+)", logs))
-    assert 10 <= int(resumed[interrupted]) < 600 and 10 <= int(resumed[killed]) < 600, resumed
+    assert 10 <= int(resumed[interrupted]) < STEPS and 10 <= int(resumed[killed]) < STEPS, resumed
     steps = logged_steps(study, run_ids[interrupted])
-    assert steps == list(range(1, 601))  # resumed where it stopped: no gap, no repeat
-    assert logged_steps(study, run_ids[killed])[-1] == 600
+    assert steps == list(range(1, STEPS + 1))  # resumed where it stopped: no gap, no repeat
+    assert logged_steps(study, run_ids[killed])[-1] == STEPS
