@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-_OVERRIDES = (
+OVERRIDES = (
     "source",
     "output_dir",
     "text_field",
@@ -63,7 +63,7 @@ def prepare_data(
     values = locals()
     try:
         data = load_file(config) if config is not None else {}
-        data.update({k: values[k] for k in _OVERRIDES if values[k] is not None})
+        data.update({k: values[k] for k in OVERRIDES if values[k] is not None})
         resolved = from_dict(DataPrepConfig, data, where="data_prep")
         if dry_run:
             typer.echo(json.dumps(to_dict(resolved), indent=2))

@@ -20,7 +20,7 @@ from typing import Any
 
 from foundation.process.quiet import silence_known_warnings, verbose
 from models import accounting
-from models.catalog.variants import _module_file, load_variant, variant_module
+from models.catalog.variants import load_variant, module_origin, variant_module
 from models.config import ModelConfig
 
 FLOPS_RTOL = 0.02  # the declared forward FLOPs of the whole model, against torch's counter
@@ -108,4 +108,4 @@ def _problem(config: ModelConfig, arm: str, built: dict[str, Any]) -> str | None
 
 def _file(name: str) -> str:
     module = variant_module(name)
-    return _module_file(module) if module else "models/catalog/builtin_variants.py"
+    return module_origin(module) if module else "models/catalog/builtin_variants.py"

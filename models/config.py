@@ -13,9 +13,9 @@ from typing import Any, Literal
 from models.catalog.sites import SEPARATE_QKV
 from models.catalog.variants import (
     BUILTIN_VARIANTS,
-    _module_file,
     did_you_mean,
     load_variant,
+    module_origin,
     variant_module,
 )
 
@@ -269,4 +269,4 @@ def arm_model_fields(model: dict[str, Any]) -> dict[str, Any]:
 
 def _variant_file(name: str) -> str:
     module = variant_module(name)
-    return _module_file(module) if module else "models/catalog/builtin_variants.py"
+    return module_origin(module) if module else "models/catalog/builtin_variants.py"

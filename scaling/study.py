@@ -156,9 +156,8 @@ class Study:
     def judged_against(self, baseline: str | None) -> Study:
         """This study with `baseline` as its `verdict.baseline` for every look and the report
         (`scaling.looks.sequential_seeds.judged_against`: ValueError for an arm it does not
-        have, or one the looks were not judged against). None: itself."""
-        if baseline is None:
-            return self
+        have, or one the looks were not judged against). None: its own `verdict.baseline`,
+        still checked against the looks."""
         return Study(judged_against(self.resolved, baseline), self.say)
 
     # before anything trains

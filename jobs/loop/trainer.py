@@ -56,12 +56,12 @@ def train(config: RunConfig, stop: threading.Event | None = None) -> RunResult:
         return finished
     runtime.initialize_parallel(config.parallel)
     try:
-        return _Trainer(config, stop).run()
+        return Trainer(config, stop).run()
     finally:
         runtime.destroy()
 
 
-class _Trainer:
+class Trainer:
     def __init__(self, config: RunConfig, stop: threading.Event | None) -> None:
         from megatron.core import parallel_state
 

@@ -138,7 +138,7 @@ def site_inits(name: str, config: Any) -> list[SiteInit]:
     rules = variant.init(config) if variant.init is not None else {}
     is_dict = isinstance(rules, dict)
     bad = [k for k, r in rules.items() if not isinstance(r, InitRule)] if is_dict else []
-    owner = f"variant {name!r} ({_module_file(variant_module(name) or '')})"
+    owner = f"variant {name!r} ({module_origin(variant_module(name) or '')})"
     if not is_dict or bad:
         raise ValueError(
             f"{owner}: init must return a dict of parameter name -> models.catalog.init_rules rule "
@@ -165,7 +165,7 @@ def site_inits(name: str, config: Any) -> list[SiteInit]:
     return list(out.values())
 
 
-def _module_file(module_name: str) -> str:
+def module_origin(module_name: str) -> str:
     """Where `module_name` lives, for error messages (its file, or "not found")."""
     try:
         spec = importlib.util.find_spec(module_name)
@@ -191,7 +191,7 @@ def _import_error(name: str, module_name: str, err: BaseException) -> ValueError
         where = f", at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
     return ValueError(
         f"query variant {name!r}: importing module {module_name!r} "
-        f"({_module_file(module_name)}) failed: {last}{where}"
+        f"({module_origin(module_name)}) failed: {last}{where}"
     )
 
 
@@ -216,7 +216,7 @@ def _factory(name: str) -> Callable[[], Any]:
     if factory is None:
         public = [a for a in vars(module) if not a.startswith("_")]
         raise ValueError(
-            f"query variant {name!r}: module {module_name!r} ({_module_file(module_name)}) has "
+            f"query variant {name!r}: module {module_name!r} ({module_origin(module_name)}) has "
             f"no {attr!r}{did_you_mean(attr, public)}; name the function that returns the "
             "QueryVariant"
         )
@@ -249,5 +249,5 @@ def load_variant(name: str) -> Variant:
     try:
         variant.site_names()
     except ValueError as err:
-        raise ValueError(f"{err} ({_module_file(variant_module(name) or '')})") from err
+        raise ValueError(f"{err} ({module_origin(variant_module(name) or '')})") from err
     return variant

@@ -9,7 +9,7 @@ import typer
 from data_prep.cli import prepare_data
 from foundation.process.quiet import quiet_third_party_output, silence_known_warnings
 from jobs.cli import train
-from scaling.cli import commands
+from scaling.cli import commands, terminal
 from scaling.cli.analyze_command import analyze
 from scaling.cli.pilot_cli import pilot
 from scaling.cli.plan_command import plan
@@ -52,12 +52,12 @@ app.command("run")(run)
 @functools.wraps(analyze)
 def _analyze(*args, **kwargs) -> None:
     """`scaling analyze`, with the tracking server's refusals as one line (exit 2), and its
-    faults after the retries too (`commands.EXIT_TRACKING_FAULT`): analyze
+    faults after the retries too (`terminal.EXIT_TRACKING_FAULT`): analyze
     turns its own user errors into one line; a wrong login reaches it as MLflow's exception.
     An unreachable database store is named first, in seconds (`_check_database`)."""
     _check_database(kwargs.get("study"), kwargs.get("tracking_uri"))
     try:
-        with commands._tracking_fault_is_one_line():  # the REST reader's: exit 4, or 2
+        with terminal.tracking_fault_is_one_line():  # the REST reader's: exit 4, or 2
             analyze(*args, **kwargs)
     except Exception as err:
         if not type(err).__module__.startswith("mlflow."):

@@ -14,8 +14,9 @@ contradicts the looks (`scaling.looks.sequential_seeds.judged_against`, as `run`
 study with
 no look judged yet, finished runs of code that has changed since (`scaling status`: stale; as
 `run`), `--out` naming a file. Without STUDY (`--runs-csv FILE`, or the runs named by hand) the
-table is judged by `analysis.cli.analyze_table`: one command, two sources. The study's own
-analysis is `scaling.driver.run.analyze_study`, the function `scaling run` ends with.
+table is judged by `analysis.cli.analyze_table`: one command, two sources. The one verb is
+`scaling.study.Study.analyze`, through `scaling.driver.run.analyze_study`, the function
+`scaling run` ends with.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ import typer
 
 from analysis.cli import DETECT_HELP, RESAMPLES_HELP, analyze_table, check_out, given
 from analysis.tables.spec import DEFAULT_MARGIN_PCT
-
-REANALYSIS_LINE = "re-analysis by the user ({}), not the study's verdict"
+from scaling.cli.terminal import fail, load
 
 
 def analyze(
@@ -83,103 +83,20 @@ def analyze(
         options = given(seed=seed, num_resamples=resamples, detect_gain_pct=detect_gain)
         _analyze_study(study, out, baseline, margin, options)
     except ValueError as err:  # a user error: one line naming what to fix, no traceback
-        _fail(str(err))
-
-
-def _fail(message: str) -> None:
-    from foundation.secrets import mask_userinfo  # a message may quote a URI
-
-    typer.echo(f"error: {mask_userinfo(message)}", err=True)
-    raise typer.Exit(2)
+        fail(str(err))
 
 
 def _analyze_study(
     path: Path, out: Path | None, baseline: str | None, margin: float | None, options: dict
 ) -> None:
-    # lazy: `scaling --help` stays fast; the analysis loads only when it runs
-    from analysis.report.terminal import verdict_lines
-    from analysis.tables.inference_io import read_inference
-    from foundation import contract
-    from scaling.cli.commands import _load
-    from scaling.driver.run import analyze_study
-    from scaling.looks.sequential_seeds import judged_against
-    from scaling.state.mlflow_state import cell_runs, client_for
-    from scaling.state.stale import stop_if_stale
-    from scaling.study_judgement import study_judgement
+    """The study's own verdict, or the user's re-analysis of it (`Study.analyze`), printed."""
+    from analysis.report.terminal import verdict_lines  # lazy: pandas, once there is one
+    from scaling.study import REANALYSIS_LINE  # lazy: `scaling --help` stays fast
 
-    spec = _load(path, check_environment=False, announce=False)  # the loader `run` uses
-    _check_store(spec)
-    original = spec.spec.verdict.baseline
-    spec = judged_against(spec, baseline)  # not an arm, or not the looks' baseline: refused
-    own = study_judgement(spec, read_inference(spec.folder))  # read, never measured here
-    if spec.spec.seed_rounds is not None and not own.sequential:
-        raise ValueError(
-            f"study {spec.name}: no sequential look judged yet, and a sequential study is judged "
-            "at its last look's level; `scaling run` judges look 1 once the first "
-            f"{spec.spec.seed_rounds.start} seeds have finished"
-        )
-    changed = _changes(own, margin, options)
-    if baseline is not None and baseline != original:
-        changed.insert(0, f"--baseline {baseline}")
-    judgement = own
-    if changed:
-        fixed_by_looks = [c for c in changed if c.split()[0] in ("--margin", "--seed")]
-        if own.sequential and fixed_by_looks:
-            raise ValueError(
-                f"{' and '.join(fixed_by_looks)}: a "
-                "sequential study is judged at its last look's level, with its design's margin "
-                f"({own.margin_pct:g}%) and a bootstrap seeded from its runs; drop them"
-            )
-        if out is None:
-            raise ValueError(
-                f"{', '.join(changed)}: not the study's own judgement, so not written into its "
-                "report folder; give --out DIR for this re-analysis"
-            )
-        judgement = own.reanalysed(tuple(changed), margin_pct=margin, **options)  # baseline:
-        # `judged_against`'s
-    report_dir = contract.analysis_folder(spec.name, spec.spec.output_dir)
-    target = out or report_dir
-    if changed and target.resolve() == report_dir.resolve():
-        raise ValueError(f"--out {out} is the study's own report folder; give another folder")
-    # stale runs are judged never (as `run`); a refused login is MLflow's exception, one line
-    # (`scaling.cli._analyze`)
-    stop_if_stale(spec, cell_runs(spec, client_for(spec)), analyzing=True)
-    if changed:
-        typer.echo(REANALYSIS_LINE.format(", ".join(changed)))
-    # the study's own verdict, into its own folder: the parent run gets it, as from `run`
-    verdict, _ = analyze_study(
-        spec, target, None, judgement=judgement, to_parent=out is None and not changed
-    )
-    for line in verdict_lines(verdict):
+    study = load(path, check_environment=False, announce=False)  # the loader `run` uses
+    analysis = study.analyze(out, baseline, margin, options)
+    for line in verdict_lines(analysis.verdict):
         typer.echo(line)
-    if changed:
-        typer.echo(REANALYSIS_LINE.format(", ".join(changed)))
-    typer.echo(f"report: {target / 'report.html'}")
-
-
-def _changes(own, margin: float | None, options: dict) -> list[str]:
-    """The options the user set to something other than the study's own judgement's: each makes
-    the analysis a re-analysis (``--margin 0.3``)."""
-    mine = {
-        "--margin": (margin, own.margin_pct),
-        "--seed": (options.get("seed"), own.seed),
-        "--resamples": (options.get("num_resamples"), own.num_resamples),
-        "--detect-gain": (options.get("detect_gain_pct"), own.detect_gain_pct),
-    }
-    return [f"{flag} {v}" for flag, (v, own_v) in mine.items() if v is not None and v != own_v]
-
-
-def _check_store(spec) -> None:
-    """One line and exit 2 if the study's SQLite store is gone or broken
-    (`scaling.state.store_check`), or not there yet (nothing submitted: opening it would create
-    an empty one); the study folder is said once the store is not broken, as `status` says it."""
-    from foundation.studypaths import missing_store, missing_store_message  # lazy: as above
-    from scaling.state.store_check import store_trouble  # lazy: `scaling --help` stays fast
-
-    trouble = store_trouble(spec.mlflow.tracking_uri, spec.mlflow.experiment, spec.folder)
-    if trouble is not None:
-        raise ValueError(str(trouble))
-    typer.echo(f"study folder: {spec.folder}")
-    store = missing_store(spec.mlflow.tracking_uri)
-    if store is not None:
-        raise ValueError(missing_store_message(store))
+    if analysis.changed:
+        typer.echo(REANALYSIS_LINE.format(", ".join(analysis.changed)))
+    typer.echo(f"report: {analysis.report_dir / 'report.html'}")

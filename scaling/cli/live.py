@@ -22,7 +22,7 @@ __all__ = ["LiveProgress"]
 
 
 class LiveProgress:
-    """A rich progress bar over the study's cells; a `wait_study` callback.
+    """A rich progress bar over the study's cells; a `Study.wait` callback.
 
     Lines printed to stdout while it is shown (e.g. "status unavailable") appear above the bar:
     rich redirects stdout during a live display.

@@ -1,4 +1,4 @@
-"""`scaling pilot STUDY`: the command; the work is `scaling.costs.pilot.run_pilot`."""
+"""`scaling pilot STUDY`: the command; the work is `Study.pilot` (`scaling.costs.pilot`)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from typing import Annotated
 
 import typer
 
-from scaling.cli.commands import (
+from scaling.cli.terminal import (
     StudyArg,
-    _check_builds,
-    _check_driver_settings,
-    _load,
-    _print_table,
+    check_builds,
+    check_driver_settings,
+    load,
+    print_table,
 )
 
 
@@ -36,20 +36,20 @@ def pilot(
     """
     # lazy: `scaling --help` imports only typer (scaling.cli)
     from foundation.config import ConfigError
-    from scaling.costs.pilot import format_pilot, run_pilot  # lazy: `scaling --help` stays fast
+    from scaling.costs.pilot import format_pilot  # lazy: `scaling --help` stays fast
     from scaling.costs.pilot_job import OK  # lazy: `scaling --help` stays fast
 
-    _check_driver_settings()  # before the study is read: nothing probed yet
-    spec = _load(study)
-    _check_builds(study, spec)  # a variant that cannot build is one line, not a failed probe
+    check_driver_settings()  # before the study is read: nothing probed yet
+    the_study = load(study)
+    check_builds(study, the_study)  # a variant that cannot build is one line, not a failed probe
     try:
         limit = None if memory_limit_gb is None else int(memory_limit_gb * 1e9)
-        result = run_pilot(spec, warmup, steps, typer.echo, memory_limit_bytes=limit)
+        result = the_study.pilot(warmup, steps, memory_limit_bytes=limit)
     except ConfigError as err:
         typer.echo(f"error: {study}: {err}", err=True)
         raise typer.Exit(2) from err
     header, rows, footer = format_pilot(result)
-    _print_table(f"study {spec.name}: pilot", header, rows, footer)
+    print_table(f"study {the_study.name}: pilot", header, rows, footer)
     typer.echo(f"`scaling plan {study}` now prices the measured cells from these numbers")
     if any(m["status"] != OK for m in result["probes"].values()):
         raise typer.Exit(3)

@@ -1,6 +1,8 @@
 """`scaling plan STUDY`: a study's cells and cost, a dry run that validates everything.
 
-Heavy imports happen inside the command so `scaling --help` stays fast.
+The one verb is `Study.plan` (`scaling.costs.plan`); the lines around its table (wall-clock,
+LR search, seeds, power) are the costs room's. Heavy imports happen inside the command so
+`scaling --help` stays fast.
 """
 
 from __future__ import annotations
@@ -11,13 +13,13 @@ from typing import Annotated
 
 import typer
 
-from scaling.cli.commands import (
+from scaling.cli.terminal import (
     StudyArg,
-    _check_builds,
-    _fail,
-    _load,
-    _print_table,
-    _say_if_no_store,
+    check_builds,
+    fail,
+    load,
+    print_table,
+    say_if_no_store,
 )
 
 __all__ = ["plan", "SUMMARY_ABOVE"]
@@ -72,28 +74,27 @@ def plan(
     """
     # lazy: `scaling --help` stays fast
     from scaling.costs.lr_search import format_search_cost, search_cost
-    from scaling.costs.plan import branch_saving, format_branch_saving, format_plan, plan_study
+    from scaling.costs.plan import branch_saving, format_branch_saving, format_plan
 
     if noise is not None:
         _check_noise_args(noise, target_gain)
     elif target_gain is not None:
-        _fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
-    # lazy: `scaling --help` stays fast
-    from scaling.backends.executors import executor_for
-    from scaling.costs.wall import format_wall, wall_estimate
+        fail("--target-gain needs --noise SOURCE (the seed noise to plan with)")
+    from scaling.costs.wall import format_wall, wall_estimate  # lazy: `scaling --help`
 
-    spec = _load(study, check_environment=False)
-    _say_if_no_store(spec)
-    the_plan = plan_study(spec)
-    executor = executor_for(spec)
+    the_study = load(study, check_environment=False)
+    spec = the_study.resolved
+    say_if_no_store(the_study)
+    the_plan = the_study.plan()
+    executor = the_study.executor
     device = executor.device_name
-    built = _check_builds(study, spec)  # a variant that does not build: its error alone
+    built = check_builds(study, the_study)  # a variant that does not build: its error alone
     if len(the_plan.rows) > SUMMARY_ABOVE and not show_all:
         header, rows, totals = _plan_summary(the_plan, device)
-        _print_table(f"study {spec.name}: plan, per (size, variant)", header, rows, totals)
+        print_table(f"study {spec.name}: plan, per (size, variant)", header, rows, totals)
     else:
         header, rows, totals = format_plan(the_plan, device)
-        _print_table(f"study {spec.name}: plan", header, rows, totals)
+        print_table(f"study {spec.name}: plan", header, rows, totals)
     _warn_undeclared_flops(spec.spec.variants)
     for line in built:
         typer.echo(line)
@@ -125,7 +126,13 @@ def _plan_summary(the_plan, device: str) -> tuple[list[str], list[list[str]], st
     """The plan summed per (size, variant, processes): cells, their FLOPs and device-hours,
     one cell's time and checkpoint; the totals line as `format_plan` writes it."""
     # lazy: `scaling --help` stays fast
-    from scaling.costs.plan import _bytes, _duration, _si, cell_seconds, format_plan
+    from scaling.costs.plan import (
+        cell_seconds,
+        format_bytes,
+        format_count,
+        format_duration,
+        format_plan,
+    )
 
     groups: dict[tuple[str, str, int], list] = {}
     for row in the_plan.rows:
@@ -143,21 +150,21 @@ def _plan_summary(the_plan, device: str) -> tuple[list[str], list[list[str]], st
                 size,
                 variant,
                 str(len(group)),
-                _si(group[0].num_nonembedding_params),
-                _si(max(r.tokens for r in group)),
+                format_count(group[0].num_nonembedding_params),
+                format_count(max(r.tokens for r in group)),
                 str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}",
                 f"{sum(r.flops for r in group):.2e}",
                 str(gpus),
-                _duration(longest),
+                format_duration(longest),
                 f"{sum(r.gpu_hours for r in group):.4g}",
                 "measured" if measured == {True} else "assumed" if measured == {False} else "mixed",
-                _bytes(group[0].checkpoint_bytes),
+                format_bytes(group[0].checkpoint_bytes),
             ]
         )
     totals = format_plan(the_plan, device)[2]  # its rows are strings: cheap beside printing
     totals += f"\n{len(the_plan.rows)} cells in {len(rows)} rows; `scaling plan --all` lists each"
     if the_plan.inference is not None:  # after the cells: `scaling run`'s measurement
-        time = _duration(the_plan.inference.seconds / 3600)
+        time = format_duration(the_plan.inference.seconds / 3600)
         rows.append(the_plan.inference.table_row(header, device, time))
     return header, rows, totals
 
@@ -186,9 +193,9 @@ def _check_noise_args(noise: str, target_gain: float | None) -> None:
     try:
         noise_source_kind(noise)
     except ValueError as err:
-        _fail(str(err))
+        fail(str(err))
     if target_gain is not None and not (math.isfinite(target_gain) and target_gain > 0):
-        _fail(f"--target-gain {target_gain}: must be a positive gain in % (e.g. 1.0)")
+        fail(f"--target-gain {target_gain}: must be a positive gain in % (e.g. 1.0)")
 
 
 def _top_grid_var(spec, grid: dict[str, float]) -> float:
@@ -215,7 +222,7 @@ def _read_noise(spec, noise: str, baseline: str) -> tuple[dict[str, float], dict
         )
     except (ValueError, OSError, MlflowException) as err:
         message = str(err)
-        _fail(message if message.startswith("--noise") else f"--noise {noise}: {message}")
+        fail(message if message.startswith("--noise") else f"--noise {noise}: {message}")
 
 
 def _print_seed_cost(spec, the_plan, device: str, sd, noise, target_gain, tune_var) -> None:
@@ -253,7 +260,7 @@ def _print_power(
     from scaling.costs.plan import power_plan  # lazy: `scaling --help` stays fast
 
     header, rows, note = power_plan(spec, sd, target_gain, grid)
-    _print_table(f"study {spec.name}: power (noise from {noise})", header, rows, note)
+    print_table(f"study {spec.name}: power (noise from {noise})", header, rows, note)
 
 
 def _warn_environment(path: Path, spec) -> None:

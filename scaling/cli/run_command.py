@@ -1,7 +1,7 @@
 """`scaling run`: a whole study in one command: prepare data, submit, watch, analyze, report.
 
-The command parses and checks, then hands the study to `scaling.driver.run.run_study`; it
-shares its checks, locks and views with `submit` and `status` (`scaling.cli.commands`).
+The command parses and checks, then calls one verb, `scaling.study.Study.run`; it shares its
+checks, locks and views with `submit` and `status` (`scaling.cli.terminal`).
 """
 
 from __future__ import annotations
@@ -12,21 +12,21 @@ from typing import Annotated
 
 import typer
 
-from scaling.cli.commands import (
+from scaling.cli.terminal import (
     AcceptStaleOpt,
     NewStoreOpt,
     RerunStaleOpt,
     RetryFailedOpt,
     StudyArg,
-    _check_builds,
-    _check_driver_settings,
-    _exit_for,
-    _interrupt_is_one_line,
-    _load,
-    _one_driver,
-    _refusal_is_one_line,
-    _settle_stale,
-    _status_table,
+    check_builds,
+    check_driver_settings,
+    exit_for,
+    interrupt_is_one_line,
+    load,
+    one_driver,
+    refusal_is_one_line,
+    settle_stale,
+    status_table,
 )
 
 __all__ = ["run"]
@@ -65,27 +65,23 @@ def run(
     with `--retry-failed` for cells given up on, to retry them); 2 for a bad study file.
     """
     from scaling.cli.mlflow_link import mlflow_ui_hint  # lazy: `scaling --help` stays fast
-    from scaling.driver.run import run_study  # lazy: `scaling --help` stays fast
-    from scaling.looks.sequential_seeds import judged_against  # lazy: `scaling --help` stays fast
 
-    _check_driver_settings()  # before the study is read: nothing prepared or submitted yet
-    spec = _load(study, writes=True, new_store=new_store)
+    check_driver_settings()  # before the study is read: nothing prepared or submitted yet
+    the_study = load(study, writes=True, new_store=new_store)
     try:
-        spec = judged_against(spec, baseline)  # for the whole run, looks included
+        the_study = the_study.judged_against(baseline)  # for the whole run, looks included
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--baseline") from None
-    _check_builds(study, spec, remember=True)
-    with _one_driver(spec), _interrupt_is_one_line(spec), _refusal_is_one_line():
-        _settle_stale(spec, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
-        outcome = run_study(
-            spec,
+    check_builds(study, the_study, remember=True)
+    with one_driver(the_study), interrupt_is_one_line(the_study), refusal_is_one_line():
+        settle_stale(the_study, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
+        outcome = the_study.run(
             analyze=analyze,
             out_dir=out,
-            say=typer.echo,
             view=_live_bar if sys.stdout.isatty() else None,
             retry_failed=retry_failed,
         )
-    _status_table(outcome.study or spec)  # the cells the LR search added too
+    status_table(the_study)  # the cells the LR search added too
     if outcome.verdict is not None:
         from analysis.report.terminal import verdict_lines  # lazy: pandas, once there is one
 
@@ -94,7 +90,8 @@ def run(
         report = outcome.report_dir
         typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
         typer.echo(f"plots and verdict.json: {report}/")
-    typer.echo(mlflow_ui_hint(spec.mlflow.tracking_uri, spec.mlflow.experiment))
+    mlflow = the_study.resolved.mlflow
+    typer.echo(mlflow_ui_hint(mlflow.tracking_uri, mlflow.experiment))
     if outcome.inconclusive is not None and not outcome.cancelled:
         from scaling.cli.status_view import EXIT_CELLS_FAILED  # lazy: `scaling --help`
 
@@ -103,6 +100,6 @@ def run(
             "results are kept: fix the cause (`scaling status`), then `scaling run` again",
             err=True,
         )
-        _exit_for(outcome.rows)  # failed cells say so first
+        exit_for(outcome.rows)  # failed cells say so first
         raise typer.Exit(EXIT_CELLS_FAILED)
-    _exit_for(outcome.rows, cancelled=outcome.cancelled)
+    exit_for(outcome.rows, cancelled=outcome.cancelled)

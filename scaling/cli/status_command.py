@@ -1,6 +1,7 @@
 """`scaling status STUDY`: the study's grid, once or `--watch`ed until no cell is pending.
 
-It shares its loading, locks and table with the other study commands (`scaling.cli.commands`).
+It shares its loading, locks and table with the other study commands (`scaling.cli.terminal`);
+once, it is `Study.status`; `--watch`, `Study.watch`.
 While a variant of the user's own does not import, the grid is still shown, that arm's submitted
 cells marked with why (`scaling.cli.status_broken`); `--watch` drives the study and refuses it.
 """
@@ -11,45 +12,48 @@ import contextlib
 import math
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from scaling.cli.commands import (
+from scaling.cli.terminal import (
     StudyArg,
-    _check_driver_settings,
-    _exit_for,
-    _fail,
-    _load,
-    _one_driver,
-    _refusal_is_one_line,
-    _say_if_no_store,
-    _status_table,
+    check_driver_settings,
+    exit_for,
+    fail,
+    load,
+    one_driver,
+    refusal_is_one_line,
+    say_if_no_store,
+    status_table,
 )
 
+if TYPE_CHECKING:
+    from scaling.study import Study
 
-def _load_despite_broken_variants(path: Path):
-    """(study, broken) for `status`: the study as `_load` reads it and no broken variants; or,
+
+def _load_despite_broken_variants(path: Path) -> tuple[Study, dict[str, str]]:
+    """(study, broken) for `status`: the study as `load` reads it and no broken variants; or,
     where it refuses only because variants of the user's own do not import, the study without
     them and each such entry → why (issue 54: the grid is still shown)."""
     from foundation.config import ConfigError  # lazy: `scaling --help` imports only typer
     from scaling.cli.status_broken import broken_variants  # lazy: as above
-    from scaling.driver.environment import load_study_spec  # lazy: as above
+    from scaling.study import Study  # lazy: as above
 
     try:
-        spec = load_study_spec(path)
+        study = Study.load(path, say=typer.echo)
         broken = {}
     except ConfigError as err:
         broken = broken_variants(path)
         try:
             if not broken:
                 raise
-            spec = load_study_spec(path, drop_variants=tuple(broken))
+            study = Study.load(path, drop_variants=tuple(broken), say=typer.echo)
         except ConfigError:
             typer.echo(f"error: {err}", err=True)
             raise typer.Exit(2) from err
-    typer.echo(f"study folder: {spec.folder}")
-    return spec, broken
+    typer.echo(f"study folder: {study.folder}")
+    return study, broken
 
 
 def status(
@@ -80,34 +84,28 @@ def status(
     `--refresh`, search them all.
     """
     if not 0 < interval < math.inf:  # -1 or 0 would poll without pause, inf never again
-        _fail(f"--interval: {interval:g} is not a number of seconds > 0; give e.g. --interval 30")
+        fail(f"--interval: {interval:g} is not a number of seconds > 0; give e.g. --interval 30")
     if watch:  # it drives: it polls, and submits the LR search's next rounds
-        _check_driver_settings()
-    spec, broken = (_load(study), {}) if watch else _load_despite_broken_variants(study)
-    _say_if_no_store(spec)
+        check_driver_settings()
+    the_study, broken = (load(study), {}) if watch else _load_despite_broken_variants(study)
+    say_if_no_store(the_study)
     if not watch:
-        from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
-
-        with _refusal_is_one_line():  # a damaged state file: one line (issue 63)
-            _status_table(spec, study_status(spec, refresh=refresh), show_all, broken)
+        with refusal_is_one_line():  # a damaged state file: one line (issue 63)
+            status_table(the_study, the_study.status(refresh=refresh), show_all, broken)
         return
     if refresh:
-        from scaling.state.status import study_status  # lazy: `scaling --help` stays fast
-
-        study_status(spec, refresh=True)  # rewrites the cache the watch then polls through
-    from scaling.driver.round_driver import StudyRun  # lazy: `scaling --help` stays fast
-
+        the_study.status(refresh=True)  # rewrites the cache the watch then polls through
     # LR search: each round that ends is judged and the next one submitted
-    with _one_driver(spec), _refusal_is_one_line():
-        driver = StudyRun(spec, say=typer.echo, view=_watch_view(show_all), poll_s=interval)
-        rows = driver.drive(submit_first=False)
-        driver.finish(rows)
-    _exit_for(rows, cancelled=driver.cancelled() is not None)
+    with one_driver(the_study), refusal_is_one_line():
+        watched = the_study.watch(view=_watch_view(show_all), poll_s=interval)
+    exit_for(watched.rows, cancelled=watched.cancelled)
 
 
 def _watch_view(show_all: bool):
     """How `status --watch` shows a round: on a terminal the counts and ETA redrawn in place,
     then the table; piped, the table at every poll."""
+    from scaling.study import Study  # lazy: `scaling --help` stays fast
+
     if sys.stdout.isatty():
         from scaling.cli.live import LiveProgress  # lazy: `scaling --help` stays fast
 
@@ -121,9 +119,9 @@ def _watch_view(show_all: bool):
                     display(polled)
 
                 yield show
-            _status_table(study, rows, show_all)
+            status_table(Study(study), rows, show_all)
 
         return live
     return lambda _progress, study: contextlib.nullcontext(
-        lambda rows: _status_table(study, rows, show_all)
+        lambda rows: status_table(Study(study), rows, show_all)
     )

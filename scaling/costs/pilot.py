@@ -139,7 +139,7 @@ def _prepare_command(prep) -> str:
     """`scaling prepare-data` with the options that differ from its defaults."""
     import dataclasses
 
-    from data_prep.cli import _OVERRIDES  # the options the command takes, by field name
+    from data_prep.cli import OVERRIDES  # the options the command takes, by field name
 
     command = f"`scaling prepare-data --output {prep.output_dir}"
     rest = []
@@ -147,7 +147,7 @@ def _prepare_command(prep) -> str:
         value = getattr(prep, field.name)
         if field.name == "output_dir" or value == field.default:
             continue
-        if field.name not in _OVERRIDES:
+        if field.name not in OVERRIDES:
             rest.append(field.name)
         elif isinstance(value, bool):
             command += f" --{'' if value else 'no-'}{field.name.replace('_', '-')}"

@@ -95,11 +95,11 @@ class PilotJob:
         # (precision, engine, data loading, checkpoint writer), not a copy of it.
         from jobs.engines.batches import step_microbatches
         from jobs.engines.optim import lr_at
-        from jobs.loop.trainer import _Trainer
+        from jobs.loop.trainer import Trainer
         from jobs.telemetry.record import LossHistory
 
         config, cuda = self.config, torch.cuda.is_available()
-        trainer = _Trainer(config, None)
+        trainer = Trainer(config, None)
         dp_rank, dp_size = (
             trainer.ps.get_data_parallel_rank(),
             trainer.ps.get_data_parallel_world_size(),

@@ -30,6 +30,9 @@ __all__ = [
     "plan_study",
     "format_plan",
     "cell_seconds",
+    "format_count",
+    "format_duration",
+    "format_bytes",
     "power_plan",
     "BranchSaving",
     "branch_saving",
@@ -199,7 +202,7 @@ def _eval_flops(run) -> float:
     return float(flops_per_token(run.model)) / 3 * tokens
 
 
-def _si(value: float) -> str:
+def format_count(value: float) -> str:
     """3 significant digits with K/M/B/T (counts of parameters and tokens)."""
     for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(value) >= scale:
@@ -207,7 +210,7 @@ def _si(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _duration(hours: float) -> str:
+def format_duration(hours: float) -> str:
     seconds = hours * 3600
     if seconds < 60:
         return f"{seconds:.1f}s"
@@ -225,21 +228,23 @@ def format_plan(plan: Plan, device: str = "GPU") -> tuple[list[str], list[list[s
         [
             r.cell_id,
             r.size,
-            _si(r.num_nonembedding_params),
-            _si(r.num_params_total),
-            _si(r.tokens),
+            format_count(r.num_nonembedding_params),
+            format_count(r.num_params_total),
+            format_count(r.tokens),
             str(r.steps),
             f"{r.flops:.2e}",
             str(r.gpus),
-            _duration(cell_seconds(r, plan.flops_per_gpu_s, plan.startup_s, plan.step_s) / 3600),
+            format_duration(
+                cell_seconds(r, plan.flops_per_gpu_s, plan.startup_s, plan.step_s) / 3600
+            ),
             "measured" if r.measured else "assumed",
-            _bytes(r.checkpoint_bytes),
-            f"{r.num_checkpoints} = {_bytes(r.checkpoint_bytes * r.num_checkpoints)}",
+            format_bytes(r.checkpoint_bytes),
+            f"{r.num_checkpoints} = {format_bytes(r.checkpoint_bytes * r.num_checkpoints)}",
         ]
         for r in plan.rows
     ]
     if plan.inference is not None:
-        time = _duration(plan.inference.seconds / 3600)
+        time = format_duration(plan.inference.seconds / 3600)
         rows.append(plan.inference.table_row(header, device, time))
     return header, rows, plan_totals(plan, device)
 
@@ -264,12 +269,12 @@ def plan_totals(plan: Plan, device: str) -> str:
         cost += f" (with {plan.inference.gpu_hours:.2g} for the inference measurement)"
     return (
         f"{plan.num_runs} runs, {plan.total_flops:.3g} FLOPs, {cost}; longest cell "
-        f"{_duration(plan.max_hours)} of training; checkpoints on disk at the end "
-        f"{_bytes(plan.checkpoint_bytes)} (keep_checkpoints newest + keep_steps, per cell)"
+        f"{format_duration(plan.max_hours)} of training; checkpoints on disk at the end "
+        f"{format_bytes(plan.checkpoint_bytes)} (keep_checkpoints newest + keep_steps, per cell)"
     )
 
 
-def _bytes(count: float) -> str:
+def format_bytes(count: float) -> str:
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if count >= scale:
             return f"{count / scale:.3g} {unit}"

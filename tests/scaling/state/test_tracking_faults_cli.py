@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scaling.cli.commands import EXIT_TRACKING_FAULT
+from scaling.cli.terminal import EXIT_TRACKING_FAULT
 from tests.foundation.fake_tracking import FakeTracking, Script, make_run
 from tests.scaling.conftest import one_size_spec
 

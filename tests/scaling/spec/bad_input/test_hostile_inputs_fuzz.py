@@ -34,7 +34,7 @@ from analysis.tables.runs import load_csv
 from foundation.config import ConfigError
 from jobs.config import load_run_config
 from scaling.cli import app
-from scaling.cli.commands import _check_driver_settings
+from scaling.cli.terminal import check_driver_settings
 from scaling.spec.loader import read_study
 
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "hypothesis-scaling-tests")
@@ -242,7 +242,7 @@ def _env(name: str, value: str):
 
 def test_hostile_environment_values_are_refused_before_the_study_is_read(tmp_path) -> None:
     """150 values through the check `run`, `submit` and `pilot` make before reading the study
-    (`_check_driver_settings`): a bad one is one `error:` line naming the variable and exit 2;
+    (`check_driver_settings`): a bad one is one `error:` line naming the variable and exit 2;
     a good one passes. One in five goes through `run` itself."""
     counts = {"refused": 0, "accepted": 0}
     missing = tmp_path / "no-such-study.yaml"
@@ -258,7 +258,7 @@ def test_hostile_environment_values_are_refused_before_the_study_is_read(tmp_pat
             else:
                 with contextlib.redirect_stderr(stderr):
                     try:
-                        _check_driver_settings()
+                        check_driver_settings()
                         code = 0
                     except typer.Exit as exit_:
                         code = exit_.exit_code
