@@ -27,7 +27,8 @@ from tests.scaling.helpers import study_runs, write_and_load
 
 pytestmark = pytest.mark.slow
 
-HOLD_STEP = 8  # of 300
+HOLD_STEP = 8  # of STEPS
+STEPS = 24  # a cell held at HOLD_STEP until let go, so its length does not race the test
 
 
 class Terminal:
@@ -81,9 +82,9 @@ def _states(study) -> dict[str, str]:
 def test_ctrl_c_leaves_unstarted_cells_pending_and_the_rerun_continues(
     tmp_path, data_dir, mlflow_server
 ):
-    # 4 cells (seeds 0-3) of one size, one at a time; each a few seconds of training
+    # 4 cells (seeds 0-3) of one size, one at a time; each under a second of training
     spec = one_size_spec(
-        data_dir, tmp_path / "study", mlflow_server, 300, variants=["linear"], seeds=[0, 1, 2, 3]
+        data_dir, tmp_path / "study", mlflow_server, STEPS, variants=["linear"], seeds=[0, 1, 2, 3]
     )
     spec["local"] = {"max_parallel": 1, "timeout_min": 20}
     spec["retries"] = 0  # any interrupted cell counted as a failure would be given up on
@@ -116,7 +117,7 @@ def test_ctrl_c_leaves_unstarted_cells_pending_and_the_rerun_continues(
     else:
         raise AssertionError(f"no cell completed while the next trained:\n{term.text}")
     # `status` shows how far the running cell is, from its spool
-    assert running[0].num_steps == 300 and 0 < running[0].step <= HOLD_STEP, running
+    assert running[0].num_steps == STEPS and 0 < running[0].step <= HOLD_STEP, running
     os.write(term.fd, b"\x03")  # Ctrl-C: the terminal's SIGINT to its foreground group
     code = term.wait(120)
     text = term.text

@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from data_prep.testing import tiny_config
 from foundation.config import to_dict
+from jobs.testing import PauseFiles
 from scaling.driver.submission import study_parent_run_id
 from scaling.state.files.job_records import read_records
 from scaling.state.status import study_status
@@ -65,15 +66,18 @@ def test_local_study_runs_with_bounded_concurrency_and_resubmit_is_a_noop(
 
 
 def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
-    tmp_path, data_dir, mlflow_server
+    tmp_path, data_dir, mlflow_server, monkeypatch
 ):
+    # the cell holds after step 10 (its checkpoint written) until the test lets it go, so the
+    # cancel lands mid-run on any machine speed; the resumed cell trains the 20 steps left
+    pause = PauseFiles(tmp_path / "pause", 10)
+    for name, value in pause.env().items():
+        monkeypatch.setenv(name, value)  # the local cells inherit the submitting process's
     spec = one_size_spec(
         data_dir,
         tmp_path / "study",
         mlflow_server,
-        # long enough that the cancel (a checkpoint seen, then SIGINT through the controller)
-        # lands mid-run: 400 steps took ~8 s, and once in CI the cell finished before that
-        2000,
+        30,
         variants=["linear"],
         train={"checkpoint_interval": 10},
     )
@@ -83,9 +87,13 @@ def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
     assert not (tmp_path / "data").exists()
     submitter = threading.Thread(target=Study(study).submit, kwargs={"rounds": False})
     submitter.start()
-    cid = poll(lambda: next(iter(read_records(study.folder)), None), 60, "a job record")
-    poll(lambda: checkpoint_steps(str(study.folder / "cells" / cid)), 180, "a checkpoint")
-    assert Study(study).cancel().cells == [cid]
+    try:
+        cid = poll(lambda: next(iter(read_records(study.folder)), None), 60, "a job record")
+        poll(lambda: pause.reached(cid), 180, "the cell held at step 10")
+        assert 10 in checkpoint_steps(str(study.folder / "cells" / cid))
+        assert Study(study).cancel().cells == [cid]
+    finally:
+        pause.release_all()  # a resumed attempt starts at step 11 and never holds again
     submitter.join(timeout=60)
     assert not submitter.is_alive()
     (row,) = study_status(study)
