@@ -70,6 +70,7 @@ ROOMS_BELOW = {
             "backtest",
             "analyze",
             "looks",
+            "resolve",
         ),
         "inference": set(),  # cost ratios: imports none of the others
     },

@@ -10,6 +10,7 @@ from analysis.report import fmt
 from analysis.report.headline import judged_level, top_gain
 from analysis.report.sections.inference import inference_lines
 from analysis.report.sections.looks import look_clause
+from analysis.report.sections.resolve import resolve_lines
 from analysis.report.sections.time_matched import time_lines
 
 
@@ -66,4 +67,5 @@ def verdict_lines(verdict: dict) -> list[str]:
         lines.append(f"multiple comparisons: {verdict['multiple_comparisons']}")
     lines.extend(time_lines(verdict))  # the gain at matched GPU-hours, or why none
     lines.extend(inference_lines(verdict))  # measured inference cost ratios, when present
+    lines.extend(resolve_lines(verdict))  # an unresolved verdict: its best option
     return lines

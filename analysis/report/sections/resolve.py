@@ -1,0 +1,78 @@
+"""The report's "What would resolve it" section and the terminal's lines after the verdict.
+
+Read from verdict.json's ``resolve`` (``analysis.stats.resolve.summary``): for each unresolved
+variant, the options (more seeds, a finer LR grid, one more size, longer training), each with
+its cost, the deciding interval's predicted half-width, the predicted probability that the next
+look resolves the verdict, and the study-file edit that carries it out; best probability per
+device-hour first. Absent when every variant is resolved.
+"""
+
+from __future__ import annotations
+
+from analysis.report import fmt
+
+TITLE = "What would resolve it"
+HEADER = ["variant", "option", "runs", "cost", "half-width after", "P(resolve)", "edit"]
+
+
+def _rows(found: dict) -> list[list[str]]:
+    rows = []
+    for variant, v in found["variants"].items():
+        for o in v["options"]:
+            rows.append(
+                [
+                    variant,
+                    o["kind"].replace("_", " "),
+                    str(o["num_runs"]),
+                    f"{fmt.num(o['cost'], sig=3)} {found['unit']}",
+                    f"\u00b1{fmt.num(o['half_width_pct'], sig=2)}%",
+                    f"{o['p_resolve']:.2f}",
+                    o["edit"] + (f" ({o['note']})" if o.get("note") else ""),
+                ]
+            )
+    return rows
+
+
+def resolve_blocks(verdict: dict) -> list[tuple]:
+    found = verdict.get("resolve")
+    if not found:
+        return []
+    b: list[tuple] = [("h", TITLE)]
+    for variant, v in found["variants"].items():
+        b.append(
+            (
+                "p",
+                f"{variant} is {v['word']} at {v['size']}: gain "
+                f"{fmt.num(v['estimate_pct'], sig=2)}% \u00b1{fmt.num(v['half_width_pct'], sig=2)}%"
+                f" ({v['num_seeds']} paired seeds, seeds' sd {fmt.num(v['seeds_sd_pct'], sig=2)}%,"
+                f" the LR grid's sd {fmt.num(v['grid_sd_pct'], sig=2)}%).",
+            )
+        )
+    b.append(("table", HEADER, _rows(found)))
+    b.append(
+        (
+            "p",
+            f"Priced at the level the first extension would be judged at "
+            f"({fmt.num(found['level'], sig=2)}: alpha spent over {found['max_looks']} "
+            "extensions declared before the first); best probability per "
+            f"{found['unit']} first. `scaling run STUDY --resolve --budget HOURS` buys them "
+            "round by round.",
+        )
+    )
+    return b
+
+
+def resolve_lines(verdict: dict) -> list[str]:
+    """The terminal's lines after the verdict: each unresolved variant's best option."""
+    found = verdict.get("resolve")
+    if not found:
+        return []
+    lines = []
+    for variant, v in found["variants"].items():
+        if v["options"]:
+            o = v["options"][0]
+            lines.append(
+                f"to resolve {variant}: {o['edit']}: {fmt.num(o['cost'], sig=3)} {found['unit']}, "
+                f"P(resolve) {o['p_resolve']:.2f} ({len(v['options'])} options in the report)"
+            )
+    return lines

@@ -1,0 +1,273 @@
+"""What a look reads of the deciding interval: each variant's top-size gain over the baseline, its
+seeds' paired sd and the LR grid's term, and the word its interval gives at the look's level.
+
+Two readers, one shape (``Evidence``):
+
+- ``read_table(table, baseline, level, margin_pct)``: the verdict's binding test read straight
+  off a run table (fast: no bootstrap, no fit). The top size is the largest both arms measured,
+  at the largest budget the baseline has there; each arm's best LR is its lowest mean loss over
+  its LRs whose runs all completed; the gain is the paired mean over the seeds both best LRs ran
+  (% of the baseline's loss); its interval is ``gains.resolution.t_half``'s, the paired t with
+  the LR grid's term. The term here is ``penalty_moments`` of the three-point curvature through
+  each arm's best LR and its neighbours (the median over every arm and size whose best LR has
+  both, relative to the arm's loss),
+  each optimum uniform between the midpoints to the neighbours (a missing side mirrors the
+  other); ``analysis.stats.gains.resolution`` reads more (the reach past a noisy neighbour)
+  and ``analyse`` is what a study's verdict uses. The closed loop's tests read this one: it is
+  the test the verdict's claims rest on with few seeds (docs/statistics.md, "Power"), and it
+  costs milliseconds where ``analyse`` costs a second.
+- ``from_verdict(verdict, table)``: the same fields with a finished analysis's own figures
+  (``decision.top_gain_pct``: the estimate, ``seeds_se``, ``grid_sd``, its level and the
+  variant's word), for the report's "What would resolve it" and verdict.json's ``resolve``.
+
+Words: ``helps`` (the interval excludes 0 on the gain side: a claim; ``analyse`` would say
+``persists``/``grows``/``fades`` once the trend is read), ``hurts``, ``none`` (the interval within
+``+-margin``), ``undetected``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats.gains.resolution import penalty_moments, t_half
+
+RESOLVED = ("persists", "grows", "fades", "helps", "hurts", "none")
+UNRESOLVED = ("undetected", "inconclusive")
+CLAIMS = ("persists", "grows", "fades", "helps", "hurts")
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """One variant's deciding interval at a look: the gain over the baseline at the top size."""
+
+    variant: str
+    baseline: str
+    size: str
+    n_params: float
+    tokens: float
+    estimate_pct: float  # baseline - variant, % of the baseline's loss
+    seed_sd_pct: float  # sd of one seed's paired difference (%)
+    num_seeds: int  # paired seeds at the top
+    grid_var: float  # the LR grid's term (%^2): no number of seeds shrinks it
+    grid_step: float  # ln-LR gap from the best LRs to their neighbours at the top (the widest)
+    level: float  # the two-sided level the interval is read at
+    margin_pct: float
+    word: str
+    best_lrs: dict[str, float]  # arm -> its chosen LR at the top
+    seeds: tuple[int, ...]  # the paired seeds
+    sizes: tuple[tuple[str, float], ...] = ()  # (label, N) of every size both arms measured
+    sd_by_size: dict[str, float] = dataclasses.field(default_factory=dict)
+    grid_multiples: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    has_tokens_axis: bool = False
+    backtest: str = ""  # what the backtest says of extrapolating past the top
+
+    @property
+    def seeds_se(self) -> float:
+        return self.seed_sd_pct / math.sqrt(self.num_seeds)
+
+    @property
+    def half_width_pct(self) -> float:
+        return half_width(self.seed_sd_pct, self.num_seeds, self.grid_var, self.level)
+
+    @property
+    def resolved(self) -> bool:
+        return self.word in RESOLVED
+
+
+def half_width(sd_pct: float, num_seeds: int, grid_var: float, level: float) -> float:
+    """The deciding interval's half-width at ``level``: the paired t with the grid's term."""
+    se = sd_pct / math.sqrt(num_seeds)
+    return float(t_half(1.0 - level / 2.0, se, num_seeds - 1, grid_var))
+
+
+def word_of(estimate: float, half: float, margin_pct: float) -> str:
+    if estimate - half > 0:
+        return "helps"
+    if estimate + half < 0:
+        return "hurts"
+    if abs(estimate) + half <= margin_pct:
+        return "none"
+    return "undetected"
+
+
+Sweeps = dict[float, dict[int, float]]  # lr -> {seed: loss}
+
+
+def _index(table: pd.DataFrame) -> dict[tuple[str, str, float], Sweeps]:
+    """(variant, size, tokens) -> its sweep, LRs whose runs all completed (one pass)."""
+    cols = ("variant", "size", "tokens", "lr", "seed", "final_val_loss")
+    out: dict[tuple[str, str, float], Sweeps] = {}
+    failed = set()
+    for arm, size, tok, lr, seed, loss in zip(*(table[c].to_numpy() for c in cols), strict=True):
+        key = (str(arm), str(size), float(tok))
+        if not np.isfinite(loss):
+            failed.add((key, float(lr)))
+            continue
+        out.setdefault(key, {}).setdefault(float(lr), {})[int(seed)] = float(loss)
+    for key, lr in failed:
+        out.get(key, {}).pop(lr, None)
+    return out
+
+
+def _best(sweep: dict[float, dict[int, float]]) -> float:
+    return min(sweep, key=lambda lr: float(np.mean(list(sweep[lr].values()))))
+
+
+def _curvature(sweep: dict[float, dict[int, float]], best: float) -> float | None:
+    """Relative second divided difference in ln LR through the best LR and its neighbours."""
+    lrs = sorted(sweep)
+    i = lrs.index(best)
+    if i == 0 or i == len(lrs) - 1:
+        return None
+    lo, hi = lrs[i - 1], lrs[i + 1]
+    seeds = set(sweep[lo]) & set(sweep[best]) & set(sweep[hi])
+    if not seeds:
+        return None
+    y = [float(np.mean([sweep[lr][s] for s in seeds])) for lr in (lo, best, hi)]
+    h_lo, h_hi = math.log(best / lo), math.log(hi / best)
+    c = ((y[2] - y[1]) / h_hi - (y[1] - y[0]) / h_lo) / (h_lo + h_hi)
+    return max(c, 0.0) / y[1]
+
+
+def _sides(sweep: dict[float, dict[int, float]], best: float) -> tuple[float, float]:
+    """Half the ln-LR gaps to the best LR's neighbours (a missing side mirrors the other)."""
+    lrs = sorted(sweep)
+    i = lrs.index(best)
+    lo = math.log(best / lrs[i - 1]) / 2 if i > 0 else None
+    hi = math.log(lrs[i + 1] / best) / 2 if i < len(lrs) - 1 else None
+    lo = lo if lo is not None else hi if hi is not None else math.log(2.0) / 2
+    hi = hi if hi is not None else lo
+    return lo, hi
+
+
+def _paired(index: dict, baseline: str, variant: str, size: str, n_params: float) -> dict | None:
+    """The paired gain at one size (the baseline's largest budget there), or None."""
+    budgets = [tok for arm, s, tok in index if arm == baseline and s == size]
+    if not budgets:
+        return None
+    tokens = max(budgets)
+    sweeps = {arm: index.get((arm, size, tokens), {}) for arm in (baseline, variant)}
+    if not all(sweeps.values()):
+        return None
+    best = {arm: _best(s) for arm, s in sweeps.items()}
+    seeds = sorted(set(sweeps[baseline][best[baseline]]) & set(sweeps[variant][best[variant]]))
+    if len(seeds) < 2:
+        return None
+    b = np.array([sweeps[baseline][best[baseline]][s] for s in seeds])
+    v = np.array([sweeps[variant][best[variant]][s] for s in seeds])
+    scale = 100.0 / float(b.mean())
+    return {
+        "tokens": tokens,
+        "n_params": n_params,
+        "sweeps": sweeps,
+        "best": best,
+        "seeds": tuple(seeds),
+        "estimate": float((b - v).mean() * scale),
+        "sd": float((b - v).std(ddof=1) * scale),
+    }
+
+
+def _grid(p: dict, c: float) -> tuple[float, float, dict[str, tuple[float, ...]]]:
+    """(grid term %^2, widest ln-LR gap to a neighbour, each arm's LRs as multiples of its best)
+    at relative curvature ``c``."""
+    sweeps, best = p["sweeps"], p["best"]
+    moments = {arm: penalty_moments(c, *_sides(sweeps[arm], best[arm])) for arm in sweeps}
+    (mb, vb), (mv, vv) = moments.values()
+    step = max(2 * max(_sides(sweeps[arm], best[arm])) for arm in sweeps)
+    mult = {arm: tuple(lr / best[arm] for lr in sorted(sweeps[arm])) for arm in sweeps}
+    return vb + vv + (mb - mv) ** 2, step, mult
+
+
+def read_table(
+    table: pd.DataFrame, baseline: str, level: float, margin_pct: float
+) -> dict[str, Evidence]:
+    """Each variant's deciding interval read off ``table`` at ``level`` (see the module)."""
+    if "status" in table:
+        table = table[table["status"] == "completed"]
+    sizes = (
+        table.groupby("size")["num_nonembedding_params"].max().sort_values(kind="stable").items()
+    )
+    sizes = [(str(s), float(n)) for s, n in sizes]
+    index = _index(table)
+    out = {}
+    for variant in sorted(set(table["variant"]) - {baseline}):
+        per_size = {s: p for s, n in sizes if (p := _paired(index, baseline, variant, s, n))}
+        if not per_size:
+            continue
+        top = max(per_size, key=lambda s: per_size[s]["n_params"])
+        p = per_size[top]
+        curv = [
+            c
+            for q in per_size.values()
+            for arm in q["sweeps"]
+            if (c := _curvature(q["sweeps"][arm], q["best"][arm])) is not None
+        ]  # every sweep bracketing its best, at every size: the same relative curvature
+        grid_var, step, mult = _grid(p, float(np.median(curv)) if curv else 0.0)
+        n = len(p["seeds"])
+        half = half_width(p["sd"], n, grid_var, level)
+        out[variant] = Evidence(
+            variant=variant,
+            baseline=baseline,
+            size=top,
+            n_params=p["n_params"],
+            tokens=p["tokens"],
+            estimate_pct=p["estimate"],
+            seed_sd_pct=p["sd"],
+            num_seeds=n,
+            grid_var=grid_var,
+            grid_step=step,
+            level=level,
+            margin_pct=margin_pct,
+            word=word_of(p["estimate"], half, margin_pct),
+            best_lrs=dict(p["best"]),
+            seeds=p["seeds"],
+            sizes=tuple((s, n_) for s, n_ in sizes if s in per_size),
+            sd_by_size={s: q["sd"] for s, q in per_size.items()},
+            grid_multiples=mult,
+            has_tokens_axis=sum(a == baseline and s == top for a, s, _ in index) > 1,
+        )
+    return out
+
+
+def from_verdict(verdict: dict, table: pd.DataFrame) -> dict[str, Evidence]:
+    """Each variant's ``Evidence`` with a finished analysis's own figures: the top gain, its
+    seeds' standard error and grid sd (``decision.top_gain_pct``), its level and word; the
+    seeds, LRs and sizes are read off ``table`` as ``read_table`` reads them."""
+    baseline = str(verdict.get("baseline"))
+    margin = float(verdict.get("margin_pct", 0.5))
+    fast = read_table(table, baseline, 0.05, margin)
+    out = {}
+    for row in verdict.get("variants", []):
+        ev = fast.get(row.get("variant"))
+        top = (row.get("decision") or {}).get("top_gain_pct") or {}
+        if ev is None or top.get("value") is None:
+            continue
+        se = top.get("seeds_se")
+        sd = float(se) * math.sqrt(ev.num_seeds) if se is not None else ev.seed_sd_pct
+        grid_sd = top.get("grid_sd")
+        out[ev.variant] = dataclasses.replace(
+            ev,
+            estimate_pct=float(top["value"]),
+            seed_sd_pct=sd,
+            grid_var=float(grid_sd) ** 2 if grid_sd is not None else ev.grid_var,
+            level=float((row.get("decision") or {}).get("level", 0.05)),
+            word=str(row.get("verdict")),
+            backtest=_backtest_word(verdict, ev.variant),
+        )
+    return out
+
+
+def _backtest_word(verdict: dict, variant: str) -> str:
+    """What the study's backtest says of extrapolating one step past what it measured."""
+    bt = verdict.get("backtest")
+    if not isinstance(bt, dict) or not bt:
+        return "no backtest (too few sizes)"
+    top = bt.get("top_step") or {}
+    flag = (top.get("flagged") or {}).get(variant) if isinstance(top, dict) else None
+    if flag is None:
+        return "the backtest did not check this variant"
+    return "the backtest's top step disagreed" if flag else "the backtest's top step agreed"
