@@ -2,7 +2,7 @@
 
 The rooms (arrows point one way: state.files ← backends.queued, backends.base ← spec ←
 inference_cost ← state ← warmstart ← backends ← costs ← study_judgement ← lr_search ← looks ←
-driver ← cli):
+driver ← study ← cli):
 
 - `scaling.state.files`: the study folder's files, one module per file (its name, format, reader and
   writer): `lr_search.json`, `looks.json`, `jobs.json`, `cancelled.json`, `driver.pid`. A file
@@ -30,10 +30,15 @@ driver ← cli):
 - `scaling.driver`: the round driver `StudyRun` and its watcher `RoundWatcher`, one submission,
   the progress and ETA, re-uploads after a lost store, `scaling run`'s course (`run`).
 - `scaling.costs`: what a study costs before it runs: plan, wall-clock, disk, pilot.
-- `scaling.cli`: the `scaling` command and its views (tables, live bar, MLflow link).
+- `scaling.study`: `Study`, the study's one object: made once from the study file
+  (`Study.load(path)`), with its verbs `plan`, `pilot`, `run`, `submit`, `wait`, `watch`,
+  `status`, `cancel`, `analyze`, `report`, each returning data.
+- `scaling.cli`: the `scaling` command and its views (tables, live bar, MLflow link): each
+  command parses its flags, calls one verb of `Study` and prints.
 
-The orchestration API (each name lives in the module named beside it; import it from there, so
-that importing `scaling` stays cheap):
+The orchestration API: `from scaling import Study` (loaded on first use, so that importing
+`scaling`, and `scaling --help`, stay cheap: no torch), then `Study.load(path).status()`. Below
+it, each name lives in the module named beside it; import it from there:
 
 - `load_study_spec(path) -> ResolvedStudy` (scaling.driver.environment): read and validate a
   spec, its cells (`scaling.spec.loader.read_study`) and the environment (dataset, MLflow, the
@@ -42,11 +47,20 @@ that importing `scaling` stays cheap):
   FLOPs, GPU-hours).
 - `expand_cells(study, vocab_size) -> list[Cell]` (scaling.spec.grid): the resolved `RunConfig`s.
 - `StudyRun(study)` (scaling.driver.round_driver): a study's rounds: `submit`, `wait`, `drive`,
-  `next_cells`, `finish`, `cancel`.
+  `next_cells`, `finish`, `cancel`; `Study.submit`, `wait`, `watch` and `cancel` are thin calls
+  on it.
 - `run_study(study, ...)` (scaling.driver.run): what `scaling run` does, from data to the report.
-- `submit_study(study) -> Submitted`, `submit_rounds`, `wait_study(study, callback)`,
-  `cancel_study(study) -> Cancelled` (scaling.driver.round_driver): thin calls on `StudyRun`.
 - `study_status(study, refresh=False) -> list[StatusRow]` (scaling.state.status; finished runs
   cached in the study folder: `scaling.state.run_cache`).
 - `study_parent_run_id(study)` (scaling.driver.submission).
 """
+
+
+def __getattr__(name: str):
+    """`scaling.Study`, imported on first use: `import scaling` (and `scaling --help`) stay
+    cheap, with no MLflow or torch."""
+    if name == "Study":
+        from scaling.study import Study  # lazy: the whole study machinery, on first use
+
+        return Study
+    raise AttributeError(f"module 'scaling' has no attribute {name!r}")

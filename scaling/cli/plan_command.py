@@ -257,7 +257,7 @@ def _print_naive_cost(spec, the_plan, device: str, sd: dict[str, float], tune_va
 def _print_power(
     spec, sd: dict[str, float], noise: str, target_gain: float | None, grid: dict[str, float]
 ) -> None:
-    from scaling.costs.plan import power_plan  # lazy: `scaling --help` stays fast
+    from scaling.costs.power import power_plan  # lazy: `scaling --help` stays fast
 
     header, rows, note = power_plan(spec, sd, target_gain, grid)
     print_table(f"study {spec.name}: power (noise from {noise})", header, rows, note)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from foundation import contract
-from scaling.state.status import StatusRow
+from scaling.state.status import StatusRow, states_in_words
 
 __all__ = [
     "FULL_GRID_MAX",
@@ -64,7 +64,7 @@ def exit_words(rows: list[StatusRow]) -> tuple[int, str]:
             f"queued or running, so no driver submits them (exit status {EXIT_NOT_RUNNING}); "
             "`scaling run` goes on"
         )
-    left = ", ".join(f"{counts[s]} {s}" for s in contract.STATES if counts[s])
+    left = states_in_words(r.state for r in rows if r.state not in contract.DONE_STATES)
     return EXIT_CELLS_FAILED, (
         f"cells without a result: {left} (exit status 3); `scaling status` says why"
     )
@@ -72,8 +72,7 @@ def exit_words(rows: list[StatusRow]) -> tuple[int, str]:
 
 def tally(rows: list[StatusRow]) -> str:
     """``"1990 completed, 10 failed"``: the count of each state present, in `STATES` order."""
-    counts = Counter(r.state for r in rows)
-    return ", ".join(f"{counts[s]} {s}" for s in contract.STATES if counts[s])
+    return states_in_words(r.state for r in rows)
 
 
 def _state_text(r: StatusRow) -> str:

@@ -5,23 +5,19 @@ forward + backward, from `models.accounting`), and time = C / (GPUs × the study
 FLOP/s per GPU, `cost.flops_per_gpu_s`). GPU-hours = C / flops_per_gpu_s / 3600, whatever the
 parallelism.
 
-With `--noise`, `power_plan` adds what the study's seeds can detect: per size the minimum
-detectable paired gain (80% power, the verdict's top-size test) and the seeds a target gain
-needs, from `analysis.stats.planning.power.power_table`, the function the report's seed-noise table
-uses too.
+With `--noise`, `scaling.costs.power.power_plan` adds what the study's seeds can detect.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from foundation import contract
-from foundation.contract import size_key
 from models.accounting import flops_per_token, num_nonembedding_params, num_params
 from scaling.costs.disk import cell_checkpoint_bytes, num_checkpoints_kept
 from scaling.costs.inference_plan import InferenceEstimate, inference_estimate
 from scaling.costs.pilot import PILOT_FILE, load_pilot, probe_key
+from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 
 __all__ = [
@@ -33,7 +29,6 @@ __all__ = [
     "format_count",
     "format_duration",
     "format_bytes",
-    "power_plan",
     "BranchSaving",
     "branch_saving",
     "format_branch_saving",
@@ -42,13 +37,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PlanRow:
-    """One cell's size and cost."""
+    """One cell and its cost."""
 
-    cell_id: str
-    size: str
-    variant: str
-    seed: int
-    lr: float
+    cell: Cell
     num_nonembedding_params: int  # N of this arm (models.accounting)
     num_params_total: int
     tokens: int  # D the cell ends at: steps × tokens per step (a branch: its budget)
@@ -61,6 +52,26 @@ class PlanRow:
     checkpoint_bytes: int = 0  # one checkpoint, all ranks (models.accounting.checkpoint_bytes)
     num_checkpoints: int = 0  # kept on disk at the end: the rotation's newest + keep_steps
     eval_flops: float = 0.0  # forward FLOPs of its evaluations (`scaling.costs.wall` times them)
+
+    @property
+    def cell_id(self) -> str:
+        return self.cell.cell_id
+
+    @property
+    def size(self) -> str:
+        return self.cell.size
+
+    @property
+    def variant(self) -> str:
+        return self.cell.variant
+
+    @property
+    def seed(self) -> int:
+        return self.cell.seed
+
+    @property
+    def lr(self) -> float:
+        return self.cell.lr
 
     @property
     def gpu_hours(self) -> float:
@@ -148,11 +159,7 @@ def plan_study(study: ResolvedStudy) -> Plan:
             hours = (run.train.steps - start) * run.tokens_per_step / tokens_per_s / 3600
         rows.append(
             PlanRow(
-                cell_id=cell.cell_id,
-                size=cell.size,
-                variant=cell.variant,
-                seed=cell.seed,
-                lr=cell.lr,
+                cell=cell,
                 num_nonembedding_params=n_params,
                 num_params_total=n_total,
                 tokens=tokens,
@@ -279,68 +286,6 @@ def format_bytes(count: float) -> str:
         if count >= scale:
             return f"{count / scale:.3g} {unit}"
     return f"{count:.0f} B"
-
-
-def _pct(value: float | None) -> str:
-    return "" if value is None or not math.isfinite(value) else f"{value:.3g}%"
-
-
-def power_plan(
-    study: ResolvedStudy,
-    sd_by_size: dict[str, float],
-    target_gain: float | None = None,
-    grid_by_size: dict[str, float] | None = None,
-) -> tuple[list[str], list[list[str]], str]:
-    """(header, rows, note): per size of the study, the seed sd (``analysis.stats.planning.power``'s
-    paired-difference sd in % of loss, from ``noise_from_source``), the minimum detectable
-    paired gain with the study's seeds and, with ``target_gain`` (%), the seeds it needs. With
-    ``grid_by_size`` (the LR grid's term a finished source study shows, %^2 per size,
-    ``analysis.stats.analyze.grid_terms``) each size's test carries it, as the verdict's does, and
-    a column shows its sd."""
-    # lazy: scipy (analysis.stats.planning.power)
-    from analysis.stats.planning.power import GRID_CAPS, MAX_SEEDS, power_table, sd_for_sizes
-
-    sizes = sorted(study.spec.sizes, key=size_key)
-    num_seeds = len(study.spec.seeds)
-    matched = sd_for_sizes(sd_by_size, sizes)
-    grid = {s: v for s, (v, _) in sd_for_sizes(grid_by_size, sizes).items()} if grid_by_size else {}
-    if not any(v > 0 for v in grid.values()):
-        grid = {}  # one LR per cell, or no neighbours: the source shows no grid term
-    sds = {s: sd for s, (sd, _) in matched.items()}
-    rows = power_table(sds, num_seeds, target_gain, tune_by_size=grid)
-    header = ["size", "noise from", "paired sd", "seeds", "detectable gain"]
-    if grid:
-        header.insert(3, "LR grid sd")
-    if target_gain is not None:
-        header += [f"seeds for {target_gain:g}%", f"power at {target_gain:g}%"]
-    out = []
-    for row in rows:
-        line = [row["size"], matched[row["size"]][1], _pct(row["sd_pct"]), str(num_seeds)]
-        if grid:
-            line.insert(3, _pct(math.sqrt(row["tune_var"])))
-        line.append(_pct(row["mde_pct"]) or "needs >= 2 seeds")
-        if target_gain is not None:
-            needed = row["seeds_needed"]
-            if needed is not None:
-                line.append(str(needed))
-            elif row["grid_caps"]:
-                line.append(GRID_CAPS)
-            else:
-                line.append(f"more than {MAX_SEEDS:,}")
-            power = row["power_at_target"]
-            line.append("" if not math.isfinite(power) else f"{100 * power:.0f}%")
-        out.append(line)
-    note = (
-        "detectable gain: the smallest true paired gain (baseline loss - variant loss, % of "
-        "the baseline's loss) the verdict's top-size test (a paired t-test on the study's seeds, "
-        "two-sided 4%) detects with 80% power (exact noncentral t, analysis.stats.planning.power)"
-    )
-    if grid:
-        note += (
-            "; the test carries the LR grid's resolution the source's runs show (LR grid sd, "
-            "docs/statistics.md), which no number of seeds shrinks"
-        )
-    return header, out, note
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from foundation import contract
-from scaling.state.status import StatusRow
+from scaling.state.status import StatusRow, states_in_words
 
 __all__ = [
     "Progress",
@@ -258,22 +258,11 @@ class Progress:
         """The live bar's text: "2 completed, 2 running, 20 queued, 1 failed; ETA 0:04:10 (plan)"
         (states with no cell left out, but for completed; the bar shows the rest; the source
         of the ETA, "plan" or "measured", where it fits)."""
-        states = Counter(r.state for r in rows)
-        parts = [f"{states[contract.COMPLETED]} completed"]
-        for state in (
-            contract.RUNNING,
-            contract.QUEUED,
-            contract.FAILED,
-            contract.DIVERGED,
-            contract.CANCELLED,
-            contract.STALE,
-        ):
-            if states[state]:
-                parts.append(f"{states[state]} {state}")
+        text = states_in_words((r.state for r in rows), BRIEF_ORDER, [contract.COMPLETED])
         lost = self.lost(rows)
         if lost:
-            parts.append(f"{len(lost)} lost")
-        text = f"{', '.join(parts)}; ETA {clock(self.eta_seconds(rows))}"
+            text += f", {len(lost)} lost"
+        text += f"; ETA {clock(self.eta_seconds(rows))}"
         source = " (measured)" if self.measured else " (plan)"
         text += source if len(text) + len(source) <= BRIEF_WIDTH else ""
         if self.look is not None:  # "L1 undetected": the look whose seeds run now follows it
@@ -310,6 +299,16 @@ def _stale_text(rows: list[StatusRow]) -> str:
 
 
 BRIEF_WIDTH = 59  # what the live bar leaves its text in 80 columns (`scaling.cli.live`)
+# the live bar's counts, in this order (completed even at 0; the bar shows the rest)
+BRIEF_ORDER = (
+    contract.COMPLETED,
+    contract.RUNNING,
+    contract.QUEUED,
+    contract.FAILED,
+    contract.DIVERGED,
+    contract.CANCELLED,
+    contract.STALE,
+)
 
 
 def _makespan(running: list[float], queued: list[float], slots: int) -> float:

@@ -7,7 +7,6 @@ The same study file runs on a laptop (local executor, SQLite MLflow store) and o
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from scaling.looks.sequential_seeds import judged_against
 from scaling.spec.loader import resolve
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.search_state import SearchState, read_state
-from scaling.state.status import StatusRow, study_status
+from scaling.state.status import StatusRow, states_in_words, study_status
 from scaling.study_judgement import study_judgement
 
 if TYPE_CHECKING:
@@ -99,27 +98,30 @@ def run_study(
     return RunOutcome(rows, verdict, report_dir, parent, study, inconclusive=inconclusive)
 
 
+# what an interrupt left, in this order; completed and not started said even at 0
+INTERRUPTED_ORDER = (
+    contract.COMPLETED,
+    contract.DIVERGED,
+    contract.FAILED,
+    contract.CANCELLED,
+    contract.RUNNING,
+    contract.QUEUED,
+    contract.PENDING,
+)
+
+
 def interrupted_line(study: ResolvedStudy) -> str:
     """What Ctrl-C left: "interrupted: 2 completed, 1 cancelled, 5 not started; run again to
     continue" (states with no cell left out, but for completed and not started). The cells
     are the study's as its state files have them now: the LR search and the looks add cells
     after start-up, and `study` is the grid `run` started with."""
+    always = (contract.COMPLETED, contract.PENDING)
     try:
-        states = Counter(r.state for r in study_status(resolve(study.spec)))
+        states = [r.state for r in study_status(resolve(study.spec))]
     except Exception:  # noqa: BLE001 - MLflow unreachable: still one line
         return "interrupted; run again to continue"
-    parts = [f"{states[contract.COMPLETED]} completed"]
-    for state in (
-        contract.DIVERGED,
-        contract.FAILED,
-        contract.CANCELLED,
-        contract.RUNNING,
-        contract.QUEUED,
-    ):
-        if states[state]:
-            parts.append(f"{states[state]} {state}")
-    parts.append(f"{states[contract.PENDING]} not started")
-    return f"interrupted: {', '.join(parts)}; run again to continue"
+    left = states_in_words(states, INTERRUPTED_ORDER, always, {contract.PENDING: "not started"})
+    return f"interrupted: {left}; run again to continue"
 
 
 def analyze_study(

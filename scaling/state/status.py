@@ -9,6 +9,8 @@ what may have changed since the last one (`scaling.state.run_cache`).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from foundation.studypaths import missing_store
 from jobs.telemetry.spool import last_logged_step
 from scaling.backends.base import backend_class, live_jobs
 from scaling.backends.queued import QUEUED
+from scaling.spec.grid import Cell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.job_records import JobRecord, read_records
 from scaling.state.job_errors import last_error_line
@@ -25,7 +28,7 @@ from scaling.state.mlflow_state import cell_runs
 from scaling.state.run_cache import CellRun
 from scaling.state.stale import changed_files, code_digests, today_code
 
-__all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder"]
+__all__ = ["StatusRow", "cell_state", "study_status", "submitit_folder", "states_in_words"]
 
 # Scheduler states of a job that waits for resources (Slurm's, and "PENDING" for local ones).
 _WAITING = {
@@ -41,13 +44,9 @@ _WAITING = {
 
 @dataclass(frozen=True)
 class StatusRow:
-    """One cell as `scaling status` shows it."""
+    """One cell as `scaling status` shows it: the cell itself, and what its run and job say."""
 
-    cell_id: str
-    size: str
-    variant: str
-    seed: int
-    lr: float
+    cell: Cell
     state: str  # one of foundation.contract.STATES
     val_loss: float | None
     job_id: str | None
@@ -59,9 +58,45 @@ class StatusRow:
     cause: str = ""  # a failed cell: the last error line of its job's log (`state.job_errors`)
 
     @property
+    def cell_id(self) -> str:
+        return self.cell.cell_id
+
+    @property
+    def size(self) -> str:
+        return self.cell.size
+
+    @property
+    def variant(self) -> str:
+        return self.cell.variant
+
+    @property
+    def seed(self) -> int:
+        return self.cell.seed
+
+    @property
+    def lr(self) -> float:
+        return self.cell.lr
+
+    @property
     def retryable(self) -> bool:
         """A failed job that the next `submit` resubmits (not a branch without its parent)."""
         return self.state == contract.FAILED and self.job_id is not None and not self.given_up
+
+
+def states_in_words(
+    states: Iterable[str],
+    order: Iterable[str] = contract.STATES,
+    always: Iterable[str] = (),
+    words: dict[str, str] | None = None,
+) -> str:
+    """Cells' states as a sentence: ``"2 completed, 1 failed"``, the count of each state of
+    `order` that some cell is in, and of each of `always` even at 0; `words` says a state
+    otherwise (``{"pending": "not started"}``). The one way a count of states is written: the
+    status table's tally, the live bar, the interrupt line, the exit line."""
+    counts = Counter(states)
+    words = words or {}
+    kept = set(always)
+    return ", ".join(f"{counts[s]} {words.get(s, s)}" for s in order if counts[s] or s in kept)
 
 
 STALE_NOTE = "model code changed since; --rerun-stale or --accept-stale"
@@ -147,11 +182,7 @@ def study_status(study: ResolvedStudy, refresh: bool = False) -> list[StatusRow]
             cause = last_error_line(log)
         rows.append(
             StatusRow(
-                cell_id=cell.cell_id,
-                size=cell.size,
-                variant=cell.variant,
-                seed=cell.seed,
-                lr=cell.lr,
+                cell=cell,
                 state=state,
                 val_loss=val,
                 job_id=record.job_id if record else None,

@@ -12,6 +12,7 @@ from foundation import contract as C
 from scaling.cli import app
 from scaling.cli.status_view import EXIT_CELLS_FAILED, exit_code, status_tables, tally
 from scaling.driver.submission import study_parent_run_id
+from scaling.spec.grid import Cell
 from scaling.state.status import StatusRow
 from tests.scaling.conftest import one_size_spec
 from tests.scaling.helpers import write_and_load
@@ -19,7 +20,9 @@ from tests.scaling.helpers import write_and_load
 
 def _row(i: int, state: str, size: str = "30K", variant: str = "linear") -> StatusRow:
     loss = 4.0 - i / 1000 if state == C.COMPLETED else None
-    return StatusRow(f"{size}-{variant}-s{i}", size, variant, i, 1e-3, state, loss, None, None)
+    return StatusRow(
+        Cell(f"{size}-{variant}-s{i}", size, variant, i, 1e-3, None), state, loss, None, None
+    )
 
 
 def test_a_small_grid_is_listed_cell_by_cell():

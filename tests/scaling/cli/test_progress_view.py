@@ -22,6 +22,7 @@ from scaling.costs.plan import cell_seconds, plan_study
 from scaling.costs.wall import wall_estimate
 from scaling.driver.environment import load_study_spec
 from scaling.driver.progress import Progress
+from scaling.spec.grid import Cell
 from scaling.state.status import StatusRow
 from tests.scaling.conftest import small_spec
 
@@ -29,7 +30,15 @@ from tests.scaling.conftest import small_spec
 def _row(i: int, state: str, step: int | None = None) -> StatusRow:
     cid = f"100K-nonlinear-s{i}-lr0.024"
     return StatusRow(
-        cid, "100K", "nonlinear", i, 0.024, state, None, None, None, "", False, step, 600
+        Cell(cid, "100K", "nonlinear", i, 0.024, None),
+        state,
+        None,
+        None,
+        None,
+        "",
+        False,
+        step,
+        600,
     )
 
 
@@ -102,7 +111,7 @@ def test_an_edit_mid_study_never_takes_the_count_back_and_names_the_stale_cells(
     note = "model code changed since: /s/src/ncv/helper.py; --rerun-stale or --accept-stale"
     done = [_row(i, C.COMPLETED) for i in range(5)]
     stale = [
-        StatusRow(r.cell_id, r.size, r.variant, r.seed, r.lr, C.STALE, 5.0, None, None, note)
+        StatusRow(r.cell, C.STALE, 5.0, None, None, note)
         for r in (_row(i, C.COMPLETED) for i in range(5, 8))
     ]
     rows = done + stale + [_row(i, C.RUNNING, 10) for i in range(8, 12)]

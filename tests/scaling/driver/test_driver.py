@@ -9,8 +9,6 @@ local executor and on the real Slurm cluster; the failure is injected.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
@@ -23,6 +21,7 @@ from scaling.backends.slurm.executor import SlurmExecutor
 from scaling.driver.environment import load_study_spec
 from scaling.driver.round_driver import StudyRun
 from scaling.driver.submission import study_parent_run_id
+from scaling.spec.grid import Cell
 from scaling.state.files.job_records import read_records
 from scaling.state.status import StatusRow
 from tests.conftest import REPO
@@ -40,7 +39,9 @@ class _Crash:
 
 
 def _row(cell_id: str, state: str, given_up: bool = False) -> StatusRow:
-    return StatusRow(cell_id, "30K", "linear", 0, 1e-3, state, None, "1", None, "", given_up)
+    return StatusRow(
+        Cell(cell_id, "30K", "linear", 0, 1e-3, None), state, None, "1", None, "", given_up
+    )
 
 
 @pytest.mark.parametrize("executor", ["local", "slurm"])
@@ -61,7 +62,7 @@ def test_what_follows_a_round_is_decided_from_its_rows(tmp_path, data_dir, execu
     # a round that has not ended decides nothing yet
     assert driver.next_cells([done, _row(second, C.RUNNING)]) == []
     assert driver.next_cells([done, _row(second, C.QUEUED)]) == []
-    assert driver.next_cells([done, dataclasses.replace(done, cell_id=second)]) == []
+    assert driver.next_cells([done, _row(second, C.COMPLETED)]) == []
 
 
 @pytest.mark.slow

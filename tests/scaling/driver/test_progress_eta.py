@@ -15,6 +15,7 @@ import random
 
 from foundation import contract as C
 from scaling.driver.progress import CellTimeModel, Progress, SearchOutlook
+from scaling.spec.grid import Cell
 from scaling.state.status import StatusRow
 
 SIZES = {"12K": 12e3, "25K": 25e3, "55K": 55e3, "100K": 100e3}
@@ -59,7 +60,8 @@ def _rows(timeline: Timeline, now: float) -> list[StatusRow]:
         return C.COMPLETED if end <= now else C.RUNNING if start <= now else C.QUEUED
 
     return [
-        StatusRow(cid, "", "", 0, 0.0, state(s, e), None, None, None) for cid, _, s, e in timeline
+        StatusRow(Cell(cid, "", "", 0, 0.0, None), state(s, e), None, None, None)
+        for cid, _, s, e in timeline
     ]
 
 

@@ -11,6 +11,7 @@ import heapq
 from foundation import contract as C
 from scaling.cli.live import LiveProgress
 from scaling.driver.progress import CellTimeModel, Progress, SearchOutlook, clock
+from scaling.spec.grid import Cell
 from scaling.state.status import StatusRow
 
 NUM_CELLS = 48
@@ -19,7 +20,13 @@ NUM_CELLS = 48
 def _rows(states: dict[int, str]) -> list[StatusRow]:
     """48 cells, each pending unless `states` says otherwise."""
     return [
-        StatusRow(f"c{i:02d}", "12K", "linear", 0, 0.01, states.get(i, C.PENDING), None, None, None)
+        StatusRow(
+            Cell(f"c{i:02d}", "12K", "linear", 0, 0.01, None),
+            states.get(i, C.PENDING),
+            None,
+            None,
+            None,
+        )
         for i in range(NUM_CELLS)
     ]
 
@@ -79,14 +86,17 @@ def test_the_eta_comes_from_the_plans_cell_estimates_until_cells_are_timed():
     now = [0.0]
     planned = {"a": 1200.0, "b": 700.0, "c": 600.0, "d": 300.0}  # the plan's seconds per cell
     work = {c: 1e9 for c in planned}  # the FLOP model alone: 60 s + 2.5 ms a cell
-    rows = [StatusRow(c, "12K", "linear", 0, 0.01, C.QUEUED, None, None, None) for c in planned]
+    rows = [
+        StatusRow(Cell(c, "12K", "linear", 0, 0.01, None), C.QUEUED, None, None, None)
+        for c in planned
+    ]
     progress = Progress(work, set(), slots=2, now=lambda: now[0], planned_s=planned)
     assert not progress.measured
     assert progress.eta_seconds(rows) == _makespan(list(planned.values()), 2) == 1500.0
     assert progress.brief(rows).endswith("; ETA 0:25:00 (plan)")
 
     # a: running for 200 s of its planned 1200
-    rows[0] = StatusRow("a", "12K", "linear", 0, 0.01, C.RUNNING, None, None, None)
+    rows[0] = StatusRow(Cell("a", "12K", "linear", 0, 0.01, None), C.RUNNING, None, None, None)
     progress.eta_seconds(rows)  # first seen running now
     now[0] = 200.0
     # a holds a slot 1000 s more; b then c on the other (1300), d after a (1300)
@@ -102,7 +112,8 @@ def test_the_eta_comes_from_the_plans_cell_estimates_until_cells_are_timed():
 
 def test_the_lr_search_worst_case_is_spelled_out_on_a_line_of_its_own():
     rows = [
-        StatusRow(f"c{i}", "12K", "linear", 0, 0.01, C.QUEUED, None, None, None) for i in range(3)
+        StatusRow(Cell(f"c{i}", "12K", "linear", 0, 0.01, None), C.QUEUED, None, None, None)
+        for i in range(3)
     ]
     search = SearchOutlook(round=0, max_rounds=1, round_work=[1e9] * 2, follower_work=[1e9] * 4)
     progress = Progress({r.cell_id: 1e9 for r in rows}, set(), slots=2, search=search)

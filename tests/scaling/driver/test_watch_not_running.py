@@ -13,6 +13,7 @@ from foundation import contract as C
 from scaling.backends.queued import queued_id
 from scaling.cli import app
 from scaling.cli.status_view import EXIT_CELLS_FAILED, EXIT_NOT_RUNNING, exit_words
+from scaling.spec.grid import Cell
 from scaling.state.files.job_records import new_record, write_records
 from scaling.state.status import StatusRow
 from tests.scaling.conftest import one_size_spec
@@ -21,7 +22,7 @@ from tests.scaling.helpers import write_and_load
 
 def _rows(*states: str) -> list[StatusRow]:
     return [
-        StatusRow(f"30K-linear-s{i}", "30K", "linear", i, 1e-3, s, None, None, None)
+        StatusRow(Cell(f"30K-linear-s{i}", "30K", "linear", i, 1e-3, None), s, None, None, None)
         for i, s in enumerate(states)
     ]
 

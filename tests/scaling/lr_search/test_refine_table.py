@@ -34,7 +34,7 @@ def test_a_look_table_keeps_flops_counted_and_holds_an_undeclared_variant_back(t
     rows, runs = [], {}
     for i, cell in enumerate(study.cells):
         rows.append(
-            StatusRow(cell.cell_id, cell.size, cell.variant, cell.seed, cell.lr,
+            StatusRow(cell,
                       contract.COMPLETED, 3.0, None, f"r{i}")
         )  # fmt: skip
         runs[cell.cell_id] = CellRun(f"r{i}", "FINISHED", "completed", 3.0 + i, 3.0, 0, None)
@@ -115,7 +115,7 @@ def _world(study, rng: np.random.Generator):
         run = CellRun(f"r{i}", status, outcome, final, final, 0, None, None, digest, accepted)
         runs[cell.cell_id] = run
         state = cell_state(run, None)  # what `status` shows
-        rows.append(StatusRow(cell.cell_id, cell.size, cell.variant, cell.seed, cell.lr, state,
+        rows.append(StatusRow(cell, state,
                               final, None, run.run_id))  # fmt: skip
         records.append(_mlflow_run(cell, run, kind != "crashed", flops_counted(cell.run.model)))
     return dataclasses.replace(study, cells=tuple(cells)), rows, runs, records

@@ -11,6 +11,7 @@ import yaml
 from foundation import contract as C
 from scaling.driver.environment import load_study_spec
 from scaling.driver.progress import Progress
+from scaling.spec.grid import Cell
 from scaling.spec.loader import looks_over
 from scaling.state.files.look_state import write_looks
 from scaling.state.status import StatusRow
@@ -80,7 +81,11 @@ def test_a_broken_looks_file_is_named_with_the_fix(tmp_path, data_dir, text):
 def test_the_live_bar_names_the_look_within_80_columns():
     rows = [
         StatusRow(
-            f"c{i}", "12K", "linear", i, 0.01, "running" if i < 24 else "queued", None, None, None
+            Cell(f"c{i}", "12K", "linear", i, 0.01, None),
+            "running" if i < 24 else "queued",
+            None,
+            None,
+            None,
         )
         for i in range(224)
     ]
