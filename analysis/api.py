@@ -22,6 +22,7 @@ from analysis.stats.inference import inference_summary
 from analysis.stats.looks.sequential import paired_top_seeds
 from analysis.stats.lr.stability import stability_verdict
 from analysis.stats.planning.power import noise_from_table, source_table
+from analysis.stats.resolve.summary import resolve_summary
 from analysis.tables.arm_costs import arm_matching
 from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import log_to_parent
@@ -110,6 +111,9 @@ def run_analysis(
         result.verdict["multiple_comparisons"] = _at_look_level(
             result.verdict["multiple_comparisons"], result.verdict["sequential"]
         )
+    resolve = resolve_summary(result.verdict, table)  # unresolved: what would resolve it
+    if resolve is not None:
+        result.verdict["resolve"] = resolve
     if j.by == REANALYSIS:
         result.verdict["reanalysis"] = {"changed": list(j.changed)}
     if callable(curves):  # read before anything is written: a failed read leaves the old files

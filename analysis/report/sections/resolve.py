@@ -45,7 +45,12 @@ def resolve_blocks(verdict: dict) -> list[tuple]:
                 f"{variant} is {v['word']} at {v['size']}: gain "
                 f"{fmt.num(v['estimate_pct'], sig=2)}% \u00b1{fmt.num(v['half_width_pct'], sig=2)}%"
                 f" ({v['num_seeds']} paired seeds, seeds' sd {fmt.num(v['seeds_sd_pct'], sig=2)}%,"
-                f" the LR grid's sd {fmt.num(v['grid_sd_pct'], sig=2)}%).",
+                f" the LR grid's sd {fmt.num(v['grid_sd_pct'], sig=2)}%)."
+                + (
+                    " First, as its verdict says: " + fmt.words(v["first"])
+                    if v.get("first")
+                    else ""
+                ),
             )
         )
     b.append(("table", HEADER, _rows(found)))
@@ -55,8 +60,8 @@ def resolve_blocks(verdict: dict) -> list[tuple]:
             f"Priced at the level the first extension would be judged at "
             f"({fmt.num(found['level'], sig=2)}: alpha spent over {found['max_looks']} "
             "extensions declared before the first); best probability per "
-            f"{found['unit']} first. `scaling run STUDY --resolve --budget HOURS` buys them "
-            "round by round.",
+            f"{found['unit']} first. A resolve run buys them round by round within a declared "
+            "budget, each round a look at its spent level.",
         )
     )
     return b

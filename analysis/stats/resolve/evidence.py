@@ -6,16 +6,16 @@ Two readers, one shape (``Evidence``):
 - ``read_table(table, baseline, level, margin_pct)``: the verdict's binding test read straight
   off a run table (fast: no bootstrap, no fit). The top size is the largest both arms measured,
   at the largest budget the baseline has there; each arm's best LR is its lowest mean loss over
-  its LRs whose runs all completed; the gain is the paired mean over the seeds both best LRs ran
-  (% of the baseline's loss); its interval is ``gains.resolution.t_half``'s, the paired t with
-  the LR grid's term. The term here is ``penalty_moments`` of the three-point curvature through
-  each arm's best LR and its neighbours (the median over every arm and size whose best LR has
-  both, relative to the arm's loss),
-  each optimum uniform between the midpoints to the neighbours (a missing side mirrors the
-  other); ``analysis.stats.gains.resolution`` reads more (the reach past a noisy neighbour)
-  and ``analyse`` is what a study's verdict uses. The closed loop's tests read this one: it is
-  the test the verdict's claims rest on with few seeds (docs/statistics.md, "Power"), and it
-  costs milliseconds where ``analyse`` costs a second.
+  its LRs whose runs all completed, on the seeds every one of them ran; the gain is the paired
+  mean over the seeds both best LRs ran (% of the baseline's loss); its interval is
+  ``gains.resolution.t_half``'s, the paired t with the LR grid's term. The term here is
+  ``penalty_moments`` of the three-point curvature through each arm's best LR and its neighbours
+  (the median over every arm and size whose best LR has both, relative to the arm's loss), each
+  optimum uniform between the midpoints to the neighbours (a missing side mirrors the other);
+  ``analysis.stats.gains.resolution`` reads more (the reach past a noisy neighbour) and
+  ``analyse`` is what a study's verdict uses. The closed loop's tests read this one: it is the
+  test the verdict's claims rest on with few seeds (docs/statistics.md, "Power"), and it costs
+  milliseconds where ``analyse`` costs a second.
 - ``from_verdict(verdict, table)``: the same fields with a finished analysis's own figures
   (``decision.top_gain_pct``: the estimate, ``seeds_se``, ``grid_sd``, its level and the
   variant's word), for the report's "What would resolve it" and verdict.json's ``resolve``.
@@ -113,8 +113,13 @@ def _index(table: pd.DataFrame) -> dict[tuple[str, str, float], Sweeps]:
     return out
 
 
-def _best(sweep: dict[float, dict[int, float]]) -> float:
-    return min(sweep, key=lambda lr: float(np.mean(list(sweep[lr].values()))))
+def _best(sweep: Sweeps) -> float:
+    """The LR with the lowest mean loss on the seeds every LR ran (the scan's): seeds a look
+    added at the chosen LR only do not move the choice, as they do not in a study's looks."""
+    common = set.intersection(*(set(runs) for runs in sweep.values()))
+    if not common:
+        return min(sweep, key=lambda lr: float(np.mean(list(sweep[lr].values()))))
+    return min(sweep, key=lambda lr: float(np.mean([sweep[lr][s] for s in common])))
 
 
 def _curvature(sweep: dict[float, dict[int, float]], best: float) -> float | None:

@@ -6,7 +6,9 @@ term) and prices the options (``options.price``) at the level the first extensio
 judged at under the default resolve plan (``loop.Plan``: 4 extensions after the study as it
 stands, so look 1 at ``alpha(2/5) - alpha(1/5)``). ``cost(variant, N, tokens)`` is one run's
 device-hours from the plan or the pilot; without one, runs are priced by their FLOPs
-(``6 N D``, in units of 1e18) and the unit says so.
+(``6 N D``, in PFLOPs) and the unit says so. An ``inconclusive`` variant carries its verdict's
+reason beside the options: a design defect (an LR not bracketed, a divergence) is fixed by the
+edit that reason names, and the options price the interval once it is.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from analysis.stats.resolve.loop import Plan
 from analysis.stats.resolve.options import Cost, price
 
 NUM_SHOWN = 4  # options kept per variant, best P(resolve) per hour first
-FLOPS_UNIT = "1e18 FLOPs"
+FLOPS_UNIT = "PFLOPs"
 
 
 def flops_cost(variant: str, n_params: float, tokens: float) -> float:
-    return 6.0 * n_params * tokens / 1e18
+    return 6.0 * n_params * tokens / 1e15
 
 
 def resolve_summary(
@@ -58,6 +60,8 @@ def resolve_summary(
             "grid_sd_pct": ev.grid_var**0.5,
             "options": [o.as_dict() for o in options[:NUM_SHOWN]],
         }
+        if v["verdict"] == "inconclusive":
+            out[ev.variant]["first"] = str(v.get("reason", ""))
     if not out:
         return None
     return {"unit": unit, "level": level, "max_looks": plan.max_looks, "variants": out}

@@ -12,8 +12,7 @@ at most 180 studies, where it fails above ``binom.ppf(0.99, 180, 0.05)`` = 16 cl
 A true gain at the margin (1% at every size, margin 1%): at least 80% of ``POWER_STUDIES``
 resolved within the 150 device-hour budget, and its device-hours printed against the fixed
 design of equal power (the fewest seeds at every size and LR, as run, whose paired t at 5%
-reaches the loop's resolved rate, ``analysis.stats.planning.power.power_of`` with the grid term
-the loop read at look 0).
+reaches the loop's resolved rate, at most 95%: ``analysis.stats.planning.power.power_of``).
 """
 
 from __future__ import annotations
@@ -99,7 +98,8 @@ def test_a_gain_at_the_margin_is_resolved_within_the_budget() -> None:
     hours = float(np.mean([r["start_hours"] + r["spent"] for r in results]))
     # the fixed design of equal power: paired sd 0.5% (sqrt(2) x 0.012 of a loss of 3.43)
     sd = 100 * np.sqrt(2) * 0.012 / 3.43
-    n = next(k for k in range(3, 200) if power_of(MARGIN, sd, k, 0.05) >= rate)
+    target = min(rate, 0.95)  # all resolved: compare with a fixed design of 95% power
+    n = next(k for k in range(3, 200) if power_of(MARGIN, sd, k, 0.05) >= target)
     print(
         f"resolved {resolved}/{len(results)}; loop {hours:.0f} device-hours on average, "
         f"fixed design of equal power {n} seeds: {fixed_design_hours(n):.0f} "
