@@ -1,7 +1,14 @@
-"""16 training processes (tiny torch models, the job's own `Tracker`) log 1,000 steps each to
-one PostgreSQL-backed MLflow server at the same time (the one .ci/run starts, with
-scripts/services.sh): every point arrives exactly once. tests/reliability/_writer.py says why the
+"""16 training processes (tiny torch models, the job's own `Tracker`, forked from one launcher
+that imported torch and MLflow once) log 600 steps each to one PostgreSQL-backed MLflow server
+at the same time (the one .ci/run starts, with scripts/services.sh): every point arrives exactly
+once. tests/reliability/_writer.py says why the
 writer is not a full `python -m jobs` process.
+
+"At the same time" is a barrier, not luck: each writer makes its run and waits for one go file,
+so all sixteen log and upload together (before, 1,000 steps each overlapped only as far as the
+process starts, seconds apart under load, let them). 600 steps of two metrics are 1,200 points
+a writer, over MLflow's 1,000 metrics a batch, so each upload is split into batches
+(`jobs.telemetry.upload`) while the others write.
 
 That the server is PostgreSQL-backed is checked twice: the services script says so
 (`SCALING_TEST_MLFLOW_BACKEND`), and every point the server reports is also counted in that
@@ -11,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +31,7 @@ from tests.conftest import skip_unless_required
 from tests.reliability.helpers import cli_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # slow on a shared 2-core box
-NUM_WRITERS, STEPS = 16, 1000
+NUM_WRITERS, STEPS = 16, 600  # 1,200 points a writer: two batches each
 TRAIN_METRICS = ["train/loss", "grad_norm"]  # what tests/reliability/_writer.py logs
 
 
@@ -58,34 +66,49 @@ def _points_in_postgres(dsn: str, experiment: str) -> int:
         engine.dispose()
 
 
+def _writers_ready(launcher: subprocess.Popen, outs: list, log, timeout_s: float) -> None:
+    """Wait until every writer has made its run and waits at the barrier."""
+    deadline = time.monotonic() + timeout_s
+    while not all((out / "ready").exists() for out in outs):
+        assert launcher.poll() is None, log.read_text()[-3000:] + _logs(outs)
+        assert time.monotonic() < deadline, "the writers did not all start" + _logs(outs)
+        time.sleep(0.2)
+
+
+def _logs(outs: list) -> str:
+    logs = [out / "log.txt" for out in outs]
+    return "".join(f"\n{f}: {f.read_text()[-1000:]}" for f in logs if f.is_file())
+
+
 def test_sixteen_writers_log_every_point_exactly_once(tmp_path, mlflow_server):
     dsn = _postgres_dsn(mlflow_server)
     experiment = f"concurrent-{os.getpid()}-{time.time_ns()}"
-    start = time.monotonic()
-    procs = []
-    for i in range(NUM_WRITERS):
-        out = tmp_path / f"w{i:02d}"
-        out.mkdir()
-        log = open(out / "log.txt", "wb")  # noqa: SIM115 - closed below
-        args = [str(out), mlflow_server, experiment, str(STEPS), str(i)]
-        proc = subprocess.Popen(
+    outs = [tmp_path / f"w{i:02d}" for i in range(NUM_WRITERS)]
+    log = tmp_path / "launcher.log"
+    args = [str(tmp_path), mlflow_server, experiment, str(STEPS), str(NUM_WRITERS)]
+    with open(log, "wb") as out:
+        launcher = subprocess.Popen(
             [sys.executable, "-m", "tests.reliability._writer", *args],
-            env=cli_env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        procs.append((proc, log, out))
-    for proc, log, out in procs:
-        code = proc.wait(timeout=900)
-        log.close()
-        assert code == 0, (out / "log.txt").read_text()[-3000:]
-    wall = time.monotonic() - start
+            env=cli_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        _writers_ready(launcher, outs, log, timeout_s=1200)
+        start = time.monotonic()
+        (tmp_path / "go").touch()  # every writer's run exists: all log and upload at once
+        code = launcher.wait(timeout=900)
+        wall = time.monotonic() - start
+    finally:
+        if launcher.poll() is None:  # a failed wait: no writer left waiting or logging
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+    codes = json.loads((tmp_path / "exit_codes.json").read_text())
+    assert code == 0 and codes == {out.name: 0 for out in outs}, (codes, _logs(outs))
 
     client = MlflowClient(mlflow_server)
     exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id], max_results=100)
     assert len(runs) == NUM_WRITERS and {r.info.status for r in runs} == {"FINISHED"}
-    logged = [json.loads((out / "losses.json").read_text()) for _, _, out in procs]
+    logged = [json.loads((out / "losses.json").read_text()) for out in outs]
     losses_by_run = {w["run_id"]: w["losses"] for w in logged}
     expected = received = 0
     for run in runs:
@@ -101,8 +124,8 @@ def test_sixteen_writers_log_every_point_exactly_once(tmp_path, mlflow_server):
     in_postgres = _points_in_postgres(dsn, experiment)
     print(
         f"[concurrent] {NUM_WRITERS} writers x {STEPS} steps x {len(TRAIN_METRICS)} metrics to "
-        f"a PostgreSQL-backed server: points expected {expected}, received {received}, in "
-        f"PostgreSQL {in_postgres}; wall {wall:.0f} s"
+        f"a PostgreSQL-backed server, all started at one barrier: points expected {expected}, "
+        f"received {received}, in PostgreSQL {in_postgres}; wall from the go {wall:.0f} s"
     )
     assert received == expected
     assert in_postgres == expected  # the server measured stores its points in PostgreSQL
