@@ -103,6 +103,13 @@ def _grid_study(i: int) -> dict:
 
 
 def test_a_gain_only_the_lr_grid_hides_buys_the_finer_grid() -> None:
+    # the finer grid is priced for what it does: the grid's term, which dominates here, falls
+    for i in range(5):
+        table = rows_of(Truth(0.6, 7000 + i, **GRID_TRUTH), start_cells(start_seeds=4))
+        ev = read_table(table, BASELINE, 0.02, 0.5)["nonlinear"]
+        finer = next(o for o in price(ev, 0.02, flops_hours) if o.kind == "lr_grid")
+        assert ev.grid_var > 4 * ev.seeds_se**2
+        assert finer.half_width_pct < 0.6 * ev.half_width_pct
     results = list(map_studies(_grid_study, range(GRID_STUDIES)))
     bought = [r["first_kind"] for r in results if r["first_kind"] is not None]
     grid = sum(k == "lr_grid" for k in bought)
