@@ -14,7 +14,7 @@ from analysis.judgement import REANALYSIS, Judgement
 from analysis.report.document import write_report
 from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
-from analysis.stats.analyze import analyse, check_inputs, grid_terms
+from analysis.stats.analyze import analyse, grid_terms
 from analysis.stats.axes.downstream import at_chosen_lrs, downstream_verdict
 from analysis.stats.gains import intervals
 from analysis.stats.gains.time_matched import time_matched
@@ -24,7 +24,6 @@ from analysis.stats.lr.stability import stability_verdict
 from analysis.stats.planning.power import noise_from_table, source_table
 from analysis.stats.resolve.summary import resolve_summary
 from analysis.tables.arm_costs import arm_matching
-from analysis.tables.digests import judged_digests
 from analysis.tables.mlflow_io import log_to_parent
 from analysis.tables.runs import is_eval_column
 from foundation import atomic
@@ -80,14 +79,10 @@ def run_analysis(
             "only the study's own judgement is logged to its parent run; this one is a "
             f"{j.by} (write it to --out)"
         )
-    check_inputs(table, j.baseline, j.num_resamples, j.margin_pct)
-    code_digests = judged_digests(table)  # refuses a variant judged on two versions of its code
     seed = j.bootstrap_seed(table)
-    result = analyse(
-        table, j.baseline, j.num_resamples, seed, j.detect_gain_pct, j.margin_pct, j.level
-    )
+    result = analyse(table, j, seed)  # checks the inputs and the code digests first
     result.add_backtest()  # verdict.json's backtest: the study predicts its own top size
-    result.verdict["code_digests"] = code_digests
+    result.verdict["code_digests"] = result.code_digests
     if callable(times):
         times = times(table)
     timed = time_matched(result, times, seed)  # the verdict's words stay on FLOPs
@@ -97,7 +92,7 @@ def run_analysis(
     runs = at_chosen_lrs(result.usable, result.groups)  # downstream tasks, at the loss's LRs
     if j.downstream_tasks is not None:
         runs = runs.drop(columns=[c for c in runs.columns if _other_task(c, j.downstream_tasks)])
-    downstream = downstream_verdict(runs, j.baseline, j.num_resamples, seed, j.margin_pct, j.level)
+    downstream = downstream_verdict(runs, j, seed)
     if downstream is not None:
         result.verdict["downstream"] = downstream
     if j.lr_search is not None:

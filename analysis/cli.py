@@ -15,10 +15,11 @@ from pathlib import Path
 
 import typer
 
+from analysis.tables.judgement import DEFAULT_DETECT_GAIN_PCT, DEFAULT_RESAMPLES
 from analysis.tables.spec import DEFAULT_BASELINE
 
-RESAMPLES_HELP = "parametric bootstrap draws [default: 1000]"
-DETECT_HELP = "gain (%) for the power table [default: 0.5]"
+RESAMPLES_HELP = f"parametric bootstrap draws [default: {DEFAULT_RESAMPLES}]"
+DETECT_HELP = f"gain (%) for the power table [default: {DEFAULT_DETECT_GAIN_PCT}]"
 
 
 def analyze_table(

@@ -1,7 +1,7 @@
-"""One judgement: everything that decides a verdict, built once and handed down.
+"""One judgement: everything that decides a verdict, built once and handed down whole.
 
 `scaling run`, each sequential look, `scaling status` and `scaling analyze STUDY` judge a study
-through one `Judgement` built from the resolved study (``scaling.driver.run.study_judgement``);
+through one `Judgement` built from the resolved study (``scaling.study_judgement``);
 a run CSV, or a user's own re-analysis of a study (another baseline, margin, seed or number of
 draws), is judged through the same builder (``table_judgement``), and ``by`` says which it is.
 ``analysis.api.run_analysis(table, judgement, out)`` reads nothing else.
@@ -10,19 +10,28 @@ What it fixes, each in one place: the baseline string parsed once (``"A,B"``: pe
 stronger of arms A and B), the margin's default (``DEFAULT_MARGIN_PCT``), the family-wise
 level's (``ALPHA``), and for a sequential study the `Design` and the level its last look was
 judged at (that look's nominal level, not ``alpha``), its margin the design's.
+
+The `Judgement` itself (a frozen dataclass) lives in the lowest room, ``analysis.tables.judgement``,
+so that every function that decides or reports takes it whole; this module builds it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from analysis.stats.gains.levels import level_or_default
+from analysis.tables.judgement import (
+    DEFAULT_DETECT_GAIN_PCT,
+    DEFAULT_RESAMPLES,
+    REANALYSIS,
+    STUDY,
+    TABLE,
+    By,
+    Judgement,
+)
 from analysis.tables.spec import DEFAULT_BASELINE, DEFAULT_MARGIN_PCT, parse_baselines
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from analysis.stats.looks.sequential import Design
 
 __all__ = [
@@ -38,88 +47,8 @@ __all__ = [
     "check_looks",
 ]
 
-DEFAULT_DETECT_GAIN_PCT = 0.5  # the gain (%) the report's power table is worked out for
-DEFAULT_RESAMPLES = 1000  # parametric bootstrap draws
-
-# who judges: the study itself (`run`, a look, `analyze STUDY` reproducing the run), a user's
-# re-analysis of a study (another baseline, margin, seed or draws), or a run table of no study
-STUDY, REANALYSIS, TABLE = "study", "reanalysis", "table"
-By = Literal["study", "reanalysis", "table"]
-
 LOOK_KEYS = ("look", "num_paired_top", "info_fraction", "z", "level", "verdict", "stop", "reason")
 DESIGN_KEYS = ("start", "max", "step", "margin_pct")
-
-
-@dataclasses.dataclass(frozen=True)
-class Judgement:
-    """How a run table is judged; see the module docstring. Build it with ``table_judgement``
-    (or ``scaling.driver.run.study_judgement`` for a study), not by hand."""
-
-    baseline: str  # as the user wrote it: "linear" or "linear,linear_qknorm"
-    baselines: tuple[str, ...]  # the same, parsed once
-    margin_pct: float  # the equivalence margin (`none` vs `undetected`), % of the loss
-    alpha: float  # the family-wise level (a sequential design's, over all its looks)
-    level: float  # the level this judgement tests at: alpha, or the last look's nominal level
-    seed: int  # the bootstrap's seed (a sequential study's comes from its runs: `bootstrap_seed`)
-    num_resamples: int = DEFAULT_RESAMPLES
-    detect_gain_pct: float = DEFAULT_DETECT_GAIN_PCT
-    design: Design | None = None  # sequential seeds: the design its looks follow
-    looks: dict[str, Any] | None = None  # sequential seeds: looks.json, at least one look
-    lr_search: dict[str, Any] | None = None  # the LR search's summary, for the report
-    stability: bool = False  # lr.search.find_edge: each arm's largest stable LR is reported
-    downstream_tasks: tuple[str, ...] | None = None  # None: every task the runs logged
-    inference: dict[str, Any] | None = None  # measured inference figures ({"device", "rows"})
-    by: By = TABLE
-    changed: tuple[str, ...] = ()  # a re-analysis: the settings the user changed ("--margin")
-
-    @property
-    def primary(self) -> str:
-        """The first baseline arm: the one inference ratios and stability are measured to."""
-        return self.baselines[0]
-
-    @property
-    def sequential(self) -> bool:
-        return self.looks is not None
-
-    @property
-    def last_look(self) -> dict[str, Any] | None:
-        return self.looks["looks"][-1] if self.looks is not None else None
-
-    def bootstrap_seed(self, table: pd.DataFrame) -> int:
-        """The seed the bootstrap draws with: a sequential study's is a hash of its finished
-        runs (``analysis.stats.looks.sequential.data_seed``: the same runs, the same draws, so
-        a look judged again after a crash decides the same), else ``seed``."""
-        if not self.sequential:
-            return self.seed
-        from analysis.stats.looks.sequential import data_seed  # lazy: scipy, paid when judged
-
-        return data_seed(table)
-
-    def own_verdict(self) -> bool:
-        """Whether this is the study's own judgement (it may be written into the study's folder
-        and logged to its parent run)."""
-        return self.by == STUDY
-
-    def reanalysed(
-        self,
-        changed: tuple[str, ...],
-        *,
-        margin_pct: float | None = None,
-        seed: int | None = None,
-        num_resamples: int | None = None,
-        detect_gain_pct: float | None = None,
-    ) -> Judgement:
-        """The same judgement with the user's own settings (None: this one's stands): a
-        re-analysis, not the study's verdict, that names what the user ``changed``
-        (``("--margin 0.3",)``) in the terminal, the report and verdict.json."""
-        settings = {
-            "margin_pct": margin_pct,
-            "seed": seed,
-            "num_resamples": num_resamples,
-            "detect_gain_pct": detect_gain_pct,
-        }
-        given = {k: v for k, v in settings.items() if v is not None}
-        return dataclasses.replace(self, **given, by=REANALYSIS, changed=tuple(changed))
 
 
 def table_judgement(

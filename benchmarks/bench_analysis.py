@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.synthetic.studies import Effect, make_study
 
@@ -37,7 +38,7 @@ def bench_study(num_resamples: int) -> float:
     )
     assert len(table) == 200
     t0 = time.perf_counter()
-    result = analyse(table, baseline="linear", num_resamples=num_resamples)
+    result = analyse(table, table_judgement("linear", num_resamples=num_resamples))
     elapsed = time.perf_counter() - t0
     (variant,) = result.verdict["variants"]
     print(
@@ -53,7 +54,7 @@ def bench_demo(num_resamples: int) -> float:
 
     table = load_csv(DEMO)
     t0 = time.perf_counter()
-    result = analyse(table, baseline="linear", num_resamples=num_resamples)
+    result = analyse(table, table_judgement("linear", num_resamples=num_resamples))
     elapsed = time.perf_counter() - t0
     (variant,) = result.verdict["variants"]
     fits = sum(f.counts.distinct for f in result.fits)  # draws fitted

@@ -23,6 +23,7 @@ from collections import Counter
 
 from scipy import stats
 
+from analysis.judgement import table_judgement
 from analysis.stats import analyze
 from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import NOISES, off_grid_study
@@ -39,7 +40,9 @@ def one(args: tuple) -> str:
     analyze.tuning_variances = COUNTED if counted else (lambda *_: {})
     table = off_grid_study(k0, rng_seed=7000 + i, num_seeds=seeds, lr_penalty=curve,
                            noise=NOISES[noise], lr_skew=skew)  # fmt: skip
-    (v,) = analyse(table, "linear", num_resamples=draws, seed=i).verdict["variants"]
+    (v,) = analyse(table, table_judgement("linear", num_resamples=draws, seed=i)).verdict[
+        "variants"
+    ]
     return v["verdict"]
 
 

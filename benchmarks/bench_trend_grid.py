@@ -21,6 +21,7 @@ from collections import Counter
 import numpy as np
 from scipy import stats
 
+from analysis.judgement import table_judgement
 from analysis.stats import analyze
 from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import NOISES, off_grid_study
@@ -37,7 +38,9 @@ def one(args: tuple) -> tuple[str, bool]:
     )
     table = off_grid_study(1.2, rng_seed=9000 + i, num_seeds=seeds, lr_penalty=curve,
                            noise=NOISES[noise], per_size=per_size)  # fmt: skip
-    (v,) = analyse(table, "linear", num_resamples=draws, seed=i).verdict["variants"]
+    (v,) = analyse(table, table_judgement("linear", num_resamples=draws, seed=i)).verdict[
+        "variants"
+    ]
     g = v["decision"]["gamma"]
     return v["verdict"], g is not None and g["ci"][0] <= 0.0 <= g["ci"][1]
 

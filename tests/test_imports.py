@@ -37,9 +37,9 @@ ROOMS_BELOW = {
     "analysis": {
         "tables": set(),
         "stats": {"tables"},
-        "report": {"tables", "stats"},
-        "synthetic": {"tables", "stats"},
-        "judgement": {"tables", "stats"},
+        "judgement": {"tables", "stats"},  # the builder of the `Judgement` they all take
+        "report": {"tables", "stats", "judgement"},
+        "synthetic": {"tables", "stats", "judgement"},
         "api": {"tables", "stats", "report", "judgement"},
         "cli": {"tables", "stats", "report", "judgement", "api"},
     },

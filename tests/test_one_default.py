@@ -1,14 +1,19 @@
 """One level fallback, one margin default, one parser of the baseline, one builder of the
-sequential design (issue 50).
+sequential design (issue 50); one resample count and one detect gain, and no default for a
+judgement's setting below its builders (issue 60).
 
 Each was once typed in several places that drifted apart (a re-analysis judged at 5% a study run
 at 1.1%). A second copy written beside the one kept here fails this test, which reads the source
 of `analysis/` and `scaling/` (nothing is imported): each pattern must match at exactly the one
-line named, which the rest of the code calls.
+line named, which the rest of the code calls. The `Judgement` is built in one place and handed
+down whole, so no function below its builders may default ``alpha``, ``level``, ``margin_pct``,
+``num_resamples`` or ``detect_gain_pct``: such a default is a second value that a call which
+forgets the judgement's silently uses (read with `ast`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -38,7 +43,32 @@ ONE_PLACE = [
         re.compile(r"(?<!class )\bDesign\("),
         "analysis/judgement.py",
     ),
+    (
+        "the resample count (`analysis.tables.judgement.DEFAULT_RESAMPLES`)",
+        re.compile(r"(?<![\w.,])1_?000(?![\w.])(?!\s*\*)"),  # `1000 * s`: a unit
+        "analysis/tables/judgement.py",
+    ),
+    (
+        "the detect gain (`analysis.tables.judgement.DEFAULT_DETECT_GAIN_PCT`)",
+        re.compile(r"(?i)(detect[_ -]gain|power table).*(?<![\w.])0?\.50?(?![\w.])"),
+        "analysis/tables/judgement.py",
+    ),
 ]
+
+# a judgement's settings: defaulted only where a `Judgement` is built
+SETTINGS = ("alpha", "level", "margin_pct", "num_resamples", "detect_gain_pct")
+BUILDERS = {
+    "analysis/judgement.py:table_judgement",  # the one builder
+    "analysis/tables/judgement.py:reanalysed",  # a re-analysis: None keeps the study's setting
+    "scaling/study_judgement.py:study_judgement",
+}
+# the same names for quantities that are not a judgement's: `scaling plan`'s level (the top
+# size's share of 5%, before any run), the LR law's own interval, and a display's 95%
+NOT_A_JUDGEMENT = {
+    "analysis/stats/planning/power.py",
+    "analysis/stats/lr/lr_law.py",
+    "analysis/report/fmt.py:with_ci",
+}
 
 
 def matches(pattern: re.Pattern[str]) -> list[str]:
@@ -60,9 +90,41 @@ def test_written_in_one_place(what: str, pattern: re.Pattern[str], home: str) ->
     )
 
 
+def defaulted_settings(path: Path, source: str) -> list[str]:
+    """``path:function(name=)`` for each function of ``source`` that defaults a setting of the
+    judgement (``SETTINGS``), unless it builds one or its name means something else."""
+    rel = path.relative_to(ROOT).as_posix() if path.is_absolute() else path.as_posix()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        name = getattr(node, "name", "<lambda>")
+        if f"{rel}:{name}" in BUILDERS or rel in NOT_A_JUDGEMENT:
+            continue
+        if f"{rel}:{name}" in NOT_A_JUDGEMENT:
+            continue
+        args = node.args
+        positional = args.posonlyargs + args.args
+        defaulted = positional[len(positional) - len(args.defaults) :]
+        defaulted += [a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d]
+        found += [f"{rel}:{name}({a.arg}=)" for a in defaulted if a.arg in SETTINGS]
+    return found
+
+
+def test_no_setting_of_the_judgement_is_defaulted_below_its_builders() -> None:
+    found = []
+    for package in ("analysis", "scaling"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found += defaulted_settings(path, path.read_text())
+    assert not found, (
+        "a setting of the `Judgement` defaulted below its builders (pass the judgement whole, "
+        "or take the setting without a default):\n" + "\n".join(found)
+    )
+
+
 def test_a_second_copy_is_found() -> None:
     """The patterns catch the copies this test replaced."""
-    fallback, margin, baseline, design = (p for _, p, _ in ONE_PLACE)
+    fallback, margin, baseline, design, resamples, detect = (p for _, p, _ in ONE_PLACE)
     assert fallback.search('    return top.get("level") or ALPHA')
     assert fallback.search("    alpha = level or ALPHA")
     assert margin.search('        "+-margin [default: 0.5]",')
@@ -71,3 +133,21 @@ def test_a_second_copy_is_found() -> None:
     assert baseline.search('    names = [b for b in baseline.split(",")]')
     assert design.search("        return Design(self.start, self.max, self.step, self.margin_pct)")
     assert not design.search("class Design(NamedTuple):")
+    assert resamples.search("    num_resamples: int = 1000,")
+    assert resamples.search('RESAMPLES_HELP = "parametric bootstrap draws [default: 1000]"')
+    assert resamples.search("    draws: int | None = 1000,")
+    assert not resamples.search("    ms = 1000 * seconds")  # a unit, not a count of draws
+    assert detect.search("    detect_gain_pct: float = 0.5,")
+    assert detect.search('DETECT_HELP = "gain (%) for the power table [default: 0.5]"')
+    # the signatures issue 60 took the defaults out of, as they were
+    for source in (
+        "def analyse(table, baseline, num_resamples=1000, seed=0, margin_pct=0.5, alpha=ALPHA):",
+        "def apply_rule(comparison, tests, gamma, k0, level, guards, alpha: float = ALPHA):",
+        "def decide_look(table, design, look, baseline, level: float | None = None):",
+        "def downstream_verdict(runs, baseline, *, margin_pct=DEFAULT_MARGIN_PCT):",
+        "def holm_levels(p_values, alpha=ALPHA):",
+    ):
+        assert defaulted_settings(Path("analysis/x.py"), source + "\n    pass\n"), source
+    assert not defaulted_settings(Path("analysis/x.py"), "def f(table, judgement):\n    pass\n")
+    builder = "def table_judgement(baseline, *, alpha=None, num_resamples=1000):\n    pass\n"
+    assert not defaulted_settings(Path("analysis/judgement.py"), builder)

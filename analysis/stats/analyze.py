@@ -14,20 +14,30 @@ from analysis.stats.fits.laws import LawFit, fit_arms, fit_k
 from analysis.stats.gains import intervals
 from analysis.stats.gains import matched as matching
 from analysis.stats.gains.compare import Comparison, baseline_map, compare
-from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, global_p, holm_levels, size_weights
+from analysis.stats.gains.levels import MIN_SEEDS, global_p, holm_levels, size_weights
 from analysis.stats.gains.resolution import groups_pair_var, trend_draws, tuning_variances
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.lr.frontier import LRFrontier, frontier_frame, lr_frontier, selection_column
 from analysis.stats.rules import summary
 from analysis.stats.rules import verdict as rules
+from analysis.stats.rules.evidence import Evidence
+from analysis.stats.rules.summary import records
 from analysis.stats.rules.verdict_guards import decide_held, lr_guards
 from analysis.stats.variance.cells import Groups, build_groups, selected_lrs, usable_cells
 from analysis.stats.variance.diagnose import noise_diagnostics
+from analysis.stats.variance.excluded import (
+    EXCLUDED_COLUMNS,
+    SCAN_ONLY,
+    excluded_runs,
+    unjudged,
+    why_unusable,
+)
 from analysis.stats.variance.noise import NoiseModel
-from analysis.tables.runs import is_usable
+from analysis.tables.digests import judged_digests
+from analysis.tables.judgement import Judgement
 from analysis.tables.spec import DEFAULT_MARGIN_PCT, parse_baselines
 
-EXCLUDED_COLUMNS = ["run_id", "variant", "size", "seed", "lr", "reason"]
+__all__ = ["SCAN_ONLY", "Analysis", "analyse", "check_inputs", "grid_terms"]
 
 
 @dataclasses.dataclass
@@ -39,12 +49,14 @@ class Analysis:
     excluded: pd.DataFrame
     comparisons: dict[str, Comparison] = dataclasses.field(default_factory=dict)
     tokens: token_axis.TokenAnalysis | None = None  # the token axis, when some arm has >= 2 budgets
-    # per variant: its p and decide_held's arguments but the level, to judge again at another
-    # family-wise level without refitting (analysis.stats.looks.sequential.judge_at)
-    decide_inputs: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    # per variant: what the rule read (``analysis.stats.rules.evidence``), to judge again at
+    # another family-wise level without refitting (analysis.stats.looks.sequential.judge_at)
+    evidence: dict[str, Evidence] = dataclasses.field(default_factory=dict)
     # the rollout (``analysis.stats.backtest``): the rule refits its top step when a word needs
     # it (rule 9); ``add_backtest`` the rest
     backtest: Backtest | None = None
+    # verdict.json's ``code_digests`` (``analysis.tables.digests``), read before anything is fitted
+    code_digests: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def add_backtest(self) -> dict:
         """verdict.json's ``backtest``: every rollout step (the top one as the rule read it) and
@@ -62,13 +74,9 @@ class Analysis:
         return found
 
 
-def check_inputs(
-    table: pd.DataFrame,
-    baseline: str,
-    num_resamples: int,
-    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
-) -> None:
-    """User errors, raised before anything is computed or written."""
+def check_inputs(table: pd.DataFrame, judgement: Judgement) -> None:
+    """User errors, raised before anything is computed or written (once, by ``analyse``)."""
+    margin_pct, num_resamples = judgement.margin_pct, judgement.num_resamples
     if not (np.isfinite(margin_pct) and margin_pct > 0):
         raise ValueError(
             f"verdict margin {margin_pct} must be a positive % of the loss (e.g. "
@@ -80,49 +88,12 @@ def check_inputs(
     if table.empty:
         raise ValueError("the run table is empty; nothing to analyse")
     variants = sorted(table["variant"].unique())
-    for name in parse_baselines(baseline):
+    for name in judgement.baselines:
         if name not in variants:
             raise ValueError(
                 f"--baseline {name!r} is not a variant of this study; "
                 f"variants are {', '.join(variants)}"
             )
-
-
-LOST_SEED = "its LR (or cell) lost a seed at this size: not usable, never chosen on survivors"
-SCAN_ONLY = "scan-only LR: not every seed ran it at this size (none lost): never chosen"
-
-
-def _excluded(table: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
-    """Every run not used, with why: its own state; its LR losing a seed at that size (some run
-    of that LR there is unusable); or a scan-only LR (every run of it there is usable, but not
-    every seed ran it: an LR search's scan, `follow_neighbours: 0`)."""
-    out = table[~table["run_id"].isin(set(kept["run_id"]))].copy()
-    own = ~is_usable(out)
-    reason = np.where(
-        out["status"] != "completed", out["status"], "non-finite or non-positive final_val_loss"
-    )
-    keys = [c for c in ("variant", "size", "tokens", "lr") if c in table.columns]
-    lr_ok = table.assign(_ok=is_usable(table)).groupby(keys, dropna=False, as_index=False)["_ok"]
-    found = out[keys].merge(lr_ok.all(), on=keys, how="left")["_ok"]
-    none_lost = found.astype("boolean").fillna(False).to_numpy(dtype=bool)
-    out["reason"] = np.where(own, reason, np.where(none_lost, SCAN_ONLY, LOST_SEED))
-    return out.reset_index(drop=True)
-
-
-def _why_unusable(excluded: pd.DataFrame, variants: list[str]) -> str:
-    """``12 diverged, 3 failed``: the reasons the runs of `variants` were left out, counted."""
-    reasons = excluded.loc[excluded["variant"].isin(variants), "reason"].value_counts()
-    return ", ".join(f"{n} {reason}" for reason, n in reasons.items()) or "no runs"
-
-
-def unjudged(table: pd.DataFrame, usable: pd.DataFrame, excluded: pd.DataFrame, baseline: str):
-    """verdict.json's ``unjudged``: each arm but the baselines with no usable run, and why
-    (listed, never silently dropped from the verdict)."""
-    baselines = parse_baselines(baseline)
-    dead = sorted(set(table["variant"]) - set(usable["variant"]) - set(baselines))
-    return [
-        {"variant": v, "reason": f"no usable runs ({_why_unusable(excluded, [v])})"} for v in dead
-    ]
 
 
 def _guards(comparison: Comparison, k_ok: bool, has_ci: bool, num_seeds: int) -> list[str]:
@@ -166,34 +137,30 @@ class _Judged:
     c_max: float
 
 
-def analyse(
-    table: pd.DataFrame,
-    baseline: str,
-    num_resamples: int = 1000,
-    seed: int = 0,
-    detect_gain_pct: float = 0.5,
-    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
-    alpha: float = ALPHA,
-) -> Analysis:
-    """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant.
+def analyse(table: pd.DataFrame, judgement: Judgement, seed: int | None = None) -> Analysis:
+    """Choose LRs, draw the parametric bootstrap, fit every law, and judge each variant as
+    ``judgement`` says (``analysis.judgement``: baselines, margin, level, draws, detect gain).
 
     The N verdict reads, per size, only the largest budget its baseline measured
     (``analysis.stats.axes.tokens.n_axis_rows``); with several budgets per size the token axis is
     judged too (``analysis.stats.axes.tokens.analyse_tokens``, verdict.json's ``tokens``).
-    ``alpha``: the N verdict's family-wise level (5%; a sequential look's nominal level:
-    ``analysis.stats.looks.sequential``)."""
-    check_inputs(table, baseline, num_resamples, margin_pct)
-    data = _measure(table, baseline, num_resamples, seed)
+    ``judgement.level``: the N verdict's family-wise level (5%; a sequential look's nominal
+    level: ``analysis.stats.looks.sequential``). ``seed``: the bootstrap's (None:
+    ``judgement.bootstrap_seed(table)``). The inputs are checked first (``check_inputs``), then
+    the code each variant's runs trained with (``Analysis.code_digests``)."""
+    j = judgement
+    check_inputs(table, j)
+    code_digests = judged_digests(table)  # refuses a variant judged on two versions of its code
+    seed = j.bootstrap_seed(table) if seed is None else seed
+    data = _measure(table, list(j.baselines), j.baseline, j.num_resamples, seed)
     fits = fit_arms(data.groups)
     judged, matched = _compare_variants(data, fits, np.random.default_rng([seed, 52]))
     weights_only = matching.weights_only_arms(data.table)
-    refit = functools.partial(_refit, baseline, num_resamples, seed)
-    law = Backtest(refit, data.table, data.groups, judged, data.has_ci, rules.law_level(alpha))
-    variants, decide_inputs = _judge(data, judged, baseline, margin_pct, weights_only, alpha, law)
-    verdict = _verdict(
-        data, variants, fits, baseline, num_resamples, detect_gain_pct, margin_pct, alpha
-    )
-    verdict["unjudged"] = unjudged(data.table, data.usable, data.excluded, baseline)
+    refit = functools.partial(_refit, data.baselines, j.baseline, j.num_resamples, seed)
+    law = Backtest(refit, data.table, data.groups, judged, data.has_ci, rules.law_level(j.level))
+    variants, evidence = _judge(data, judged, j, weights_only, law)
+    verdict = _verdict(data, variants, fits, j)
+    verdict["unjudged"] = unjudged(data.table, data.usable, data.excluded, data.baselines)
     verdict["compute_axis"] = matching.compute_axis(data.table, matched, weights_only)
     verdict["rule"] = rules.RULE
     verdict["intervals"] = intervals.availability(len(data.groups.seeds), data.num_draws)
@@ -202,17 +169,19 @@ def analyse(
         _add_token_axis(verdict, data, along_d)
     if not verdict["intervals"]["available"]:
         verdict = intervals.strip(verdict)
-    comparisons = {v: j.comparison for v, j in judged.items()}
+    comparisons = {v: one.comparison for v, one in judged.items()}
     return Analysis(
         verdict, data.groups, fits, data.usable, data.excluded, comparisons, along_d,
-        decide_inputs, law,
+        evidence, law, code_digests,
     )  # fmt: skip
 
 
-def _refit(baseline: str, num_draws: int, seed: int, sub: pd.DataFrame, step: int) -> tuple:
+def _refit(
+    baselines: list[str], named: str, num_draws: int, seed: int, sub: pd.DataFrame, step: int
+) -> tuple:
     """The backtest's refit of ``sub`` (the fitted sizes' runs) as the verdict fits, with its
     own draws: (groups, the arms' L(C) fits, each variant's ``_Judged``)."""
-    data = _measure(sub, baseline, num_draws, seed + 7919 * step)
+    data = _measure(sub, baselines, named, num_draws, seed + 7919 * step)
     fits = fit_arms(data.groups, ("L(C)",))
     sub_judged, _ = _compare_variants(data, fits, np.random.default_rng([seed, 53]))
     return data.groups, fits, sub_judged
@@ -222,8 +191,9 @@ def grid_terms(table: pd.DataFrame, baseline: str) -> dict[str, float]:
     """Per size: the LR grid's term (%^2, ``gains.resolution.groups_pair_var``) in the gain of
     each arm over ``baseline`` at the size's largest budget, as ``analyse`` reads it from these
     runs (their curvature, each arm's neighbours and picks, the noise model's run sd); with
-    several other arms the largest. For `scaling plan --noise` on a finished study."""
-    data = _measure(table, baseline, 0, 0)
+    several other arms the largest. For `scaling plan --noise` on a finished study (a baseline
+    string from the study file: parsed here, as no `Judgement` is built for a plan)."""
+    data = _measure(table, parse_baselines(baseline), baseline, 0, 0)
     info, out = data.groups.info, {}
     curve = info[info["on_curve"]].sort_values("num_nonembedding_params", kind="stable")
     for g in curve.index:  # smallest size first
@@ -235,21 +205,23 @@ def grid_terms(table: pd.DataFrame, baseline: str) -> dict[str, float]:
     return out
 
 
-def _measure(table: pd.DataFrame, baseline: str, num_resamples: int, seed: int) -> _Measured:
-    """The N-axis table, each cell's usable LRs, the excluded runs and the bootstrap groups."""
-    baselines = parse_baselines(baseline)
+def _measure(
+    table: pd.DataFrame, baselines: list[str], named: str, num_resamples: int, seed: int
+) -> _Measured:
+    """The N-axis table, each cell's usable LRs, the excluded runs and the bootstrap groups;
+    ``named``: the baseline as the user wrote it, for the errors."""
     every_budget = token_axis.snap_budgets(table.reset_index(drop=True))
     table = token_axis.n_axis_rows(every_budget, baselines)  # each size's largest budget
     frontiers = lr_frontier(table)
     usable = usable_cells(table, frontiers)
-    excluded = _excluded(table, usable)
+    excluded = excluded_runs(table, usable)
     if not usable["variant"].isin(baselines).any():
-        raise ValueError(f"no usable runs of the baseline {baseline!r}; see the excluded runs")
+        raise ValueError(f"no usable runs of the baseline {named!r}; see the excluded runs")
     others = sorted(set(table["variant"]) - set(baselines))
     if others and not usable["variant"].isin(others).any():  # nothing left to judge
         raise ValueError(
-            f"no usable runs of {', '.join(map(repr, others))} ({_why_unusable(excluded, others)})"
-            f": no verdict against the baseline {baseline!r}; see the excluded runs"
+            f"no usable runs of {', '.join(map(repr, others))} ({why_unusable(excluded, others)})"
+            f": no verdict against the baseline {named!r}; see the excluded runs"
         )
     # below the seeds an interval needs, no draws at all: no interval, band or p-value anywhere
     num_draws = num_resamples if intervals.enough_seeds(int(usable["seed"].nunique())) else 0
@@ -301,34 +273,34 @@ def _compare_variants(
 def _judge(
     data: _Measured,
     judged: dict[str, _Judged],
-    baseline: str,
-    margin_pct: float,
+    j: Judgement,
     weights_only: list[str],
-    alpha: float,
     law: Backtest,
-) -> tuple[list[dict], dict[str, tuple]]:
+) -> tuple[list[dict], dict[str, Evidence]]:
     """verdict.json's row per variant: its gain tests, held to the Holm level over variants, and
-    rule 9's backtest; and per variant what ``decide_held`` was given but the level
-    (``Analysis.decide_inputs``)."""
+    rule 9's backtest; and per variant the evidence the rule read (``Analysis.evidence``)."""
     groups, has_ci = data.groups, data.has_ci
-    tests = {v: [GainTest.of(b, groups) for b in j.comparison.curve] for v, j in judged.items()}
-    p_values = {v: _global_p(j.comparison, tests[v]) if has_ci else 1.0 for v, j in judged.items()}
-    levels = holm_levels(p_values, alpha) if p_values else {}
+    tests = {v: [GainTest.of(b, groups) for b in one.comparison.curve] for v, one in judged.items()}
+    p_values = {v: _global_p(o.comparison, tests[v]) if has_ci else 1.0 for v, o in judged.items()}
+    levels = holm_levels(p_values, j.level) if p_values else {}
     frontier = {(f.variant, f.size, f.tokens): f for f in data.frontiers}
-    rows, decide_inputs = [], {}
+    rows, evidence = [], {}
     for variant, one in judged.items():
         k_part, k0, gamma, k_ok = _k_row(one, has_ci)
-        row = {"variant": variant, "baseline": baseline, "c_ref": one.c_ref, **k_part}
-        held = (one.comparison, tests[variant], gamma if has_ci else None, k0)
-        guards = (
-            _guards(one.comparison, k_ok, has_ci, len(groups.seeds)),
-            lr_guards(one.comparison, groups.info, frontier),
-            matching.undeclared_guard(variant, weights_only),
+        row = {"variant": variant, "baseline": j.baseline, "c_ref": one.c_ref, **k_part}
+        evidence[variant] = ev = Evidence(
+            one.comparison,
+            tuple(tests[variant]),
+            gamma if has_ci else None,
+            k0,
+            guards=tuple(_guards(one.comparison, k_ok, has_ci, len(groups.seeds))),
+            lr_guard=tuple(lr_guards(one.comparison, groups.info, frontier)),
+            flops_guard=tuple(matching.undeclared_guard(variant, weights_only)),
+            p=p_values[variant],
+            law=functools.partial(law.top_check, variant),  # refitted once, if a word asks
         )
-        top_check = functools.partial(law.top_check, variant)  # refitted once, if a word asks
-        decide_inputs[variant] = (p_values[variant], held, guards, top_check)
         # rules.apply_rule, with the conditional verdict of held guards
-        decision = decide_held(*held, levels.get(variant), *guards, margin_pct, alpha, top_check)
+        decision = decide_held(ev, levels.get(variant), j)
         row.update(verdict=decision.pop("verdict"), reason=decision.pop("reason"))
         row.update((k, decision.pop(k)) for k in ("conditional_verdict", "conditional_assumes"))
         row["decision"] = {**decision, "variant_p": p_values[variant] if has_ci else None}
@@ -338,7 +310,7 @@ def _judge(
         info = groups.info
         row["measured_compute"] = [float(info["flops"].min()), float(info["flops"].max())]
         rows.append(row)
-    return rows, decide_inputs
+    return rows, evidence
 
 
 def _k_row(one: _Judged, has_ci: bool) -> tuple[dict, float | None, float | None, bool]:
@@ -357,20 +329,11 @@ def _k_row(one: _Judged, has_ci: bool) -> tuple[dict, float | None, float | None
     return row, k0, gamma, True
 
 
-def _verdict(
-    data: _Measured,
-    variants: list[dict],
-    fits: list[LawFit],
-    baseline: str,
-    num_resamples: int,
-    detect_gain_pct: float,
-    margin_pct: float,
-    alpha: float = ALPHA,
-) -> dict:
+def _verdict(data: _Measured, variants: list[dict], fits: list[LawFit], j: Judgement) -> dict:
     """verdict.json of the N axis: the study's counts, each variant's row, fits and noise."""
     info, groups, table = data.groups.info, data.groups, data.table
     return {
-        "baseline": baseline,
+        "baseline": j.baseline,
         "baselines": data.baselines,
         "baseline_by_size": {
             f"{s}@{t:.3g}": str(info.at[g, "variant"])
@@ -379,21 +342,21 @@ def _verdict(
         "num_runs": int(len(table)),
         "num_used": int(len(data.usable)),
         "num_seeds": int(len(groups.seeds)),
-        "num_resamples": int(num_resamples if data.has_ci else 0),
-        "multiple_comparisons": summary.multiple_comparisons(len(variants), alpha),
+        "num_resamples": int(j.num_resamples if data.has_ci else 0),
+        "multiple_comparisons": summary.multiple_comparisons(len(variants), j.level),
         "measured_compute": [float(info["flops"].min()), float(info["flops"].max())],
         "named_scales": summary.named_scales(),
         "flops_per_param_token_at_named_scales": {
             name: x["flops_per_param_token"] for name, x in summary.named_scales().items()
         },
-        "excluded_runs": _records(data.excluded, EXCLUDED_COLUMNS),
+        "excluded_runs": records(data.excluded, EXCLUDED_COLUMNS),
         "variants": variants,
         "fits": summary.fit_summary(fits, data.has_ci),
-        "seed_noise": summary.seed_noise(groups, data.base_of, detect_gain_pct),
+        "seed_noise": summary.seed_noise(groups, data.base_of, j.detect_gain_pct),
         "noise_model": _noise(groups.noise),
         "noise_diagnostics": noise_diagnostics(groups),
-        "margin_pct": float(margin_pct),
-        "lr_selection": _records(frontier_frame(data.frontiers), list(frontier_frame([]).columns)),
+        "margin_pct": float(j.margin_pct),
+        "lr_selection": records(frontier_frame(data.frontiers), list(frontier_frame([]).columns)),
         "lr_chosen_on": selection_column(table),
         "flops_estimated": bool(table["flops_estimated"].any()),
     }
@@ -405,7 +368,7 @@ def _add_token_axis(verdict: dict, data: _Measured, along_d: token_axis.TokenAna
     every_budget = data.every_budget
     verdict["num_runs"] = int(len(every_budget))
     used = usable_cells(every_budget, lr_frontier(every_budget))
-    verdict["excluded_runs"] = _records(_excluded(every_budget, used), EXCLUDED_COLUMNS)
+    verdict["excluded_runs"] = records(excluded_runs(every_budget, used), EXCLUDED_COLUMNS)
     verdict["tokens"] = along_d.verdict
     verdict["fits"] += summary.fit_summary(along_d.fits, data.has_ci)
 
@@ -421,21 +384,3 @@ def _global_p(comparison: Comparison, tests: list[GainTest]) -> float:
 
 def _noise(model: NoiseModel | None) -> dict | None:
     return None if model is None else model.as_dict()
-
-
-def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
-    """JSON-safe rows (NaN -> None, numpy scalars -> Python)."""
-    rows = []
-    for rec in frame[columns].to_dict("records") if len(frame) else []:
-        clean = {}
-        for k, v in rec.items():
-            if isinstance(v, float | np.floating):
-                clean[k] = None if not np.isfinite(v) else float(v)
-            elif isinstance(v, np.integer | np.bool_):
-                clean[k] = v.item()
-            elif isinstance(v, list):  # LRs as floats; None an open end; nested: seeds
-                clean[k] = [x if x is None or isinstance(x, list) else float(x) for x in v]
-            else:
-                clean[k] = v
-        rows.append(clean)
-    return rows

@@ -91,7 +91,7 @@ class Check:
     def row(self, level: float, has_ci: bool) -> dict:
         """verdict.json's row: 95% intervals to show, ``agrees`` at ``level``."""
         value = _num(self.pred[0])
-        interval = ci(self.pred[1:]) if has_ci else None
+        interval = ci(self.pred[1:], ALPHA) if has_ci else None
         meas_ci = self.meas_ci(ALPHA) if has_ci else None
         out: dict = {"variant": self.variant}
         if self.baseline is not None:

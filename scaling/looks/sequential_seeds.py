@@ -87,7 +87,7 @@ def take_look(
     assert design is not None, "take_look() is for a study with sequential seeds"
     number = len(data["looks"]) + 1
     runs = stop_if_stale(study, cell_runs(study))  # code changed mid-study: the look not judged
-    look = decide_look(scan_table(study, rows, runs), design, number, baseline)
+    look = decide_look(scan_table(study, rows, runs), judgement, number)
     round_ = 1 + max((c.round for c in study.cells), default=0)
     entry = look.entry(round_, baseline)
     data = {"design": _design_dict(design), "looks": [*data["looks"], entry]}

@@ -12,7 +12,7 @@ search meant it so where the study ran one.
 from __future__ import annotations
 
 from analysis.report import fmt
-from analysis.stats.analyze import SCAN_ONLY
+from analysis.stats.variance.excluded import SCAN_ONLY
 
 __all__ = ["excluded_blocks", "reason_text"]
 

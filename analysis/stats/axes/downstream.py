@@ -26,7 +26,6 @@ import pandas as pd
 from analysis.stats.gains import intervals
 from analysis.stats.gains.compare import baseline_map, compare
 from analysis.stats.gains.levels import (
-    ALPHA,
     MIN_SEEDS,
     global_p,
     holm_levels,
@@ -36,8 +35,8 @@ from analysis.stats.gains.levels import (
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.rules import verdict as rules
 from analysis.stats.variance.cells import build_groups
+from analysis.tables.judgement import Judgement
 from analysis.tables.runs import is_eval_column
-from analysis.tables.spec import parse_baselines
 from foundation import contract
 
 __all__ = ["METRIC", "tasks_in", "at_chosen_lrs", "downstream_verdict"]
@@ -66,22 +65,17 @@ def at_chosen_lrs(usable: pd.DataFrame, groups) -> pd.DataFrame:
     return usable[np.array(keep, dtype=bool)].reset_index(drop=True)
 
 
-def downstream_verdict(
-    runs: pd.DataFrame,
-    baseline: str,
-    num_resamples: int = 1000,
-    seed: int = 0,
-    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
-    alpha: float = ALPHA,
-) -> dict | None:
+def downstream_verdict(runs: pd.DataFrame, judgement: Judgement, seed: int) -> dict | None:
     """verdict.json's ``downstream`` for runs with one LR per (variant, size, tokens), or None
-    when no run logged a task. ``tasks: {task: {variant: row}}``; a row holds ``verdict``,
-    ``reason``, ``gain_pct_by_size`` (gain = baseline bpb - variant bpb, % of the baseline's),
-    ``interval`` (the top size's), ``p`` and ``level``."""
+    when no run logged a task, judged as the loss is (``judgement``: its baselines, draws,
+    margin and level; ``seed`` the loss's bootstrap seed). ``tasks: {task: {variant: row}}``; a
+    row holds ``verdict``, ``reason``, ``gain_pct_by_size`` (gain = baseline bpb - variant bpb,
+    % of the baseline's), ``interval`` (the top size's), ``p`` and ``level``."""
     tasks = tasks_in(runs)
     if not tasks:
         return None
-    baselines = parse_baselines(baseline)
+    baselines, num_resamples = list(judgement.baselines), judgement.num_resamples
+    margin_pct, alpha = judgement.margin_pct, judgement.level
     measured = {}
     for task in tasks:
         for variant, tests in _task_tests(runs, task, baselines, num_resamples, seed).items():

@@ -31,7 +31,7 @@ import pandas as pd
 from analysis.stats.fits import fit
 from analysis.stats.fits.laws import LawFit, fit_across_resamples
 from analysis.stats.gains.compare import Budget, baseline_map, compare
-from analysis.stats.gains.levels import MIN_SEEDS, holm_levels, p_two_sided
+from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, holm_levels, p_two_sided
 from analysis.stats.lr.frontier import LRFrontier, lr_frontier, unbracketed_summary
 from analysis.stats.rules import verdict as verdicts
 from analysis.stats.rules import verdict_tokens
@@ -239,7 +239,7 @@ class TokenAnalysis:
 
 
 def analyse_tokens(
-    table: pd.DataFrame, baselines: list[str], num_resamples: int = 1000, seed: int = 0
+    table: pd.DataFrame, baselines: list[str], num_resamples: int, seed: int
 ) -> TokenAnalysis | None:
     """Per-budget gains, L(N, D) fits and the verdict along D; None without a token axis.
 
@@ -257,7 +257,8 @@ def analyse_tokens(
         v: p_two_sided(top.budget.gain_loss[1:]) if top is not None and top.has_ci else 1.0
         for v, (_, top) in judged.items()
     }
-    levels = holm_levels(p_values) if p_values else {}
+    # at 5% whatever the N verdict's level (a sequential look's included): as it always was
+    levels = holm_levels(p_values, ALPHA) if p_values else {}
     rows = []
     for variant, (points, top) in judged.items():
         guards = verdict_tokens.guards(points, top) + token_lr_guards(

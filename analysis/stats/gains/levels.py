@@ -64,7 +64,7 @@ def weighted_holm(
     return rejected, tested
 
 
-def ci(samples: np.ndarray, alpha: float = ALPHA) -> list[float] | None:
+def ci(samples: np.ndarray, alpha: float) -> list[float] | None:
     """Central ``1 - alpha`` percentile interval of the finite draws, or None with too few."""
     s = samples[np.isfinite(samples)]
     if samples.size == 0 or s.size < max(10, 0.5 * samples.size):
@@ -83,7 +83,7 @@ def p_two_sided(samples: np.ndarray) -> float:
     return float(min(1.0, max(2 * side, 1.0 / (s.size + 1))))
 
 
-def holm_levels(p_values: dict[str, float], alpha: float = ALPHA) -> dict[str, float | None]:
+def holm_levels(p_values: dict[str, float], alpha: float) -> dict[str, float | None]:
     """Holm (1979) step-down: the i-th smallest p is tested at ``alpha / (m - i)``; once one
     is not rejected, every later one is not (level None = not significant whatever its CI)."""
     order = sorted(p_values, key=p_values.get)

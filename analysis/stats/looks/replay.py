@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from analysis.stats.analyze import Analysis
-from analysis.stats.looks.sequential import Design, Look, analyse_look, decide_look
+from analysis.stats.looks.sequential import Look, analyse_look, decide_look
+from analysis.tables.judgement import Judgement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,16 +33,15 @@ def reveal(full: pd.DataFrame, seeds_by_size: dict[str, int]) -> pd.DataFrame:
 
 
 def replay(
-    full: pd.DataFrame,
-    design: Design,
-    baseline: str,
-    num_resamples: int = 1000,
-    levels: Sequence[float | None] = (None,),
+    full: pd.DataFrame, judgement: Judgement, levels: Sequence[float | None] = (None,)
 ) -> list[Replay]:
-    """Run the design on a study whose every size already holds ``design.max`` seeds (a
-    simulation, or a fixed study re-read): each look sees the seeds the design has asked for.
+    """Run ``judgement.design`` on a study whose every size already holds ``design.max`` seeds
+    (a simulation, or a fixed study re-read): each look sees the seeds the design has asked for.
     One replay per entry of ``levels`` (None: the design's boundaries; a number: every look at
-    that level, naive re-testing); a table two of them reach is analysed once."""
+    that level, naive re-testing); a table two of them reach is analysed once, at the design's
+    family-wise level (each look judges it again at its own)."""
+    design = judgement.design
+    analysed = judgement.at_look(design.alpha)
     cache: dict[tuple, Analysis] = {}
     out = []
     for level in levels:
@@ -51,10 +51,10 @@ def replay(
             table = reveal(full, seeds)
             key = tuple(sorted(seeds.items()))
             if key not in cache:
-                cache[key] = analyse_look(table, design, baseline, num_resamples)
+                cache[key] = analyse_look(table, analysed)
             looks.append(
                 decide_look(
-                    table, design, k, baseline, level=level, analysis=cache[key], with_cells=False
+                    table, judgement, k, naive_level=level, analysis=cache[key], with_cells=False
                 )
             )
             if looks[-1].stop:

@@ -24,6 +24,7 @@ import numpy as np
 from analysis.stats.gains.levels import TOP_WEIGHT
 from analysis.stats.gains.resolution import t_half
 from analysis.stats.looks.sequential import Design
+from analysis.tables.judgement import DEFAULT_RESAMPLES
 
 __all__ = ["SeedOutcome", "simulate_sequential", "expected_seeds", "NUM_STUDIES"]
 
@@ -87,13 +88,13 @@ def expected_seeds(
     sd_pct: float,
     num: int = NUM_STUDIES,
     seed: int = 0,
-    draws: int | None = 1000,
+    draws: int | None = DEFAULT_RESAMPLES,
     tune_var: float = 0.0,
 ) -> SeedOutcome:
     """The design's expected seeds at the top size at a true gain, from ``num`` simulated
     studies (``simulate_sequential``; deterministic: ``seed`` seeds the generator). ``draws``:
-    the analysis's bootstrap draws (1,000 by default, as a look's). ``tune_var``: the LR grid's
-    term in the test (%^2), e.g. read from a finished study
+    the analysis's bootstrap draws (``DEFAULT_RESAMPLES`` by default, as a look's).
+    ``tune_var``: the LR grid's term in the test (%^2), e.g. read from a finished study
     (``analysis.stats.analyze.grid_terms``)."""
     if not sd_pct > 0:
         raise ValueError(f"paired sd {sd_pct}: must be positive")

@@ -36,7 +36,6 @@ that already holds every seed: ``analysis.stats.looks.replay``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 
 import numpy as np
@@ -48,8 +47,9 @@ from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, holm_levels
 from analysis.stats.gains.robust import GainTest
 from analysis.stats.looks.outcome import added_cells, top_gains
 from analysis.stats.looks.spending import Boundary, spending_boundaries
-from analysis.stats.rules import verdict as rules
 from analysis.stats.rules.verdict_guards import decide_held
+from analysis.tables.judgement import Judgement, data_seed
+from analysis.tables.spec import DEFAULT_MARGIN_PCT
 
 DECIDED = ("persists", "grows", "fades", "hurts", "none")  # a look stops on these
 CLAIMS = ("persists", "grows", "fades", "helps", "hurts")
@@ -62,7 +62,7 @@ class Design:
     start: int = 3
     max: int = 10
     step: int = 2
-    margin_pct: float = rules.DEFAULT_MARGIN_PCT
+    margin_pct: float = DEFAULT_MARGIN_PCT
     alpha: float = ALPHA  # the study's verdict.alpha
 
     def __post_init__(self) -> None:
@@ -145,26 +145,14 @@ def paired_top_seeds(table: pd.DataFrame, baseline: str) -> int:
     return min(counts) if counts else 0
 
 
-def data_seed(table: pd.DataFrame) -> int:
-    """The bootstrap's seed, derived from the finished runs: the same table, the same draws."""
-    cols = [c for c in ("variant", "size", "tokens", "lr", "seed", "status", "final_val_loss")]
-    canon = table[cols].sort_values(cols[:5]).to_csv(index=False, float_format="%.17g")
-    return int.from_bytes(hashlib.sha256(canon.encode()).digest()[:4], "little")
-
-
-def judge_at(result: Analysis, alpha: float) -> dict[str, dict]:
-    """Each variant's decision at family-wise level ``alpha``: the calls ``analyse`` makes
-    (Holm across variants, then ``decide_held`` with the backtest's top step: rule 9), on the
-    analysis's own tests, fits and refit, so one analysis can be judged at a look's level and at
-    5% without refitting."""
-    inputs = result.decide_inputs
-    levels = holm_levels({v: x[0] for v, x in inputs.items()}, alpha) if inputs else {}
-    margin = float(result.verdict["margin_pct"])
-    out = {}
-    for variant, (_p, held, (guards, lr, flops), law) in inputs.items():
-        level = levels.get(variant)
-        out[variant] = decide_held(*held, level, guards, lr, flops, margin, alpha, law)
-    return out
+def judge_at(result: Analysis, judgement: Judgement) -> dict[str, dict]:
+    """Each variant's decision at ``judgement.level`` (a look's nominal level, or 5%): the calls
+    ``analyse`` makes (Holm across variants, then ``decide_held`` with the backtest's top step:
+    rule 9), on the analysis's own evidence, so one analysis can be judged at a look's level and
+    at 5% without refitting."""
+    evidence = result.evidence
+    levels = holm_levels({v: e.p for v, e in evidence.items()}, judgement.level) if evidence else {}
+    return {v: decide_held(e, levels.get(v), judgement) for v, e in evidence.items()}
 
 
 def look_level(table: pd.DataFrame, design: Design, look: int, baseline: str):
@@ -180,60 +168,50 @@ def look_level(table: pd.DataFrame, design: Design, look: int, baseline: str):
     return n_top, frac, spending_boundaries([*earlier, frac], design.alpha)[-1]
 
 
-def analyse_look(
-    table: pd.DataFrame,
-    design: Design,
-    baseline: str,
-    num_resamples: int = 1000,
-    alpha: float = ALPHA,
-) -> Analysis:
-    """The analysis a look reads: the bootstrap seeded from the data, the design's margin."""
-    return analyse(
-        table,
-        baseline,
-        num_resamples,
-        data_seed(table),
-        margin_pct=design.margin_pct,
-        alpha=alpha,
-    )
+def analyse_look(table: pd.DataFrame, judgement: Judgement) -> Analysis:
+    """The analysis a look reads: the bootstrap seeded from the data (``data_seed``), the
+    design's margin, at ``judgement.level`` (``Judgement.at_look``)."""
+    return analyse(table, judgement, data_seed(table))
 
 
 def decide_look(
     table: pd.DataFrame,
-    design: Design,
+    judgement: Judgement,
     look: int,
-    baseline: str,
-    num_resamples: int = 1000,
-    level: float | None = None,
+    naive_level: float | None = None,
     analysis: Analysis | None = None,
     with_cells: bool = True,
 ) -> Look:
-    """Judge look ``look`` (1-based) of ``design`` on the finished runs in ``table``.
+    """Judge look ``look`` (1-based) of ``judgement.design`` on the finished runs in ``table``,
+    against ``judgement.baseline`` with ``judgement.num_resamples`` draws.
 
     The verdict is run with its family-wise level replaced by the look's nominal level
-    (``level`` overrides it: naive re-testing, for comparisons only). It stops when every
+    (``Judgement.at_look``; ``naive_level`` overrides it: naive re-testing, for comparisons
+    only). It stops when every
     variant is decided (persists, grows, fades, hurts, or none by equivalence at that level),
     on a design defect (``inconclusive`` with enough seeds: an LR not bracketed, a divergence,
     too few sizes; more seeds change none of these), or at the last look; otherwise it says which
-    sizes get ``step`` more seeds. ``analysis``: ``analyse_look(table, design, ...)`` already
-    computed (it is judged again at the look's level). ``with_cells``: name the cells the added
-    seeds run (``Look.added``, each arm at its chosen LR); a replay needs the sizes only. The
-    pooled bootstrap cannot reject below ``1 / (num_resamples + 1)``: at early looks (level
-    ~3e-4 at t = 0.3) it is conservative unless ``num_resamples`` is in the thousands. A pure
+    sizes get ``step`` more seeds. ``analysis``: ``analyse_look(table, judgement.at_look(...))``
+    already computed (it is judged again at the look's level). ``with_cells``: name the cells
+    the added seeds run (``Look.added``, each arm at its chosen LR); a replay needs the sizes
+    only. The pooled bootstrap cannot reject below ``1 / (num_resamples + 1)``: at early looks
+    (level ~3e-4 at t = 0.3) it is conservative unless ``num_resamples`` is in the thousands. A pure
     function of the table: the bootstrap's seed comes from the data (``data_seed``). ``none``
     stops a look only when the draws resolve the interval at its level (``draws * level / 2 >=
     1``; 1,000 draws: from look 2 of the
     default design)."""
-    n_top, frac, bound = look_level(table, design, look, baseline)
-    alpha_k = bound.level if level is None else level
+    design = judgement.design
+    n_top, frac, bound = look_level(table, design, look, judgement.baseline)
+    alpha_k = bound.level if naive_level is None else naive_level
+    at_look = judgement.at_look(alpha_k)
     if analysis is None:
-        analysis = analyse_look(table, design, baseline, num_resamples, alpha_k)
-    decisions = judge_at(analysis, alpha_k)
+        analysis = analyse_look(table, at_look)
+    decisions = judge_at(analysis, at_look)
     gains = {"top_gains": top_gains(decisions)}
     verdicts = {v: d["verdict"] for v, d in decisions.items()}
     word = next(iter(verdicts.values())) if len(verdicts) == 1 else _joined(verdicts)
     at = f"look {look} (t = {frac:.2f}, {n_top} paired seeds at the top, level {alpha_k:.3g})"
-    z = bound.z if level is None else float(stats.norm.isf(level / 2))
+    z = bound.z if naive_level is None else float(stats.norm.isf(naive_level / 2))
     args = (look, frac, n_top, z, alpha_k, word, verdicts)
     defects = {v: d for v, d in decisions.items() if d["verdict"] == "inconclusive"}
     if defects and n_top >= MIN_SEEDS:

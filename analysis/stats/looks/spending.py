@@ -28,12 +28,10 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import optimize, stats
 
-from analysis.stats.gains.levels import ALPHA
-
 _GRID = 1001  # Simpson points over each look's continuation interval (odd)
 
 
-def obf_spending(t: float, alpha: float = ALPHA) -> float:
+def obf_spending(t: float, alpha: float) -> float:
     """Lan-DeMets O'Brien-Fleming-type spending: ``2 - 2 Phi(z_{1-alpha/2} / sqrt(t))``."""
     if t <= 0:
         return 0.0
@@ -55,7 +53,7 @@ def _simpson(num: int, half: float) -> np.ndarray:
     return w * (2.0 * half / (num - 1)) / 3.0
 
 
-def spending_boundaries(info_fractions: Sequence[float], alpha: float = ALPHA) -> list[Boundary]:
+def spending_boundaries(info_fractions: Sequence[float], alpha: float) -> list[Boundary]:
     """Each look's critical z and nominal two-sided level under O'Brien-Fleming-type spending,
     for looks at ``info_fractions`` (increasing, in (0, 1]; 1 = the planned maximum).
 

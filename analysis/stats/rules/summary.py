@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 from analysis.stats.fits.laws import LawFit
 from analysis.stats.gains.compare import Comparison
@@ -167,7 +168,7 @@ def fit_summary(fits: list[LawFit], has_ci: bool) -> list[dict]:
     return out
 
 
-def multiple_comparisons(num_variants: int, alpha: float = ALPHA) -> str:
+def multiple_comparisons(num_variants: int, alpha: float) -> str:
     """The multiple-comparisons sentence: its family-wise level first, then how it is split."""
     level = f"family-wise {100 * alpha:.3g}%"
     within = (
@@ -180,3 +181,21 @@ def multiple_comparisons(num_variants: int, alpha: float = ALPHA) -> str:
         f"{level}: Holm step-down over {num_variants} variants' weighted-Bonferroni "
         f"p-values sets each variant's level; {within}"
     )
+
+
+def records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
+    """JSON-safe rows (NaN -> None, numpy scalars -> Python)."""
+    rows = []
+    for rec in frame[columns].to_dict("records") if len(frame) else []:
+        clean = {}
+        for k, v in rec.items():
+            if isinstance(v, float | np.floating):
+                clean[k] = None if not np.isfinite(v) else float(v)
+            elif isinstance(v, np.integer | np.bool_):
+                clean[k] = v.item()
+            elif isinstance(v, list):  # LRs as floats; None an open end; nested: seeds
+                clean[k] = [x if x is None or isinstance(x, list) else float(x) for x in v]
+            else:
+                clean[k] = v
+        rows.append(clean)
+    return rows

@@ -12,15 +12,14 @@ draws; otherwise it is ``None`` and the report says "not available", never a mad
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
 from analysis.stats.fits.laws import LawFit
-from analysis.stats.gains.compare import Comparison
 from analysis.stats.gains.levels import ALPHA, MIN_SEEDS, ci, size_weights, weighted_holm
 from analysis.stats.planning.power import mde, resolvable, seeds_to_resolve
-from analysis.tables.spec import DEFAULT_MARGIN_PCT  # the one default (re-exported)
+from analysis.stats.rules.evidence import Evidence
+from analysis.tables.judgement import Judgement
 
 MIN_SIZES = 4  # a trend (gamma) from fewer sizes per arm is not judged
 FAR_EXTRAPOLATION = 100.0  # beyond this many times the largest measured compute: say so
@@ -77,7 +76,7 @@ def _num(x: float) -> float | None:
 
 def stat(samples: np.ndarray, has_ci: bool) -> dict:
     """Data value (row 0) and the 95% CI over the draws (rows 1..)."""
-    return {"value": _num(samples[0]), "ci95": ci(samples[1:]) if has_ci else None}
+    return {"value": _num(samples[0]), "ci95": ci(samples[1:], ALPHA) if has_ci else None}
 
 
 def natural_params(fit: LawFit) -> dict[str, np.ndarray]:
@@ -125,24 +124,16 @@ def sign(interval: list[float] | None, ref: float = 0.0) -> int:
     return 1 if interval[0] > ref else -1 if interval[1] < ref else 0
 
 
-def apply_rule(
-    comparison: Comparison,
-    tests: list,
-    gamma: np.ndarray | None,
-    k0: np.ndarray | None,
-    level: float | None,
-    guards: list[str],
-    margin_pct: float = DEFAULT_MARGIN_PCT,
-    alpha: float = ALPHA,
-    law: Callable[[float], dict] | None = None,
-) -> dict:
-    """Apply RULE. ``tests`` one ``analysis.stats.gains.robust.GainTest`` per ``comparison.curve``
-    point; ``gamma, k0 [B+1]`` from the k(C) fit; ``level`` the variant's level from Holm across
-    variants (None = the step-down stopped before it); ``guards`` failed guards (sentences);
-    ``alpha`` the study's family-wise level (a sequential look's nominal level); ``law`` the
-    backtest's top step for this variant at a per-row level
-    (``analysis.stats.backtest.Backtest.top_check``), called only when a word needs it (rule 9;
-    None: not checked, for tests of steps 1-8 alone)."""
+def apply_rule(evidence: Evidence, level: float | None, judgement: Judgement) -> dict:
+    """Apply RULE to one variant's ``evidence`` (``analysis.stats.rules.evidence``: its
+    comparison, a ``GainTest`` per ``comparison.curve`` point, ``gamma, k0 [B+1]`` from the k(C)
+    fit, every guard it failed, and the backtest's top step for rule 9, called only when a word
+    needs it). ``level`` the variant's level from Holm across variants (None = the step-down
+    stopped before it); ``judgement.level`` the study's family-wise level (a sequential look's
+    nominal level), ``judgement.margin_pct`` the equivalence margin."""
+    comparison, tests, gamma, k0 = evidence.comparison, evidence.tests, evidence.gamma, evidence.k0
+    guards, law = list(evidence.all_guards), evidence.law
+    alpha, margin_pct = judgement.level, judgement.margin_pct
     out: dict = {"level": level, "margin_pct": margin_pct, "top_gain_pct": None}
     out.update(gamma=None, k0=None, sizes=[])
     family = [i for i, b in enumerate(comparison.curve) if b.num_paired >= MIN_SEEDS]

@@ -10,16 +10,13 @@ weights were all its FLOPs). It is a statement under a stated assumption, never 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import numpy as np
 import pandas as pd
 
 from analysis.stats.gains.compare import Comparison
-from analysis.stats.gains.levels import ALPHA
-from analysis.stats.gains.robust import GainTest
 from analysis.stats.lr.frontier import LRFrontier, unbracketed_summary
 from analysis.stats.rules import verdict as rules
+from analysis.stats.rules.evidence import Evidence
+from analysis.tables.judgement import Judgement
 
 
 def lr_guards(comparison: Comparison, info: pd.DataFrame, frontier: dict) -> list[str]:
@@ -34,22 +31,12 @@ def lr_guards(comparison: Comparison, info: pd.DataFrame, frontier: dict) -> lis
     return [summary] if summary else []
 
 
-def conditional(
-    comparison: Comparison,
-    tests: list[GainTest],
-    gamma: np.ndarray | None,
-    k0: np.ndarray | None,
-    level: float | None,
-    other_guards: list[str],
-    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
-    alpha: float = ALPHA,
-    law: Callable[[float], dict] | None = None,
-) -> dict | None:
-    """The decision with the LR guard lifted (``verdict`` and ``reason``), or None when another
-    guard would still leave it inconclusive (then the condition changes nothing)."""
-    if other_guards:
+def conditional(evidence: Evidence, level: float | None, judgement: Judgement) -> dict | None:
+    """The decision with the held guards lifted (``verdict`` and ``reason``), or None when
+    another guard would still leave it inconclusive (then the condition changes nothing)."""
+    if evidence.guards:
         return None
-    decision = rules.apply_rule(comparison, tests, gamma, k0, level, [], margin_pct, alpha, law)
+    decision = rules.apply_rule(evidence.lifted(), level, judgement)
     if decision["verdict"] == "inconclusive":
         return None
     return {"verdict": decision["verdict"], "reason": decision["reason"]}
@@ -70,31 +57,16 @@ def with_conditional(reason: str, cond: dict | None, assumed: str = LR_ASSUMED) 
     return f"{reason}; if {assumed}: {cond['verdict']} ({cond['reason']})"
 
 
-def decide_held(
-    comparison: Comparison,
-    tests: list[GainTest],
-    gamma: np.ndarray | None,
-    k0: np.ndarray | None,
-    level: float | None,
-    guards: list[str],
-    lr_guard: list[str],
-    flops_guard: list[str],
-    margin_pct: float = rules.DEFAULT_MARGIN_PCT,
-    alpha: float = ALPHA,
-    law: Callable[[float], dict] | None = None,
-) -> dict:
+def decide_held(evidence: Evidence, level: float | None, judgement: Judgement) -> dict:
     """``analysis.stats.rules.verdict.apply_rule`` on every guard, plus ``conditional_verdict`` and
     ``conditional_assumes`` (None unless a held guard alone kept it from a claim); the
-    conditional verdict and its clauses close the reason. ``law``: the backtest's top step
-    (rule 9), for the verdict and the conditional verdict alike."""
-    held = lr_guard + flops_guard
-    decision = rules.apply_rule(
-        comparison, tests, gamma, k0, level, guards + held, margin_pct, alpha, law
-    )
+    conditional verdict and its clauses close the reason. ``evidence.law``: the backtest's top
+    step (rule 9), for the verdict and the conditional verdict alike."""
+    decision = rules.apply_rule(evidence, level, judgement)
     cond = None
-    if held:
-        cond = conditional(comparison, tests, gamma, k0, level, guards, margin_pct, alpha, law)
-    assumed = assumption(lr_guard, flops_guard)
+    if evidence.held:
+        cond = conditional(evidence, level, judgement)
+    assumed = assumption(list(evidence.lr_guard), list(evidence.flops_guard))
     decision["reason"] = with_conditional(decision["reason"], cond, assumed)
     decision["conditional_verdict"] = cond and cond["verdict"]
     decision["conditional_assumes"] = cond and assumed

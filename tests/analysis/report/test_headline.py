@@ -7,6 +7,7 @@ import re
 import pandas as pd
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.report import fmt
 from analysis.report.headline import OUTCOME_WORDS, headline, sentence
 
@@ -132,7 +133,9 @@ def test_headline_from_a_real_analysis_of_a_worse_variant():
     from analysis.stats.analyze import analyse
     from analysis.synthetic.scenarios import scenario
 
-    verdict = analyse(scenario("smaller_variant", 11), baseline="linear", num_resamples=100).verdict
+    verdict = analyse(
+        scenario("smaller_variant", 11), table_judgement("linear", num_resamples=100)
+    ).verdict
     (text,) = headline(verdict)
     (v,) = verdict["variants"]
     assert v["verdict"] == "hurts"
@@ -154,7 +157,7 @@ def test_a_constant_loss_gain_that_reads_grows_says_the_loss_gain_is_constant():
 
     rows = ladder({"linear": chinchilla, "constant": lambda n, d: 0.985 * chinchilla(n, d)}, 3)
     verdict = analyse(
-        normalise(pd.DataFrame(rows), "synthetic"), baseline="linear", num_resamples=200
+        normalise(pd.DataFrame(rows), "synthetic"), table_judgement("linear", num_resamples=200)
     ).verdict
     (v,) = verdict["variants"]
     assert v["verdict"] == "grows", v["reason"]

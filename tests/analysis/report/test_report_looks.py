@@ -39,9 +39,9 @@ def _entry(look: Look, round_: int, table: pd.DataFrame) -> dict:
     """One look as looks.json holds it (scaling.looks.sequential_seeds writes the same keys)."""
     from analysis.stats.looks.sequential import analyse_look
 
-    decisions = judge_at(
-        analyse_look(table, DESIGN, baseline="linear", num_resamples=DRAWS), look.level
-    )
+    judged = table_judgement("linear", num_resamples=DRAWS, design=DESIGN)
+    analysis = analyse_look(table, judged.at_look(DESIGN.alpha))
+    decisions = judge_at(analysis, judged.at_look(look.level))
     gains = {}
     for variant, d in decisions.items():
         top = d.get("top_gain_pct") or {}
@@ -62,12 +62,16 @@ def looks():
     full = compute_law_study(K0, 0.0, RNG_SEED, num_seeds=DESIGN.max, sizes=SIZES, run_sd=RUN_SD)
     seeds = {str(s): DESIGN.start for s in full["size"].unique()}
     first_table = reveal(full, seeds)
-    first = decide_look(first_table, DESIGN, 1, baseline="linear", num_resamples=DRAWS)
+    first = decide_look(
+        first_table, table_judgement("linear", num_resamples=DRAWS, design=DESIGN), 1
+    )
     assert not first.stop and first.add_seeds == {"100M": 2}, first.reason
     for size, k in first.add_seeds.items():
         seeds[size] += k
     second_table = reveal(full, seeds)
-    second = decide_look(second_table, DESIGN, 2, baseline="linear", num_resamples=DRAWS)
+    second = decide_look(
+        second_table, table_judgement("linear", num_resamples=DRAWS, design=DESIGN), 2
+    )
     assert second.stop and second.verdict == "persists", second.reason
     one = {"design": _design_dict(DESIGN), "looks": [_entry(first, 2, first_table)]}
     two = {**one, "looks": [*one["looks"], _entry(second, 3, second_table)]}

@@ -78,7 +78,7 @@ def test_a_two_seed_study_shows_no_interval_anywhere_and_says_why_once(tmp_path)
     assert not re.search(r"\bNone\b|not available", terminal), terminal
     assert not INTERVAL.search(terminal) and "no CIs with 2 seed(s)" in terminal, terminal
     assert not RAW_FLOAT.search(terminal), terminal
-    an = analyse(table, baseline="linear", num_resamples=200)
+    an = analyse(table, table_judgement("linear", num_resamples=200))
     assert an.groups.draws.shape[0] == 1  # no draws: the plots have no band to draw
 
 
@@ -145,9 +145,11 @@ def test_named_scales_use_the_accounting_not_a_fit_over_tiny_models():
     """FLOPs per parameter per token at 1B and 7B: the accounting at a standard shape (about 7,
     never the 1.05 / 0.69 a log-log fit over the demo's sizes gave), the same on any subset."""
     table = load_csv(DEMO)
-    full = analyse(table, baseline="linear", num_resamples=0).verdict
+    full = analyse(table, table_judgement("linear", num_resamples=0)).verdict
     sizes = sorted(table["size"].unique())
-    subset = analyse(table[table["size"] != sizes[0]], baseline="linear", num_resamples=0).verdict
+    subset = analyse(
+        table[table["size"] != sizes[0]], table_judgement("linear", num_resamples=0)
+    ).verdict
     per = full["flops_per_param_token_at_named_scales"]
     assert per == subset["flops_per_param_token_at_named_scales"]
     assert 6.0 < per["7B"] < per["1B"] < 8.0

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.stats.gains.levels import ALPHA
 from analysis.stats.rules.verdict import law_level
@@ -29,7 +30,7 @@ NUM_COVERAGE = 200  # 50 under each of the four noises
 
 
 def _backtest(table: pd.DataFrame, draws: int, seed: int = 0):
-    result = analyse(table, "linear", num_resamples=draws, seed=seed)
+    result = analyse(table, table_judgement("linear", num_resamples=draws, seed=seed))
     return result, result.add_backtest()
 
 

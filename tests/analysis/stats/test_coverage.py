@@ -16,6 +16,7 @@ import time
 import pytest
 from scipy import stats
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import compute_law_study
 from tests.analysis.pool import map_studies
@@ -30,7 +31,9 @@ MAX_TRENDS = int(stats.binom.ppf(0.99, NUM_STUDIES, 0.05))  # 18
 def one_study(i: int) -> dict:
     """Study `i`'s verdict for the one variant."""
     table = compute_law_study(K0, GAMMA, rng_seed=1000 + i, num_seeds=3)
-    (v,) = analyse(table, baseline="linear", num_resamples=NUM_DRAWS, seed=i).verdict["variants"]
+    (v,) = analyse(table, table_judgement("linear", num_resamples=NUM_DRAWS, seed=i)).verdict[
+        "variants"
+    ]
     return v
 
 

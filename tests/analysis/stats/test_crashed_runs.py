@@ -19,6 +19,7 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.stats.lr.frontier import BRACKETED, lr_frontier
 from analysis.synthetic.scenarios import EXPECTED, lr_opt, scenario
@@ -112,8 +113,8 @@ def test_crashed_runs_count_as_failed_lrs_and_change_nothing_else(mlflow_server,
     assert (got["status"] == contract.FAILED).sum() == sum(crashed) == 5 * 4 + 1
 
     # the analysis of each is one and the same, and right for the truth
-    a_got = analyse(got, baseline="linear", num_resamples=300, seed=rng_seed)
-    a_want = analyse(want, baseline="linear", num_resamples=300, seed=rng_seed)
+    a_got = analyse(got, table_judgement("linear", num_resamples=300, seed=rng_seed))
+    a_want = analyse(want, table_judgement("linear", num_resamples=300, seed=rng_seed))
     (variant,) = a_got.verdict["variants"]
     assert json.dumps(a_got.verdict["variants"], sort_keys=True) == json.dumps(
         a_want.verdict["variants"], sort_keys=True

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.stats.gains import levels
 from analysis.stats.gains.compare import Budget, Comparison
 from analysis.stats.gains.robust import PAIRED, GainTest
 from analysis.stats.lr.frontier import lr_frontier
+from analysis.stats.rules.evidence import Evidence
 from analysis.stats.rules.verdict import apply_rule
 from analysis.stats.variance import noise
 from analysis.stats.variance.cells import build_groups, selected_lrs, usable_cells
@@ -56,12 +58,12 @@ def test_fades_needs_a_size_significant_in_the_family_not_a_chance_one():
     after nothing else is rejected: 0.25%), so no claim is made."""
     comp, tests, gamma, k0 = _family([0.5, 0.0, 0.0, 0.0], 0.21, (-0.2, 0.03))
     assert 0.01 < tests[0].p() < 0.05  # significant alone
-    out = apply_rule(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
+    out = apply_rule(Evidence(comp, tuple(tests), gamma, k0), 0.05, table_judgement(margin_pct=0.5))
     assert out["verdict"] in ("none", "undetected"), out["reason"]  # no claim
     assert not any(s["rejected"] for s in out["sizes"])
     # the same size clearly significant: fades, naming it
     comp, tests, gamma, k0 = _family([1.5, 0.0, 0.0, 0.0], 0.21, (-0.2, 0.03))
-    out = apply_rule(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
+    out = apply_rule(Evidence(comp, tuple(tests), gamma, k0), 0.05, table_judgement(margin_pct=0.5))
     assert out["verdict"] == "fades" and "gain@1M" in out["reason"]
     assert out["sizes"][0]["rejected"] and out["sizes"][0]["p"] <= out["sizes"][0]["level"]
 
@@ -71,7 +73,7 @@ def test_grows_needs_the_top_size_rejected_at_its_family_level():
     comp, tests, gamma, k0 = _family([0.0, 0.0, 0.0, 0.421], 0.21, (0.2, 0.03))
     p_top = tests[-1].p()
     assert levels.TOP_ALPHA < p_top < levels.ALPHA
-    out = apply_rule(comp, tests, gamma, k0, 0.05, [], margin_pct=0.5)
+    out = apply_rule(Evidence(comp, tuple(tests), gamma, k0), 0.05, table_judgement(margin_pct=0.5))
     assert out["verdict"] == "undetected" and not out["top_gain_pct"]["rejected"]
     assert out["top_gain_pct"]["level"] == pytest.approx(levels.TOP_ALPHA)
 
@@ -117,7 +119,7 @@ def test_a_size_three_times_noisier_is_judged_on_its_own_seeds_and_named():
     """3x run noise at the top size: the pooled model (c N^slope over all sizes) understates
     it; the paired-seed interval decides there, and the diagnostics name the size."""
     table = noisy_study(1.0, NOISES["top_size_3x"], rng_seed=4, num_seeds=8)
-    verdict = analyse(table, baseline="linear", num_resamples=300, seed=1).verdict
+    verdict = analyse(table, table_judgement("linear", num_resamples=300, seed=1)).verdict
     (v,) = verdict["variants"]
     top = list(v["gain_pct_by_size"].values())[-1]["gain_pct"]
     assert top["decided_by"] == PAIRED
@@ -128,12 +130,15 @@ def test_a_size_three_times_noisier_is_judged_on_its_own_seeds_and_named():
 
 def test_lr_cells_that_move_together_are_named_and_the_model_noise_is_not():
     together = noisy_study(1.0, NOISES["arm_seed_across_lrs"], rng_seed=5, num_seeds=8)
-    found = analyse(together, baseline="linear", num_resamples=50).verdict["noise_diagnostics"]
+    found = analyse(together, table_judgement("linear", num_resamples=50)).verdict[
+        "noise_diagnostics"
+    ]
     assert any("LR cells move together within a seed" in d for d in found), found
     p = float(found[-1].split(", p ")[1].split(")")[0])
     assert p < 0.01
     clean = analyse(
-        noisy_study(1.0, Noise(), rng_seed=5, num_seeds=8), baseline="linear", num_resamples=50
+        noisy_study(1.0, Noise(), rng_seed=5, num_seeds=8),
+        table_judgement("linear", num_resamples=50),
     )
     assert clean.verdict["noise_diagnostics"] == []
 
@@ -142,6 +147,8 @@ def test_the_multiple_comparisons_sentence_states_the_level_the_verdict_used():
     """A word the numbers contradict is a bug: at alpha 1% the sentence says 1%, not 5%."""
     table = noisy_study(1.0, Noise(), rng_seed=5)
     for alpha, said in ((0.05, "family-wise 5%: "), (0.01, "family-wise 1%: ")):
-        verdict = analyse(table, baseline="linear", num_resamples=100, seed=0, alpha=alpha).verdict
+        verdict = analyse(
+            table, table_judgement("linear", num_resamples=100, seed=0, alpha=alpha)
+        ).verdict
         assert verdict["multiple_comparisons"].startswith(said), verdict["multiple_comparisons"]
         assert verdict["variants"][0]["decision"]["level"] <= alpha

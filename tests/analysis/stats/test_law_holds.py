@@ -18,6 +18,7 @@ from collections import Counter
 
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.stats.gains.levels import ALPHA
 from analysis.stats.looks.sequential import Design, decide_look
@@ -36,7 +37,7 @@ def _changed(args: tuple[float, int]) -> tuple[str, bool | None]:
     """(the word, whether the top step agreed at rule 9's level) of a study whose law changes."""
     k_top, i = args
     table = law_change_study(K_FITTED, k_top, rng_seed=31000 + i, num_seeds=4)
-    result = analyse(table, "linear", num_resamples=NUM_DRAWS, seed=i)
+    result = analyse(table, table_judgement("linear", num_resamples=NUM_DRAWS, seed=i))
     (v,) = result.verdict["variants"]
     return v["verdict"], result.backtest.top_check("nonlinear", law_level(ALPHA))["agrees"]
 
@@ -69,7 +70,7 @@ def test_every_path_to_the_word_reads_the_backtest():
     analysis (run, analyze) and a sequential look (and so status, which reads looks.json) both
     say helps, with the rows that disagreed."""
     table = law_change_study(K_FITTED, 1.1, rng_seed=31100, num_seeds=4)
-    result = analyse(table, "linear", num_resamples=NUM_DRAWS, seed=1)
+    result = analyse(table, table_judgement("linear", num_resamples=NUM_DRAWS, seed=1))
     (v,) = result.verdict["variants"]
     assert v["verdict"] == "helps", v["reason"]
     assert "the law changed past 33.1M: " in v["reason"]
@@ -77,7 +78,11 @@ def test_every_path_to_the_word_reads_the_backtest():
     top = v["decision"]["backtest_top"]
     assert top["agrees"] is False and top["held_out"] == "100M"
     assert top["level"] == pytest.approx(ALPHA / 3)
-    look = decide_look(table, Design(start=3, max=4, step=1), 2, "linear", NUM_DRAWS)
+    look = decide_look(
+        table,
+        table_judgement("linear", num_resamples=NUM_DRAWS, design=Design(start=3, max=4, step=1)),
+        2,
+    )
     assert look.verdicts == {"nonlinear": "helps"}
     # verdict.json's backtest reuses the refit the rule read: the same rows, the same flag
     found = result.add_backtest()

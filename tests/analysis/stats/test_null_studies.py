@@ -17,6 +17,7 @@ from collections import Counter
 import pytest
 from scipy import stats
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import NOISES, noisy_study
 from tests.analysis.pool import map_studies
@@ -32,7 +33,9 @@ def null_study(args: tuple[str, int]) -> tuple[str, bool, str]:
     """Study `i` under `noise`: (its word, its top-size 95% interval covers 0, decided by)."""
     noise, i = args
     table = noisy_study(1.0, NOISES[noise], rng_seed=9000 + i)
-    (v,) = analyse(table, baseline="linear", num_resamples=NUM_DRAWS, seed=i).verdict["variants"]
+    (v,) = analyse(table, table_judgement("linear", num_resamples=NUM_DRAWS, seed=i)).verdict[
+        "variants"
+    ]
     top = list(v["gain_pct_by_size"].values())[-1]["gain_pct"]
     return v["verdict"], top["ci95"][0] <= 0.0 <= top["ci95"][1], top["decided_by"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.synthetic.studies import Effect, Law, make_study
 
@@ -23,7 +24,7 @@ def _inside(value: float, ci: list[float]) -> bool:
 @pytest.mark.parametrize("expected", list(REGIMES))
 def test_verdict_and_recovery(expected):
     table = make_study({"linear": Effect(), "nonlinear": REGIMES[expected]}, law=LAW, rng_seed=3)
-    result = analyse(table, baseline="linear", num_resamples=200, seed=1)
+    result = analyse(table, table_judgement("linear", num_resamples=200, seed=1))
     (variant,) = result.verdict["variants"]
     if expected == "none" and variant["verdict"] == "helps":
         # No true gain, but this draw's top gain is significant by chance (the top size's 4%
@@ -75,7 +76,7 @@ def test_bootstrap_keeps_the_arms_paired():
                     }
                 )
     table = normalise(pd.DataFrame(rows), "test")
-    (variant,) = analyse(table, baseline="linear", num_resamples=100).verdict["variants"]
+    (variant,) = analyse(table, table_judgement("linear", num_resamples=100)).verdict["variants"]
     for gain in variant["gain_pct_by_size"].values():
         lo, hi = gain["gain_loss"]["ci95"]
         assert 0.009 < lo < hi < 0.011, (lo, hi)

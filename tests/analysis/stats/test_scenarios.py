@@ -59,7 +59,7 @@ def test_each_imperfect_study_gets_a_right_outcome_over_several_noise_draws(name
     outcomes = []
     for rng_seed in GENERATOR_SEEDS:
         result = analyse(
-            scenario(name, rng_seed), baseline="linear", num_resamples=300, seed=rng_seed
+            scenario(name, rng_seed), table_judgement("linear", num_resamples=300, seed=rng_seed)
         )
         (variant,) = result.verdict["variants"]
         outcomes.append(variant["verdict"])
@@ -92,7 +92,7 @@ def _check_lr_edge_reason(reason: str, lr_rows: list[dict], result) -> None:
 
 def test_lucky_survivor_is_never_chosen_and_its_lr_brackets_from_above():
     table = scenario("lucky_survivor", 21)
-    result = analyse(table, baseline="linear", num_resamples=100)
+    result = analyse(table, table_judgement("linear", num_resamples=100))
     rows = {(r["variant"], r["size"]): r for r in result.verdict["lr_selection"]}
     for (variant, size), row in rows.items():
         n = table.loc[table["size"] == size, "num_nonembedding_params"].iloc[0]
@@ -115,7 +115,7 @@ def test_lucky_survivor_is_never_chosen_and_its_lr_brackets_from_above():
 
 def test_unmatched_budget_compares_only_matched_budgets_and_fits_both_in_l_n_d():
     table = scenario("unmatched_budget", 31)
-    result = analyse(table, baseline="linear", num_resamples=100)
+    result = analyse(table, table_judgement("linear", num_resamples=100))
     (variant,) = result.verdict["variants"]
     budgets = {(g["size"], g["tokens"]) for g in variant["gain_pct_by_budget"]}
     for size, tokens in budgets:  # only the 20 tokens/param budget exists for both arms
@@ -138,7 +138,7 @@ def test_several_variants_apply_holm_and_the_strongest_baseline_per_size():
     twin.loc[~big, "final_val_loss"] += 0.05
     same = table[table["variant"] == "linear"].assign(variant="identity")
     study = pd.concat([table, twin, same], ignore_index=True)
-    result = analyse(study, baseline="linear,linear_qknorm", num_resamples=200)
+    result = analyse(study, table_judgement("linear,linear_qknorm", num_resamples=200))
     verdict = result.verdict
     assert "Holm" in verdict["multiple_comparisons"]
     chosen = verdict["baseline_by_size"]
@@ -162,7 +162,7 @@ def test_extrapolation_is_stated_with_its_distance_and_the_standard_shape_accoun
 
     table = scenario("lucky_survivor", 51)
     table["flops"] = 7.5 * table["num_nonembedding_params"] * table["tokens"]  # not 6 N D
-    result = analyse(table, baseline="linear", num_resamples=100)
+    result = analyse(table, table_judgement("linear", num_resamples=100))
     (variant,) = result.verdict["variants"]
     c_max = table["flops"].max()
     assert result.verdict["measured_compute"][1] == pytest.approx(c_max)

@@ -58,7 +58,7 @@ def test_the_lr_is_chosen_on_select_and_the_gain_reported_on_val_at_that_lr():
     assert {f.best_lr for f in frontiers} == {SELECT_BEST}
     assert {f.state for f in frontiers} == {"interior"}
 
-    an = analyse(table, baseline="linear", num_resamples=200, seed=1)
+    an = analyse(table, table_judgement("linear", num_resamples=200, seed=1))
     assert an.verdict["lr_chosen_on"] == "select_val_loss"
     # every bootstrap draw keeps the select-chosen LR: val/loss never re-chooses it
     assert np.all(an.groups.best_lr == SELECT_BEST)
@@ -82,7 +82,7 @@ def test_the_lr_is_chosen_on_select_and_the_gain_reported_on_val_at_that_lr():
 
 def test_without_select_the_same_table_chooses_and_reports_on_val():
     table = disagreeing_table().assign(select_val_loss=np.nan)
-    an = analyse(table, baseline="linear", num_resamples=0)
+    an = analyse(table, table_judgement("linear", num_resamples=0))
     assert an.verdict["lr_chosen_on"] == "final_val_loss"
     assert np.all(an.groups.best_lr == VAL_BEST)
     (v,) = an.verdict["variants"]

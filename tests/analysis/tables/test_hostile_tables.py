@@ -12,6 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from analysis.judgement import table_judgement
 from analysis.report.terminal import verdict_lines
 from analysis.stats.analyze import analyse
 from analysis.synthetic.studies import Effect, make_study
@@ -116,7 +117,7 @@ def test_with_another_arm_judged_a_dead_arm_gets_its_own_verdict_line():
     verdict.json's `unjudged` and printed as a line of its own."""
     frame = make_study({**STUDY, "gated": Effect(k0=1.2)}, sizes=SIZES, num_seeds=3)
     frame.loc[frame["variant"] == "gated", "status"] = "failed"
-    verdict = analyse(frame, baseline="linear", num_resamples=10).verdict
+    verdict = analyse(frame, table_judgement("linear", num_resamples=10)).verdict
     assert [v["variant"] for v in verdict["variants"]] == ["nonlinear"]
     assert verdict["unjudged"] == [{"variant": "gated", "reason": "no usable runs (12 failed)"}]
     assert "gated vs linear: no verdict: no usable runs (12 failed)" in verdict_lines(verdict)

@@ -188,7 +188,7 @@ def test_the_training_curve_plot_draws_every_logged_step_smoothed(study):
     from analysis.stats.analyze import analyse
 
     table, _ = load_study_runs(study["uri"], f"exp_{study['name']}", study["name"])
-    an = analyse(table, baseline="linear", num_resamples=0)
+    an = analyse(table, table_judgement("linear", num_resamples=0))
     drawn = list(chosen_runs(an)["run_id"])
     assert set(drawn) <= set(study["cells"]) and study["failed"] not in drawn
     series = curve_series(an, load_curves(study["uri"], drawn))

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.synthetic.studies import Effect, make_study
 from analysis.tables.runs import load_csv
@@ -50,7 +51,7 @@ def test_csv_without_size_pairs_arms_whose_n_differs(tmp_path):
     table = load_csv(_write(tmp_path, frame))
     sizes = table.groupby("size")["variant"].nunique()
     assert len(sizes) == len(SIZES) and (sizes == 3).all(), sizes
-    result = analyse(table, baseline="linear", num_resamples=20)
+    result = analyse(table, table_judgement("linear", num_resamples=20))
     for variant in result.verdict["variants"]:
         assert len(variant["gain_pct_by_size"]) == len(SIZES), variant["variant"]
 
@@ -78,7 +79,9 @@ def test_bad_csv_names_file_and_column(tmp_path, edit, fragment):
 
 def test_unknown_baseline_is_refused_with_the_variants():
     with pytest.raises(ValueError, match="--baseline 'base' is not a variant.*linear, nonlinear"):
-        analyse(make_study(STUDY, sizes=SIZES, num_seeds=2), baseline="base", num_resamples=10)
+        analyse(
+            make_study(STUDY, sizes=SIZES, num_seeds=2), table_judgement("base", num_resamples=10)
+        )
 
 
 def test_diverged_and_failed_runs_are_excluded_and_listed():
@@ -86,7 +89,7 @@ def test_diverged_and_failed_runs_are_excluded_and_listed():
     table.loc[0, "status"] = "diverged"
     table.loc[1, "final_val_loss"] = np.nan  # "completed" but no loss: not usable either
     table.loc[2, "status"] = "failed"
-    result = analyse(table, baseline="linear", num_resamples=50)
+    result = analyse(table, table_judgement("linear", num_resamples=50))
     excluded = {r["run_id"]: r["reason"] for r in result.verdict["excluded_runs"]}
     assert excluded == {
         "row1": "diverged",
@@ -99,7 +102,7 @@ def test_diverged_and_failed_runs_are_excluded_and_listed():
 def test_missing_cell_gives_no_gain_at_that_size():
     table = make_study(STUDY, sizes=SIZES, num_seeds=3)
     table = table[~((table["variant"] == "nonlinear") & (table["size"] == "5M"))]
-    (variant,) = analyse(table, baseline="linear", num_resamples=50).verdict["variants"]
+    (variant,) = analyse(table, table_judgement("linear", num_resamples=50)).verdict["variants"]
     assert set(variant["gain_pct_by_size"]) == {"2M", "10M", "20M"}
     assert variant["k0"] is not None  # 3 sizes per arm still fit k(C) ...
     assert variant["verdict"] == "inconclusive"  # ... but are too few to judge a trend
@@ -108,7 +111,7 @@ def test_missing_cell_gives_no_gain_at_that_size():
 
 def test_too_few_sizes_is_inconclusive_not_a_guess():
     table = make_study(STUDY, sizes=SIZES[:2], num_seeds=3)
-    (variant,) = analyse(table, baseline="linear", num_resamples=50).verdict["variants"]
+    (variant,) = analyse(table, table_judgement("linear", num_resamples=50)).verdict["variants"]
     assert variant["verdict"] == "inconclusive"
     assert variant["k0"] is None and variant["gamma_ci95"] is None
 
@@ -116,7 +119,7 @@ def test_too_few_sizes_is_inconclusive_not_a_guess():
 @pytest.mark.parametrize("num_seeds", [1, 2])
 def test_one_or_two_seeds_give_no_intervals(num_seeds):
     table = make_study(STUDY, sizes=SIZES, num_seeds=num_seeds)
-    verdict = analyse(table, baseline="linear", num_resamples=50).verdict
+    verdict = analyse(table, table_judgement("linear", num_resamples=50)).verdict
     (variant,) = verdict["variants"]
     assert variant["verdict"] == "inconclusive"
     assert variant["gamma"] is not None and variant["gamma_ci95"] is None
@@ -130,7 +133,7 @@ def test_one_or_two_seeds_give_no_intervals(num_seeds):
 def test_one_size_with_a_single_seed_widens_only_there():
     table = make_study(STUDY, sizes=SIZES, num_seeds=4)
     table = table[(table["size"] != "20M") | (table["seed"] == 0)]
-    (variant,) = analyse(table, baseline="linear", num_resamples=100).verdict["variants"]
+    (variant,) = analyse(table, table_judgement("linear", num_resamples=100)).verdict["variants"]
     gains = variant["gain_pct_by_size"]
     assert gains["20M"]["num_paired_seeds"] == 1 and gains["20M"]["gain_pct"]["ci95"] is None
     assert gains["20M"]["gain_pct"]["value"] is not None  # the point estimate is still shown
@@ -139,7 +142,7 @@ def test_one_size_with_a_single_seed_widens_only_there():
 
 def test_lr_selection_uses_best_mean_and_flags_the_edge():
     table = make_study(STUDY, sizes=SIZES, num_seeds=2, lrs=(1e-3, 3e-3, 1e-2, 3e-2))
-    result = analyse(table, baseline="linear", num_resamples=20)
+    result = analyse(table, table_judgement("linear", num_resamples=20))
     rows = {(r["variant"], r["size"]): r for r in result.verdict["lr_selection"]}
     assert len(rows) == 2 * len(SIZES)
     for (variant, size), row in rows.items():
@@ -148,7 +151,7 @@ def test_lr_selection_uses_best_mean_and_flags_the_edge():
     # the synthetic optimum 0.0047 (N/108e6)^(-1/3) is ~0.018 at 2M and ~0.008 at 20M: inside
     # the grid; drop the top LRs and the optimum hits the upper edge, which names the LR to add
     clipped = table[table["lr"] <= 3e-3]
-    result = analyse(clipped, baseline="linear", num_resamples=20)
+    result = analyse(clipped, table_judgement("linear", num_resamples=20))
     rows = result.verdict["lr_selection"]
     assert all(r["state"] == "edge_high" and r["best_lr"] == 3e-3 for r in rows)
     assert all(r["next_lrs"] == [pytest.approx(9e-3)] for r in rows)
@@ -174,7 +177,7 @@ def test_arms_pair_only_on_seeds_both_completed():
     the per-seed noise both arms share still cancels."""
     table = make_study(STUDY, sizes=SIZES, num_seeds=4)
     table = table[~((table["variant"] == "nonlinear") & (table["seed"] == 3))]
-    (variant,) = analyse(table, baseline="linear", num_resamples=50).verdict["variants"]
+    (variant,) = analyse(table, table_judgement("linear", num_resamples=50)).verdict["variants"]
     for size, gain in variant["gain_pct_by_size"].items():
         assert gain["num_paired_seeds"] == 3
         at = table[(table["size"] == size) & (table["seed"] < 3)]

@@ -43,7 +43,7 @@ def test_null_tasks_claim_in_at_most_5_percent_of_studies():
     claims = 0
     for i in range(NUM_STUDIES):
         study = task_study(NULL_TASKS, sizes=NULL_SIZES, rng_seed=1000 + i)
-        verdict = downstream_verdict(study, "linear", NUM_DRAWS, i)
+        verdict = downstream_verdict(study, table_judgement("linear", num_resamples=NUM_DRAWS), i)
         words = [row["nonlinear"]["verdict"] for row in verdict["tasks"].values()]
         assert set(words) <= {"helps", "hurts", "none", "undetected"}
         claims += any(w in ("helps", "hurts") for w in words)
@@ -52,7 +52,9 @@ def test_null_tasks_claim_in_at_most_5_percent_of_studies():
 
 def test_a_true_gain_is_detected_beside_null_tasks():
     tasks = {"gain": 3.0, "loss": -3.0, **NULL_TASKS}
-    verdict = downstream_verdict(task_study(tasks, rng_seed=7), "linear", NUM_DRAWS, 0)
+    verdict = downstream_verdict(
+        task_study(tasks, rng_seed=7), table_judgement("linear", num_resamples=NUM_DRAWS), 0
+    )
     rows = {task: by_variant["nonlinear"] for task, by_variant in verdict["tasks"].items()}
     assert rows["gain"]["verdict"] == "helps" and rows["gain"]["interval"][0] > 0
     assert rows["loss"]["verdict"] == "hurts" and rows["loss"]["interval"][1] < 0

@@ -39,7 +39,7 @@ README = Path(__file__).resolve().parents[4] / "README.md"
 @functools.lru_cache(maxsize=8)  # the reason test reads the verdict test's analysis
 def _verdicts(variant: ArmLaw, rng_seed: int, num_resamples: int = 200) -> tuple[dict, dict]:
     table = make_nd_study({"linear": BASE, "nonlinear": variant}, rng_seed=rng_seed)
-    result = analyse(table, baseline="linear", num_resamples=num_resamples)
+    result = analyse(table, table_judgement("linear", num_resamples=num_resamples))
     (along_n,) = result.verdict["variants"]
     (along_d,) = result.verdict["tokens"]["variants"]
     return along_n, along_d
@@ -78,8 +78,10 @@ def test_smaller_budgets_do_not_change_the_n_verdict():
     smaller branches gives identical N numbers (the draws are the same draws)."""
     table = make_nd_study({"linear": BASE, "nonlinear": FADES_ALONG_D}, rng_seed=5)
     largest = table[table.groupby("size")["tokens"].transform("max") == table["tokens"]]
-    full = analyse(table, baseline="linear", num_resamples=100).verdict
-    only_top = analyse(largest.reset_index(drop=True), baseline="linear", num_resamples=100).verdict
+    full = analyse(table, table_judgement("linear", num_resamples=100)).verdict
+    only_top = analyse(
+        largest.reset_index(drop=True), table_judgement("linear", num_resamples=100)
+    ).verdict
     assert "tokens" in full and "tokens" not in only_top
     (a,), (b,) = full["variants"], only_top["variants"]
     for key in ("verdict", "reason", "decision", "gain_pct_by_size", "k0", "gamma"):
@@ -97,7 +99,7 @@ def test_token_counts_within_two_percent_are_one_budget():
     snapped = token_axis.snap_budgets(nudged)
     assert snapped.groupby("size")["tokens"].nunique().eq(2).all()
     assert np.allclose(snapped.loc[~bump, "tokens"], nudged.loc[~bump, "tokens"] * 1.004)
-    verdict = analyse(nudged, baseline="linear", num_resamples=50).verdict
+    verdict = analyse(nudged, table_judgement("linear", num_resamples=50)).verdict
     (row,) = verdict["tokens"]["variants"]
     assert len(row["gain_by_budget"]) == 2 * table["size"].nunique()  # every budget matched
 
@@ -138,7 +140,7 @@ def test_per_budget_gain_intervals_cover_the_truth_over_200_studies():
 
 def test_l_n_d_fit_recovers_the_exponents():
     table = make_nd_study({"linear": BASE}, num_seeds=3, lr_grid=None, rng_seed=7)
-    fits = analyse(table, baseline="linear", num_resamples=100).verdict["fits"]
+    fits = analyse(table, table_judgement("linear", num_resamples=100)).verdict["fits"]
     (nd,) = [f for f in fits if f["law"] == "L(N,D)"]
     p = nd["params"]
     assert nd["num_points"] == 20
@@ -278,6 +280,6 @@ def test_verdict_along_d_is_inconclusive_without_the_data_for_it(kwargs, fragmen
     table = make_nd_study(
         {"linear": BASE, "nonlinear": FADES_ALONG_D}, sizes=(2e6, 1e7, 1e8), **kwargs
     )
-    verdict = analyse(table, baseline="linear", num_resamples=50).verdict
+    verdict = analyse(table, table_judgement("linear", num_resamples=50)).verdict
     (row,) = verdict["tokens"]["variants"]
     assert row["verdict"] == "inconclusive" and fragment in row["reason"], row["reason"]

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.fits import fit
 
 
@@ -99,7 +100,7 @@ def test_study_with_two_budgets_per_size_fits_chinchilla_law():
     from analysis.tables.runs import normalise
 
     table = normalise(pd.DataFrame(rows), "test")
-    fits = analyse(table, baseline="linear", num_resamples=20).verdict["fits"]
+    fits = analyse(table, table_judgement("linear", num_resamples=20)).verdict["fits"]
     (nd,) = [f for f in fits if f["law"] == "L(N,D)"]
     assert nd["num_points"] == 15
     for name, truth in (("E", 1.9), ("alpha", 0.34), ("beta", 0.3)):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.stats.fits import batchfit, laws
 from analysis.stats.fits import fit as fitting
@@ -23,7 +24,7 @@ NUM_RESAMPLES = 1000
 
 @pytest.fixture(scope="module")
 def demo():
-    return analyse(load_csv(DEMO), baseline="linear", num_resamples=NUM_RESAMPLES)
+    return analyse(load_csv(DEMO), table_judgement("linear", num_resamples=NUM_RESAMPLES))
 
 
 def test_demo_study_fits_every_draw_and_stays_honest(demo):

@@ -55,7 +55,8 @@ def test_counted_extra_flops_give_no_per_flop_claim_and_no_gain_at_matched_compu
     tops, covered, claims = [], 0, []
     for rng_seed in range(20):
         verdict = analyse(
-            _study(100 + rng_seed, True), baseline="linear", num_resamples=100, seed=rng_seed
+            _study(100 + rng_seed, True),
+            table_judgement("linear", num_resamples=100, seed=rng_seed),
         ).verdict
         (v,) = verdict["variants"]
         assert v["verdict"] != "persists", v["reason"]
@@ -118,7 +119,7 @@ def heavy_null_word(i: int) -> tuple[str, float, float]:
     turn): (its word, the top gain's value, the paired seeds' centre)."""
     noise = list(NOISES)[i % len(NOISES)]
     table = _study(20_000 + i, True, HEAVY, num_seeds=6, noise=noise, grid=WIDE_GRID)
-    (v,) = analyse(table, baseline="linear", num_resamples=200, seed=i).verdict["variants"]
+    (v,) = analyse(table, table_judgement("linear", num_resamples=200, seed=i)).verdict["variants"]
     top = v["decision"]["top_gain_pct"]
     return v["verdict"], top["value"], float(np.mean(top["paired_ci"]))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import Noise, noisy_study
 
@@ -17,7 +18,8 @@ ARM_SEED = 0.008  # sd of an arm x seed effect the noise model does not assume (
 
 def _top(noise: Noise, rng_seed: int) -> tuple[dict, dict]:
     (v,) = analyse(
-        noisy_study(1.0, noise, rng_seed), baseline="linear", num_resamples=200, seed=rng_seed
+        noisy_study(1.0, noise, rng_seed),
+        table_judgement("linear", num_resamples=200, seed=rng_seed),
     ).verdict["variants"]
     return v, v["decision"]["top_gain_pct"]
 
@@ -54,6 +56,6 @@ def test_the_paired_interval_pairs_each_seed_with_its_own():
     paired gain cancels it, so the paired-seed interval is narrow (width 0.075% here, verdict
     `none`); pairing each seed with another seed's run gave 4.9% (`undetected`)."""
     table = noisy_study(1.0, Noise(shared_sd=0.02, run_sd=0.0005), rng_seed=2, num_seeds=4)
-    (v,) = analyse(table, baseline="linear", num_resamples=100, seed=0).verdict["variants"]
+    (v,) = analyse(table, table_judgement("linear", num_resamples=100, seed=0)).verdict["variants"]
     lo, hi = v["decision"]["top_gain_pct"]["paired_ci"]
     assert hi - lo < 0.3, (lo, hi)

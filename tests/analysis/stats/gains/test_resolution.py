@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.stats.gains.resolution import (
     _location_var_pct,
@@ -162,7 +163,9 @@ def _word(args: tuple) -> str:
     k0, i, noise, skew = args
     table = off_grid_study(k0, rng_seed=7000 + i, num_seeds=6, lr_penalty=CURVE,
                            noise=NOISES[noise], lr_skew=skew)  # fmt: skip
-    (v,) = analyse(table, "linear", num_resamples=NUM_DRAWS, seed=i).verdict["variants"]
+    (v,) = analyse(table, table_judgement("linear", num_resamples=NUM_DRAWS, seed=i)).verdict[
+        "variants"
+    ]
     return v["verdict"]
 
 
@@ -202,7 +205,7 @@ def test_the_plan_and_the_reports_power_table_read_the_term_the_verdict_uses():
     from analysis.stats.planning.power import power_table
 
     table = off_grid_study(1.0, rng_seed=3, num_seeds=3, lr_penalty=CURVE)
-    verdict = analyse(table, "linear", num_resamples=NUM_DRAWS, seed=0).verdict
+    verdict = analyse(table, table_judgement("linear", num_resamples=NUM_DRAWS, seed=0)).verdict
     (v,) = verdict["variants"]
     terms = grid_terms(table, "linear")
     top = list(v["gain_pct_by_size"])[-1]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.stats.gains.time_matched import NOT_MEASURED, time_matched, time_ratio
 from analysis.synthetic.scenarios import SIZES, compute_law_study
@@ -42,7 +43,7 @@ def base_law(c: float) -> float:
 def one_study(i: int) -> dict:
     """Study ``i``'s time-matched row at the top size."""
     table = compute_law_study(K0, 0.0, rng_seed=4000 + i, num_seeds=3)
-    result = analyse(table, baseline="linear", num_resamples=NUM_DRAWS, seed=i)
+    result = analyse(table, table_judgement("linear", num_resamples=NUM_DRAWS, seed=i))
     times = run_times(table, {"nonlinear": RATIO}, 5000 + i, run_sd=0.12, slow_share=0.1)
     block = time_matched(result, times, seed=i)
     return block["variants"][0]["top"]
@@ -67,7 +68,7 @@ def test_time_matched_interval_covers_the_true_gain_with_a_noisy_clock():
 
 def test_a_study_without_times_says_so_and_states_no_number():
     table = compute_law_study(K0, 0.0, rng_seed=1, num_seeds=3)
-    result = analyse(table, baseline="linear", num_resamples=50, seed=0)
+    result = analyse(table, table_judgement("linear", num_resamples=50, seed=0))
     for times in (None, {"source": "mlflow step times", "device": "cpu", "rows": []}):
         block = time_matched(result, times, seed=0)
         assert block == {"measured": False, "note": NOT_MEASURED, "variants": []}
@@ -108,7 +109,7 @@ def test_headline_adds_one_sentence_only_when_gpu_hours_disagree_and_report_says
     from analysis.report.sections.time_matched import time_blocks, time_lines
 
     table = compute_law_study(K0, 0.0, rng_seed=3, num_seeds=3)
-    result = analyse(table, baseline="linear", num_resamples=200, seed=0)
+    result = analyse(table, table_judgement("linear", num_resamples=200, seed=0))
     verdict = result.verdict
     plain = headline(verdict)
     # 2x slower per token: at the top size the variant's 1.3x compute buys less than it loses

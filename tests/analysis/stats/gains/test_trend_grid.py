@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.stats.gains.compare import baseline_map, compare
 from analysis.stats.gains.resolution import groups_pair_var, trend_draws
@@ -31,7 +32,7 @@ def _word(args: tuple) -> str:
     noise = NOISES[NOISE_NAMES[i % len(NOISE_NAMES)]]
     table = off_grid_study(1.2, rng_seed=9500 + i, num_seeds=seeds, lr_penalty=0.08, noise=noise,
                            per_size=bool(i // len(NOISE_NAMES) % 2))  # fmt: skip
-    (v,) = analyse(table, "linear", num_resamples=100, seed=i).verdict["variants"]
+    (v,) = analyse(table, table_judgement("linear", num_resamples=100, seed=i)).verdict["variants"]
     return v["verdict"]
 
 
@@ -53,7 +54,7 @@ def test_each_draw_carries_the_pairs_grid_variance_shared_or_per_size():
     """The draws' errors have the grid term's variance at every size (``groups_pair_var``, the
     paired test's), row 0 (the data) none; a shared draw moves every size by one normal."""
     table = off_grid_study(1.2, rng_seed=3, num_seeds=3, lr_penalty=0.08)
-    result = analyse(table, "linear", num_resamples=0, seed=0)
+    result = analyse(table, table_judgement("linear", num_resamples=0, seed=0))
     groups = result.groups
     curve = compare(groups, baseline_map(groups, ["linear"]), "nonlinear").curve
     rows = 40_001

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from analysis.judgement import table_judgement
 from analysis.stats.looks.sequential import Design, decide_look
 from analysis.stats.lr.frontier import lr_frontier
 from analysis.synthetic.studies import Effect, make_study
@@ -24,7 +25,7 @@ def test_a_look_holds_its_gains_and_the_cells_it_adds():
     table = make_study(
         {"linear": Effect(), "nonlinear": Effect(1.02)}, sizes, num_seeds=3, lrs=lrs, rng_seed=1
     )
-    look = decide_look(table, DESIGN, 1, "linear", num_resamples=200)
+    look = decide_look(table, table_judgement("linear", num_resamples=200, design=DESIGN), 1)
     assert not look.stop and look.add_seeds, look.reason
 
     assert set(look.top_gains) == set(look.verdicts) == {"nonlinear"}

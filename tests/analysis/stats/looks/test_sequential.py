@@ -29,6 +29,7 @@ import pandas as pd
 import pytest
 from scipy import optimize, stats
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.stats.looks.replay import replay, reveal
 from analysis.stats.looks.sequential import (
@@ -96,7 +97,7 @@ def monte_carlo_boundaries(fractions: list[float], alpha: float, num_paths: int,
 @pytest.mark.parametrize("num_looks", [2, 3, 4, 5])
 def test_boundaries_match_a_monte_carlo_of_brownian_motion(num_looks):
     fractions = [i / num_looks for i in range(1, num_looks + 1)]
-    bounds = spending_boundaries(fractions)
+    bounds = spending_boundaries(fractions, 0.05)
     reference = monte_carlo_boundaries(fractions, 0.05, 400_000, np.random.default_rng(num_looks))
     for b, (c, m) in zip(bounds, reference, strict=True):
         if m >= 400:  # enough paths stop there for the order statistic to pin z to ~0.02
@@ -114,7 +115,7 @@ def test_boundaries_match_a_monte_carlo_of_brownian_motion(num_looks):
 def test_first_look_is_the_spending_function_itself():
     (first, *_rest) = Design().boundaries()
     assert first.z == pytest.approx(stats.norm.isf(0.025) / np.sqrt(0.3))
-    assert first.level == pytest.approx(obf_spending(0.3))
+    assert first.level == pytest.approx(obf_spending(0.3, Design().alpha))
 
 
 @pytest.mark.parametrize("design", [Design(), DESIGN, Design(start=4, max=12, step=4)])
@@ -159,11 +160,11 @@ def test_a_look_judged_again_equals_the_analysis_run_at_that_level():
     table = reveal(study(k0_at_margin(), 1), {s: 5 for s in map(str, study(1.0, 1)["size"])})
     for alpha in (0.05, 0.005):
         direct = analyse(
-            table, baseline="linear", num_resamples=NUM_DRAWS, seed=data_seed(table), alpha=alpha
+            table,
+            table_judgement("linear", num_resamples=NUM_DRAWS, seed=data_seed(table), alpha=alpha),
         )
-        again = judge_at(
-            analyse_look(table, DESIGN, baseline="linear", num_resamples=NUM_DRAWS), alpha
-        )
+        look = table_judgement("linear", num_resamples=NUM_DRAWS, design=DESIGN)
+        again = judge_at(analyse_look(table, look.at_look(DESIGN.alpha)), look.at_look(alpha))
         for row in direct.verdict["variants"]:
             assert again[row["variant"]]["verdict"] == row["verdict"]
             assert again[row["variant"]]["reason"] == row["reason"]
@@ -171,9 +172,12 @@ def test_a_look_judged_again_equals_the_analysis_run_at_that_level():
 
 def test_a_look_is_a_pure_function_of_the_finished_runs():
     table = reveal(study(1.0, 2), {s: 3 for s in map(str, study(1.0, 2)["size"])})
-    first = decide_look(table, DESIGN, 1, baseline="linear", num_resamples=NUM_DRAWS)
+    first = decide_look(table, table_judgement("linear", num_resamples=NUM_DRAWS, design=DESIGN), 1)
     shuffled = table.sample(frac=1.0, random_state=5).reset_index(drop=True)
-    assert decide_look(shuffled, DESIGN, 1, baseline="linear", num_resamples=NUM_DRAWS) == first
+    assert (
+        decide_look(shuffled, table_judgement("linear", num_resamples=NUM_DRAWS, design=DESIGN), 1)
+        == first
+    )
     assert not first.stop and first.add_seeds == {"100M": 2}  # undetected: seeds at the top
     assert first.allocation[0]["why"] == "top size"
 
@@ -182,15 +186,18 @@ def test_equivalence_at_a_look_uses_the_looks_level():
     """``none`` needs the interval at the look's nominal level inside the margin: at an early
     look's tiny level the same table that reads ``none`` at 5% does not."""
     table = compute_law_study(1.0, 0.0, 3, num_seeds=5, sizes=SIZES, run_sd=0.002)
-    result = analyse_look(table, DESIGN, baseline="linear", num_resamples=NUM_DRAWS)
-    assert judge_at(result, 0.05)["nonlinear"]["verdict"] == "none"
-    early = judge_at(result, 1e-6)["nonlinear"]
+    look = table_judgement("linear", num_resamples=NUM_DRAWS, design=DESIGN)
+    result = analyse_look(table, look.at_look(DESIGN.alpha))
+    assert judge_at(result, look.at_look(0.05))["nonlinear"]["verdict"] == "none"
+    early = judge_at(result, look.at_look(1e-6))["nonlinear"]
     assert early["verdict"] == "undetected", early["reason"]
 
 
 def test_a_design_defect_stops_the_study_and_says_seeds_do_not_fix_it():
     table = scenario("baseline_lr_edge", 0)  # the baseline's LR grid stops below its best
-    look = decide_look(table, Design(), 1, baseline="linear", num_resamples=NUM_DRAWS)
+    look = decide_look(
+        table, table_judgement("linear", num_resamples=NUM_DRAWS, design=Design()), 1
+    )
     assert look.stop and look.verdict == "inconclusive" and look.add_seeds == {}
     assert "design defect" in look.reason and "more seeds do not bracket an LR" in look.reason
 
@@ -202,9 +209,7 @@ def null_study(i: int) -> tuple[str, str, int]:
     """Null study `i`: (the design's final word, naive re-testing's, the design's looks)."""
     seq, nav = replay(
         study(1.0, 20_000 + i),
-        DESIGN,
-        baseline="linear",
-        num_resamples=NUM_DRAWS,
+        table_judgement("linear", num_resamples=NUM_DRAWS, design=DESIGN),
         levels=(None, 0.05),
     )
     return seq.final.verdict, nav.final.verdict, len(seq.looks)
@@ -246,11 +251,13 @@ def margin_study(args: tuple[float, int]):
     analysis at 5% with the FLOPs it cost."""
     k0, i = args
     full = study(k0, 30_000 + i)
-    (seq,) = replay(full, DESIGN, baseline="linear", num_resamples=NUM_DRAWS)
+    (seq,) = replay(full, table_judgement("linear", num_resamples=NUM_DRAWS, design=DESIGN))
     fixed = {}
     for n in FIXED_SEEDS:
         table = reveal(full, {s: n for s in map(str, full["size"].unique())})
-        result = analyse(table, baseline="linear", num_resamples=NUM_DRAWS, seed=data_seed(table))
+        result = analyse(
+            table, table_judgement("linear", num_resamples=NUM_DRAWS, seed=data_seed(table))
+        )
         fixed[n] = (result.verdict["variants"][0]["verdict"], float(table["flops"].sum()))
     return seq, fixed
 
@@ -298,7 +305,10 @@ def test_an_unpinned_trend_buys_seeds_where_they_narrow_gamma_per_flop():
 
     full = study(k0_at_margin(), 4)
     table = reveal(full, {s: 3 for s in map(str, full["size"].unique())})
-    result = analyse_look(table, DESIGN, baseline="linear", num_resamples=NUM_DRAWS)
+    result = analyse_look(
+        table,
+        table_judgement("linear", num_resamples=NUM_DRAWS, design=DESIGN).at_look(DESIGN.alpha),
+    )
     add, rows = allocate(result, table, DESIGN, {"nonlinear": "helps"})
     assert add["100M"] == 2 and add.get("1.2M") == 2, rows
     assert rows[0]["why"] == "top size"
@@ -311,7 +321,7 @@ def test_equivalence_does_not_stop_a_look_whose_draws_cannot_resolve_its_level()
     """At look 1 (top-size level 0.0022) 130 draws give the draws' range, not a 99.8%
     interval: a ``none`` there is not a decision, and the look asks for seeds."""
     table = compute_law_study(1.0, 0.0, 5, num_seeds=3, sizes=SIZES, run_sd=0.0002)
-    look = decide_look(table, DESIGN, 1, baseline="linear", num_resamples=NUM_DRAWS)
+    look = decide_look(table, table_judgement("linear", num_resamples=NUM_DRAWS, design=DESIGN), 1)
     assert look.verdict == "none" and not look.stop, look.reason
     assert "equivalence not resolved with 130 draws" in look.reason
     assert look.add_seeds == {"100M": 2}

@@ -86,13 +86,13 @@ def test_the_report_states_the_censoring_in_words():
     reads, the seeds that diverged named, and the optimum column ends at the diverged LR."""
     from analysis.report.render import to_markdown
     from analysis.report.sections.lr_selection import lr_blocks
-    from analysis.stats.analyze import _records
     from analysis.stats.lr.frontier import frontier_frame
+    from analysis.stats.rules.summary import records
 
     table, cliff, _ = _study(0, "model", 1.0)
     table = table[~(np.isclose(table["lr"], cliff) & (table["seed"] == 0))]  # seed 0 never ran
     frame = frontier_frame(analysis.lr_frontier(table))
-    verdict = {"lr_selection": _records(frame, list(frame.columns)), "lr_chosen_on": "x"}
+    verdict = {"lr_selection": records(frame, list(frame.columns)), "lr_chosen_on": "x"}
     text = to_markdown(lr_blocks(verdict, {}))
     assert f"linear 100M: diverged at {cliff:.3g} (seeds 1, 2, 3): optimum bounded below it" in text
     row = next(line for line in text.splitlines() if line.startswith("| linear | 100M |"))

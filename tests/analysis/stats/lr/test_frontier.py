@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import analysis
+from analysis.judgement import table_judgement
 from analysis.tables.runs import normalise
 
 LRS = (1e-3, 2e-3, 4e-3, 8e-3)
@@ -85,8 +86,8 @@ def test_the_selection_loss_chooses_when_every_run_has_one():
     from analysis.stats.analyze import analyse
 
     assert (
-        analyse(_table(bowl(4e-3), select=True), baseline="linear", num_resamples=0).verdict[
-            "lr_chosen_on"
-        ]
+        analyse(
+            _table(bowl(4e-3), select=True), table_judgement("linear", num_resamples=0)
+        ).verdict["lr_chosen_on"]
         == "select_val_loss"
     )

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from analysis.judgement import table_judgement
 from analysis.stats.planning import power
 from analysis.synthetic.studies import Effect, make_study
 from tests.analysis.pool import map_studies
@@ -99,7 +100,7 @@ def detects_gain(args: tuple[float, int]) -> bool:
 
     k0, i = args
     table = noisy_study(k0, Noise(), rng_seed=11_000 + i)
-    (v,) = analyse(table, baseline="linear", num_resamples=200, seed=i).verdict["variants"]
+    (v,) = analyse(table, table_judgement("linear", num_resamples=200, seed=i)).verdict["variants"]
     top = v["decision"]["top_gain_pct"]
     return bool(top and top["rejected"] and top["value"] > 0)
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.gains.compare import Budget, Comparison
 from analysis.stats.gains.robust import GainTest
+from analysis.stats.rules.evidence import Evidence
 from analysis.stats.rules.verdict import GAMMA_PIN, RULE, apply_rule
 
 README = Path(__file__).resolve().parents[4] / "README.md"
@@ -47,7 +49,9 @@ def test_significant_top_gain_without_a_multiplier_helps_and_says_both(k_centre,
     gain = np.concatenate([[2.0], rng.normal(2.0, 0.5, 400)])  # CI about [1, 3] > 0
     gamma = np.concatenate([[0.0], rng.normal(0.0, 0.02, 400)])  # pinned: within +-0.0969
     k0 = np.concatenate([[k_centre], rng.normal(k_centre, 0.05, 400)])
-    out = apply_rule(_comparison(gain), [_test(gain, 0.1)], gamma, k0, 0.05, [])
+    out = apply_rule(
+        Evidence(_comparison(gain), tuple([_test(gain, 0.1)]), gamma, k0), 0.05, table_judgement()
+    )
     assert out["verdict"] == "helps"
     reason = out["reason"]
     assert reason.startswith("gain@800K 2%")
@@ -60,11 +64,15 @@ def test_significant_top_gain_without_a_multiplier_helps_and_says_both(k_centre,
     # the same gain with k0 above 1 but gamma reaching past +-log10(1.25): not pinned
     wide = np.concatenate([[0.0], rng.normal(0.0, 0.08, 400)])
     k_up = np.concatenate([[1.5], rng.normal(1.5, 0.05, 400)])
-    out = apply_rule(_comparison(gain), [_test(gain, 0.1)], wide, k_up, 0.05, [])
+    out = apply_rule(
+        Evidence(_comparison(gain), tuple([_test(gain, 0.1)]), wide, k_up), 0.05, table_judgement()
+    )
     g_lo, g_hi = out["gamma"]["ci"]
     assert out["verdict"] == "helps" and (g_lo < -GAMMA_PIN or g_hi > GAMMA_PIN)
     assert "trend not pinned" in out["reason"]
     tight = np.concatenate([[0.0], rng.normal(0.0, 0.02, 400)])
-    out = apply_rule(_comparison(gain), [_test(gain, 0.1)], tight, k_up, 0.05, [])
+    out = apply_rule(
+        Evidence(_comparison(gain), tuple([_test(gain, 0.1)]), tight, k_up), 0.05, table_judgement()
+    )
     assert out["verdict"] == "persists"
     assert -GAMMA_PIN <= out["gamma"]["ci"][0] and out["gamma"]["ci"][1] <= GAMMA_PIN

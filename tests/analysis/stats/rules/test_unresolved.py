@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.report.headline import headline
 from analysis.stats.analyze import analyse
 from analysis.stats.gains.resolution import t_half
@@ -31,7 +32,9 @@ def test_a_real_gain_of_at_most_half_a_percent_never_reads_none():
     outcomes = Counter()
     for i in range(NUM_STUDIES):
         table = noisy_study(k0, UNRESOLVED, rng_seed=7000 + i, lr_penalty=0.2)  # bracketed
-        (v,) = analyse(table, baseline="linear", num_resamples=200, seed=i).verdict["variants"]
+        (v,) = analyse(table, table_judgement("linear", num_resamples=200, seed=i)).verdict[
+            "variants"
+        ]
         outcomes[v["verdict"]] += 1
         top = v["decision"]["top_gain_pct"]
         if top is not None and v["verdict"] == "undetected":
@@ -51,7 +54,9 @@ def test_a_real_gain_over_four_sizes_3x_apart_never_reads_persists():
     outcomes = Counter()
     for i in range(30):
         table = noisy_study(1.5, NOISY_SMALL, rng_seed=8000 + i, sizes=sizes, lr_penalty=0.5)
-        (v,) = analyse(table, baseline="linear", num_resamples=200, seed=i).verdict["variants"]
+        (v,) = analyse(table, table_judgement("linear", num_resamples=200, seed=i)).verdict[
+            "variants"
+        ]
         outcomes[v["verdict"]] += 1
         if v["verdict"] == "helps" and "trend not pinned" in v["reason"]:
             lo, hi = v["decision"]["gamma"]["ci"]
@@ -73,7 +78,7 @@ def test_a_demo_sized_study_reads_not_resolved_with_what_it_can_detect(lr_penalt
     noise = Noise(shared_sd=0.1, run_sd=0.1)
     sizes = (1.2e4, 2.5e4, 5.5e4, 1e5)  # losses ~11-20
     table = noisy_study(1.0, noise, rng_seed=17, num_seeds=6, sizes=sizes, lr_penalty=lr_penalty)
-    verdict = analyse(table, baseline="linear", num_resamples=300).verdict
+    verdict = analyse(table, table_judgement("linear", num_resamples=300)).verdict
     (v,) = verdict["variants"]
     (text,) = headline(verdict)
     assert v["verdict"] == "undetected", v["reason"]
