@@ -1,11 +1,15 @@
 """A real job on a corrupted dataset (its train.idx garbled) ends with one line, the known
 fault's (`jobs.faults`), from each entry point: `python -m jobs` (exit 3, the traceback in a
 file beside its log, in the log only with `--verbose`), and a study's cell run by submitit,
-whose line `scaling status` shows as the cell's cause.
+whose line `scaling status` shows as the cell's cause: in the status row's `cause` field, and
+whole on the cell's one row of the public command's table at any terminal width once the data
+is whole again (while it is damaged, `scaling status` refuses the study in one line of its own
+that names the same file and fix).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -73,7 +77,7 @@ def test_python_m_jobs_ends_with_the_line_and_keeps_the_traceback_aside(tmp_path
     assert last_error_line(verbose) == _expected_line(garbled_data)
 
 
-def test_a_cells_job_on_corrupted_data_shows_the_line_in_status(tmp_path, data_copy):
+def test_a_cells_job_on_corrupted_data_shows_the_line_in_status(tmp_path, data_dir, data_copy):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = one_size_spec(data_copy, tmp_path / "study", uri, 4, variants=["linear"], retries=0)
     path = tmp_path / "study.yaml"
@@ -87,3 +91,27 @@ def test_a_cells_job_on_corrupted_data_shows_the_line_in_status(tmp_path, data_c
     assert row.cause == _expected_line(data_copy), row
     log = backend_class("local").error_log(submitit_folder(study), row.job_id)
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+
+    # the public command. While the data is damaged it refuses the study in one line that
+    # names the file and the fix (it checks the data as it loads the study); once the data is
+    # whole again the failed cell's row shows the job's line, whole, though the terminal is
+    # narrower than the line (the columns never wrap; the table widens past the terminal)
+    refused = _status(path, tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    (refusal,) = [x for x in refused.stderr.splitlines() if x.startswith("error: ")]
+    assert refusal.endswith(_expected_line(data_copy).split("corrupted or missing data: ")[1])
+    shutil.copyfile(data_dir / "train.idx", data_copy / "train.idx")  # rebuilt
+    shown = _status(path, tmp_path)
+    assert shown.returncode == 0, shown.stdout[-3000:] + shown.stderr[-3000:]
+    (cell_row,) = [x for x in shown.stdout.splitlines() if row.cell_id in x]
+    # "failed (gave up after 1 failure; retries: 0; error: corrupted or missing data: ...)"
+    assert f"{C.FAILED} (" in cell_row and f"; {_expected_line(data_copy)})" in cell_row, cell_row
+
+
+def _status(path: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """`scaling status` on a terminal 40 columns wide."""
+    narrow = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "40", "TERM": "dumb"}
+    return subprocess.run(
+        [sys.executable, "-m", "scaling", "status", str(path)],
+        cwd=cwd, env=narrow, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
