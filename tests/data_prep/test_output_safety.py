@@ -181,7 +181,8 @@ def test_file_size_limit_is_one_line_and_keeps_the_old_dataset(tmp_path, limit, 
         capture_output=True,
         text=True,
         cwd=REPO,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "1000"},
+        # a terminal narrower than the line: it is still one line (typer.echo never wraps)
+        env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "30", "TERM": "dumb"},
         preexec_fn=limit_file_size,
         timeout=300,
     )
