@@ -6,9 +6,10 @@ writer is not a full `python -m jobs` process.
 
 "At the same time" is a barrier, not luck: each writer makes its run and waits for one go file,
 so all sixteen log and upload together (before, 1,000 steps each overlapped only as far as the
-process starts, seconds apart under load, let them). 600 steps of two metrics are 1,200 points
-a writer, over MLflow's 1,000 metrics a batch, so each upload is split into batches
-(`jobs.telemetry.upload`) while the others write.
+process starts, seconds apart under load, let them). 600 steps of two metrics a writer are
+19,200 points in all (32,000 before), every writer's periodic uploads and its last one at
+`close` overlapping the others'. (MLflow's client splits a batch over its 1,000-metric limit
+itself, so the uploader's own split is not what a count of points per writer could check.)
 
 That the server is PostgreSQL-backed is checked twice: the services script says so
 (`SCALING_TEST_MLFLOW_BACKEND`), and every point the server reports is also counted in that
@@ -31,7 +32,7 @@ from tests.conftest import skip_unless_required
 from tests.reliability.helpers import cli_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # slow on a shared 2-core box
-NUM_WRITERS, STEPS = 16, 600  # 1,200 points a writer: two batches each
+NUM_WRITERS, STEPS = 16, 600
 TRAIN_METRICS = ["train/loss", "grad_norm"]  # what tests/reliability/_writer.py logs
 
 
