@@ -25,6 +25,15 @@ import yaml
 from foundation.atomic import write_text
 from foundation.secrets import mask_userinfo
 from foundation.type_errors import type_problems
+from foundation.yaml_guard import (
+    MAX_YAML_DEPTH,
+    DuplicateKey,
+    TooLarge,
+    UniqueKeyLoader,
+    check_depth,
+    syntax_error,
+    unique_pairs,
+)
 
 T = TypeVar("T")
 
@@ -202,124 +211,6 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses a key given twice in one mapping (PyYAML keeps the
-    last one silently, so a repeated `lr:` would quietly replace the first)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node.start_mark.line + 1)
-            except TypeError:
-                continue  # an unhashable key: the base class reports it
-            line = key_node.start_mark.line + 1
-            if first != line:
-                raise _DuplicateKey(
-                    f"line {line}: key {key!r} is given twice (first on line {first}); keep one"
-                )
-        return super().construct_mapping(node, deep)
-
-    def get_single_data(self) -> Any:
-        """The document, once its aliases are known to expand to at most `MAX_YAML_VALUES`
-        values nested at most `MAX_YAML_DEPTH` deep: anchors nested in anchors (a "billion
-        laughs") build a small graph cheaply, but every walk of its values (the checks of
-        non-finite numbers, pydantic) would take forever, or recurse past Python's stack."""
-        node = self.get_single_node()
-        if node is None:
-            return None
-        _expanded_size(node, {}, 0)
-        return self.construct_document(node)
-
-
-MAX_YAML_VALUES = 100_000  # a study is a few hundred values; 10^5 is an alias bomb, not a spec
-MAX_YAML_DEPTH = 64  # a study nests 4 levels deep; 64 leaves room and stays far off the stack
-
-
-def _check_depth(text: str) -> None:
-    """`_TooLarge` if collections nest over `MAX_YAML_DEPTH` levels, read from the parser's
-    events (a loop: PyYAML's composer recurses once per level, and 1,500 brackets took it 4 s
-    to end in a RecursionError)."""
-    depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_YAML_DEPTH:
-                raise _TooLarge(
-                    f"line {event.start_mark.line + 1}: values nest over {MAX_YAML_DEPTH} levels "
-                    "deep; a config nests a few: fix the brackets or the indentation there"
-                )
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
-
-
-def _expanded_size(node: yaml.Node, sizes: dict[int, int], depth: int) -> int:
-    """How many values `node` holds once every alias is expanded, counted over the graph's
-    nodes once each (an alias is the same node object as its anchor); `_TooLarge` past
-    `MAX_YAML_VALUES` values or `MAX_YAML_DEPTH` levels."""
-    known = sizes.get(id(node))
-    if known is not None:
-        return known
-    line = node.start_mark.line + 1
-    if depth > MAX_YAML_DEPTH:
-        raise _TooLarge(
-            f"line {line}: values nest over {MAX_YAML_DEPTH} levels deep; a config nests a few: "
-            "fix the brackets or the indentation there"
-        )
-    sizes[id(node)] = MAX_YAML_VALUES + 1  # an alias inside its own anchor: endless
-    count = 1
-    if isinstance(node, yaml.SequenceNode):
-        children = node.value
-    elif isinstance(node, yaml.MappingNode):
-        children = [item for pair in node.value for item in pair]
-    else:
-        children = []
-    for child in children:
-        count += _expanded_size(child, sizes, depth + 1)
-        if count > MAX_YAML_VALUES:
-            raise _TooLarge(
-                f"line {line}: its aliases (`*name`) expand to over {MAX_YAML_VALUES:,} values "
-                "(anchors nested in anchors, or an alias inside its own anchor); a config is "
-                "far smaller: write the values out"
-            )
-    sizes[id(node)] = count
-    return count
-
-
-class _DuplicateKey(Exception):
-    pass
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict:
-    keys = [k for k, _ in pairs]
-    for key in keys:
-        if keys.count(key) > 1:
-            raise _DuplicateKey(f"key {key!r} is given twice in one object; keep one")
-    return dict(pairs)
-
-
-def _syntax_error(err: Exception) -> str:
-    """A parser error in one line, by position, never quoting the file's text (a line may
-    hold a password)."""
-    if isinstance(err, json.JSONDecodeError):
-        return f"line {err.lineno}, column {err.colno}: {err.msg}"
-    mark = getattr(err, "problem_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    context, problem = getattr(err, "context", None), getattr(err, "problem", None)
-    started = getattr(err, "context_mark", None)
-    if context and started is not None:
-        context += f" (from line {started.line + 1}, column {started.column + 1})"
-    problem = problem or type(err).__name__
-    return where + (f"{context}: {problem}" if context else problem)
-
-
 def load_file(path: str | Path) -> dict:
     """Read a YAML or JSON mapping; a missing or malformed file raises ConfigError naming it.
 
@@ -335,18 +226,18 @@ def load_file(path: str | Path) -> dict:
     try:
         text = raw.decode("utf-8")  # a binary file (a checkpoint, an image) is not a config
         if path.suffix == ".json":
-            data = json.loads(text, object_pairs_hook=_unique_pairs)
+            data = json.loads(text, object_pairs_hook=unique_pairs)
         else:
-            _check_depth(text)  # before the recursive composer, which would take seconds
-            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
-    except (_DuplicateKey, _TooLarge) as err:
+            check_depth(text)  # before the recursive composer, which would take seconds
+            data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except (DuplicateKey, TooLarge) as err:
         raise ConfigError(f"{path}: {err}") from None
     except UnicodeDecodeError as err:
         raise ConfigError(
             f"{path}: not a text file (byte {err.start} is not UTF-8); pass the YAML or JSON "
             "config, saved as UTF-8"
         ) from None
-    except RecursionError:  # the parser's own stack, before `_expanded_size` could count
+    except RecursionError:  # the parser's own stack, before `foundation.yaml_guard` could count
         raise ConfigError(
             f"{path}: values nest too deeply to read (over {MAX_YAML_DEPTH} levels); a config "
             "nests a few: fix its brackets or indentation"
@@ -354,7 +245,7 @@ def load_file(path: str | Path) -> dict:
     except (yaml.YAMLError, json.JSONDecodeError) as err:
         kind = "JSON" if path.suffix == ".json" else "YAML"
         raise ConfigError(
-            f"{path}: not valid {kind} ({_syntax_error(err)}); fix the syntax there"
+            f"{path}: not valid {kind} ({syntax_error(err)}); fix the syntax there"
         ) from None
     if not isinstance(data, dict):
         raise ConfigError(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.tables.runs import _check_positive, _numbers, csv_table, read_csv
+from analysis.tables.runs import check_positive, csv_table, numbers, read_csv
 from analysis.tables.step_times import STEP_KEY, times_of
 
 __all__ = ["CSV_TIMES", "csv_times", "load_csv_runs"]
@@ -34,8 +34,8 @@ def csv_times(raw: pd.DataFrame, table: pd.DataFrame, source: str) -> dict | Non
     keep their order in ``csv_table``, so row i is run ``table.run_id[i]``."""
     if STEP_KEY not in raw.columns:
         return None
-    values = _numbers(raw, STEP_KEY, source)
-    _check_positive(pd.DataFrame({STEP_KEY: values}), STEP_KEY, source, blank_ok=True)
+    values = numbers(raw, STEP_KEY, source)
+    check_positive(pd.DataFrame({STEP_KEY: values}), STEP_KEY, source, blank_ok=True)
     ids = table["run_id"].astype(str).tolist()
     devices = raw["device"] if "device" in raw.columns else pd.Series("unknown", index=raw.index)
     histories, device_of = {}, {}

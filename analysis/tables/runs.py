@@ -129,7 +129,7 @@ def _rename_old(table: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns=renames)
 
 
-def _numbers(out: pd.DataFrame, col: str, source: str) -> pd.Series:
+def numbers(out: pd.DataFrame, col: str, source: str) -> pd.Series:
     values = pd.to_numeric(out[col], errors="coerce")
     blank = out[col].isna() | (out[col].astype(str).str.strip() == "")
     bad = values.isna() & ~blank
@@ -141,7 +141,7 @@ def _numbers(out: pd.DataFrame, col: str, source: str) -> pd.Series:
     return values.astype(float)
 
 
-def _check_positive(out: pd.DataFrame, col: str, source: str, blank_ok: bool) -> None:
+def check_positive(out: pd.DataFrame, col: str, source: str, blank_ok: bool) -> None:
     """ValueError naming `col` and the first row that is not a finite number > 0 (`inf` tokens
     would make every fit's objective infinite, a negative LR its logarithm undefined)."""
     values = out[col].to_numpy(dtype=float)
@@ -179,11 +179,11 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
         )
     out = table.copy()
     for col in _NUMERIC:
-        out[col] = _numbers(out, col, source) if col in out.columns else np.nan
+        out[col] = numbers(out, col, source) if col in out.columns else np.nan
     for col in ("num_nonembedding_params", "tokens"):
-        _check_positive(out, col, source, blank_ok=False)
+        check_positive(out, col, source, blank_ok=False)
     for col in _POSITIVE_IF_GIVEN:
-        _check_positive(out, col, source, blank_ok=True)
+        check_positive(out, col, source, blank_ok=True)
     for col in ("final_val_loss", "select_val_loss"):  # non-finite: a run that diverged
         negative = (out[col] <= 0).to_numpy()
         if negative.any():
@@ -227,7 +227,7 @@ def normalise(table: pd.DataFrame, source: str) -> pd.DataFrame:
     out["run_id"] = out["run_id"].astype(str)
     evals = [c for c in out.columns if is_eval_column(c)]  # downstream tasks, where logged
     for col in evals:
-        out[col] = _numbers(out, col, source)
+        out[col] = numbers(out, col, source)
     extra = ["flops_estimated", "flops_counted", "code_digest"]
     return out[COLUMNS + extra + evals].reset_index(drop=True)
 

@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import math
 import re
-from urllib.parse import urlsplit
 
 from analysis.tables.spec import DEFAULT_MARGIN_PCT
-from data_prep.config import DataPrepConfig
-from foundation.config import ConfigError, Problems, from_dict
+from foundation.config import Problems
 from foundation.contract import parse_size
-from jobs.evaluation.run import task_problems
 from scaling.spec.ladder import ANY, ARMS, resolve_arm
 from scaling.spec.resources import check_tasks_per_node
 from scaling.spec.round_checks import check_search, check_seed_rounds, check_transfer
+from scaling.spec.source_checks import check_data, check_evaluation, tracking_uri_ok
 from scaling.spec.study import StudySpec
 from scaling.spec.value_checks import section_key_problems
 
 __all__ = ["check_study"]
 
-_TRACKING_URI = re.compile(r"^(https?|sqlite|postgresql|mysql|databricks)[:+]")
 MAX_NAME_CHARS = 100
 # Far past any study (Chinchilla's optimum is 20 tokens per parameter, heavily over-trained
 # models ~2,000; the largest runs ~15T tokens); beyond them a budget's FLOPs and seconds can
@@ -61,18 +58,18 @@ def check_study(study: StudySpec) -> None:
         )
     if not study.mlflow.experiment:
         p.add("study.mlflow.experiment: empty; name the MLflow experiment")
-    if not _tracking_uri_ok(study.mlflow.tracking_uri):
+    if not tracking_uri_ok(study.mlflow.tracking_uri):
         p.add(
             f"study.mlflow.tracking_uri: {study.mlflow.tracking_uri!r} is not a tracking URI; "
             "use e.g. http://127.0.0.1:5000 or sqlite:///path/mlflow.db"
         )
-    _check_data(study, p)
+    check_data(study, p)
     _check_grid(study, p)
     _check_recipe(study, p)
     _check_lr(study, p)
     _check_resources(study, p)
     if study.evaluation is not None and study.evaluation.tasks:
-        _check_evaluation(study, p)
+        check_evaluation(study, p)
     margin = study.verdict.margin_pct
     if not (isinstance(margin, int | float) and 0 < margin < 100):
         p.add(
@@ -87,67 +84,6 @@ def check_study(study: StudySpec) -> None:
     for problem in section_key_problems(vars(study)):
         p.add(problem)
     p.raise_if_any()
-
-
-def _check_evaluation(study: StudySpec, p: Problems) -> None:
-    """Tasks the harness knows (with their data), on sizes one process can score."""
-    for problem in task_problems(study.evaluation.tasks):
-        p.add(problem)
-    for size in study.sizes:
-        par = study.parallel_for(size)
-        if par.tensor_parallel > 1 or par.pipeline_parallel > 1:
-            p.add(
-                f"study.evaluation: size {size} runs with tensor_parallel={par.tensor_parallel}, "
-                f"pipeline_parallel={par.pipeline_parallel}; the in-job evaluation scores with "
-                "the whole model in one process, so use TP 1 and PP 1 there or drop evaluation"
-            )
-
-
-def _tracking_uri_ok(uri: str) -> bool:
-    """A known scheme; a server with a host (`http://user:pw@` has none); a SQLite file with
-    `sqlite:///` (`sqlite://host/...` is no file)."""
-    if not _TRACKING_URI.match(uri):
-        return False
-    if uri.startswith(("http:", "https:")):
-        return bool(urlsplit(uri).hostname)
-    return not uri.startswith("sqlite:") or uri.startswith("sqlite:///")
-
-
-def _check_data(study: StudySpec, p: Problems) -> None:
-
-    data = study.data
-    if not data.path and not data.prepare:
-        p.add(
-            "study.data: give `path` (a directory made by `scaling prepare-data`) or `prepare` "
-            "(DataPrepConfig fields to prepare one)"
-        )
-    if data.prepare is not None:
-        prep = dict(data.prepare)
-        if data.path:
-            if prep.get("output_dir") not in (None, data.path):
-                p.add(
-                    f"study.data.prepare.output_dir: {prep['output_dir']!r} differs from "
-                    f"study.data.path {data.path!r}; drop one of them"
-                )
-            prep["output_dir"] = data.path
-        if "output_dir" not in prep:
-            p.add(
-                "study.data.prepare.output_dir: missing; name where the dataset goes (or set "
-                "study.data.path)"
-            )
-        else:
-            try:
-                from_dict(DataPrepConfig, prep, "study.data.prepare")
-                data.prepare = prep
-            except ConfigError as err:
-                p.extend(err)
-    if data.num_val_windows < 1:
-        p.add(f"study.data.num_val_windows: {data.num_val_windows} must be >= 1")
-    if data.num_select_windows < 0:
-        p.add(
-            f"study.data.num_select_windows: {data.num_select_windows} must be >= 0; use 0 for "
-            "no LR-selection set, or e.g. num_val_windows for one as large as the reported set"
-        )
 
 
 def _check_list(p: Problems, field_name: str, values: list, example: str) -> None:

@@ -38,7 +38,7 @@ _SCREEN_OPTIONS = {"maxiter": 2000, "ftol": 1e-6, "gtol": 1e-1, "maxcor": 20}
 # a fit that reaches it has not converged and counts as failed (NaN, reported per law).
 RESAMPLE_MAXITER = 2000
 RESAMPLE_OPTIONS = {**_LBFGS_OPTIONS, "maxiter": RESAMPLE_MAXITER}
-_NUM_POLISHED = 4
+NUM_POLISHED = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,12 +130,12 @@ def fit(
     options = _LBFGS_OPTIONS if options is None else options
     starts = np.atleast_2d(starts)
     iterations = 0
-    if len(starts) > _NUM_POLISHED:
+    if len(starts) > NUM_POLISHED:
         screened = [_lbfgs(model, log_loss, weight, x0, _SCREEN_OPTIONS) for x0 in starts]
         iterations += sum(int(r.nit) for r in screened)
         screened = [r for r in screened if np.isfinite(r.fun)]
         screened.sort(key=lambda r: r.fun)
-        starts = np.array([r.x for r in screened[:_NUM_POLISHED]])
+        starts = np.array([r.x for r in screened[:NUM_POLISHED]])
     best: Fit | None = None
     for x0 in starts:
         res = _lbfgs(model, log_loss, weight, x0, options)

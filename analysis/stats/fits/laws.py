@@ -55,10 +55,10 @@ def full_fit(model: fit.LSEModel, log_loss: np.ndarray, starts: np.ndarray, weig
     cost ~1 s per law: every start for ``FIRST_ITER`` iterations, then the ``SCREEN_KEEP`` lowest
     of them on to ``SCREEN_ITER`` (L(N, D)'s 4,500 starts for 100 iterations cost ~0.9 s; the two
     stages ~0.3 s, the same optimum to the polish's tolerance on 60 token-axis and 100 null
-    studies); the best ``fit._NUM_POLISHED`` screened points are then polished by ``fit.fit`` to
+    studies); the best ``fit.NUM_POLISHED`` screened points are then polished by ``fit.fit`` to
     the tight tolerance.
     """
-    if len(starts) <= fit._NUM_POLISHED:
+    if len(starts) <= fit.NUM_POLISHED:
         return fit.fit(model, log_loss, starts, weight)
     num = len(starts)
     y = np.broadcast_to(log_loss, (num, log_loss.size))
@@ -72,7 +72,7 @@ def full_fit(model: fit.LSEModel, log_loss: np.ndarray, starts: np.ndarray, weig
     iterations += more
     score = objective_batch(model, theta, y, w)
     score = np.where(np.isfinite(score), score, np.inf)
-    best = theta[np.argsort(score)[: fit._NUM_POLISHED]]
+    best = theta[np.argsort(score)[: fit.NUM_POLISHED]]
     got = fit.fit(model, log_loss, best, weight)
     return dataclasses.replace(got, iterations=got.iterations + iterations)
 

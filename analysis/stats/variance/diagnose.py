@@ -43,7 +43,7 @@ def size_misfits(groups: Groups) -> list[str]:
     ms, df = np.full(k, np.nan), np.zeros(k)
     for i, block, _ in _blocks(groups):
         if block.shape[0] >= 2 and block.shape[1] >= 2:
-            ms[i], df[i], _, _ = noise._anova(block)
+            ms[i], df[i], _, _ = noise.anova(block)
     n_of = groups.info.groupby("size")["num_nonembedding_params"].min()
     log_n = np.log(n_of[model.sizes].to_numpy(float))
     found = []
@@ -52,7 +52,7 @@ def size_misfits(groups: Groups) -> list[str]:
         others[i] = 0.0
         if (others > 0).sum() < 2:
             continue
-        fitted, _ = noise._pool(ms, others, log_n)
+        fitted, _ = noise.pool(ms, others, log_n)
         ratio = ms[i] / fitted[i]
         p = 2 * min(stats.chi2.cdf(df[i] * ratio, df[i]), stats.chi2.sf(df[i] * ratio, df[i]))
         found.append((model.sizes[i], ratio, p))

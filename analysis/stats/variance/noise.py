@@ -57,7 +57,7 @@ class NoiseModel:
         }
 
 
-def _anova(y: np.ndarray) -> tuple[float, int, float, int]:
+def anova(y: np.ndarray) -> tuple[float, int, float, int]:
     """``y [m cells, n seeds]`` complete -> (MS_err, df_err, MS_seed / m, df_seed)."""
     m, n = y.shape
     grand = y.mean()
@@ -82,7 +82,7 @@ def _complete_block(y: np.ndarray) -> np.ndarray:
     return y[np.ix_(rows, widest)]
 
 
-def _pool(ms: np.ndarray, df: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
+def pool(ms: np.ndarray, df: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
     """``c * exp(slope * x)`` through per-size mean squares; (variance at each x, pooled df)."""
     keep = (df > 0) & np.isfinite(ms) & (ms > 0)
     if not keep.any():
@@ -118,11 +118,11 @@ def estimate(
         block = _complete_block(y[cell_size == i])
         if block.size == 0 or block.shape[1] < 2:
             continue
-        ms_err[i], df_err[i], v_seed[i], df_seed[i] = _anova(block)
+        ms_err[i], df_err[i], v_seed[i], df_seed[i] = anova(block)
         cells[i] = block.shape[0]
     df_err, df_seed = np.nan_to_num(df_err), np.nan_to_num(df_seed)
-    var_run, nu_run = _pool(ms_err, df_err, log_n)
-    var_mean, nu_seed = _pool(v_seed, df_seed, log_n)
+    var_run, nu_run = pool(ms_err, df_err, log_n)
+    var_mean, nu_seed = pool(v_seed, df_seed, log_n)
     if nu_seed < 1:
         return None
     if nu_run < 1:  # one cell per size: the seed spread cannot be split; all of it is shared
