@@ -130,7 +130,7 @@ def fast_judge(margin_pct: float) -> Judge:
 def closed_loop(
     truth: LossFn,
     plan: Plan,
-    margin_pct: float = 0.5,
+    margin_pct: float,
     sizes: Sequence[float] = SIZES,
     judge: Judge | None = None,
 ) -> tuple[Path, float]:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.stats.gains.resolution import penalty_moments, t_half
+from analysis.tables.spec import DEFAULT_MARGIN_PCT
 
 RESOLVED = ("persists", "grows", "fades", "helps", "hurts", "none")
 UNRESOLVED = ("undetected", "inconclusive")
@@ -243,7 +244,7 @@ def from_verdict(verdict: dict, table: pd.DataFrame) -> dict[str, Evidence]:
     seeds' standard error and grid sd (``decision.top_gain_pct``), its level and word; the
     seeds, LRs and sizes are read off ``table`` as ``read_table`` reads them."""
     baseline = str(verdict.get("baseline"))
-    margin = float(verdict.get("margin_pct", 0.5))
+    margin = float(verdict.get("margin_pct", DEFAULT_MARGIN_PCT))
     fast = read_table(table, baseline, 0.05, margin)
     out = {}
     for row in verdict.get("variants", []):

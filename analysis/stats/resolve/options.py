@@ -135,7 +135,7 @@ def _p_fresh(
 
 def _plan(p_at: Callable[[float], float], ev: Evidence) -> float:
     """The plan's P(resolve): the mean of ``p_at`` a true gain of 0 and of the margin."""
-    return 0.5 * (p_at(0.0) + p_at(ev.margin_pct))
+    return (p_at(0.0) + p_at(ev.margin_pct)) / 2
 
 
 def _cell(ev: Evidence, arm: str, size: str, n_params: float, tokens: float, lr: float, seed: int):

@@ -98,7 +98,7 @@ def test_the_predicted_chance_to_resolve_is_what_the_next_look_reads() -> None:
 
 def _grid_study(i: int) -> dict:
     truth = Truth(gain_pct=0.6, study_seed=7000 + i, **GRID_TRUTH)
-    path, start = closed_loop(truth, Plan(budget=150.0, max_looks=4, start_seeds=4))
+    path, start = closed_loop(truth, Plan(budget=150.0, max_looks=4, start_seeds=4), 0.5)
     return outcome(path, start)
 
 
