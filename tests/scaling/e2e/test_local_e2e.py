@@ -88,8 +88,9 @@ def test_cancel_stops_a_running_local_cell_and_the_next_submit_retries_it(
     submitter = threading.Thread(target=Study(study).submit, kwargs={"rounds": False})
     submitter.start()
     try:
-        cid = poll(lambda: next(iter(read_records(study.folder)), None), 60, "a job record")
-        poll(lambda: pause.reached(cid), 180, "the cell held at step 10")
+        # bounds for a hang only: submit prepares the data first (over 60 s at a load of 50)
+        cid = poll(lambda: next(iter(read_records(study.folder)), None), 600, "a job record")
+        poll(lambda: pause.reached(cid), 600, "the cell held at step 10")
         assert 10 in checkpoint_steps(str(study.folder / "cells" / cid))
         assert Study(study).cancel().cells == [cid]
     finally:
