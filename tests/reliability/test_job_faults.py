@@ -103,7 +103,9 @@ def test_a_cells_job_on_corrupted_data_shows_the_line_in_status(tmp_path, data_d
     shutil.copyfile(data_dir / "train.idx", data_copy / "train.idx")  # rebuilt
     shown = _status(path, tmp_path)
     assert shown.returncode == 0, shown.stdout[-3000:] + shown.stderr[-3000:]
-    (cell_row,) = [x for x in shown.stdout.splitlines() if row.cell_id in x]
+    rows = [x for x in shown.stdout.splitlines() if row.cell_id in x]
+    assert len(rows) == 1, shown.stdout  # the cell id whole, on one row
+    cell_row = rows[0]
     # "failed (gave up after 1 failure; retries: 0; error: corrupted or missing data: ...)"
     assert f"{C.FAILED} (" in cell_row and f"; {_expected_line(data_copy)})" in cell_row, cell_row
 
