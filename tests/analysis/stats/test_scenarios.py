@@ -8,6 +8,7 @@ import re
 import pandas as pd
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.synthetic.scenarios import EXPECTED, lr_opt, scenario
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 import analysis
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import analyse
 from analysis.tables.runs import load_csv, normalise
 

@@ -13,6 +13,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from analysis.judgement import table_judgement
 from analysis.synthetic.studies import Effect, make_study
 from analysis.tables.mlflow_io import load_curves, load_study_runs
 from scaling.cli import app as scaling_app

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.judgement import table_judgement
 from analysis.report import fmt
 from analysis.stats.analyze import analyse
 from analysis.stats.axes import tokens as token_axis
