@@ -9,13 +9,15 @@ whose boundaries are checked here too. Every study is drawn once with ``max`` se
 the seeds the design has asked for so far (``analysis.stats.looks.replay.replay``), and the
 naive procedure (every look at 5%) reads the same studies.
 
-Thresholds, from the binomial: a procedure whose false-claim rate is 5% makes more than
-``MAX_CLAIMS`` = 16 claims in 180 null studies with probability about 1%
-(``binom.ppf(0.99, 180, 0.05)``). The count is sized by that arithmetic
-(``tests.analysis.bounds.studies_to_catch``): 180 is the fewest null studies at which a procedure
-claiming at 2.5 x the 5% (12.5%) fails the bound with probability >= 90%. Measured (seeds
-20000-20179): the design claims 3/180, naive re-testing 10/180. Power: at least 80% of the
-gain-at-the-margin studies read a decided positive word (persists or grows).
+Thresholds, from the binomial, decided sequentially (``tests.analysis.bounds.RateTest``): the
+null studies run in batches of 20 and stop at the first batch where Wald's test of a 5% claim
+rate against 12.5% (2.5 x) is decided, at most ``NULL_STUDIES`` = 180 (the fixed design it
+replaced: ``studies_to_catch(0.05, 2.5)``; undecided there, it fails above ``binom.ppf(0.99,
+180, 0.05)`` = 16 claims). Exactly (``RateTest.operating``): a design claiming at 5% fails it
+with probability 0.99%, one claiming at 12.5% passes it with probability 9.9%; one claiming at
+2% stops after 54 studies on average. Measured before (seeds 20000-20179): the design claims
+3/180, naive re-testing 10/180. Power: at least 80% of the gain-at-the-margin studies read a
+decided positive word (persists or grows): its misses, sequentially, at 20% against 40%.
 """
 
 from __future__ import annotations
@@ -43,16 +45,17 @@ from analysis.stats.looks.sequential import (
 )
 from analysis.stats.looks.spending import obf_spending, spending_boundaries
 from analysis.synthetic.scenarios import compute_law_study, scenario
-from tests.analysis.bounds import max_count, studies_to_catch
-from tests.analysis.pool import map_studies
+from tests.analysis.bounds import RateTest, replay_until_decided, studies_to_catch
 
 SIZES = tuple(float(x) for x in np.geomspace(1.2e6, 1e8, 4))
 DESIGN = Design(start=3, max=7, step=2)
 RUN_SD = 0.0065  # paired sd 0.28% of the loss at 100M: a fixed 7-seed study has ~95% power
 NUM_DRAWS = 130  # look 2's top-size level 0.0155 x 130 / 2 >= 1: its interval is resolved
 NULL_STUDIES = studies_to_catch(0.05, 2.5)  # 180: see the module docstring
-POWER_STUDIES = 100
-MAX_CLAIMS = max_count(NULL_STUDIES, 0.05)  # 16
+NULL_TEST = RateTest(0.05, 2.5, batch=20, max_n=NULL_STUDIES)
+POWER_STUDIES = 100  # at most
+POWER_TEST = RateTest(0.20, 2.0, batch=20, max_n=POWER_STUDIES)
+RESOLVED = ("persists", "grows")
 MARGIN = 0.5  # % of the loss, the verdict's default margin
 
 
@@ -215,31 +218,41 @@ def null_study(i: int) -> tuple[str, str, int]:
     return seq.final.verdict, nav.final.verdict, len(seq.looks)
 
 
+def _naive_claims_more(results: list[tuple[str, str, int]]) -> bool:
+    seq = sum(s in CLAIMS for s, _, _ in results)
+    return sum(n in CLAIMS for _, n, _ in results) > seq
+
+
 @functools.cache
-def null_run() -> tuple[Counter, Counter, Counter, float]:
-    sequential, naive, looks = Counter(), Counter(), Counter()
+def null_run() -> tuple[Counter, Counter, Counter, str, float]:
     t0 = time.perf_counter()
-    for i, (seq, nav, num_looks) in enumerate(map_studies(null_study, range(NULL_STUDIES))):
-        sequential[seq] += 1
-        naive[nav] += 1
-        looks[num_looks] += 1
-        if (i + 1) % 25 == 0:  # progress, for a slow machine
-            print(f"\n{i + 1} null studies: sequential {dict(sequential)}, naive {dict(naive)}")
-    return sequential, naive, looks, time.perf_counter() - t0
+    results, decided = replay_until_decided(
+        null_study,
+        {"claims": (NULL_TEST, lambda r: r[0] in CLAIMS)},
+        until=_naive_claims_more,
+    )
+    sequential = Counter(s for s, _, _ in results)
+    naive = Counter(n for _, n, _ in results)
+    looks = Counter(k for _, _, k in results)
+    return sequential, naive, looks, decided["claims"], time.perf_counter() - t0
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_identical_arms_claim_at_most_alpha_over_all_looks_and_naive_retesting_more():
-    sequential, naive, looks, seconds = null_run()
+    """The design's claims pass ``NULL_TEST`` (see the module docstring); the replay goes on
+    (at most to 180 studies) until naive re-testing, on the same studies, has claimed more than
+    the design. Without the error spending the design is naive re-testing, and this fails."""
+    sequential, naive, looks, decided, seconds = null_run()
     seq_claims = sum(sequential[c] for c in CLAIMS)
     naive_claims = sum(naive[c] for c in CLAIMS)
+    n = sum(sequential.values())
     print(
-        f"\n{NULL_STUDIES} null studies, {seconds:.0f} s: sequential claims {seq_claims} "
-        f"{dict(sequential)}, looks {dict(looks)}; naive (5% at every look) claims "
+        f"\n{n} null studies, {seconds:.0f} s: sequential claims {seq_claims} "
+        f"{dict(sequential)} ({decided}), looks {dict(looks)}; naive (5% at every look) claims "
         f"{naive_claims} {dict(naive)}"
     )
-    assert seq_claims <= MAX_CLAIMS
+    assert decided == "pass", (seq_claims, n)
     assert naive_claims > seq_claims
 
 
@@ -262,38 +275,39 @@ def margin_study(args: tuple[float, int]):
     return seq, fixed
 
 
+def _margin_study(i: int):
+    return margin_study((k0_at_margin(), i))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_a_gain_at_the_margin_is_resolved_with_fewer_seed_runs_than_the_fixed_design():
     """Fixed designs on the same studies (every size at n seeds, one analysis at 5%): the
     fixed design of equal power needs more seeds than the largest n whose fixed power is
-    below the sequential's, so it costs at least (that n + 1) x cells seed-runs."""
-    resolved, words, runs, flops = 0, Counter(), [], []
-    fixed = {n: Counter() for n in FIXED_SEEDS}
-    fixed_flops = {}
+    below the sequential's, so it costs at least (that n + 1) x cells seed-runs. The power is
+    ``POWER_TEST``'s: the studies the design leaves unresolved, 20% against 40%, in batches of
+    20 up to the fixed 100 (a 20% rate fails it with probability 0.64%, 40% passes with 4.8%);
+    the fixed designs and the seed-runs are compared on the studies it ran."""
     t0 = time.perf_counter()
-    k0 = k0_at_margin()
-    studies = map_studies(margin_study, [(k0, i) for i in range(POWER_STUDIES)])
-    for i, (seq, fixed_words) in enumerate(studies):
-        words[seq.final.verdict] += 1
-        resolved += seq.final.verdict in ("persists", "grows")
-        runs.append(seq.num_runs)
-        flops.append(seq.flops)
-        if (i + 1) % 25 == 0:
-            print(f"\n{i + 1} margin studies: sequential {dict(words)}, fixed {fixed}")
-        for n, (word, n_flops) in fixed_words.items():
-            fixed[n][word] += 1
-            fixed_flops[n] = n_flops
-    power = resolved / POWER_STUDIES
-    fixed_power = {n: (c["persists"] + c["grows"]) / POWER_STUDIES for n, c in fixed.items()}
+    got, decided = replay_until_decided(
+        _margin_study, {"unresolved": (POWER_TEST, lambda r: r[0].final.verdict not in RESOLVED)}
+    )
+    words = Counter(seq.final.verdict for seq, _ in got)
+    resolved = sum(words[w] for w in RESOLVED)
+    runs = [seq.num_runs for seq, _ in got]
+    flops = [seq.flops for seq, _ in got]
+    fixed = {n: Counter(f[n][0] for _, f in got) for n in FIXED_SEEDS}
+    fixed_flops = {n: got[0][1][n][1] for n in FIXED_SEEDS}
+    power = resolved / len(got)
+    fixed_power = {n: sum(c[w] for w in RESOLVED) / len(got) for n, c in fixed.items()}
     below = [n for n, p in fixed_power.items() if p < power]
     cells = 2 * len(SIZES)  # one run per arm per size per seed
     print(
-        f"\n{POWER_STUDIES} studies at the margin, {time.perf_counter() - t0:.0f} s: sequential "
-        f"resolved {resolved} ({dict(words)}), mean seed-runs {np.mean(runs):.1f}, mean FLOPs "
-        f"{np.mean(flops):.3g}; fixed power {fixed_power}, fixed FLOPs {fixed_flops}"
+        f"\n{len(got)} studies at the margin, {time.perf_counter() - t0:.0f} s: sequential "
+        f"resolved {resolved} ({dict(words)}; {decided}), mean seed-runs {np.mean(runs):.1f}, "
+        f"mean FLOPs {np.mean(flops):.3g}; fixed power {fixed_power}, fixed FLOPs {fixed_flops}"
     )
-    assert power >= 0.8
+    assert decided == {"unresolved": "pass"}, words
     assert below, f"a fixed design with {min(fixed)} seeds already matches the power {power}"
     assert np.mean(runs) < (max(below) + 1) * cells
 
