@@ -54,7 +54,10 @@ def _spec(tmp_path) -> dict:
     return spec
 
 
-def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
+def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path, monkeypatch):
+    # every `scaling` below writes as on a wide terminal, whatever the caller's: the lines
+    # searched for are whole lines, not what a narrow width wraps them into
+    monkeypatch.setenv("COLUMNS", "500")
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(_spec(tmp_path)))
     looks_file = tmp_path / "runs" / "looks-ci" / "looks.json"
@@ -99,7 +102,8 @@ def test_two_looks_end_to_end_with_a_kill_between_them(tmp_path):
     children = [r for r in study_runs(study) if r.data.tags.get(C.TAG_ROLE) != C.ROLE_STUDY]
     ids = sorted(r.data.tags[C.TAG_CELL_ID] for r in children)
     assert ids == sorted(c.cell_id for c in study.cells)
-    seeded = {(c.variant, c.size, round(c.lr, 9), c.seed) for c in study.cells if c.round > 3}
+    added_by_looks = [c for c in study.cells if c.round >= look1["round"]]  # after the search
+    seeded = {(c.variant, c.size, round(c.lr, 9), c.seed) for c in added_by_looks}
     asked = {
         (a["variant"], a["size"], round(a["lr"], 9), s) for a in look1["added"] for s in a["seeds"]
     }

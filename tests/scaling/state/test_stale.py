@@ -33,6 +33,9 @@ pytestmark = pytest.mark.slow
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}  # not the variant's
+    # one table row a line whatever the caller's terminal: `_states` reads the table's rows and
+    # a stale note names a path as long as tmp_path's, which a narrow width would break
+    env.update(COLUMNS="500", TERM="dumb")
     return subprocess.run(
         [sys.executable, "-m", "scaling", *args],
         cwd=cwd,
