@@ -17,7 +17,7 @@ from models.accounting import flops_per_token, num_nonembedding_params, num_para
 from scaling.costs.disk import cell_checkpoint_bytes, num_checkpoints_kept
 from scaling.costs.inference_plan import InferenceEstimate, inference_estimate
 from scaling.costs.pilot import PILOT_FILE, load_pilot, probe_key
-from scaling.spec.grid import Cell
+from scaling.spec.grid import Cell, OfCell
 from scaling.spec.resolved import ResolvedStudy
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class PlanRow:
+class PlanRow(OfCell):
     """One cell and its cost."""
 
     cell: Cell
@@ -52,26 +52,6 @@ class PlanRow:
     checkpoint_bytes: int = 0  # one checkpoint, all ranks (models.accounting.checkpoint_bytes)
     num_checkpoints: int = 0  # kept on disk at the end: the rotation's newest + keep_steps
     eval_flops: float = 0.0  # forward FLOPs of its evaluations (`scaling.costs.wall` times them)
-
-    @property
-    def cell_id(self) -> str:
-        return self.cell.cell_id
-
-    @property
-    def size(self) -> str:
-        return self.cell.size
-
-    @property
-    def variant(self) -> str:
-        return self.cell.variant
-
-    @property
-    def seed(self) -> int:
-        return self.cell.seed
-
-    @property
-    def lr(self) -> float:
-        return self.cell.lr
 
     @property
     def gpu_hours(self) -> float:

@@ -47,6 +47,7 @@ from scaling.spec.study import StudySpec
 
 __all__ = [
     "Cell",
+    "OfCell",
     "cell_id",
     "learning_rates",
     "grid_points",
@@ -117,6 +118,33 @@ class Cell:
             data["schedule"].pop("warmup_divisor")
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class OfCell:
+    """What a row about one cell reads from the cell it holds (`cell`), not a copy of its fields:
+    the plan's and the status's rows are these."""
+
+    cell: Cell
+
+    @property
+    def cell_id(self) -> str:
+        return self.cell.cell_id
+
+    @property
+    def size(self) -> str:
+        return self.cell.size
+
+    @property
+    def variant(self) -> str:
+        return self.cell.variant
+
+    @property
+    def seed(self) -> int:
+        return self.cell.seed
+
+    @property
+    def lr(self) -> float:
+        return self.cell.lr
 
 
 def cell_tags(

@@ -20,7 +20,7 @@ from foundation.studypaths import missing_store
 from jobs.telemetry.spool import last_logged_step
 from scaling.backends.base import backend_class, live_jobs
 from scaling.backends.queued import QUEUED
-from scaling.spec.grid import Cell
+from scaling.spec.grid import Cell, OfCell
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.job_records import JobRecord, read_records
 from scaling.state.job_errors import last_error_line
@@ -43,7 +43,7 @@ _WAITING = {
 
 
 @dataclass(frozen=True)
-class StatusRow:
+class StatusRow(OfCell):
     """One cell as `scaling status` shows it: the cell itself, and what its run and job say."""
 
     cell: Cell
@@ -56,26 +56,6 @@ class StatusRow:
     step: int | None = None  # a running cell: the last step it logged (of `num_steps`)
     num_steps: int | None = None
     cause: str = ""  # a failed cell: the last error line of its job's log (`state.job_errors`)
-
-    @property
-    def cell_id(self) -> str:
-        return self.cell.cell_id
-
-    @property
-    def size(self) -> str:
-        return self.cell.size
-
-    @property
-    def variant(self) -> str:
-        return self.cell.variant
-
-    @property
-    def seed(self) -> int:
-        return self.cell.seed
-
-    @property
-    def lr(self) -> float:
-        return self.cell.lr
 
     @property
     def retryable(self) -> bool:
