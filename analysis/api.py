@@ -37,6 +37,7 @@ def run_analysis(
     curves: dict | Callable[[list[str]], dict] | None = None,
     parent: tuple[str | None, str] | None = None,
     times: dict | Callable[[pd.DataFrame], dict | None] | None = None,
+    extra: dict | None = None,
 ) -> dict:
     """Judge a run table as ``judgement`` says; write verdict.json, plots and the report into
     ``out_dir``; return the verdict.
@@ -111,6 +112,7 @@ def run_analysis(
         result.verdict["resolve"] = resolve
     if j.by == REANALYSIS:
         result.verdict["reanalysis"] = {"changed": list(j.changed)}
+    result.verdict.update(extra or {})  # the caller's keys (a study's `resolve_path`)
     if callable(curves):  # read before anything is written: a failed read leaves the old files
         curves = curves(list(chosen_runs(result)["run_id"]))
     out = Path(out_dir)

@@ -89,8 +89,8 @@ class Report:
 
 
 class Study:
-    """A resolved study and its verbs: `plan`, `pilot`, `run`, `submit`, `wait`, `watch`,
-    `status`, `cancel`, `analyze`, `report`.
+    """A resolved study and its verbs: `plan`, `pilot`, `run`, `resolve`, `submit`, `wait`,
+    `watch`, `status`, `cancel`, `analyze`, `report`.
 
     `resolved` grows as the LR search and the looks add rounds (`run`, `submit` and `watch` keep
     the grown one). `say` gets every line meant for a person.
@@ -203,6 +203,20 @@ class Study:
         )
         if outcome.study is not None:
             self.resolved = outcome.study
+        return outcome
+
+    def resolve(self, budget: float, max_looks: int | None = None, kinds=None, view=None,
+                check_only: bool = False):  # fmt: skip
+        """`scaling run --resolve`: the resolve loop bought with the study's own cells, within
+        `budget` device-hours (`scaling.driver.resolve`); ResolveRefused (nothing written)
+        before anything starts. `check_only`: the declared plan, refused or not, and no more."""
+        from scaling.driver.resolve import check_resolve, resolve_study  # lazy: the analysis
+
+        plan = check_resolve(self.resolved, budget, max_looks, kinds)
+        if check_only:
+            return plan
+        outcome = resolve_study(self.resolved, plan, self.say, view)
+        self.resolved = outcome.study
         return outcome
 
     def submit(

@@ -23,6 +23,7 @@ from analysis.report.sections.lr_selection import lr_blocks
 from analysis.report.sections.matching import matching_blocks
 from analysis.report.sections.reanalysis import TITLE, reanalysis_note
 from analysis.report.sections.resolve import resolve_blocks
+from analysis.report.sections.resolve_path import resolve_path_blocks
 from analysis.report.sections.stability import stability_blocks
 from analysis.report.sections.time_matched import time_blocks
 from analysis.report.sections.tokens import token_blocks
@@ -304,6 +305,7 @@ def _blocks(verdict: dict, figures: dict[str, str], curves_from: str | None) -> 
     b.extend(matching_blocks(verdict))  # per size: each arm's N, FLOPs and time per token
     b.extend(look_blocks(verdict))  # sequential seeds: the looks and the level they set
     b.extend(resolve_blocks(verdict))  # unresolved: the options priced, best per hour first
+    b.extend(resolve_path_blocks(verdict))  # `run --resolve`: what each extension bought
     b.extend(_gain_blocks(verdict, figures))
     b.extend(time_blocks(verdict))  # the same gains at matched GPU-hours, from measured times
     b.extend(token_blocks(verdict, figures))  # the token axis, when measured

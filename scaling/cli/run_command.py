@@ -21,6 +21,7 @@ from scaling.cli.terminal import (
     check_builds,
     check_driver_settings,
     exit_for,
+    fail,
     interrupt_is_one_line,
     load,
     one_driver,
@@ -56,6 +57,24 @@ def run(
     rerun_stale: RerunStaleOpt = False,
     accept_stale: AcceptStaleOpt = False,
     new_store: NewStoreOpt = False,
+    resolve_: Annotated[
+        bool,
+        typer.Option(
+            "--resolve",
+            help="Then buy what would resolve an unresolved verdict, extension by extension, "
+            "each a look at its spent level, within --budget (docs/studies.md).",
+        ),
+    ] = False,
+    budget: Annotated[
+        str | None, typer.Option(help="With --resolve: the device-hours it may spend.")
+    ] = None,
+    max_looks: Annotated[
+        str | None, typer.Option(help="With --resolve: at most this many extensions [4].")
+    ] = None,
+    options: Annotated[
+        str | None,
+        typer.Option(help="With --resolve: the kinds it may buy, comma-separated [seeds,lr_grid]."),
+    ] = None,
 ) -> None:
     """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run).
 
@@ -67,12 +86,18 @@ def run(
     from scaling.cli.mlflow_link import mlflow_ui_hint  # lazy: `scaling --help` stays fast
 
     check_driver_settings()  # before the study is read: nothing prepared or submitted yet
+    wants = _resolve_flags(resolve_, budget, max_looks, options)  # bad flags: before the read
     the_study = load(study, writes=True, new_store=new_store)
     try:
         the_study = the_study.judged_against(baseline)  # for the whole run, looks included
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--baseline") from None
+    if wants is not None:
+        _check_resolve(the_study, wants)  # refused: nothing prepared, submitted or written
     check_builds(study, the_study, remember=True)
+    if wants is not None:
+        _resolve(the_study, wants, rerun_stale, accept_stale)
+        return
     with one_driver(the_study), interrupt_is_one_line(the_study), refusal_is_one_line():
         settle_stale(the_study, rerun_stale, accept_stale)  # it reads MLflow: a driver's, locked
         outcome = the_study.run(
@@ -103,3 +128,59 @@ def run(
         exit_for(outcome.rows)  # failed cells say so first
         raise typer.Exit(EXIT_CELLS_FAILED)
     exit_for(outcome.rows, cancelled=outcome.cancelled)
+
+
+def _resolve_flags(resolve_: bool, budget, max_looks, options) -> dict | None:
+    """The resolve's flags parsed (None: no --resolve), or one `error:` line and exit 2."""
+    from scaling.driver.resolve import ResolveRefused, parse_budget  # lazy: `scaling --help`
+
+    given = [f for f, v in (("--budget", budget), ("--max-looks", max_looks),
+                            ("--options", options)) if v is not None]  # fmt: skip
+    if not resolve_:
+        if given:
+            fail(f"{given[0]}: only with --resolve; add --resolve, or drop {given[0]}")
+        return None
+    if budget is None:
+        fail("--resolve: give --budget HOURS, the device-hours it may spend (e.g. --budget 0.5)")
+    try:
+        hours = parse_budget(budget)
+    except ResolveRefused as err:
+        fail(str(err))
+    looks = None
+    if max_looks is not None:
+        looks = int(max_looks) if max_looks.strip().isdigit() else 0
+        if looks < 1:
+            fail(f"--max-looks {max_looks}: give a whole number of extensions, at least 1")
+    kinds = None if options is None else tuple(k.strip() for k in options.split(",") if k.strip())
+    if kinds is not None and not kinds:
+        fail(f"--options {options!r}: name at least one kind (seeds, lr_grid)")
+    return {"budget": hours, "max_looks": looks, "kinds": kinds}
+
+
+def _check_resolve(the_study, wants: dict) -> None:
+    from scaling.driver.resolve import ResolveRefused  # lazy: `scaling --help`
+
+    try:
+        the_study.resolve(**wants, check_only=True)
+    except ResolveRefused as err:
+        fail(str(err))
+
+
+def _resolve(the_study, wants: dict, rerun_stale: bool, accept_stale: bool) -> None:
+    """`scaling run --resolve`: the study's cells, then the resolve path; one line per look."""
+    from scaling.driver.resolve import path_lines  # lazy: `scaling --help`
+
+    with one_driver(the_study), interrupt_is_one_line(the_study), refusal_is_one_line():
+        settle_stale(the_study, rerun_stale, accept_stale)
+        outcome = the_study.resolve(**wants, view=_live_bar if sys.stdout.isatty() else None)
+    status_table(the_study)
+    for line in path_lines(outcome.path):
+        typer.echo(line)
+    if outcome.verdict is not None:
+        from analysis.report.terminal import verdict_lines  # lazy: pandas
+
+        for line in verdict_lines(outcome.verdict):
+            typer.echo(line)
+        report = outcome.report_dir
+        typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
+    exit_for(outcome.rows)

@@ -132,6 +132,7 @@ def analyze_study(
     say: Callable[[str], None] = print,
     judgement: Judgement | None = None,
     to_parent: bool = True,
+    extra: dict | None = None,
 ) -> tuple[dict, Path]:
     """Load the study's runs from MLflow, judge them, and write the report (and, `to_parent`,
     log it to the parent run): how `scaling run` ends, and what `scaling analyze STUDY` does.
@@ -139,7 +140,8 @@ def analyze_study(
     `judgement`: None is the study's own (`study_judgement`, its inference figures measured now
     where they are not yet); `scaling analyze` passes its own (read, never measured; or a
     re-analysis). `search`: the LR search's final state; the report names the arms it left at an
-    edge. `say`: progress lines (where the inference figures come from).
+    edge. `say`: progress lines (where the inference figures come from). `extra`: keys added to
+    verdict.json (`--resolve`'s `resolve_path`).
     """
     # lazy: seconds of scipy and pandas, paid only by a run that analyses
     from analysis.api import run_analysis
@@ -163,5 +165,6 @@ def analyze_study(
         curves=lambda ids: load_curves(uri, ids),  # read once the LRs are chosen: drawn runs only
         times=lambda runs: load_step_times(uri, runs),  # each run's logged step times
         parent=None if parent is None else (uri, parent),
+        extra=extra,
     )
     return verdict, out

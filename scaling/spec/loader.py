@@ -35,6 +35,7 @@ from scaling.spec.resolved import ResolvedStudy
 from scaling.spec.study import StudySpec
 from scaling.spec.value_checks import non_finite_problems, section_key_problems
 from scaling.state.files.look_state import read_looks
+from scaling.state.files.resolve_state import added_resolve_points
 from scaling.state.files.search_state import read_state
 
 __all__ = [
@@ -298,9 +299,9 @@ def resolve(study: StudySpec | ResolvedStudy) -> ResolvedStudy:
         return study
     vocab = vocab_size(study)
     check_validation_windows(study)
-    # the starting grid, then what LR-search rounds and the looks added (their state files in
-    # the study folder)
-    added = [*added_points(study), *added_look_points(study)]
+    # the starting grid, then what LR-search rounds, the looks and a resolve's extensions added
+    # (their state files in the study folder)
+    added = [*added_points(study), *added_look_points(study), *added_resolve_points(study.folder)]
     check_grid_size(study, len(added))
     return ResolvedStudy(study, vocab, tuple(expand_cells(study, vocab, added)))
 
