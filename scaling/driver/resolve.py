@@ -342,6 +342,8 @@ def resolve_study(
         here.judgement = study_judgement(here.study)
         path = resolve_loop(here.start_table(), here.judge, plan_cost(here.study), here.buy,
                             here.loop_plan()).as_dict()  # fmt: skip
+        if not path["words"]:  # no variant's interval could be read: nothing was priced
+            path["stopped"] = "no option"
         for row, entry in zip(path["looks"], here.state["looks"], strict=False):
             if "bought" in entry:
                 row["bought"] = entry["bought"]

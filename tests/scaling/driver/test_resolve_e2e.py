@@ -1,0 +1,101 @@
+"""`Study.resolve` end to end on the local executor: a tiny study (2 sizes x 2 arms x 3 seeds at
+one LR each, 4 steps a cell) whose verdict is unresolved, so the loop buys an extension, and an
+interrupt between recording the extension's cells and training them.
+
+The first call trains the grid, judges look 0 with the study's own analysis, declares the plan
+and writes the extension's cells into `resolve.json`, then is interrupted (the round driver's
+second round raises KeyboardInterrupt): the extension's cells are in the file, none has a run.
+The rerun judges look 0 again on the same runs, decides the same extension, finds its cells and
+trains only them, each once; the grid's cells are not submitted again. verdict.json and the
+report carry the path, and a third call is refused: the path has ended.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+import scaling.driver.resolve as resolve_driver
+from foundation import contract as C
+from scaling.driver.resolve import ResolveRefused
+from scaling.study import Study
+from tests.scaling.conftest import one_size_spec
+
+pytestmark = pytest.mark.slow
+
+
+def _spec(tmp_path, data_dir) -> dict:
+    lr = {"law": "none", "grid": {"*": {"30K": [1e-2], "60K": [1e-2]}}}
+    spec = one_size_spec(data_dir, tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db", 4,
+                         sizes=["30K", "60K"], seeds=[0, 1, 2], lr=lr)  # fmt: skip
+    spec["tokens"] = {"per_size": {"30K": 4 * 256, "60K": 4 * 256}}
+    spec["ladder"]["shapes"]["60K"] = {"num_layers": 2, "hidden_size": 48, "num_attention_heads": 2}
+    spec["name"] = "resolve-e2e"
+    return spec
+
+
+def _runs_by_cell(study: Study) -> dict[str, list]:
+    client = MlflowClient(study.resolved.mlflow.tracking_uri)
+    exp = client.get_experiment_by_name(study.resolved.mlflow.experiment)
+    runs: dict[str, list] = {}
+    for run in client.search_runs([exp.experiment_id], max_results=1000):
+        cid = run.data.tags.get(C.TAG_CELL_ID)
+        if cid is not None:
+            runs.setdefault(cid, []).append(run.info.run_id)
+    return runs
+
+
+def test_resolve_buys_an_extension_and_a_rerun_trains_nothing_twice(
+    tmp_path, data_dir, monkeypatch
+):
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(_spec(tmp_path, data_dir)))
+    state = tmp_path / "runs" / "resolve.json"
+    real_train = resolve_driver._Path.train
+    trained: list[int] = []
+
+    def interrupted(self):
+        trained.append(1)
+        if len(trained) == 2:  # the extension's round: its cells are written, none trained
+            raise KeyboardInterrupt
+        return real_train(self)
+
+    monkeypatch.setattr(resolve_driver._Path, "train", interrupted)
+    study = Study.load(path, writes=True)
+    with pytest.raises(KeyboardInterrupt):
+        study.resolve(1.0, max_looks=1, kinds=("seeds",))
+    first = json.loads(state.read_text())
+    assert first["plan"]["budget"] == 1.0 and first["plan"]["max_looks"] == 1
+    assert first["path"] is None
+    look0, look1 = first["looks"]
+    assert look0["words"]["nonlinear"] in ("undetected", "inconclusive")
+    bought = [c["cell_id"] for c in look1["cells"]]
+    assert look1["bought"]["kind"] == "seeds" and bought
+    grid = _runs_by_cell(study)
+    assert len(grid) == 12 and not set(bought) & set(grid)  # the grid trained; the buy not
+
+    monkeypatch.setattr(resolve_driver._Path, "train", real_train)
+    study = Study.load(path, writes=True)
+    outcome = study.resolve(1.0, max_looks=1, kinds=("seeds",))
+    runs = _runs_by_cell(study)
+    assert all(len(ids) == 1 for ids in runs.values()), runs  # nothing trained twice
+    assert {c: ids for c, ids in runs.items() if c in grid} == grid  # the grid's runs kept
+    assert set(runs) == set(grid) | set(bought)
+    again = json.loads(state.read_text())
+    assert again["looks"][1]["cells"] == look1["cells"]  # the same path, continued
+    assert again["looks"][0]["words"] == look0["words"]
+    path_ = again["path"]
+    assert path_["stopped"] in ("looks", "resolved") and len(path_["looks"]) == 2
+    assert path_["looks"][1]["cells"] == bought and path_["spent"] > 0
+    assert outcome.verdict["resolve_path"] == path_
+    verdict = json.loads((outcome.report_dir / "verdict.json").read_text())
+    assert verdict["resolve_path"]["looks"][1]["bought"]["kind"] == "seeds"
+    report = (outcome.report_dir / "report.md").read_text()
+    assert "## The resolve path" in report
+    assert {c.cell_id for c in study.resolved.cells} >= set(bought)  # status and plan see them
+
+    with pytest.raises(ResolveRefused, match="has ended"):
+        Study.load(path).resolve(1.0, max_looks=1, kinds=("seeds",), check_only=True)
