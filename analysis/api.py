@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.judgement import REANALYSIS, Judgement
+from analysis.judgement import REANALYSIS, Judgement, table_judgement
 from analysis.report.document import write_report
 from analysis.report.plots import all_plots
 from analysis.report.training_curves import chosen_runs
@@ -206,4 +206,6 @@ def noise_and_grid_from_source(
     table = source_table(source, mlflow)
     if table is None:
         return {"all": float(source)}, {}  # type: ignore[arg-type]
-    return noise_from_table(table, baseline), grid_terms(table, baseline)
+    noise = noise_from_table(table, baseline)
+    judgement = table_judgement(baseline)  # the baseline parsed once, by the builder
+    return noise, grid_terms(table, judgement)

@@ -1,6 +1,7 @@
 """One level fallback, one margin default, one parser of the baseline, one builder of the
-sequential design (issue 50); one resample count and one detect gain, and no default for a
-judgement's setting below its builders (issue 60).
+sequential design (issue 50); one resample count and one detect gain, no default for a
+judgement's setting below its builders, and one call of the baseline parser, in the
+`Judgement`'s builder (issue 60).
 
 Each was once typed in several places that drifted apart (a re-analysis judged at 5% a study run
 at 1.1%). A second copy written beside the one kept here fails this test, which reads the source
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("foundation", "models", "jobs", "data_prep", "scaling", "analysis")
 
 # (what, pattern over a source line, the one place it may match)
 ONE_PLACE = [
@@ -122,6 +124,52 @@ def test_no_setting_of_the_judgement_is_defaulted_below_its_builders() -> None:
     )
 
 
+# the baseline string becomes its arms in one place: the `Judgement`'s builder calls the parser,
+# and everything else reads `Judgement.baselines` (or verdict.json's `baselines`, which it wrote)
+PARSER = "parse_baselines"
+PARSE_SITES = {"analysis/judgement.py:table_judgement"}
+PARSER_HOME = "analysis/tables/spec.py"  # where it is defined, and the format with it
+
+
+def baseline_parses(rel: str, source: str) -> list[str]:
+    """``path:function`` of each use of the baseline parser in ``source`` (a call, or the
+    function passed on), and ``path:import`` of each import of it under any name."""
+    found = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            where = node.name
+        if isinstance(node, ast.ImportFrom) and any(a.name == PARSER for a in node.names):
+            found.append(f"{rel}:import")
+        elif isinstance(node, ast.Name) and node.id == PARSER:
+            found.append(f"{rel}:{where}")
+        elif isinstance(node, ast.Attribute) and node.attr == PARSER:
+            found.append(f"{rel}:{where}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(ast.parse(source), "<module>")
+    return found
+
+
+def test_the_baseline_is_parsed_only_by_the_judgements_builder() -> None:
+    """Issue 60: the baseline parsed once. A report, a plan or a spec check that needs the arms
+    takes the `Judgement` (or its ``baselines``), never the string: a second parse site is a
+    second reading of the format that can drift (``"A, B"``, an empty part)."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            found += baseline_parses(rel, path.read_text())
+    allowed = PARSE_SITES | {f"{site.split(':')[0]}:import" for site in PARSE_SITES}
+    assert set(found) - allowed == set(), (
+        f"the baseline parsed outside {sorted(PARSE_SITES)} (take the `Judgement`'s "
+        "`baselines` instead):\n" + "\n".join(sorted(set(found) - allowed))
+    )
+    assert PARSE_SITES <= set(found), "the builder no longer parses the baseline: update this"
+    assert f"def {PARSER}(" in (ROOT / PARSER_HOME).read_text()
+
+
 def test_a_second_copy_is_found() -> None:
     """The patterns catch the copies this test replaced."""
     fallback, margin, baseline, design, resamples, detect = (p for _, p, _ in ONE_PLACE)
@@ -131,6 +179,15 @@ def test_a_second_copy_is_found() -> None:
     assert margin.search("    margin_pct: float = 0.5")
     assert not margin.search("    margin_pct: float = DEFAULT_MARGIN_PCT")
     assert baseline.search('    names = [b for b in baseline.split(",")]')
+    # the parse sites issue 60 removed, as they were
+    for source in (
+        'def _baseline_name(v):\n    names = parse_baselines(v["baseline"])\n',
+        "def grid_terms(table, baseline):\n    return _measure(table, parse_baselines(baseline))\n",
+        "from analysis.tables.spec import parse_baselines as arms\n",
+        "def problems(self):\n    return list(map(spec.parse_baselines, [self.baseline]))\n",
+    ):
+        assert baseline_parses("analysis/x.py", source), source
+    assert not baseline_parses("analysis/x.py", "def f(v, j):\n    return j.baselines[0]\n")
     assert design.search("        return Design(self.start, self.max, self.step, self.margin_pct)")
     assert not design.search("class Design(NamedTuple):")
     assert resamples.search("    num_resamples: int = 1000,")

@@ -9,11 +9,12 @@ sentences back against the verdict for every outcome.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from analysis.report import fmt
 from analysis.report.sections.time_matched import time_sentence
 from analysis.stats.gains.levels import level_or_default
-from analysis.tables.spec import DEFAULT_MARGIN_PCT, parse_baselines
+from analysis.tables.spec import DEFAULT_MARGIN_PCT
 
 _CELLS = re.compile(r"LR not bracketed at (?P<n>\d+) cell")
 
@@ -35,8 +36,10 @@ def _sign(ci: list[float] | None, ref: float = 0.0) -> int:
     return 1 if ci[0] > ref else -1 if ci[1] < ref else 0
 
 
-def _baseline_name(v: dict) -> str:
-    names = parse_baselines(v["baseline"])
+def _baseline_name(baselines: Sequence[str]) -> str:
+    """The baseline in words, from verdict.json's ``baselines`` (the judgement's, parsed once by
+    its builder, ``analysis.judgement.table_judgement``)."""
+    names = list(baselines)
     return names[0] if len(names) == 1 else f"the stronger of {' and '.join(names)}"
 
 
@@ -61,10 +64,10 @@ def judged_level(v: dict) -> float:
     return level_or_default(v["decision"].get("level") if level is None else level)
 
 
-def measured(v: dict) -> str:
+def measured(v: dict, baselines: Sequence[str]) -> str:
     """ "At 100M, nonlinear is 1.9% better than linear (gain 1.9%, 95% CI 1.6% to 2.2%)"."""
     top = top_gain(v)
-    base = _baseline_name(v)
+    base = _baseline_name(baselines)
     if top is None:
         return f"{v['variant']} has no size measured together with {base}"
     size, value, ci, conf = top
@@ -196,11 +199,12 @@ def _inconclusive(v: dict, conf: float) -> str:
     return f"inconclusive: {fmt.words(reason.split('; ')[0])}{if_so}"
 
 
-def sentence(v: dict) -> str:
-    """One sentence for one variant of ``verdict["variants"]``."""
+def sentence(v: dict, baselines: Sequence[str]) -> str:
+    """One sentence for one variant of ``verdict["variants"]``, judged against ``baselines``
+    (``verdict["baselines"]``)."""
     top = top_gain(v)
     conf = top[3] if top else 0.95
-    head = measured(v)
+    head = measured(v, baselines)
     outcome = v["verdict"]
     if outcome == "persists":
         tail = (
@@ -240,5 +244,5 @@ def headline(verdict: dict) -> list[str]:
     out = []
     for v in verdict["variants"]:  # one more sentence where GPU-hours read otherwise than FLOPs
         timed = time_sentence(verdict, v["variant"])
-        out.append(sentence(v) + (f" {timed}" if timed else ""))
+        out.append(sentence(v, verdict["baselines"]) + (f" {timed}" if timed else ""))
     return out

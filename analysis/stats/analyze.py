@@ -35,7 +35,7 @@ from analysis.stats.variance.excluded import (
 from analysis.stats.variance.noise import NoiseModel
 from analysis.tables.digests import judged_digests
 from analysis.tables.judgement import Judgement
-from analysis.tables.spec import DEFAULT_MARGIN_PCT, parse_baselines
+from analysis.tables.spec import DEFAULT_MARGIN_PCT
 
 __all__ = ["SCAN_ONLY", "Analysis", "analyse", "check_inputs", "grid_terms"]
 
@@ -187,13 +187,13 @@ def _refit(
     return data.groups, fits, sub_judged
 
 
-def grid_terms(table: pd.DataFrame, baseline: str) -> dict[str, float]:
+def grid_terms(table: pd.DataFrame, judgement: Judgement) -> dict[str, float]:
     """Per size: the LR grid's term (%^2, ``gains.resolution.groups_pair_var``) in the gain of
-    each arm over ``baseline`` at the size's largest budget, as ``analyse`` reads it from these
-    runs (their curvature, each arm's neighbours and picks, the noise model's run sd); with
-    several other arms the largest. For `scaling plan --noise` on a finished study (a baseline
-    string from the study file: parsed here, as no `Judgement` is built for a plan)."""
-    data = _measure(table, parse_baselines(baseline), baseline, 0, 0)
+    each arm over the judgement's baselines at the size's largest budget, as ``analyse`` reads
+    it from these runs (their curvature, each arm's neighbours and picks, the noise model's run
+    sd); with several other arms the largest. For `scaling plan --noise` on a finished study:
+    only ``judgement.baselines`` (parsed by its builder) and ``judgement.baseline`` are read."""
+    data = _measure(table, list(judgement.baselines), judgement.baseline, 0, 0)
     info, out = data.groups.info, {}
     curve = info[info["on_curve"]].sort_values("num_nonembedding_params", kind="stable")
     for g in curve.index:  # smallest size first

@@ -26,7 +26,9 @@ DEFAULT_MARGIN_PCT = 0.5
 
 def parse_baselines(baseline: str) -> list[str]:
     """``"linear"`` or ``"linear,linear_qknorm"`` (per size, the strongest of them): the arm
-    names, in order; the first is the one inference cost and stability are measured against."""
+    names, in order; the first is the one inference cost and stability are measured against.
+    Called only by the `Judgement`'s builder (``analysis.judgement.table_judgement``); the rest
+    read ``Judgement.baselines`` (tests/test_one_default.py)."""
     names = [b.strip() for b in str(baseline).split(",") if b.strip()]
     if not names:
         raise ValueError("--baseline is empty; name the arm the others are judged by")

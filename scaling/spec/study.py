@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from analysis.judgement import table_judgement
 from analysis.stats.gains.levels import ALPHA
-from analysis.tables.spec import DEFAULT_BASELINE, DEFAULT_MARGIN_PCT, parse_baselines
+from analysis.tables.spec import DEFAULT_BASELINE, DEFAULT_MARGIN_PCT
 from data_prep.config import DataPrepConfig
 from foundation import contract
 from foundation.config import from_dict
@@ -269,7 +270,8 @@ class VerdictSpec:
         the user's own is named by its `name`), each with the fix."""
         arms = [_arm_name(entry) for entry in variants]
         out = []
-        names = parse_baselines(self.baseline) if self.baseline else [""]
+        # the arms as the study's `Judgement` will read them: its builder is the one parser
+        names = table_judgement(self.baseline).baselines if self.baseline else ("",)
         unknown = [b for b in names if b not in arms]
         if unknown and len(set(arms)) > 1:  # one arm trains and is tracked, and judges nothing
             out.append(

@@ -118,6 +118,7 @@ def test_a_finished_study_as_noise_brings_its_lr_grids_resolution(tmp_path, data
     runs (`analysis.stats.analyze.grid_terms`, at the source size nearest the top) enters the
     looks' simulation (their seeds and power), and the naive grid is priced at the power on the
     seeds alone, both printed; a number as --noise has no runs, so no term."""
+    from analysis.judgement import table_judgement
     from analysis.stats.analyze import grid_terms
     from analysis.stats.planning.power import noise_from_table
     from analysis.synthetic.scenarios import NOISES, noisy_study
@@ -127,7 +128,8 @@ def test_a_finished_study_as_noise_brings_its_lr_grids_resolution(tmp_path, data
     noisy_study(1.0, NOISES["model"], rng_seed=9000).to_csv(csv, index=False)
     table = load_csv(csv)
     # the plan's sizes (30K-90K) are all nearest the source's smallest, 1.2M
-    tune_var, sd = grid_terms(table, "linear")["1.2M"], noise_from_table(table, "linear")["1.2M"]
+    tune_var = grid_terms(table, table_judgement("linear"))["1.2M"]
+    sd = noise_from_table(table, "linear")["1.2M"]
     assert tune_var > 0
     seeds = {"start": 3, "max": 7, "step": 2}
     search = {"max_rounds": 2, "scan_seeds": 1, "follow_neighbours": 0}

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from analysis.judgement import table_judgement
 from analysis.stats.analyze import grid_terms
 from analysis.stats.planning import power as P
 from analysis.synthetic.studies import Effect, make_study
@@ -64,7 +65,7 @@ def test_plan_with_a_run_csv_takes_the_nearest_measured_size(tmp_path, data_dir)
     measured = P.noise_from_source(str(DEMO_RUNS), baseline="linear")
     assert list(measured) == ["50K", "100K", "300K", "800K"]
     # one LR per cell: the source shows no LR grid term, so the table has no column for it
-    assert set(grid_terms(load_csv(DEMO_RUNS), "linear").values()) == {0.0}
+    assert set(grid_terms(load_csv(DEMO_RUNS), table_judgement("linear")).values()) == {0.0}
     rows = _power_rows(res.output)
     for size in ("30K", "60K"):  # both nearest (in log N) to the CSV's 50K
         _, source, sd, seeds, mde = rows[size]

@@ -234,7 +234,7 @@ def test_the_plan_and_the_reports_power_table_read_the_term_the_verdict_uses():
     table = off_grid_study(1.0, rng_seed=3, num_seeds=3, lr_penalty=CURVE)
     verdict = analyse(table, table_judgement("linear", num_resamples=NUM_DRAWS, seed=0)).verdict
     (v,) = verdict["variants"]
-    terms = grid_terms(table, "linear")
+    terms = grid_terms(table, table_judgement("linear"))
     top = list(v["gain_pct_by_size"])[-1]
     assert list(terms) == list(v["gain_pct_by_size"])  # every size, smallest first
     assert terms[top] == pytest.approx(v["decision"]["top_gain_pct"]["grid_sd"] ** 2)
