@@ -59,7 +59,7 @@ def _quiet_settings_stay_in_their_test():
             os.environ[key] = value
 
 
-CI_BUDGET_S = 30 * 60  # .ci/run on 2 cores, services included (docs/testing.md)
+CI_BUDGET_S = 15 * 60  # .ci/run on 2 cores, services included (docs/testing.md)
 
 
 def pytest_terminal_summary(terminalreporter):
