@@ -105,8 +105,11 @@ def rows_of(truth: LossFn, cells: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def start_cells(sizes: Sequence[float] = SIZES, start_seeds: int = 3) -> list[dict]:
-    """The start design: every arm at LRs 0.5x/1x/2x the law's optimum, each size and seed."""
+def start_cells(
+    sizes: Sequence[float] = SIZES, start_seeds: int = 3, grid: Sequence[float] = GRID
+) -> list[dict]:
+    """The start design: every arm at LRs ``grid`` x the law's optimum (0.5x/1x/2x), each size
+    and seed."""
     return [
         {
             "variant": arm,
@@ -118,7 +121,7 @@ def start_cells(sizes: Sequence[float] = SIZES, start_seeds: int = 3) -> list[di
         }
         for n in sizes
         for arm in (BASELINE, VARIANT)
-        for m in GRID
+        for m in grid
         for s in range(start_seeds)
     ]
 
@@ -133,9 +136,11 @@ def closed_loop(
     margin_pct: float,
     sizes: Sequence[float] = SIZES,
     judge: Judge | None = None,
+    grid: Sequence[float] = GRID,
 ) -> tuple[Path, float]:
-    """Run the loop on ``truth``'s instant cells: (its path, the start design's device-hours)."""
-    cells = start_cells(sizes, plan.start_seeds)
+    """Run the loop on ``truth``'s instant cells from the start design at LRs ``grid`` x the
+    law's optimum: (its path, the start design's device-hours)."""
+    cells = start_cells(sizes, plan.start_seeds, grid)
     table = rows_of(truth, cells)
     start = sum(flops_hours(c["variant"], c["n_params"], c["tokens"]) for c in cells)
     judge = judge or fast_judge(margin_pct)

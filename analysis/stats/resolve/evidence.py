@@ -33,9 +33,13 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis.stats.gains.levels import ci
 from analysis.stats.gains.resolution import penalty_moments, t_half
+from analysis.stats.variance import noise
 from analysis.tables.spec import DEFAULT_MARGIN_PCT
 
+NUM_DRAWS = 4000  # the pooled bootstrap's draws: p-values down to 1/4001
+DRAW_SEED = 61
 RESOLVED = ("persists", "grows", "fades", "helps", "hurts", "none")
 UNRESOLVED = ("undetected", "inconclusive")
 CLAIMS = ("persists", "grows", "fades", "helps", "hurts")
@@ -65,6 +69,10 @@ class Evidence:
     grid_multiples: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
     has_tokens_axis: bool = False
     backtest: str = ""  # what the backtest says of extrapolating past the top
+    # the pooled bootstrap's interval at ``level`` (each arm's LR chosen again in every draw);
+    # None: no noise model (fewer than 2 seeds anywhere), the paired t alone decides
+    pooled_ci: tuple[float, float] | None = None
+    choice_var: float = 0.0  # the LR choice's part of grid_var (%^2)
 
     @property
     def seeds_se(self) -> float:
@@ -188,6 +196,63 @@ def _grid(p: dict, c: float) -> tuple[float, float, dict[str, tuple[float, ...]]
     return vb + vv + (mb - mv) ** 2, step, mult
 
 
+def noise_model(index: dict, sizes: list[tuple[str, float]]) -> noise.NoiseModel | None:
+    """The analysis's noise model (``variance.noise.estimate``: per size the ANOVA of its cells
+    x the seeds every cell ran, pooled across sizes as ``c N^slope``) over every sweep's LRs."""
+    keys = [(key, lr) for key in index for lr in sorted(index[key])]
+    seeds = sorted({seed for key, lr in keys for seed in index[key][lr]})
+    col = {seed: j for j, seed in enumerate(seeds)}
+    y = np.full((len(keys), len(seeds)), np.nan)
+    for i, (key, lr) in enumerate(keys):
+        for seed, loss in index[key][lr].items():
+            y[i, col[seed]] = loss
+    order = {s: i for i, (s, _) in enumerate(sizes)}
+    cell_size = np.array([order[key[1]] for key, _ in keys])
+    log_n = np.log([n for _, n in sizes])
+    return noise.estimate(y, cell_size, log_n, [s for s, _ in sizes])
+
+
+def choice_draws(
+    p: dict, model: noise.NoiseModel, size: str, num_draws: int = NUM_DRAWS, seed: int = DRAW_SEED
+) -> tuple[np.ndarray, np.ndarray]:
+    """``([num_draws], [num_draws])`` top gains (%) of the parametric bootstrap: at the data's
+    chosen LRs, and with each arm's LR chosen again in every draw.
+
+    Every run at the top is its cell's mean over its seeds plus the model's noise (one shared
+    draw per seed, one per run, each inflated by t/z for its df: ``noise.simulate``, as
+    ``analyse`` draws). At the data's LRs the gain is the paired mean over the paired seeds, %
+    of the baseline's loss. Chosen again, each arm takes the LR of lowest mean on the seeds every
+    one of its LRs ran (the data's rule, ``_best``), and its loss moves by what that LR's mean
+    there differs from the data's LR's: the choice's own move, read on the seeds the choice was
+    made on (where every LR ran every seed, the gain at the re-chosen LRs, as ``analyse``'s)."""
+    arms = list(p["sweeps"])  # baseline, variant
+    cells = [(arm, lr) for arm in arms for lr in sorted(p["sweeps"][arm])]
+    seeds = sorted({s for arm, lr in cells for s in p["sweeps"][arm][lr]})
+    col = {s: j for j, s in enumerate(seeds)}
+    y = np.full((len(cells), len(seeds)), np.nan)
+    for i, (arm, lr) in enumerate(cells):
+        for s, loss in p["sweeps"][arm][lr].items():
+            y[i, col[s]] = loss
+    present = np.isfinite(y)
+    cell_size = np.full(len(cells), model.sizes.index(size))
+    rng = np.random.default_rng(seed)
+    draws = noise.simulate(np.nanmean(y, axis=1), present, cell_size, model, num_draws, rng)
+    paired = np.isin(seeds, p["seeds"])
+    at_data, moved = [], []
+    for arm in arms:
+        members = np.array([i for i, (a, _) in enumerate(cells) if a == arm])
+        own = members.tolist().index(cells.index((arm, p["best"][arm])))
+        at_data.append(draws[:, members[own], paired].mean(axis=1))  # [B]
+        common = present[members].all(axis=0)
+        mask = np.broadcast_to(common if common.any() else present[members], present[members].shape)
+        means = np.where(mask, draws[:, members], 0.0).sum(axis=2) / mask.sum(axis=1)  # [B, lrs]
+        moved.append(means.min(axis=1) - means[:, own])  # [B] <= 0: the choice's move
+    (lb, lv), (mb, mv) = at_data, moved
+    fixed = 100.0 * (lb - lv) / lb
+    again = 100.0 * ((lb + mb) - (lv + mv)) / (lb + mb)
+    return fixed, again
+
+
 def read_table(
     table: pd.DataFrame, baseline: str, level: float, margin_pct: float
 ) -> dict[str, Evidence]:
@@ -199,6 +264,7 @@ def read_table(
     )
     sizes = [(str(s), float(n)) for s, n in sizes]
     index = _index(table)
+    model = noise_model(index, sizes)
     out = {}
     for variant in sorted(set(table["variant"]) - {baseline}):
         per_size = {s: p for s, n in sizes if (p := _paired(index, baseline, variant, s, n))}
@@ -214,7 +280,14 @@ def read_table(
         ]  # every sweep bracketing its best, at every size: the same relative curvature
         grid_var, step, mult = _grid(p, float(np.median(curv)) if curv else 0.0)
         n = len(p["seeds"])
-        half = half_width(p["sd"], n, grid_var, level)
+        pooled, choice_var = None, 0.0
+        if model is not None:
+            fixed, again = choice_draws(p, model, top)
+            spread = float(np.mean((again - fixed.mean()) ** 2))  # about the data's LRs' centre
+            choice_var = max(0.0, spread - float(fixed.var()))
+            drawn = ci(again, level)
+            pooled = None if drawn is None else (drawn[0], drawn[1])
+        half = half_width(p["sd"], n, grid_var + choice_var, level)
         out[variant] = Evidence(
             variant=variant,
             baseline=baseline,
@@ -224,7 +297,7 @@ def read_table(
             estimate_pct=p["estimate"],
             seed_sd_pct=p["sd"],
             num_seeds=n,
-            grid_var=grid_var,
+            grid_var=grid_var + choice_var,
             grid_step=step,
             level=level,
             margin_pct=margin_pct,
@@ -235,6 +308,8 @@ def read_table(
             sd_by_size={s: q["sd"] for s, q in per_size.items()},
             grid_multiples=mult,
             has_tokens_axis=sum(a == baseline and s == top for a, s, _ in index) > 1,
+            pooled_ci=pooled,
+            choice_var=choice_var,
         )
     return out
 
