@@ -4,11 +4,11 @@ seeds' paired sd and the LR grid's term, and the word its interval gives at the 
 Two readers, one shape (``Evidence``):
 
 - ``read_table(table, baseline, level, margin_pct)``: the verdict's binding test read straight
-  off a run table (fast: no bootstrap, no fit). The top size is the largest both arms measured,
-  at the largest budget the baseline has there; each arm's best LR is its lowest mean loss over
-  its LRs whose runs all completed, on the seeds every one of them ran; the gain is the paired
-  mean over the seeds both best LRs ran (% of the baseline's loss); its interval is
-  ``gains.resolution.t_half``'s, the paired t with the LR grid's term. The term here is
+  off a run table (fast: no fit, one vectorised bootstrap at the top). The top size is the
+  largest both arms measured, at the largest budget the baseline has there; each arm's best LR
+  is its lowest mean loss over its LRs whose runs all completed, on the seeds every one of them
+  ran; the gain is the paired mean over the seeds both best LRs ran (% of the baseline's loss);
+  its interval is ``gains.resolution.t_half``'s, the paired t with the LR grid's term. The term is
   ``penalty_moments`` of the three-point curvature through each arm's best LR and its neighbours
   (the median over every arm and size whose best LR has both, relative to the arm's loss), each
   optimum uniform between the midpoints to the neighbours (a missing side mirrors the other);
@@ -16,6 +16,25 @@ Two readers, one shape (``Evidence``):
   ``analyse`` is what a study's verdict uses. The closed loop's tests read this one: it is the
   test the verdict's claims rest on with few seeds (docs/statistics.md, "Power"), and it costs
   milliseconds where ``analyse`` costs a second.
+
+  **The LR choice** is in the interval too (``choice_draws``): the parametric bootstrap of
+  ``analyse`` at the top (every run its cell's mean over its seeds plus the noise model's draws,
+  ``variance.noise``), each arm's LR chosen again in every draw by the data's rule, and the
+  gain's spread about the data's LRs' centre beyond its spread at the data's LRs,
+  ``E[(G_again - mean G_fixed)^2] - var G_fixed``, added to the paired t like the grid's term
+  (a known variance, Welch-Satterthwaite df; part of ``grid_var``, ``choice_var`` on its own).
+  Why: the choice is made on the scan seeds, the seeds every LR ran; a look's seeds are bought
+  at the chosen LRs only, so they shrink the paired se but leave the winner's curse of the scan
+  seeds in the paired mean (under t noise on 3 df one outlier scan seed picks a worse LR, and
+  the seeds bought there confirm a gap the LRs' optima do not have: 17/180 false claims over
+  the closed loop's path). In the draws the chosen cell's mean rests on all its seeds, so a
+  choice its bought seeds no longer support moves (the move is read on the seeds the choice
+  was made on), and the mean square of that move, bias included, is admitted as an error of
+  that size, as ``gains.resolution.pair_var`` admits the grid's mean difference. Where every
+  LR ran every seed the re-chosen gain is ``analyse``'s pooled draw, and the term came out 0 on
+  every such design checked (the choice is already in the paired seeds' spread);
+  ``pooled_ci`` is that bootstrap's percentile interval, checked against ``analyse``'s
+  (tests/analysis/stats/resolve/test_closed_loop.py).
 - ``from_verdict(verdict, table)``: the same fields with a finished analysis's own figures
   (``decision.top_gain_pct``: the estimate, ``seeds_se``, ``grid_sd``, its level and the
   variant's word), for the report's "What would resolve it" and verdict.json's ``resolve``.
@@ -335,6 +354,8 @@ def from_verdict(verdict: dict, table: pd.DataFrame) -> dict[str, Evidence]:
             estimate_pct=float(top["value"]),
             seed_sd_pct=sd,
             grid_var=float(grid_sd) ** 2 if grid_sd is not None else ev.grid_var,
+            choice_var=0.0 if grid_sd is not None else ev.choice_var,  # analyse's pooled carries it
+            pooled_ci=tuple(top["pooled_ci"]) if top.get("pooled_ci") else ev.pooled_ci,
             level=float((row.get("decision") or {}).get("level", 0.05)),
             word=str(row.get("verdict")),
             backtest=_backtest_word(verdict, ev.variant),

@@ -2,10 +2,13 @@
 judge, price, buy the best option within the budget, judge again as a look of the declared
 design, on instant cells (``analysis.synthetic.closed_loop``: 25M/50M/100M, LRs 0.5x/1x/2x the
 law's optimum missed by up to half a step per arm, 3 seeds, per-run sd 0.012: a paired sd of
-about 0.5% of the loss at the top) with the verdict's binding test as the judge.
+about 0.5% of the loss at the top) with the verdict's binding test as the judge, its LR choice
+inside the interval (``evidence.choice_draws``; its intervals checked against ``analyse``'s).
 
 False claims over the whole adaptive path, identical arms, under the model's noise and two it
-does not assume (Student's t on 3 df; an arm x seed effect shared by every size and LR): decided
+does not assume (Student's t on 3 df; an arm x seed effect shared by every size and LR), and
+under the model's noise at one LR per arm (no grid or choice term: the spending's own test,
+which fails with every look at 5% where the grid's floor hides it from the others): decided
 sequentially (``tests.analysis.bounds.RateTest``, batches of 20, Wald's test of 5% against 12.5%,
 at most 180 studies, where it fails above ``binom.ppf(0.99, 180, 0.05)`` = 16 claims).
 
