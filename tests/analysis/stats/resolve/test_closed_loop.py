@@ -111,12 +111,12 @@ AGREE_PCT = 0.1  # each end of each interval, percentage points of the loss
 def test_the_fast_judges_intervals_agree_with_analyses(i: int) -> None:
     """At the level ``analyse`` tests its top size at, the fast judge's pooled interval (each
     arm's LR chosen again in every draw) lies within ``AGREE_PCT`` of ``analyse``'s at each end
-    (Monte Carlo: 4,000 draws against 2,000), and its paired t within the same of ``analyse``'s
+    (Monte Carlo: 4,000 draws against 1,000), and its paired t within the same of ``analyse``'s
     (whose grid term may reach past a neighbour the noise cannot rule out)."""
     gain, seeds, noise, penalty = AGREEMENT[i]
     truth = Truth(gain, 900 + i, noise, lr_penalty=penalty)
     table = normalise(rows_of(truth, start_cells(SIZES, seeds)), "synthetic")
-    verdict = analyse(table, table_judgement("linear", num_resamples=2000, seed=3)).verdict
+    verdict = analyse(table, table_judgement("linear", num_resamples=1000, seed=3)).verdict
     top = verdict["variants"][0]["decision"]["top_gain_pct"]
     ev = read_table(table, "linear", top["level"], MARGIN)["nonlinear"]
     paired = (ev.estimate_pct - ev.half_width_pct, ev.estimate_pct + ev.half_width_pct)
