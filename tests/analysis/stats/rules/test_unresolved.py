@@ -16,8 +16,16 @@ from analysis.stats.analyze import analyse
 from analysis.stats.gains.resolution import t_half
 from analysis.stats.planning.power import mde, seeds_to_resolve
 from analysis.synthetic.scenarios import Noise, noisy_study, true_gain_pct
+from tests.analysis.bounds import RateTest, replay_until_decided
 
-NUM_STUDIES = 40
+NUM_STUDIES = 40  # at most, for the half-a-percent gain
+NUM_TREND_STUDIES = 30  # at most, for the gain over four sizes
+# sequential rate tests looked at every 10 studies (these replays are too short for batches of
+# 20), each truncated at its fixed design's count; exact figures in each test's docstring
+NONE_READ = RateTest(0.02, 5.0, batch=10, max_n=NUM_STUDIES)
+NOT_UNDETECTED = RateTest(0.3, 2.0, batch=10, max_n=NUM_STUDIES)
+WRONG_CLAIM = RateTest(0.05, 5.0, batch=10, max_n=NUM_TREND_STUDIES)
+NOT_HELPS = RateTest(0.3, 2.0, batch=10, max_n=NUM_TREND_STUDIES)
 NOISY = Noise(shared_sd=0.006, run_sd=0.008)  # paired sd ~0.33% of the loss at 100M
 # paired sd ~0.5% at 100M: even the pooled interval (100+ df) is wider than +-0.5% there
 UNRESOLVED = Noise(shared_sd=0.006, run_sd=0.012)
@@ -25,46 +33,88 @@ UNRESOLVED = Noise(shared_sd=0.006, run_sd=0.012)
 NOISY_SMALL = Noise(shared_sd=NOISY.shared_sd, run_sd=NOISY.run_sd, size_slope=1.0)
 
 
+def half_percent_word(i: int) -> tuple[str, bool]:
+    """Study ``i`` of the 1.05x gain (0.3-0.5%) under noise three seeds cannot resolve: (its
+    word, and for `undetected` whether the top gain's interval reaches past 0.5%)."""
+    table = noisy_study(1.05, UNRESOLVED, rng_seed=7000 + i, lr_penalty=0.2)  # bracketed
+    (v,) = analyse(table, table_judgement("linear", num_resamples=200, seed=i)).verdict["variants"]
+    top = v["decision"]["top_gain_pct"]
+    reaches = True
+    if top is not None and v["verdict"] == "undetected":
+        reaches = max(-top["ci"][0], top["ci"][1]) > 0.5
+    return v["verdict"], reaches
+
+
 @pytest.mark.slow
 def test_a_real_gain_of_at_most_half_a_percent_never_reads_none():
+    """No study run reads `none`, every `undetected` one's interval reaches past 0.5%, and at
+    least half read `undetected`. Studies run in batches of 10 until two sequential rate tests
+    (``tests.analysis.bounds.RateTest``, truncated at the fixed design's 40) are decided:
+    `none` 2% (p0) against 10% (p1), exactly (``RateTest.operating``) failing a 2% method with
+    probability 0.82% and passing a 10% one with 42% (34.5 studies expected at p0: a word that
+    must never appear cannot be cleared sooner at this power; `none` in any study run still
+    fails the test); not `undetected` 30% against 60%, failing 30% with 0.72%, passing 60%
+    with 8.4% (truncated: `undetected` in at least 21 of 40; the fixed "at least 20 of 40"
+    passed it with 13%)."""
     k0 = 1.05
     assert 0.3 < true_gain_pct(k0, 1e8) <= 0.5
-    outcomes = Counter()
-    for i in range(NUM_STUDIES):
-        table = noisy_study(k0, UNRESOLVED, rng_seed=7000 + i, lr_penalty=0.2)  # bracketed
-        (v,) = analyse(table, table_judgement("linear", num_resamples=200, seed=i)).verdict[
-            "variants"
-        ]
-        outcomes[v["verdict"]] += 1
-        top = v["decision"]["top_gain_pct"]
-        if top is not None and v["verdict"] == "undetected":
-            assert max(-top["ci"][0], top["ci"][1]) > 0.5  # the interval reaches past it
-    print(dict(outcomes))
+    got, decided = replay_until_decided(
+        half_percent_word,
+        {
+            "none": (NONE_READ, lambda r: r[0] == "none"),
+            "not undetected": (NOT_UNDETECTED, lambda r: r[0] != "undetected"),
+        },
+    )
+    outcomes = Counter(w for w, _ in got)
+    print(f"\n{len(got)} studies: {dict(outcomes)}; {decided}")
+    assert all(reaches for _, reaches in got), got  # the interval reaches past 0.5%
     assert outcomes["none"] == 0, outcomes
-    assert outcomes["undetected"] >= 0.5 * NUM_STUDIES, outcomes
+    assert outcomes["undetected"] >= 0.5 * len(got), outcomes
+    assert decided == {"none": "pass", "not undetected": "pass"}, outcomes
+
+
+def four_sizes_word(i: int) -> tuple[str, bool]:
+    """Study ``i`` of the 1.5x gain over four sizes 3x apart: (its word, and for `helps` with
+    the trend not pinned whether gamma's interval reaches past +-0.0969)."""
+    sizes = (1e7, 3e7, 9e7, 2.7e8)
+    table = noisy_study(1.5, NOISY_SMALL, rng_seed=8000 + i, sizes=sizes, lr_penalty=0.5)
+    (v,) = analyse(table, table_judgement("linear", num_resamples=200, seed=i)).verdict["variants"]
+    unpinned = True
+    if v["verdict"] == "helps" and "trend not pinned" in v["reason"]:
+        lo, hi = v["decision"]["gamma"]["ci"]
+        unpinned = lo < -0.0969 or hi > 0.0969
+    return v["verdict"], unpinned
 
 
 @pytest.mark.slow
 def test_a_real_gain_over_four_sizes_3x_apart_never_reads_persists():
     """k = 1.5 (a 2.7-3.3% gain, constant): over 1.4 decades of N with noise that grows
     towards the small sizes, the top gain is resolved but gamma's interval cannot pin k to
-    1.25x per decade."""
+    1.25x per decade. On every study run: no `persists`, at most 2 `grows`, `fades` or
+    `hurts`, `helps` in at least half, and a `helps` for a trend not pinned has gamma's interval
+    past +-0.0969. Studies run in batches of 10 until two sequential rate tests
+    (``tests.analysis.bounds.RateTest``, truncated at the fixed design's 30) are decided:
+    `persists`, `grows`, `fades` or `hurts` 5% (p0) against 25% (p1), exactly
+    (``RateTest.operating``) failing a 5% method with probability 0.49%, passing a 25% one
+    with 21% (the fixed "at most 2 of 30" passed it with 1.1%, and failed a 5% one with 19%);
+    not `helps` 30% against 60%, failing 30% with 0.68%, passing 60% with 18% (the fixed
+    "`helps` in at least 15 of 30" passed it with 18%)."""
     sizes = (1e7, 3e7, 9e7, 2.7e8)
     assert 2.5 < true_gain_pct(1.5, sizes[-1]) < 3.5
-    outcomes = Counter()
-    for i in range(30):
-        table = noisy_study(1.5, NOISY_SMALL, rng_seed=8000 + i, sizes=sizes, lr_penalty=0.5)
-        (v,) = analyse(table, table_judgement("linear", num_resamples=200, seed=i)).verdict[
-            "variants"
-        ]
-        outcomes[v["verdict"]] += 1
-        if v["verdict"] == "helps" and "trend not pinned" in v["reason"]:
-            lo, hi = v["decision"]["gamma"]["ci"]
-            assert lo < -0.0969 or hi > 0.0969
-    print(dict(outcomes))
+    got, decided = replay_until_decided(
+        four_sizes_word,
+        {
+            "wrong claim": (WRONG_CLAIM, lambda r: r[0] in ("persists", "grows", "fades", "hurts")),
+            "not helps": (NOT_HELPS, lambda r: r[0] != "helps"),
+        },
+    )
+    outcomes = Counter(w for w, _ in got)
+    print(f"\n{len(got)} studies: {dict(outcomes)}; {decided}")
+    assert all(unpinned for _, unpinned in got), got
     assert outcomes["persists"] == 0, outcomes
     assert outcomes["grows"] + outcomes["fades"] + outcomes["hurts"] <= 2, outcomes
-    assert outcomes["helps"] >= 0.5 * 30, outcomes  # the gain is said, its trend is not
+    assert outcomes["helps"] >= 0.5 * len(got), outcomes  # the gain is said, its trend is not
+    assert decided == {"wrong claim": "pass", "not helps": "pass"}, outcomes
 
 
 @pytest.mark.parametrize("lr_penalty", [1.0, 0.3])
