@@ -299,6 +299,7 @@ class Study:
         look yet, a re-analysis without `out` or into the study's folder, stale runs."""
         # lazy: pandas and scipy load only when a study is judged
         from analysis.tables.inference_io import read_inference
+        from scaling.driver.resolve import after_path  # lazy: as above
         from scaling.study_judgement import study_judgement  # lazy: as above
 
         self._check_store()
@@ -315,7 +316,7 @@ class Study:
         changed = _changes(own, margin, options)
         if baseline is not None and baseline != original:
             changed.insert(0, f"--baseline {baseline}")
-        judgement = own
+        judgement, extra = after_path(spec, own)  # a resolve's: its last look's level, its path
         if changed:
             judgement = _reanalysis(own, changed, out, margin, options)
         report_dir = contract.analysis_folder(spec.name, spec.spec.output_dir)
@@ -327,9 +328,9 @@ class Study:
         if changed:
             self.say(REANALYSIS_LINE.format(", ".join(changed)))
         # the study's own verdict, into its own folder: the parent run gets it, as from `run`
-        verdict, _ = analyze_study(
-            spec, target, None, judgement=judgement, to_parent=out is None and not changed
-        )
+        verdict, _ = analyze_study(spec, target, None, judgement=judgement,
+                                   to_parent=out is None and not changed,
+                                   extra=None if changed else extra)  # fmt: skip
         return Analysis(verdict, target, tuple(changed))
 
     def report(self) -> Report:

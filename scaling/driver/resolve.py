@@ -46,7 +46,7 @@ from scaling.study_judgement import study_judgement
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ResolveRefused", "Resolved", "check_resolve", "resolve_study", "parse_budget"]
+__all__ = ["ResolveRefused", "Resolved", "check_resolve", "resolve_study", "after_path"]
 
 DEFAULT_MAX_LOOKS = 4
 # the kinds an extension here can add as cells of the study's own ladder and budgets
@@ -77,7 +77,7 @@ class Resolved:
     rows: list
 
 
-def parse_budget(text: str | float | None, flag: str = "--budget") -> float:
+def parse_budget(text: str | float | None, flag: str = "--budget") -> float:  # the CLI's
     """A positive finite number of device-hours, else ResolveRefused naming `flag`."""
     try:
         value = float(text)  # type: ignore[arg-type]
@@ -273,9 +273,7 @@ class _Path:
 
         plan = self.loop_plan()
         level = plan.levels()[k]
-        for ev in self.last.values():
-            if ev.word not in UNRESOLVED:
-                continue
+        for ev in (e for e in self.last.values() if e.word in UNRESOLVED):
             for o in price(ev, level, plan_cost(self.study), max_seeds=plan.max_seeds,
                            start_seeds=plan.start_seeds, kinds=plan.kinds):  # fmt: skip
                 if list(o.cells) == list(cells):
@@ -376,6 +374,18 @@ def _analyze(study: ResolvedStudy, path: dict, say) -> tuple[dict, Path]:
         study, None, study_parent_run_id(study), search, say, judgement=judgement,
         extra={"resolve_path": path},
     )  # fmt: skip
+
+
+def after_path(study: ResolvedStudy, judgement) -> tuple[Any, dict | None]:
+    """`scaling analyze STUDY` after an ended resolve path: the judgement at its last look's
+    level and verdict.json's `resolve_path`, as the resolve's own analysis wrote them; else the
+    judgement as it is and no extra keys."""
+    state = read_resolve(study.folder)
+    path = (state or {}).get("path")
+    if not path:
+        return judgement, None
+    level = path["looks"][-1]["level"]
+    return dataclasses.replace(judgement, level=level), {"resolve_path": path}
 
 
 def path_lines(path: dict[str, Any]) -> list[str]:

@@ -7,7 +7,8 @@ and writes the extension's cells into `resolve.json`, then is interrupted (the r
 second round raises KeyboardInterrupt): the extension's cells are in the file, none has a run.
 The rerun judges look 0 again on the same runs, decides the same extension, finds its cells and
 trains only them, each once; the grid's cells are not submitted again. verdict.json and the
-report carry the path, and a third call is refused: the path has ended.
+report carry the path, `analyze` judges as the resolve did (its last look's level, its path),
+and a third call is refused: the path has ended.
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ def test_resolve_buys_an_extension_and_a_rerun_trains_nothing_twice(
     report = (outcome.report_dir / "report.md").read_text()
     assert "## The resolve path" in report
     assert {c.cell_id for c in study.resolved.cells} >= set(bought)  # status and plan see them
+
+    # `scaling analyze STUDY` judges as the resolve did: its last look's level, its path
+    analysed = Study.load(path).analyze().verdict
+    assert analysed["resolve_path"] == path_
+    levels = {row["decision"]["level"] for row in analysed["variants"]}
+    assert levels == {verdict["variants"][0]["decision"]["level"]}
 
     with pytest.raises(ResolveRefused, match="has ended"):
         Study.load(path).resolve(1.0, max_looks=1, kinds=("seeds",), check_only=True)
