@@ -38,6 +38,7 @@ def run_analysis(
     parent: tuple[str | None, str] | None = None,
     times: dict | Callable[[pd.DataFrame], dict | None] | None = None,
     extra: dict | None = None,
+    price: tuple[Callable[[str, float, float], float], str] | None = None,
 ) -> dict:
     """Judge a run table as ``judgement`` says; write verdict.json, plots and the report into
     ``out_dir``; return the verdict.
@@ -69,6 +70,12 @@ def run_analysis(
     verdict says there was no time measurement and states no time-matched number.
     verdict.json's ``arm_matching`` (``analysis.tables.arm_costs``): per size and arm its N,
     FLOPs per token and measured time per token, and how the arms were compared.
+
+    ``price``: (``cost(variant, N, tokens)``, one run's device-hours; its unit, "GPU-hours" or
+    "CPU-hours"): what verdict.json's ``resolve`` prices an unresolved variant's options by (a
+    study's: ``scaling.driver.run.study_price``, from its plan and pilot). None (a run table of
+    no study, ``scaling analyze --runs-csv``): priced by their FLOPs, in PFLOPs, and the unit
+    says so.
 
     verdict.json's ``code_digests``: the model code each variant's judged runs trained with
     (``analysis.tables.digests``); a variant whose runs carry two digests is refused
@@ -107,7 +114,7 @@ def run_analysis(
         result.verdict["multiple_comparisons"] = _at_look_level(
             result.verdict["multiple_comparisons"], result.verdict["sequential"]
         )
-    resolve = resolve_summary(result.verdict, table)  # unresolved: what would resolve it
+    resolve = resolve_summary(result.verdict, table, *(price or ()))  # unresolved: the options
     if resolve is not None:
         result.verdict["resolve"] = resolve
     if j.by == REANALYSIS:

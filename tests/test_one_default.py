@@ -208,3 +208,88 @@ def test_a_second_copy_is_found() -> None:
     assert not defaulted_settings(Path("analysis/x.py"), "def f(table, judgement):\n    pass\n")
     builder = "def table_judgement(baseline, *, alpha=None, num_resamples=1000):\n    pass\n"
     assert not defaulted_settings(Path("analysis/judgement.py"), builder)
+
+
+# the `Judgement` is changed only by its own methods (`at_look`, `at_level`, `reanalysed`), each
+# saying what it changes and why: a `dataclasses.replace` of one elsewhere is a second builder
+JUDGEMENT_HOME = "analysis/tables/judgement.py"
+# what names a judgement where it is copied (`j`, `own`, `self.judgement`)
+JUDGEMENT_NAME = re.compile(r"(?i)judgement|^j$|^own$")
+
+
+def judgement_fields() -> set[str]:
+    """The `Judgement`'s fields, read from its class in ``JUDGEMENT_HOME``."""
+    tree = ast.parse((ROOT / JUDGEMENT_HOME).read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Judgement")
+    return {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)}
+
+
+def judgement_replaces(rel: str, source: str, fields: set[str]) -> list[str]:
+    """``path:line`` of each ``dataclasses.replace`` (or ``replace`` imported from
+    ``dataclasses``) in ``source`` that copies a `Judgement`: its first argument is named as one
+    (``JUDGEMENT_NAME``), or it sets only the `Judgement`'s fields, one of them not a name other
+    dataclasses share (``baseline``, ``seed``): a resolve's `Evidence` has a ``level`` too, beside
+    fields the `Judgement` lacks."""
+    tree = ast.parse(source)
+    bare = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "dataclasses"
+        and any(a.name == "replace" and a.asname is None for a in n.names)
+        for n in ast.walk(tree)
+    )
+    own = fields - {"baseline", "seed"}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        f = node.func
+        is_replace = (
+            isinstance(f, ast.Attribute)
+            and f.attr == "replace"
+            and isinstance(f.value, ast.Name)
+            and f.value.id == "dataclasses"
+        ) or (bare and isinstance(f, ast.Name) and f.id == "replace")
+        if not is_replace:
+            continue
+        target = ast.unparse(node.args[0]).split(".")[-1]
+        keys = {k.arg for k in node.keywords}
+        if JUDGEMENT_NAME.search(target) or (keys & own and keys <= fields):
+            found.append(f"{rel}:{node.lineno}")
+    return found
+
+
+def test_the_judgement_is_copied_only_by_its_own_methods() -> None:
+    """Issue 61: a resolve look's level set by `Judgement.at_level`, not by a `replace` beside
+    it; a copy made elsewhere is a builder the tests of the judgement's methods do not see."""
+    fields = judgement_fields()
+    assert {"level", "margin_pct", "alpha", "by"} <= fields, fields  # the class is still read
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel != JUDGEMENT_HOME:
+                found += judgement_replaces(rel, path.read_text(), fields)
+    assert not found, (
+        "a `Judgement` copied by `dataclasses.replace` outside its class (add a method to "
+        f"`Judgement` in {JUDGEMENT_HOME}, like `at_level`, and call it):\n" + "\n".join(found)
+    )
+
+
+def test_a_copy_of_the_judgement_is_found() -> None:
+    """The check catches the copies issue 61's resolve made, as they were, and passes others."""
+    fields = judgement_fields()
+    for source in (  # scaling/driver/resolve.py before `at_level`
+        "import dataclasses\nj = dataclasses.replace(self.judgement, level=level)\n",
+        'import dataclasses\nj = dataclasses.replace(own, level=path["looks"][-1]["level"])\n',
+        "import dataclasses\nx = dataclasses.replace(judgement, level=level), {}\n",
+        "from dataclasses import replace\nj = replace(study_j, margin_pct=0.3)\n",
+    ):
+        assert judgement_replaces("scaling/x.py", source, fields), source
+    for source in (  # other dataclasses' copies
+        "import dataclasses\ns = dataclasses.replace(verdict, baseline=target)\n",
+        "import dataclasses\nc = dataclasses.replace(cell, run=config)\n",
+        "from dataclasses import replace\nw = replace(wall, seconds=1.0)\n",
+        "import dataclasses\ne = dataclasses.replace(ev, level=0.05, word=word)\n",
+        "t = table.replace(level, 0)\n",
+    ):
+        assert not judgement_replaces("scaling/x.py", source, fields), source

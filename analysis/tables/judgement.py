@@ -84,6 +84,12 @@ class Judgement:
             self, margin_pct=self.design.margin_pct, alpha=self.design.alpha, level=level
         )
 
+    def at_level(self, level: float) -> Judgement:
+        """This judgement testing every claim at ``level``, all else as it is: a resolve path's
+        look, judged at its increment of the alpha spent (``scaling.driver.resolve``), and the
+        study's verdict after the path, at its last look's."""
+        return dataclasses.replace(self, level=level)
+
     def reanalysed(
         self,
         changed: tuple[str, ...],

@@ -10,6 +10,8 @@ With `--noise`, `scaling.costs.power.power_plan` adds what the study's seeds can
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from foundation import contract
@@ -24,6 +26,7 @@ __all__ = [
     "PlanRow",
     "Plan",
     "plan_study",
+    "plan_cost",
     "format_plan",
     "cell_seconds",
     "format_count",
@@ -165,6 +168,26 @@ def plan_study(study: ResolvedStudy) -> Plan:
         step_s=study.spec.cost.step_s,
         inference=inference_estimate(study, rows),
     )
+
+
+def plan_cost(study: ResolvedStudy) -> Callable[[str, float, float], float]:
+    """cost(variant, N, tokens): one run's device-hours as the plan prices the study's cells (the
+    pilot's measured tokens/s where there are some): the plan's cell of that arm nearest in N,
+    scaled by N and tokens. What `--resolve` and verdict.json's `resolve` price options by; the
+    plan is worked out at the first call (a resolved verdict prices nothing)."""
+    by_arm: dict[str, list[tuple[float, float, float]]] = {}
+
+    def cost(variant: str, n_params: float, tokens: float) -> float:
+        if not by_arm:
+            for row in plan_study(study).rows:
+                by_arm.setdefault(row.variant, []).append(
+                    (float(row.num_nonembedding_params), float(row.tokens), row.gpu_hours)
+                )
+        rows = by_arm.get(variant) or [r for rs in by_arm.values() for r in rs]
+        n, d, hours = min(rows, key=lambda r: (abs(math.log(r[0] / n_params)), -r[2]))
+        return hours * (n_params / n) * (tokens / d)
+
+    return cost
 
 
 def _measured_tokens_per_s(pilot: dict | None) -> dict[str, float]:

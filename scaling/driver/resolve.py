@@ -7,7 +7,7 @@ study's own three callables:
   the LR chosen again in every bootstrap draw) at the look's level, read into each variant's
   deciding interval (`analysis.stats.resolve.evidence.from_verdict`);
 - cost: one cell's device-hours from the plan (the pilot's measured tokens/s where there are
-  some: `scaling.costs.plan.plan_study`);
+  some: `scaling.costs.plan.plan_cost`, what verdict.json's `resolve` prices by too);
 - buy: real cells of the study. The extension's cells go into `resolve.json`
   (`scaling.state.files.resolve_state`) before anything is submitted; `scaling.spec.loader`
   expands them into cells like the LR search's rounds, so `status`, `plan` and `analyze` see
@@ -161,25 +161,6 @@ def _words(words: dict[str, str]) -> str:
     return ", ".join(f"{v} {w}" for v, w in words.items()) or "no variant read"
 
 
-def plan_cost(study: ResolvedStudy) -> Callable[[str, float, float], float]:
-    """cost(variant, N, tokens): one cell's device-hours, the plan's cell of that arm nearest in
-    N, scaled by its tokens."""
-    from scaling.costs.plan import plan_study  # lazy: models' accounting
-
-    by_arm: dict[str, list[tuple[float, float, float]]] = {}
-    for row in plan_study(study).rows:
-        by_arm.setdefault(row.variant, []).append(
-            (float(row.num_nonembedding_params), float(row.tokens), row.gpu_hours)
-        )
-
-    def cost(variant: str, n_params: float, tokens: float) -> float:
-        rows = by_arm.get(variant) or [r for rs in by_arm.values() for r in rs]
-        n, d, hours = min(rows, key=lambda r: (abs(math.log(r[0] / n_params)), -r[2]))
-        return hours * (n_params / n) * (tokens / d)
-
-    return cost
-
-
 class _Path:
     """The study's side of one resolve path: its state file, its cells, its judge and buy."""
 
@@ -208,7 +189,7 @@ class _Path:
         from analysis.stats.resolve.evidence import from_verdict  # lazy: as above
 
         k = self.looks_judged
-        j = dataclasses.replace(self.judgement, level=level)
+        j = self.judgement.at_level(level)
         verdict = analyse(table, j, j.bootstrap_seed(table)).verdict
         read = from_verdict(verdict, table)
         words = {v["variant"]: v["verdict"] for v in verdict["variants"]}
@@ -270,6 +251,7 @@ class _Path:
     def _option(self, cells: Sequence[dict], k: int) -> dict:
         """The option the loop chose (priced again on the last look's evidence, as it was)."""
         from analysis.stats.resolve.options import price  # lazy: numpy
+        from scaling.costs.plan import plan_cost  # lazy: models' accounting
 
         plan = self.loop_plan()
         level = plan.levels()[k]
@@ -330,6 +312,7 @@ def resolve_study(
     the study's verdict at the last look's level, with the path in verdict.json
     (`resolve_path`) and the report. Safe to rerun: it continues the same path."""
     from analysis.stats.resolve.loop import resolve_loop  # lazy: numpy and pandas
+    from scaling.costs.plan import plan_cost  # lazy: models' accounting
 
     prepare_study_data(study)
     here = _Path(study, plan, say, view)
@@ -369,7 +352,7 @@ def _analyze(study: ResolvedStudy, path: dict, say) -> tuple[dict, Path]:
     measures_here = executor_for(study).measures_inference_here
     search = read_state(study.folder) if study.spec.lr.search is not None else None
     own = study_judgement(study, study_inference(study, say, measures_here), search)
-    judgement = dataclasses.replace(own, level=path["looks"][-1]["level"])
+    judgement = own.at_level(path["looks"][-1]["level"])
     return analyze_study(
         study, None, study_parent_run_id(study), search, say, judgement=judgement,
         extra={"resolve_path": path},
@@ -385,7 +368,7 @@ def after_path(study: ResolvedStudy, judgement) -> tuple[Any, dict | None]:
     if not path:
         return judgement, None
     level = path["looks"][-1]["level"]
-    return dataclasses.replace(judgement, level=level), {"resolve_path": path}
+    return judgement.at_level(level), {"resolve_path": path}
 
 
 def path_lines(path: dict[str, Any]) -> list[str]:

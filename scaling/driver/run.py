@@ -28,7 +28,7 @@ from scaling.study_judgement import study_judgement
 if TYPE_CHECKING:
     from analysis.judgement import Judgement
 
-__all__ = ["RunOutcome", "run_study", "interrupted_line", "analyze_study"]
+__all__ = ["RunOutcome", "run_study", "interrupted_line", "analyze_study", "study_price"]
 
 
 @dataclass
@@ -141,7 +141,8 @@ def analyze_study(
     where they are not yet); `scaling analyze` passes its own (read, never measured; or a
     re-analysis). `search`: the LR search's final state; the report names the arms it left at an
     edge. `say`: progress lines (where the inference figures come from). `extra`: keys added to
-    verdict.json (`--resolve`'s `resolve_path`).
+    verdict.json (`--resolve`'s `resolve_path`). verdict.json's `resolve` prices its options in
+    the study's device-hours (`study_price`).
     """
     # lazy: seconds of scipy and pandas, paid only by a run that analyses
     from analysis.api import run_analysis
@@ -166,5 +167,15 @@ def analyze_study(
         times=lambda runs: load_step_times(uri, runs),  # each run's logged step times
         parent=None if parent is None else (uri, parent),
         extra=extra,
+        price=study_price(study),
     )
     return verdict, out
+
+
+def study_price(study: ResolvedStudy) -> tuple[Callable[[str, float, float], float], str]:
+    """What verdict.json's `resolve` prices a run by: the plan's device-hours of one run
+    (`scaling.costs.plan.plan_cost`, the pilot's where measured) and their unit, GPU-hours or
+    CPU-hours as the study's executor runs its cells."""
+    from scaling.costs.plan import plan_cost  # lazy: models' accounting
+
+    return plan_cost(study), f"{executor_for(study).device_name}-hours"

@@ -21,6 +21,7 @@ from mlflow.tracking import MlflowClient
 
 import scaling.driver.resolve as resolve_driver
 from foundation import contract as C
+from scaling.costs.plan import plan_study
 from scaling.driver.resolve import ResolveRefused
 from scaling.study import Study
 from tests.scaling.conftest import one_size_spec
@@ -96,6 +97,7 @@ def test_resolve_buys_an_extension_and_a_rerun_trains_nothing_twice(
     assert verdict["resolve_path"]["looks"][1]["bought"]["kind"] == "seeds"
     report = (outcome.report_dir / "report.md").read_text()
     assert "## The resolve path" in report
+    _priced_in_cpu_hours(verdict, study)
     assert {c.cell_id for c in study.resolved.cells} >= set(bought)  # status and plan see them
 
     # `scaling analyze STUDY` judges as the resolve did: its last look's level, its path
@@ -103,6 +105,26 @@ def test_resolve_buys_an_extension_and_a_rerun_trains_nothing_twice(
     assert analysed["resolve_path"] == path_
     levels = {row["decision"]["level"] for row in analysed["variants"]}
     assert levels == {verdict["variants"][0]["decision"]["level"]}
+    _priced_in_cpu_hours(analysed, study)
 
     with pytest.raises(ResolveRefused, match="has ended"):
         Study.load(path).resolve(1.0, max_looks=1, kinds=("seeds",), check_only=True)
+
+
+def _priced_in_cpu_hours(verdict: dict, study: Study) -> None:
+    """verdict.json's `resolve` (the study ends inconclusive: 2 sizes, a trend needs 4) prices
+    its options in the study's device-hours, as the plan prices its cells: a seeds option's cost
+    is its runs' plan hours, half of them each arm's run at the deciding size (within 1%: the
+    evidence gives both arms' cells the variant's N, 0.3% above the baseline's here; PFLOPs would
+    be 500x more)."""
+    found = verdict["resolve"]
+    assert found["unit"] == "CPU-hours", found["unit"]  # the local executor runs on CPUs
+    options = found["variants"]["nonlinear"]["options"]
+    size = found["variants"]["nonlinear"]["size"]
+    hours = {r.variant: r.gpu_hours for r in plan_study(study.resolved).rows if r.size == size}
+    assert set(hours) == {"linear", "nonlinear"}, hours
+    seeds = [o for o in options if o["kind"] == "seeds"]
+    assert seeds, options
+    for o in seeds:
+        want = o["num_runs"] / 2 * (hours["linear"] + hours["nonlinear"])
+        assert o["cost"] == pytest.approx(want, rel=1e-2), (o, hours)
