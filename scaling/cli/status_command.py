@@ -92,6 +92,8 @@ def status(
     if not watch:
         with refusal_is_one_line():  # a damaged state file: one line (issue 63)
             status_table(the_study, the_study.status(refresh=refresh), show_all, broken)
+            for line in open_question(the_study):  # an unresolved verdict: what would resolve it
+                typer.echo(line)
         return
     if refresh:
         the_study.status(refresh=True)  # rewrites the cache the watch then polls through
@@ -99,6 +101,21 @@ def status(
     with one_driver(the_study), refusal_is_one_line():
         watched = the_study.watch(view=_watch_view(show_all), poll_s=interval)
     exit_for(watched.rows, cancelled=watched.cancelled)
+
+
+def open_question(study: Study) -> list[str]:
+    """`status`'s lines on an unresolved verdict and a resolve path
+    (`scaling.cli.status_view.open_question_lines`), read from the study's verdict.json and
+    resolve.json; none before either exists. A damaged one: `BadStateFile` (one line)."""
+    from foundation import contract  # lazy: `scaling --help` imports only typer
+    from scaling.cli.status_view import open_question_lines  # lazy: as above
+    from scaling.state.files.regular import read_json  # lazy: as above
+    from scaling.state.files.resolve_state import read_resolve  # lazy: as above
+
+    report = contract.analysis_folder(study.name, study.resolved.spec.output_dir)
+    verdict = read_json(report / "verdict.json", "a verdict")
+    return open_question_lines(verdict if isinstance(verdict, dict) else None,
+                               read_resolve(study.folder))  # fmt: skip
 
 
 def _watch_view(show_all: bool):

@@ -24,6 +24,7 @@ __all__ = [
     "tally",
     "status_tables",
     "exit_code",
+    "open_question_lines",
 ]
 
 FULL_GRID_MAX = 100  # a grid this small is listed cell by cell by default
@@ -140,3 +141,30 @@ def status_tables(
             footer += f"; {more} more not shown (--all lists every cell)"
         tables.append((f"{title}: cells to watch", CELL_HEADER, _cell_rows(shown), footer))
     return tables
+
+
+def open_question_lines(verdict: dict | None, state: dict | None) -> list[str]:
+    """The lines under the grid on an open question: each unresolved variant's best option, as
+    the terminal prints it after the verdict (verdict.json's `resolve`,
+    `analysis.report.sections.resolve.resolve_lines`), then, where `run --resolve` declared a
+    plan (resolve.json), its path's state: how it ended (`scaling.driver.resolve.ended_line`),
+    or how far it went (looks judged, extensions bought, device-hours spent of the budget)."""
+    from analysis.report.sections.resolve import resolve_lines  # lazy: `scaling --help`
+
+    lines = resolve_lines(verdict) if verdict else []
+    if state is None:
+        return lines
+    if state.get("path"):
+        from scaling.driver.resolve import ended_line  # lazy: the driver, once a path ended
+
+        return [*lines, ended_line(state["path"])]
+    plan, looks = state["plan"], state["looks"]
+    bought = [look["bought"] for look in looks if look.get("bought")]
+    spent = sum(float(b.get("cost") or 0.0) for b in bought)
+    judged = sum("words" in look for look in looks)
+    return [
+        *lines,
+        f"resolve: not ended, {judged} look(s) judged, {len(bought)} of at most "
+        f"{plan['max_looks']} extension(s) bought, {spent:.3g} of {plan['budget']:g} "
+        "device-hours; run --resolve again with the same flags to go on",
+    ]

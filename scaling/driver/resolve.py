@@ -332,9 +332,7 @@ def resolve_study(
             row["cells"] = [c["cell_id"] for c in entry.get("cells", [])]
         here.state["path"] = path
         here.write()
-        spent = f"{path['spent']:.3g} of {path['budget']:g} device-hours"
-        say(f"resolve: {path['stopped']} after {len(path['looks']) - 1} extension(s), {spent}; "
-            f"{_words(path['words'])}")  # fmt: skip
+        say(ended_line(path))
         verdict, report_dir = _analyze(here.study, path, say)
         here.driver.end_parent(here.rows)
     except BaseException as err:
@@ -369,6 +367,13 @@ def after_path(study: ResolvedStudy, judgement) -> tuple[Any, dict | None]:
         return judgement, None
     level = path["looks"][-1]["level"]
     return judgement.at_level(level), {"resolve_path": path}
+
+
+def ended_line(path: dict[str, Any]) -> str:
+    """How a resolve path ended, in one line: `run --resolve` says it, `status` repeats it."""
+    spent = f"{path['spent']:.3g} of {path['budget']:g} device-hours"
+    return (f"resolve: {path['stopped']} after {len(path['looks']) - 1} extension(s), {spent}; "
+            f"{_words(path['words'])}")  # fmt: skip
 
 
 def path_lines(path: dict[str, Any]) -> list[str]:

@@ -8,7 +8,8 @@ second round raises KeyboardInterrupt): the extension's cells are in the file, n
 The rerun judges look 0 again on the same runs, decides the same extension, finds its cells and
 trains only them, each once; the grid's cells are not submitted again. verdict.json and the
 report carry the path, `analyze` judges as the resolve did (its last look's level, its path),
-and a third call is refused: the path has ended.
+verdict.json's `resolve` prices its options in the plan's CPU-hours, `scaling status` prints the
+best option and how the path ended, and a third call is refused: the path has ended.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ import json
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
 
 import scaling.driver.resolve as resolve_driver
+from analysis.report.sections.resolve import resolve_lines
 from foundation import contract as C
+from scaling.cli import app
+from scaling.cli.status_command import open_question
 from scaling.costs.plan import plan_study
-from scaling.driver.resolve import ResolveRefused
+from scaling.driver.resolve import ResolveRefused, ended_line
 from scaling.study import Study
 from tests.scaling.conftest import one_size_spec
 
@@ -106,6 +111,12 @@ def test_resolve_buys_an_extension_and_a_rerun_trains_nothing_twice(
     levels = {row["decision"]["level"] for row in analysed["variants"]}
     assert levels == {verdict["variants"][0]["decision"]["level"]}
     _priced_in_cpu_hours(analysed, study)
+    # `scaling status`: the best option after the verdict, and how the path ended, as said here
+    lines = open_question(Study.load(path))
+    assert lines == [*resolve_lines(analysed), ended_line(path_)], lines
+    shown = CliRunner().invoke(app, ["status", str(path)], env={"COLUMNS": "500"})
+    assert shown.exit_code == 0, shown.output
+    assert set(lines) <= set(shown.output.splitlines()), shown.output  # printed whole, each
 
     with pytest.raises(ResolveRefused, match="has ended"):
         Study.load(path).resolve(1.0, max_looks=1, kinds=("seeds",), check_only=True)
