@@ -140,7 +140,7 @@ def test_the_headline_says_in_plain_words_that_seeds_alone_cannot_resolve_the_ma
         },
         "gain_pct_by_size": {"100M": {"gain_pct": {"value": 0.31, "ci95": [-0.47, 1.12]}}},
     }
-    text = sentence(v)
+    text = sentence(v, ["linear"])
     assert text.endswith(
         "(it detects gains of 1.23% with 80% power; more seeds alone cannot resolve \u00b10.5% "
         "at this LR grid's resolution; a finer LR grid near the best LRs could)."
