@@ -3,6 +3,7 @@ figures side by side (docs/statistics.md, "What would resolve it").
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_resolve.py [--studies 200] [--budget 150]
     PYTHONPATH=. .venv/bin/python benchmarks/bench_resolve.py --truth mymodule:my_loss
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_resolve.py --study-path 3
 
 Each study starts from the design of ``analysis.synthetic.closed_loop`` (25M/50M/100M, LRs
 0.5x/1x/2x the law's optimum, 3 seeds) and runs the loop that a study runs: judge at look 0,
@@ -14,6 +15,11 @@ across sizes), with the spending and with every look at 5% (no spending); a gain
 (1%, margin 1%): resolved, device-hours, the fixed design of equal power; the predicted
 P(resolve) against the realised, in bins; a truth only the LR grid's resolution hides: what the
 loop buys first.
+
+``--study-path K``: K studies through ``Study.resolve`` itself (``benchmarks/study_path.py``: the
+local executor, MLflow, the round driver, the study's own analysis at every look; instant cells
+stand in only for training), each beside the fast judge's loop on the same cells, truth and costs:
+the cases cycle over identical arms (the model's noise, t on 3 df) and a 1% gain at a 1% margin.
 
 ``--truth MODULE:FUNCTION``: a function ``(N, variant, seed, lr, tokens) -> loss`` (arms
 ``linear`` and ``nonlinear``); study ``i`` passes seeds ``1000 i + s`` so each study draws its
@@ -104,13 +110,55 @@ def _bought(results: list[dict]) -> str:
     return ", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "nothing"
 
 
+STUDY_CASES = (  # (case, gain %, noise, margin %)
+    ("identical arms, model noise", 0.0, "model", 0.5),
+    ("identical arms, t3 noise", 0.0, "t3", 0.5),
+    ("1% gain, 1% margin", 1.0, "model", 1.0),
+)
+
+
+def _path_words(s: dict) -> str:
+    bought = ", ".join(k or "?" for k in s["bought"]) or "nothing"
+    words = ", ".join(s["words"].values()) or "-"
+    return f"{bought} / {words} / {s['spent']:.3g} h"
+
+
+def study_paths(k: int, budget: float, max_looks: int) -> None:
+    from benchmarks.study_path import study_path  # lazy: the study machinery
+
+    print(f"the study's own path (Study.resolve, instant cells) beside the fast judge's loop "
+          f"({k} studies, {budget:g} CPU-hours, {max_looks} looks)")  # fmt: skip
+    print("| case | study: bought / words / spent | fast loop: bought / words / spent | wall |")
+    print("|---|---|---|---|")
+    same_words = same_first = 0
+    for i in range(k):
+        case, gain, noise, margin = STUDY_CASES[i % len(STUDY_CASES)]
+        r = study_path(Truth(gain, 60_000 + i, noise), budget, margin, max_looks, f"sp{i}")
+        a, b = r["study"], r["pure"]
+        same_words += a["words"] == b["words"]
+        same_first += a["bought"][:1] == b["bought"][:1]
+        print(f"| {case} | {_path_words(a)} | {_path_words(b)} | {r['wall_s']:.0f} s |")
+    print(f"final words the same in {same_words}/{k}; first purchase the same in {same_first}/{k}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--studies", type=int, default=200)
     ap.add_argument("--budget", type=float, default=150.0, help="device-hours per study")
     ap.add_argument("--truth", help="MODULE:FUNCTION, (N, variant, seed, lr, tokens) -> loss")
     ap.add_argument("--margin", type=float, default=0.5, help="%% of the loss (with --truth)")
+    ap.add_argument(
+        "--study-path",
+        type=int,
+        default=0,
+        metavar="K",
+        help="K studies through Study.resolve with instant cells (minutes each)",
+    )
+    ap.add_argument("--study-budget", type=float, default=0.3, help="CPU-hours (--study-path)")
     args = ap.parse_args()
+    if args.study_path:
+        study_paths(args.study_path, args.study_budget, max_looks=2)
+        return
     n, budget = args.studies, args.budget
     t0 = time.perf_counter()
     if args.truth:

@@ -61,8 +61,7 @@ UNRESOLVED = ("undetected", "inconclusive")
 
 
 class ResolveRefused(ValueError):
-    """A resolve that cannot start: one line naming the flag or field and the fix; nothing has
-    been submitted or written."""
+    """A resolve that cannot start: one line naming the flag or field and the fix."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +111,8 @@ def check_resolve(
     """The declared plan, or ResolveRefused before anything is prepared, submitted or written:
     a kind the study cannot take, sequential seeds (they spend the study's alpha on their own
     looks), a plan that differs from the one `resolve.json` declared, a study whose path has
-    ended or whose verdict is resolved already."""
+    ended or whose verdict is resolved already, a study with too few sizes for any verdict but
+    `inconclusive`."""
     from analysis.stats.resolve.options import KINDS  # lazy: numpy, once a resolve is asked
 
     for kind in kinds or ():
@@ -144,7 +144,7 @@ def check_resolve(
                 f"--resolve: the resolve path of {study.name} has ended ({path['stopped']}: "
                 f"{_words(path['words'])}); its verdict is in the report"
             )
-        return plan
+        return _enough_sizes(study, plan)
     report = contract.analysis_folder(study.name, study.spec.output_dir)
     verdict = read_json(report / "verdict.json", "a verdict")
     if isinstance(verdict, dict) and verdict.get("variants"):
@@ -154,6 +154,19 @@ def check_resolve(
                 f"--resolve: {study.name} is finished and resolved ({_words(words)}); nothing "
                 "to buy"
             )
+    return _enough_sizes(study, plan)
+
+
+def _enough_sizes(study: ResolvedStudy, plan: dict) -> dict:
+    """`plan`, or ResolveRefused: too few sizes for any verdict but `inconclusive`."""
+    from analysis.stats.rules.verdict import MIN_SIZES  # lazy: as above
+
+    if len(sizes := list(study.spec.sizes)) < MIN_SIZES:
+        raise ResolveRefused(
+            f"--resolve: sizes has {len(sizes)} ({', '.join(map(str, sizes))}); the verdict "
+            f"judges a trend on >= {MIN_SIZES} sizes per arm, so it stays inconclusive whatever "
+            "seeds or LRs --resolve adds; add sizes (sizes, ladder.shapes, lr.grid) first"
+        )
     return plan
 
 

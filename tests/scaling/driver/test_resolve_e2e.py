@@ -1,6 +1,7 @@
-"""`Study.resolve` end to end on the local executor: a tiny study (2 sizes x 2 arms x 3 seeds at
-one LR each, 4 steps a cell) whose verdict is unresolved, so the loop buys an extension, and an
-interrupt between recording the extension's cells and training them.
+"""`Study.resolve` end to end on the local executor: a tiny study (4 sizes, the fewest
+`--resolve` takes, x 2 arms x 3 seeds at one LR each, 4 steps a cell) whose verdict is
+unresolved, so the loop buys an extension, and an interrupt between recording the extension's
+cells and training them.
 
 The first call trains the grid, judges look 0 with the study's own analysis, declares the plan
 and writes the extension's cells into `resolve.json`, then is interrupted (the round driver's
@@ -35,11 +36,14 @@ pytestmark = pytest.mark.slow
 
 
 def _spec(tmp_path, data_dir) -> dict:
-    lr = {"law": "none", "grid": {"*": {"30K": [1e-2], "60K": [1e-2]}}}
+    sizes = ["12K", "25K", "30K", "60K"]
+    lr = {"law": "none", "grid": {"*": {s: [1e-2] for s in sizes}}}
     spec = one_size_spec(data_dir, tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db", 4,
-                         sizes=["30K", "60K"], seeds=[0, 1, 2], lr=lr)  # fmt: skip
-    spec["tokens"] = {"per_size": {"30K": 4 * 256, "60K": 4 * 256}}
-    spec["ladder"]["shapes"]["60K"] = {"num_layers": 2, "hidden_size": 48, "num_attention_heads": 2}
+                         sizes=sizes, seeds=[0, 1, 2], lr=lr)  # fmt: skip
+    spec["tokens"] = {"per_size": {s: 4 * 256 for s in sizes}}
+    shapes = spec["ladder"]["shapes"]
+    for size, (layers, width) in {"12K": (1, 32), "25K": (2, 32), "60K": (2, 48)}.items():
+        shapes[size] = {"num_layers": layers, "hidden_size": width, "num_attention_heads": 2}
     spec["name"] = "resolve-e2e"
     return spec
 
@@ -82,7 +86,7 @@ def test_resolve_buys_an_extension_and_a_rerun_trains_nothing_twice(
     bought = [c["cell_id"] for c in look1["cells"]]
     assert look1["bought"]["kind"] == "seeds" and bought
     grid = _runs_by_cell(study)
-    assert len(grid) == 12 and not set(bought) & set(grid)  # the grid trained; the buy not
+    assert len(grid) == 24 and not set(bought) & set(grid)  # the grid trained; the buy not
 
     monkeypatch.setattr(resolve_driver._Path, "train", real_train)
     study = Study.load(path, writes=True)
@@ -123,7 +127,7 @@ def test_resolve_buys_an_extension_and_a_rerun_trains_nothing_twice(
 
 
 def _priced_in_cpu_hours(verdict: dict, study: Study) -> None:
-    """verdict.json's `resolve` (the study ends inconclusive: 2 sizes, a trend needs 4) prices
+    """verdict.json's `resolve` (the study ends inconclusive: one LR a size, none bracketed) prices
     its options in the study's device-hours, as the plan prices its cells: a seeds option's cost
     is its runs' plan hours, half of them each arm's run at the deciding size (within 1%: the
     evidence gives both arms' cells the variant's N, 0.3% above the baseline's here; PFLOPs would

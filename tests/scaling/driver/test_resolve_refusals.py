@@ -129,3 +129,14 @@ def test_an_ended_path_is_refused(tmp_path, data_dir, started):
     line = _refused(path, "--resolve", "--budget", "2", starts="--resolve: the resolve path")
     assert "resolved: nonlinear helps" in line
     assert started == [] and _files(folder) == before
+
+
+def test_too_few_sizes_for_any_verdict_but_inconclusive_are_refused(tmp_path, data_dir, started):
+    """Fewer sizes than the rule judges a trend on: no seeds or LRs could resolve the verdict."""
+    from analysis.stats.rules.verdict import MIN_SIZES
+
+    path, _ = _study(tmp_path, data_dir)  # one size
+    line = _refused(path, "--resolve", "--budget", "1", starts="--resolve: sizes has 1 (30K)")
+    assert f">= {MIN_SIZES} sizes per arm" in line and "add sizes" in line
+    assert started == [] and not (tmp_path / "runs").exists()
+    assert not (tmp_path / "mlflow.db").exists()
