@@ -205,11 +205,12 @@ class Study:
             self.resolved = outcome.study
         return outcome
 
-    def resolve(self, budget: float, max_looks: int | None = None, kinds=None, view=None,
-                check_only: bool = False):  # fmt: skip
+    def resolve(self, budget: float | None = None, max_looks: int | None = None, kinds=None,
+                view=None, check_only: bool = False):  # fmt: skip
         """`scaling run --resolve`: the resolve loop bought with the study's own cells, within
-        `budget` device-hours (`scaling.driver.resolve`); ResolveRefused (nothing written)
-        before anything starts. `check_only`: the declared plan, refused or not, and no more."""
+        `budget` device-hours (None: the study file's `resolve:`; `scaling.driver.resolve`);
+        ResolveRefused (nothing written) before anything starts. `check_only`: the declared
+        plan, refused or not, and no more."""
         from scaling.driver.resolve import check_resolve, resolve_study  # lazy: the analysis
 
         plan = check_resolve(self.resolved, budget, max_looks, kinds)

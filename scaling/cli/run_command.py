@@ -66,7 +66,10 @@ def run(
         ),
     ] = False,
     budget: Annotated[
-        str | None, typer.Option(help="With --resolve: the device-hours it may spend.")
+        str | None,
+        typer.Option(
+            help="With --resolve: the device-hours it may spend [the study file's resolve.budget]."
+        ),
     ] = None,
     max_looks: Annotated[
         str | None, typer.Option(help="With --resolve: at most this many extensions [4].")
@@ -140,10 +143,8 @@ def _resolve_flags(resolve_: bool, budget, max_looks, options) -> dict | None:
         if given:
             fail(f"{given[0]}: only with --resolve; add --resolve, or drop {given[0]}")
         return None
-    if budget is None:
-        fail("--resolve: give --budget HOURS, the device-hours it may spend (e.g. --budget 0.5)")
-    try:
-        hours = parse_budget(budget)
+    try:  # None: the study file's `resolve.budget` (`check_resolve`)
+        hours = None if budget is None else parse_budget(budget)
     except ResolveRefused as err:
         fail(str(err))
     looks = None

@@ -1,7 +1,6 @@
 """`scaling run STUDY --resolve --budget HOURS`: the resolve loop carried out by the study itself.
 
-`analysis.stats.resolve.loop.resolve_loop` judges, prices and buys; this module gives it the
-study's own three callables:
+`analysis.stats.resolve.loop.resolve_loop` judges, prices and buys with the study's own:
 
 - judge: the study's own analysis (`analysis.stats.analyze.analyse` with the study's judgement,
   the LR chosen again in every bootstrap draw) at the look's level, read into each variant's
@@ -13,11 +12,10 @@ study's own three callables:
   expands them into cells like the LR search's rounds, so `status`, `plan` and `analyze` see
   them; they are trained by the round driver (`StudyRun.drive`), which skips finished cells.
 
-The plan (budget, looks, alpha = `verdict.alpha`, the kinds it may buy) is declared in
-`resolve.json` before the first extension, and a later call with another plan is refused. The
-loop is a pure function of the study's finished runs (the bootstrap's seed is the study's), so a
-rerun after an interrupt judges look 0 on the same runs, decides the same extensions, finds
-their cells in `resolve.json` and their runs in MLflow, and trains nothing twice.
+The plan (budget, looks, alpha = `verdict.alpha`, kinds: the flags, else the study file's
+`resolve:`) is declared in `resolve.json` before the first extension; another later is refused.
+The loop is a pure function of the study's finished runs (its bootstrap seed is the study's):
+a rerun after an interrupt decides the same extensions and trains nothing twice.
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ from scaling.driver.submission import fail_parent_run, prepare_study_data, study
 from scaling.spec.grid import cell_id
 from scaling.spec.ladder import resolve_arm
 from scaling.spec.loader import resolve
+from scaling.spec.resolve_spec import NO_BUDGET, RESOLVE_KINDS, with_study_file
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.regular import read_json
 from scaling.state.files.resolve_state import read_resolve, write_resolve
@@ -49,8 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["ResolveRefused", "Resolved", "check_resolve", "resolve_study", "after_path"]
 
 DEFAULT_MAX_LOOKS = 4
-# the kinds an extension here can add as cells of the study's own ladder and budgets
-TAKEN = ("seeds", "lr_grid")
 CANNOT = {
     "size": "one more size needs its shape in `ladder` (and its LRs in `lr.grid`): add the size "
     "to the study file, or leave size out of --options",
@@ -66,8 +63,7 @@ class ResolveRefused(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Resolved:
-    """What `resolve_study` did: the path (`resolve.json`'s), the final verdict and its folder,
-    and the study with the cells it bought."""
+    """What `resolve_study` did: its path, verdict and report folder, the study as it grew."""
 
     path: dict
     verdict: dict | None
@@ -99,14 +95,14 @@ def declared(study: ResolvedStudy, budget: float, max_looks: int | None, kinds) 
         "budget": float(budget),
         "max_looks": DEFAULT_MAX_LOOKS if max_looks is None else int(max_looks),
         "alpha": float(study.spec.verdict.alpha),
-        "kinds": list(kinds or TAKEN),
+        "kinds": list(kinds or RESOLVE_KINDS),
         "max_seeds": None if rounds is None else int(rounds.max),
         "start_seeds": 3,
     }
 
 
 def check_resolve(
-    study: ResolvedStudy, budget: float, max_looks: int | None = None, kinds=None
+    study: ResolvedStudy, budget: float | None, max_looks: int | None = None, kinds=None
 ) -> dict:
     """The declared plan, or ResolveRefused before anything is prepared, submitted or written:
     a kind the study cannot take, sequential seeds (they spend the study's alpha on their own
@@ -115,6 +111,9 @@ def check_resolve(
     `inconclusive`."""
     from analysis.stats.resolve.options import KINDS  # lazy: numpy, once a resolve is asked
 
+    budget, max_looks, kinds = with_study_file(study.spec.resolve, budget, max_looks, kinds)
+    if budget is None:
+        raise ResolveRefused(NO_BUDGET)
     for kind in kinds or ():
         if kind not in KINDS:
             raise ResolveRefused(f"--options {kind}: not an option; one of {', '.join(KINDS)}")

@@ -30,6 +30,7 @@ from jobs.config import EvaluationConfig
 from jobs.engine_specs import EngineName
 from scaling.backends.base import BackendName
 from scaling.spec.ladder import ANY, ARMS, Shape, resolve_arm, shape_for_size
+from scaling.spec.resolve_spec import ResolveSpec
 
 __all__ = [
     "MlflowSpec",
@@ -332,6 +333,7 @@ class StudySpec:
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     cost: CostSpec = field(default_factory=CostSpec)
     verdict: VerdictSpec = field(default_factory=VerdictSpec)
+    resolve: ResolveSpec | None = None  # what `scaling run --resolve` may buy (resolve_spec.py)
     seed_rounds: SeedRounds | None = None  # from `seeds: {start, max, step}`
     # downstream tasks each cell's job runs after its last step (jobs.evaluation; None: none)
     evaluation: EvaluationConfig | None = None

@@ -140,3 +140,22 @@ def test_too_few_sizes_for_any_verdict_but_inconclusive_are_refused(tmp_path, da
     assert f">= {MIN_SIZES} sizes per arm" in line and "add sizes" in line
     assert started == [] and not (tmp_path / "runs").exists()
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_the_study_files_resolve_is_the_plan_and_each_flag_overrides_it(tmp_path, data_dir):
+    """`resolve: {budget, max_looks, options}` in the study file declares the plan `--resolve`
+    takes without flags; each flag given replaces its field; nothing is written by the check."""
+    from scaling.study import Study
+
+    sizes = ["12K", "25K", "30K", "60K"]
+    shapes = {s: {"num_layers": 1 + (s in ("25K", "60K")), "num_attention_heads": 2,
+                  "hidden_size": 48 if s in ("30K", "60K") else 32} for s in sizes}  # fmt: skip
+    declared = {"budget": 0.25, "max_looks": 2, "options": ["seeds"]}
+    path, _ = _study(tmp_path, data_dir, sizes=sizes, ladder={"shapes": shapes},
+                     tokens={"per_size": {s: 1024 for s in sizes}}, resolve=declared)  # fmt: skip
+    study = Study.load(path)
+    plan = study.resolve(check_only=True)
+    assert (plan["budget"], plan["max_looks"], plan["kinds"]) == (0.25, 2, ["seeds"])
+    plan = study.resolve(1.5, max_looks=3, kinds=("lr_grid",), check_only=True)
+    assert (plan["budget"], plan["max_looks"], plan["kinds"]) == (1.5, 3, ["lr_grid"])
+    assert not (tmp_path / "runs" / "resolve.json").exists()
