@@ -67,9 +67,7 @@ def run(
     ] = False,
     budget: Annotated[
         str | None,
-        typer.Option(
-            help="With --resolve: the device-hours it may spend [the study file's resolve.budget]."
-        ),
+        typer.Option(help="With --resolve: the device-hours it may spend (else resolve.budget)."),
     ] = None,
     max_looks: Annotated[
         str | None, typer.Option(help="With --resolve: at most this many extensions [4].")
