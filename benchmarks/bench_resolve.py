@@ -138,7 +138,8 @@ def study_paths(k: int, budget: float, max_looks: int) -> None:
         same_words += a["words"] == b["words"]
         same_first += a["bought"][:1] == b["bought"][:1]
         print(f"| {case} | {_path_words(a)} | {_path_words(b)} | {r['wall_s']:.0f} s |")
-    print(f"final words the same in {same_words}/{k}; first purchase the same in {same_first}/{k}")
+    print(f"final words the same in {same_words}/{k}; first purchase of the same kind in "
+          f"{same_first}/{k}")  # fmt: skip
 
 
 def main() -> None:
