@@ -153,36 +153,30 @@ def write_study(folder: Path, name: str, margin_pct: float) -> Path:
 
 
 def _pure_loop(study: Any, truth: StudyTruth, plan: Any, margin_pct: float) -> Any:
-    """The bench's loop (fast judge) on the study's own start cells, truth and costs."""
-    import pandas as pd
+    """The bench's loop (fast judge) on the study's own start cells (each arm's own N), truth
+    and costs; its instant rows are `closed_loop.rows_of`'s."""
+    from functools import partial
 
     from analysis.stats.resolve.loop import resolve_loop
-    from analysis.synthetic.closed_loop import BASELINE, fast_judge
+    from analysis.synthetic.closed_loop import fast_judge, rows_of
     from scaling.costs.plan import plan_cost
     from scaling.state.files.resolve_state import read_resolve
 
     bought = {c["cell_id"] for look in (read_resolve(study.folder) or {}).get("looks", [])
               for c in look.get("cells", [])}  # fmt: skip
     rows = [r for r in study.plan().rows if r.cell_id not in bought]
-    by_size = {r.size: (float(r.num_nonembedding_params), float(r.tokens)) for r in rows}
+    size_of = {float(r.num_nonembedding_params): r.size for r in rows}  # either arm's N
 
-    def table(cells: list[dict]) -> pd.DataFrame:
-        out = []
-        for c in cells:
-            out.append({**c, "num_nonembedding_params": c["n_params"],
-                        "flops": 6.0 * c["n_params"] * c["tokens"], "status": "completed",
-                        "final_val_loss": truth.of_cell(c["size"], c["variant"], c["seed"],
-                                                        c["lr"])})  # fmt: skip
-        return pd.DataFrame(out).drop(columns=["n_params"])
+    def loss(n_params: float, variant: str, seed: int, lr: float, _tokens: float) -> float:
+        return truth.of_cell(size_of[float(n_params)], variant, seed, lr)
 
     start = [
-        {"variant": r.variant, "size": r.size, "n_params": by_size[r.size][0],
-         "tokens": by_size[r.size][1], "lr": float(r.cell.lr), "seed": int(r.seed)}
+        {"variant": r.variant, "size": r.size, "n_params": float(r.num_nonembedding_params),
+         "tokens": float(r.tokens), "lr": float(r.cell.lr), "seed": int(r.seed)}
         for r in rows
     ]  # fmt: skip
-    assert BASELINE == "linear"
-    return resolve_loop(table(start), fast_judge(margin_pct), plan_cost(study.resolved),
-                        table, plan)  # fmt: skip
+    buy = partial(rows_of, loss)
+    return resolve_loop(buy(start), fast_judge(margin_pct), plan_cost(study.resolved), buy, plan)
 
 
 def study_path(truth: Any, budget: float, margin_pct: float, max_looks: int, name: str) -> dict:

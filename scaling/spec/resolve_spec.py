@@ -10,7 +10,7 @@ the plan the first extension was bought under, and a later call with another is 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["ResolveSpec", "RESOLVE_KINDS", "NO_BUDGET", "with_study_file"]
 
@@ -24,11 +24,12 @@ NO_BUDGET = (
 @dataclass
 class ResolveSpec:
     """`budget`: device-hours (CPU-hours where the study runs on CPUs), as the plan prices a
-    cell; `max_looks`: extensions at most; `options`: the kinds it may buy."""
+    cell; `max_looks`: extensions at most; `options`: the kinds it may buy. A field left out is
+    as a flag not given: resolve.json's declared plan, else the resolve's default."""
 
     budget: float
-    max_looks: int = 4
-    options: list[str] = field(default_factory=lambda: list(RESOLVE_KINDS))
+    max_looks: int | None = None
+    options: list[str] | None = None
 
     def validate(self) -> None:
         if not (math.isfinite(self.budget) and self.budget > 0):
@@ -36,10 +37,11 @@ class ResolveSpec:
                 f"budget {self.budget:g}: give the device-hours the resolve may spend, a positive "
                 "number (e.g. budget: 0.5)"
             )
-        if self.max_looks < 1:
+        if self.max_looks is not None and self.max_looks < 1:
             raise ValueError(f"max_looks {self.max_looks}: give at least 1 extension (e.g. 4)")
-        bad = [k for k in self.options if k not in RESOLVE_KINDS]
-        if bad or not self.options:
+        if self.options is not None and (
+            not self.options or any(k not in RESOLVE_KINDS for k in self.options)
+        ):
             raise ValueError(
                 f"options {self.options}: name one or more of {', '.join(RESOLVE_KINDS)} (one "
                 "more size or a tokens axis is an edit of the study file itself)"
@@ -51,8 +53,9 @@ def with_study_file(declared: ResolveSpec | None, budget, max_looks, kinds) -> t
     None (the budget then has to be given; the others have defaults)."""
     if declared is None:
         return budget, max_looks, kinds
+    options = None if declared.options is None else tuple(declared.options)
     return (
         declared.budget if budget is None else budget,
         declared.max_looks if max_looks is None else max_looks,
-        tuple(declared.options) if kinds is None else kinds,
+        options if kinds is None else kinds,
     )

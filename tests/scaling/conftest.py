@@ -50,6 +50,15 @@ def small_spec(data_dir: Path, out: Path, tracking_uri: str, **overrides) -> dic
     return spec
 
 
+# the fewest sizes `scaling run --resolve` takes (the rule judges a trend on 4), tiny shapes
+FOUR_SHAPES = {
+    "12K": {"num_layers": 1, "hidden_size": 32, "num_attention_heads": 2},
+    "25K": {"num_layers": 2, "hidden_size": 32, "num_attention_heads": 2},
+    "30K": {"num_layers": 1, "hidden_size": 48, "num_attention_heads": 2},
+    "60K": {"num_layers": 2, "hidden_size": 48, "num_attention_heads": 2},
+}
+
+
 def one_size_spec(data_dir: Path, out: Path, tracking_uri: str, steps: int, **overrides) -> dict:
     """`small_spec` cut to its 30K size on one rank, trained for `steps` steps of 256 tokens."""
     one = {"sizes": ["30K"], "parallel": {}, "tokens": {"per_size": {"30K": steps * 256}}}

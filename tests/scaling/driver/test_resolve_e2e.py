@@ -30,20 +30,18 @@ from scaling.cli.status_command import open_question
 from scaling.costs.plan import plan_study
 from scaling.driver.resolve import ResolveRefused, ended_line
 from scaling.study import Study
-from tests.scaling.conftest import one_size_spec
+from tests.scaling.conftest import FOUR_SHAPES, one_size_spec
 
 pytestmark = pytest.mark.slow
 
 
 def _spec(tmp_path, data_dir) -> dict:
-    sizes = ["12K", "25K", "30K", "60K"]
+    sizes = list(FOUR_SHAPES)
     lr = {"law": "none", "grid": {"*": {s: [1e-2] for s in sizes}}}
     spec = one_size_spec(data_dir, tmp_path / "runs", f"sqlite:///{tmp_path}/mlflow.db", 4,
-                         sizes=sizes, seeds=[0, 1, 2], lr=lr)  # fmt: skip
+                         sizes=sizes, seeds=[0, 1, 2], lr=lr,
+                         ladder={"shapes": FOUR_SHAPES})  # fmt: skip
     spec["tokens"] = {"per_size": {s: 4 * 256 for s in sizes}}
-    shapes = spec["ladder"]["shapes"]
-    for size, (layers, width) in {"12K": (1, 32), "25K": (2, 32), "60K": (2, 48)}.items():
-        shapes[size] = {"num_layers": layers, "hidden_size": width, "num_attention_heads": 2}
     spec["name"] = "resolve-e2e"
     return spec
 

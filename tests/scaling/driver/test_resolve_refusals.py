@@ -17,7 +17,7 @@ import scaling.driver.resolve as resolve_driver
 from foundation import contract
 from scaling.cli import app
 from scaling.driver.round_driver import StudyRun
-from tests.scaling.conftest import one_size_spec
+from tests.scaling.conftest import FOUR_SHAPES, one_size_spec
 
 PLAN = {"budget": 2.0, "max_looks": 4, "alpha": 0.05, "kinds": ["seeds", "lr_grid"]}
 PLAN |= {"max_seeds": None, "start_seeds": 3}
@@ -147,15 +147,20 @@ def test_the_study_files_resolve_is_the_plan_and_each_flag_overrides_it(tmp_path
     takes without flags; each flag given replaces its field; nothing is written by the check."""
     from scaling.study import Study
 
-    sizes = ["12K", "25K", "30K", "60K"]
-    shapes = {s: {"num_layers": 1 + (s in ("25K", "60K")), "num_attention_heads": 2,
-                  "hidden_size": 48 if s in ("30K", "60K") else 32} for s in sizes}  # fmt: skip
     declared = {"budget": 0.25, "max_looks": 2, "options": ["seeds"]}
-    path, _ = _study(tmp_path, data_dir, sizes=sizes, ladder={"shapes": shapes},
-                     tokens={"per_size": {s: 1024 for s in sizes}}, resolve=declared)  # fmt: skip
+    path, _ = _study(tmp_path, data_dir, sizes=list(FOUR_SHAPES), ladder={"shapes": FOUR_SHAPES},
+                     tokens={"per_size": dict.fromkeys(FOUR_SHAPES, 1024)},
+                     resolve=declared)  # fmt: skip
     study = Study.load(path)
     plan = study.resolve(check_only=True)
     assert (plan["budget"], plan["max_looks"], plan["kinds"]) == (0.25, 2, ["seeds"])
     plan = study.resolve(1.5, max_looks=3, kinds=("lr_grid",), check_only=True)
     assert (plan["budget"], plan["max_looks"], plan["kinds"]) == (1.5, 3, ["lr_grid"])
     assert not (tmp_path / "runs" / "resolve.json").exists()
+
+    # a field left out is as a flag not given: the resolve's defaults
+    spec = yaml.safe_load(path.read_text())
+    spec["resolve"] = {"budget": 0.25}
+    path.write_text(yaml.safe_dump(spec))
+    plan = Study.load(path).resolve(check_only=True)
+    assert (plan["budget"], plan["max_looks"], plan["kinds"]) == (0.25, 4, ["seeds", "lr_grid"])
