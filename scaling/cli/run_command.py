@@ -74,7 +74,9 @@ def run(
     ] = None,
     options: Annotated[
         str | None,
-        typer.Option(help="With --resolve: the kinds it may buy, comma-separated [seeds,lr_grid]."),
+        typer.Option(
+            help="With --resolve: the kinds it may buy, comma-separated [seeds,lr_grid,lr_edge]."
+        ),
     ] = None,
 ) -> None:
     """Run a whole study: prepare data, submit, watch, analyze, report (safe to re-run).
@@ -152,7 +154,7 @@ def _resolve_flags(resolve_: bool, budget, max_looks, options) -> dict | None:
             fail(f"--max-looks {max_looks}: give a whole number of extensions, at least 1")
     kinds = None if options is None else tuple(k.strip() for k in options.split(",") if k.strip())
     if kinds is not None and not kinds:
-        fail(f"--options {options!r}: name at least one kind (seeds, lr_grid)")
+        fail(f"--options {options!r}: name at least one kind (seeds, lr_grid, lr_edge)")
     return {"budget": hours, "max_looks": looks, "kinds": kinds}
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 __all__ = ["ResolveSpec", "RESOLVE_KINDS", "NO_BUDGET", "with_study_file"]
 
-RESOLVE_KINDS = ("seeds", "lr_grid")  # what --resolve adds as cells of the study's own ladder
+RESOLVE_KINDS = ("seeds", "lr_grid", "lr_edge")  # cells of the study's own ladder
 NO_BUDGET = (
     "--resolve: give --budget HOURS, the device-hours it may spend (e.g. --budget 0.5), or "
     "declare it in the study file (`resolve: {budget: 0.5}`)"

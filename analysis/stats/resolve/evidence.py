@@ -92,6 +92,10 @@ class Evidence:
     # None: no noise model (fewer than 2 seeds anywhere), the paired t alone decides
     pooled_ci: tuple[float, float] | None = None
     choice_var: float = 0.0  # the LR choice's part of grid_var (%^2)
+    # the compared (arm, size, tokens) whose best LR is not bracketed, with the LRs the frontier
+    # says to add and the seeds to run them on (``edges_of``); non-empty only where the verdict
+    # holds its LR guard: then no seed and no finer grid can resolve it, only these LRs
+    edges: tuple[dict, ...] = ()
 
     @property
     def seeds_se(self) -> float:
@@ -104,6 +108,11 @@ class Evidence:
     @property
     def resolved(self) -> bool:
         return self.word in RESOLVED
+
+    @property
+    def lr_guarded(self) -> bool:
+        """Inconclusive because some compared arm's best LR is not bracketed."""
+        return self.word == "inconclusive" and bool(self.edges)
 
 
 def half_width(sd_pct: float, num_seeds: int, grid_var: float, level: float) -> float:
@@ -359,8 +368,32 @@ def from_verdict(verdict: dict, table: pd.DataFrame) -> dict[str, Evidence]:
             level=float((row.get("decision") or {}).get("level", 0.05)),
             word=str(row.get("verdict")),
             backtest=_backtest_word(verdict, ev.variant),
+            edges=edges_of(verdict, table, ev) if row.get("verdict") == "inconclusive" else (),
         )
     return out
+
+
+def edges_of(verdict: dict, table: pd.DataFrame, ev: Evidence) -> tuple[dict, ...]:
+    """verdict.json's unbracketed LR frontiers (``lr_selection``) of the variant's and the
+    baseline's compared sizes, each with the LRs to add (``next_lrs``) and the seeds that ran
+    its best LR (all its seeds when no LR is usable), so that each added LR is run by every
+    seed the choice is made on and can be chosen."""
+    n_of = dict(ev.sizes)
+    out = []
+    for r in verdict.get("lr_selection") or []:
+        arm, size, lrs = str(r.get("variant")), str(r.get("size")), r.get("next_lrs") or []
+        if r.get("bracketed", True) or arm not in (ev.variant, ev.baseline) or size not in n_of:
+            continue
+        lrs = [float(x) for x in lrs if isinstance(x, (int, float)) and math.isfinite(x) and x > 0]
+        rows = table[(table["variant"] == arm) & (table["size"] == size)]
+        rows = rows[rows["tokens"].astype(float) == float(r.get("tokens", math.nan))]
+        best = r.get("best_lr")
+        at_best = rows[rows["lr"].astype(float) == float(best)] if best is not None else rows
+        seeds = sorted({int(s) for s in at_best["seed"]})
+        if lrs and seeds:
+            out.append({"arm": arm, "size": size, "n_params": n_of[size],
+                        "tokens": float(r["tokens"]), "lrs": lrs, "seeds": seeds})  # fmt: skip
+    return tuple(out)
 
 
 def _backtest_word(verdict: dict, variant: str) -> str:

@@ -22,6 +22,14 @@ on the true gain):
   top's whole uncertainty. The backtest's word on extrapolating a step rides along.
 - **longer training** (2x tokens at the top, each arm at its chosen LR, where the study has a
   tokens axis): a new deciding cell with the top's sd and grid term.
+- **the LR past an edge** (``lr_edge``; ``Evidence.edges``): where the verdict is inconclusive
+  because a compared arm's best LR is not bracketed (one LR tried, or the best at the grid's
+  edge), the LRs the frontier names at each such (arm, size), run by the seeds its best LR ran.
+  Only this option can lift that guard, so while it holds it is the only option priced: a seed
+  or a finer grid bought then leaves the verdict ``inconclusive`` whatever the interval does.
+  ``E'`` moves as the best LR may move, ``sd(E') = sqrt(2 g + sigma^2 / n)``; its P(resolve)
+  is that of the interval once the guard is lifted (the next look may find the new LR best and
+  at the edge again; the loop then prices the next step).
 
 Ranked by probability of resolving per device-hour.
 """
@@ -41,7 +49,7 @@ Cost = Callable[[str, float, float], float]  # (variant, N, tokens) -> one run's
 SEED_STEPS = (2, 4, 8)
 NUM_DRAWS = 4000  # predictive draws per option: P(resolve) to about +-0.008
 DRAW_SEED = 61
-KINDS = ("seeds", "lr_grid", "size", "tokens")
+KINDS = ("seeds", "lr_grid", "lr_edge", "size", "tokens")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,6 +217,27 @@ def grid_option(ev: Evidence, level: float, cost: Cost) -> Option | None:
     return Option(ev.variant, "lr_grid", cells, hours, half, p, edit, why, p_plan=plan)
 
 
+def edge_option(ev: Evidence, level: float, cost: Cost) -> Option | None:
+    if not ev.lr_guarded:
+        return None
+    cells = tuple(
+        _cell(ev, e["arm"], e["size"], e["n_params"], e["tokens"], lr, sd)
+        for e in ev.edges
+        for lr in e["lrs"]
+        for sd in e["seeds"]
+    )
+    _, sigma = _draws(ev)
+    shift = 2 * ev.grid_var + sigma**2 / ev.num_seeds
+    p = _p_fresh(ev, sigma, ev.num_seeds, shift, ev.grid_var, level)
+    plan = _plan(lambda c: _p_fresh(ev, sigma, ev.num_seeds, shift, ev.grid_var, level, c), ev)
+    hours = sum(cost(c["variant"], c["n_params"], c["tokens"]) for c in cells)
+    where = "; ".join(f"{e['arm']} {e['size']}: {', '.join(f'{x:.3g}' for x in e['lrs'])}"
+                      for e in ev.edges)  # fmt: skip
+    why = f"{len(ev.edges)} compared arm(s) and size(s) have a best LR not bracketed"
+    return Option(ev.variant, "lr_edge", cells, hours, ev.half_width_pct, p,
+                  f"lr.grid: add {where}", why, p_plan=plan)  # fmt: skip
+
+
 def _size_sd(ev: Evidence, n_params: float) -> float:
     """The seeds' paired sd carried to ``n_params`` by a power law in N over the measured sizes."""
     pts = [(n, ev.sd_by_size[s]) for s, n in ev.sizes if ev.sd_by_size.get(s, 0) > 0]
@@ -278,7 +307,11 @@ def price(
     kinds: tuple[str, ...] = KINDS,
 ) -> list[Option]:
     """Every option for one unresolved variant at the next look's ``level``, best P(resolve)
-    per device-hour first."""
+    per device-hour first. While the verdict holds its LR guard, only ``lr_edge`` (none when
+    ``kinds`` leaves it out: nothing else can resolve it)."""
+    if ev.lr_guarded:
+        edge = edge_option(ev, level, cost) if "lr_edge" in kinds else None
+        return [edge] if edge is not None else []
     found: list[Option | None] = []
     if "seeds" in kinds:
         found += seed_options(ev, level, cost, max_seeds)

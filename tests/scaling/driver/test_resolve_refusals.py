@@ -163,4 +163,8 @@ def test_the_study_files_resolve_is_the_plan_and_each_flag_overrides_it(tmp_path
     spec["resolve"] = {"budget": 0.25}
     path.write_text(yaml.safe_dump(spec))
     plan = Study.load(path).resolve(check_only=True)
-    assert (plan["budget"], plan["max_looks"], plan["kinds"]) == (0.25, 4, ["seeds", "lr_grid"])
+    assert (plan["budget"], plan["max_looks"], plan["kinds"]) == (
+        0.25,
+        4,
+        ["seeds", "lr_grid", "lr_edge"],
+    )
