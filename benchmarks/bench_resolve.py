@@ -4,6 +4,7 @@ figures side by side (docs/statistics.md, "What would resolve it").
     PYTHONPATH=. .venv/bin/python benchmarks/bench_resolve.py [--studies 200] [--budget 150]
     PYTHONPATH=. .venv/bin/python benchmarks/bench_resolve.py --truth mymodule:my_loss
     PYTHONPATH=. .venv/bin/python benchmarks/bench_resolve.py --study-path 3
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_resolve.py --analyse 50
 
 Each study starts from the design of ``analysis.synthetic.closed_loop`` (25M/50M/100M, LRs
 0.5x/1x/2x the law's optimum, 3 seeds) and runs the loop that a study runs: judge at look 0,
@@ -20,6 +21,12 @@ loop buys first.
 local executor, MLflow, the round driver, the study's own analysis at every look; instant cells
 stand in only for training), each beside the fast judge's loop on the same cells, truth and costs:
 the cases cycle over identical arms (the model's noise, t on 3 df) and a 1% gain at a 1% margin.
+
+``--analyse K``: K studies a case through the loop judged by ``analyse`` itself (the study path's
+judge, ``closed_loop.analyse_judge``: every rule and guard, the trend over 4 sizes, the LR
+brackets) at 4 sizes (12.5M-100M): identical arms under the three noises (false claims over the
+whole path) and a 1% gain at a 1% margin (resolved, device-hours); the words, and what each
+purchase bought. Seconds a study, where the study path costs minutes.
 
 ``--truth MODULE:FUNCTION``: a function ``(N, variant, seed, lr, tokens) -> loss`` (arms
 ``linear`` and ``nonlinear``); study ``i`` passes seeds ``1000 i + s`` so each study draws its
@@ -40,9 +47,11 @@ from scipy import stats
 from analysis.stats.planning.power import power_of
 from analysis.stats.resolve.loop import Plan
 from analysis.synthetic.closed_loop import (
+    FOUR_SIZES,
     NOISES,
     SIZES,
     Truth,
+    analyse_judge,
     closed_loop,
     flops_hours,
     outcome,
@@ -117,6 +126,46 @@ STUDY_CASES = (  # (case, gain %, noise, margin %)
 )
 
 
+ANALYSE_CASES = (  # (case, gain %, noise, margin %)
+    *((f"identical arms, {noise} noise", 0.0, noise, 0.5) for noise in NOISES),
+    ("1% gain, 1% margin", 1.0, "model", 1.0),
+)
+
+
+def _analysed(args: tuple) -> dict:
+    i, gain, noise, margin, budget = args
+    path, start = closed_loop(Truth(gain, 40_000 + i, noise), Plan(budget=budget), margin,
+                              FOUR_SIZES, judge=analyse_judge(margin))  # fmt: skip
+    out = outcome(path, start)
+    out["kinds"] = [look["bought"]["kind"] for look in path.looks if "bought" in look]
+    out["first_word"] = next(iter(path.looks[0]["words"].values()), "-")
+    return out
+
+
+def analysed(k: int, budget: float) -> None:
+    """``--analyse K``: the closed loop judged by ``analyse`` at 4 sizes, K studies a case."""
+    bound = int(stats.binom.ppf(0.99, k, 0.05))
+    print(f"the loop judged by analyse at 4 sizes, {k} studies a case (a 5% method exceeds "
+          f"{bound} false claims with probability 1%)")  # fmt: skip
+    print("| truth | claims | resolved | look 0 words | final words | purchases | device-h |")
+    print("|---|---|---|---|---|---|---|")
+    for case, gain, noise, margin in ANALYSE_CASES:
+        t0 = time.perf_counter()
+        res = list(map_studies(_analysed, [(i, gain, noise, margin, budget) for i in range(k)]))
+        first = Counter(r["first_word"] for r in res)
+        final = Counter(r["word"] for r in res)
+        kinds = Counter(kind for r in res for kind in r["kinds"])
+        hours = np.mean([r["spent"] for r in res])
+        print(f"| {case} | {sum(r['claimed'] for r in res)}/{k} | "
+              f"{sum(r['resolved'] for r in res)}/{k} | {_counts(first)} | {_counts(final)} | "
+              f"{_counts(kinds) or 'nothing'} | {hours:.1f} | "
+              f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
+
+
+def _counts(c: Counter) -> str:
+    return ", ".join(f"{k} {n}" for k, n in c.most_common())
+
+
 def _path_words(s: dict) -> str:
     bought = ", ".join(k or "?" for k in s["bought"]) or "nothing"
     words = ", ".join(s["words"].values()) or "-"
@@ -155,8 +204,18 @@ def main() -> None:
         metavar="K",
         help="K studies through Study.resolve with instant cells (minutes each)",
     )
+    ap.add_argument(
+        "--analyse",
+        type=int,
+        default=0,
+        metavar="K",
+        help="K studies a case judged by analyse at 4 sizes (seconds each)",
+    )
     ap.add_argument("--study-budget", type=float, default=0.3, help="CPU-hours (--study-path)")
     args = ap.parse_args()
+    if args.analyse:
+        analysed(args.analyse, args.budget)
+        return
     if args.study_path:
         study_paths(args.study_path, args.study_budget, max_looks=2)
         return

@@ -15,7 +15,9 @@ cell bought twice reads the same loss and the order of purchase does not matter:
 
 ``closed_loop(truth, plan, ...)`` runs ``analysis.stats.resolve.loop.resolve_loop`` on the start
 design (every arm at LRs 0.5x/1x/2x the law's optimum, ``start_seeds`` seeds, each size) with
-the fast judge (``resolve.evidence.read_table``) or any other ``judge(table, level)``.
+the fast judge (``resolve.evidence.read_table``) or any other ``judge(table, level)``;
+``analyse_judge`` is the study path's: ``analyse`` itself at the look's level (every rule and
+guard: the trend over >= 4 sizes, the LR brackets, the backtest), read by ``from_verdict``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from analysis.synthetic.scenarios import GRID, chinchilla, lr_opt
 
 BASELINE, VARIANT = "linear", "nonlinear"
 SIZES = (25e6, 50e6, 100e6)
+FOUR_SIZES = (12.5e6, 25e6, 50e6, 100e6)  # the fewest a study's verdict judges a trend on
 TOKENS_PER_PARAM = 20.0
 # one run's device-hours: 6 N D FLOPs at 40% of a 400 TFLOP/s accelerator
 FLOPS_PER_HOUR = 0.4 * 400e12 * 3600.0
@@ -128,6 +131,28 @@ def start_cells(
 
 def fast_judge(margin_pct: float) -> Judge:
     return lambda table, level: read_table(table, BASELINE, level, margin_pct)
+
+
+def analyse_judge(margin_pct: float | None = None, num_resamples: int | None = None) -> Judge:
+    """The study path's judge on instant cells: ``analyse`` with the table's judgement (the
+    baseline ``linear``; the margin and resamples given, else the defaults) at the look's level,
+    its bootstrap seeded from the runs as a study's is, read by ``from_verdict``."""
+    from analysis.judgement import table_judgement  # lazy: the analysis's imports
+    from analysis.stats.analyze import analyse
+    from analysis.stats.resolve.evidence import from_verdict
+    from analysis.tables.judgement import DEFAULT_RESAMPLES
+    from analysis.tables.runs import normalise
+
+    own = table_judgement(
+        BASELINE, margin_pct=margin_pct, num_resamples=num_resamples or DEFAULT_RESAMPLES
+    )
+
+    def judge(table: pd.DataFrame, level: float) -> dict:
+        table = normalise(table, "synthetic")
+        j = own.at_level(level)
+        return from_verdict(analyse(table, j, j.bootstrap_seed(table)).verdict, table)
+
+    return judge
 
 
 def closed_loop(

@@ -9,32 +9,26 @@ compared cell is unbracketed and the verdict is `inconclusive` whatever its inte
 
 from __future__ import annotations
 
-from analysis.judgement import table_judgement
-from analysis.stats.analyze import analyse
-from analysis.stats.resolve.evidence import from_verdict
 from analysis.stats.resolve.loop import Plan
 from analysis.stats.resolve.options import price
 from analysis.synthetic.closed_loop import (
     BASELINE,
+    FOUR_SIZES,
     VARIANT,
     Truth,
+    analyse_judge,
     closed_loop,
     flops_hours,
     rows_of,
     start_cells,
 )
-from analysis.tables.runs import normalise
 
-SIZES = (12.5e6, 25e6, 50e6, 100e6)
+SIZES = FOUR_SIZES
 ONE_LR = (1.0,)  # x the law's optimum at each size
 RESAMPLES = 300
 
 
-def _judge(table, level: float) -> dict:
-    """The study path's judge: `analyse` at the look's level, read into the deciding interval."""
-    table = normalise(table, "synthetic")
-    j = table_judgement(BASELINE, num_resamples=RESAMPLES).at_level(level)
-    return from_verdict(analyse(table, j, j.bootstrap_seed(table)).verdict, table)
+_judge = analyse_judge(num_resamples=RESAMPLES)  # the study path's: `analyse` at each look
 
 
 def test_a_verdict_held_by_its_lr_guard_prices_only_the_lrs_past_the_edge() -> None:
