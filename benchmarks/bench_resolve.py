@@ -44,6 +44,7 @@ from collections import Counter
 import numpy as np
 from scipy import stats
 
+from analysis.judgement import table_judgement
 from analysis.stats.planning.power import power_of
 from analysis.stats.resolve.loop import Plan
 from analysis.synthetic.closed_loop import (
@@ -134,8 +135,9 @@ ANALYSE_CASES = (  # (case, gain %, noise, margin %)
 
 def _analysed(args: tuple) -> dict:
     i, gain, noise, margin, budget = args
+    judge = analyse_judge(table_judgement("linear", margin_pct=margin))
     path, start = closed_loop(Truth(gain, 40_000 + i, noise), Plan(budget=budget), margin,
-                              FOUR_SIZES, judge=analyse_judge(margin))  # fmt: skip
+                              FOUR_SIZES, judge=judge)  # fmt: skip
     out = outcome(path, start)
     out["kinds"] = [look["bought"]["kind"] for look in path.looks if "bought" in look]
     out["first_word"] = next(iter(path.looks[0]["words"].values()), "-")

@@ -29,9 +29,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.stats.resolve.evidence import read_table
+from analysis.stats.analyze import analyse
+from analysis.stats.resolve.evidence import from_verdict, read_table
 from analysis.stats.resolve.loop import Judge, Path, Plan, resolve_loop
 from analysis.synthetic.scenarios import GRID, chinchilla, lr_opt
+from analysis.tables.judgement import Judgement
+from analysis.tables.runs import normalise
 
 BASELINE, VARIANT = "linear", "nonlinear"
 SIZES = (25e6, 50e6, 100e6)
@@ -133,23 +136,14 @@ def fast_judge(margin_pct: float) -> Judge:
     return lambda table, level: read_table(table, BASELINE, level, margin_pct)
 
 
-def analyse_judge(margin_pct: float | None = None, num_resamples: int | None = None) -> Judge:
-    """The study path's judge on instant cells: ``analyse`` with the table's judgement (the
-    baseline ``linear``; the margin and resamples given, else the defaults) at the look's level,
-    its bootstrap seeded from the runs as a study's is, read by ``from_verdict``."""
-    from analysis.judgement import table_judgement  # lazy: the analysis's imports
-    from analysis.stats.analyze import analyse
-    from analysis.stats.resolve.evidence import from_verdict
-    from analysis.tables.judgement import DEFAULT_RESAMPLES
-    from analysis.tables.runs import normalise
-
-    own = table_judgement(
-        BASELINE, margin_pct=margin_pct, num_resamples=num_resamples or DEFAULT_RESAMPLES
-    )
+def analyse_judge(judgement: Judgement) -> Judge:
+    """The study path's judge on instant cells: ``analyse`` with ``judgement`` (the table's:
+    ``table_judgement("linear", margin_pct=..., num_resamples=...)``) at the look's level, its
+    bootstrap seeded from the runs as a study's is, read by ``from_verdict``."""
 
     def judge(table: pd.DataFrame, level: float) -> dict:
         table = normalise(table, "synthetic")
-        j = own.at_level(level)
+        j = judgement.at_level(level)
         return from_verdict(analyse(table, j, j.bootstrap_seed(table)).verdict, table)
 
     return judge

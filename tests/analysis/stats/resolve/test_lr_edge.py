@@ -9,6 +9,7 @@ compared cell is unbracketed and the verdict is `inconclusive` whatever its inte
 
 from __future__ import annotations
 
+from analysis.judgement import table_judgement
 from analysis.stats.resolve.loop import Plan
 from analysis.stats.resolve.options import price
 from analysis.synthetic.closed_loop import (
@@ -28,7 +29,8 @@ ONE_LR = (1.0,)  # x the law's optimum at each size
 RESAMPLES = 300
 
 
-_judge = analyse_judge(num_resamples=RESAMPLES)  # the study path's: `analyse` at each look
+# the study path's judge: `analyse` at each look's level
+_judge = analyse_judge(table_judgement(BASELINE, num_resamples=RESAMPLES))
 
 
 def test_a_verdict_held_by_its_lr_guard_prices_only_the_lrs_past_the_edge() -> None:
