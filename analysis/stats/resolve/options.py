@@ -231,11 +231,27 @@ def edge_option(ev: Evidence, level: float, cost: Cost) -> Option | None:
     p = _p_fresh(ev, sigma, ev.num_seeds, shift, ev.grid_var, level)
     plan = _plan(lambda c: _p_fresh(ev, sigma, ev.num_seeds, shift, ev.grid_var, level, c), ev)
     hours = sum(cost(c["variant"], c["n_params"], c["tokens"]) for c in cells)
-    where = "; ".join(f"{e['arm']} {e['size']}: {', '.join(f'{x:.3g}' for x in e['lrs'])}"
-                      for e in ev.edges)  # fmt: skip
+    where = _edge_words(ev.edges)
     why = f"{len(ev.edges)} compared arm(s) and size(s) have a best LR not bracketed"
     return Option(ev.variant, "lr_edge", cells, hours, ev.half_width_pct, p,
                   f"lr.grid: add {where}", why, p_plan=plan)  # fmt: skip
+
+
+def _edge_words(edges: tuple[dict, ...]) -> str:
+    """``0.005, 0.02 for linear and nonlinear at 12K, 25K; 0.04 for linear at 60K``: the cells
+    that add the same LRs named together, arms with the same sizes together."""
+    by_lrs: dict[str, dict[str, list[str]]] = {}
+    for e in edges:
+        lrs = ", ".join(f"{x:.3g}" for x in e["lrs"])
+        by_lrs.setdefault(lrs, {}).setdefault(e["arm"], []).append(e["size"])
+    clauses = []
+    for lrs, arms in by_lrs.items():
+        by_sizes: dict[tuple[str, ...], list[str]] = {}
+        for arm, sizes in arms.items():
+            by_sizes.setdefault(tuple(sizes), []).append(arm)
+        where = "; ".join(f"{' and '.join(a)} at {', '.join(s)}" for s, a in by_sizes.items())
+        clauses.append(f"{lrs} for {where}")
+    return "; ".join(clauses)
 
 
 def _size_sd(ev: Evidence, n_params: float) -> float:

@@ -49,7 +49,10 @@ def test_a_verdict_held_by_its_lr_guard_prices_only_the_lrs_past_the_edge() -> N
     assert {r for _, _, r in bought} == {0.5, 2.0}  # one step either side of the one LR
     assert len(option.cells) == 4 * 2 * 2 * 3  # sizes x arms x LRs x the best LR's seeds
     assert {c["seed"] for c in option.cells} == {0, 1, 2}
-    assert "lr.grid: add" in option.edit
+    # each size's two LRs named once for both arms (one recipe LR: the same at a size)
+    top = sorted({c["lr"] for c in option.cells if c["size"] == "100M"})
+    assert option.edit.startswith("lr.grid: add "), option.edit
+    assert f"{top[0]:.3g}, {top[1]:.3g} for linear and nonlinear at 100M" in option.edit
     # seeds or a finer grid cannot lift the guard: without lr_edge nothing is priced
     assert price(ev, 0.01, flops_hours, kinds=("seeds", "lr_grid")) == []
 
