@@ -1,7 +1,8 @@
 """The report's "What would resolve it" section and the terminal's lines after the verdict.
 
 Read from verdict.json's ``resolve`` (``analysis.stats.resolve.summary``): for each unresolved
-variant, the options (more seeds, a finer LR grid, one more size, longer training), each with
+variant, the options (more seeds, a finer LR grid, the LRs past an unbracketed best LR, one more
+size, longer training), each with
 its cost, the deciding interval's predicted half-width, the predicted probability that the next
 look resolves the verdict, and the study-file edit that carries it out; best probability per
 device-hour first. Absent when every variant is resolved.
