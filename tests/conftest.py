@@ -222,6 +222,19 @@ def _report_lost(config, node, nodeid: str, group: str, crashitem: str) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With SCALING_TEST_TIMES=FILE: each test's wall and CPU seconds appended to FILE
+    (tests/suite_times.py; benchmarks/suite_times.py sums them)."""
+    from tests import suite_times  # lazy: only this hook reads /proc
+
+    path = os.environ.get(suite_times.TIMES_ENV)
+    started = suite_times.start() if path else None
+    yield
+    if path and started is not None:
+        suite_times.record(path, item.nodeid, started)
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """The net under `skip_unless_required`: in CI, any other skip fails too (except `gpu`)."""
     outcome = yield
