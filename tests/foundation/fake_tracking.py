@@ -52,6 +52,8 @@ class Script:
     opaque: bool = False  # page tokens that are no offsets
     trickle_s: float = 0.05  # the wait between two bytes of a `slow` answer
     log: list[tuple[str, str]] = field(default_factory=list)  # (path, what was answered)
+    # each logged request's seconds from its connection's accept to its answer's last byte
+    served_s: list[float] = field(default_factory=list)
     auth: list[str | None] = field(default_factory=list)  # each request's Authorization
     tokens: dict[str, int] = field(default_factory=dict)  # opaque token -> offset
     only: str | None = None  # faults and changes count only requests to paths ending so
@@ -63,7 +65,7 @@ class FakeTracking:
     def __init__(self) -> None:
         self.script = Script()
         self.lock = threading.Lock()
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        server = _AcceptTimes(("127.0.0.1", 0), _handler(self))
         server.daemon_threads = True
         self.server = server
         self.uri = f"http://127.0.0.1:{server.server_address[1]}"
@@ -74,13 +76,30 @@ class FakeTracking:
         self.server.shutdown()
         self.server.server_close()
 
-    def faulty_streak(self) -> int:
-        """The longest run of consecutive requests answered with a fault."""
+    def faulty_streak(self, late_s: float | None = None) -> int:
+        """The longest run of consecutive requests answered with a fault; with `late_s`, an
+        answer served later than that after its connection was accepted counts as one too (on a
+        loaded machine an `ok` can reach the client after its timeout, which then retries)."""
         longest = streak = 0
-        for _, what in self.script.log:
-            streak = streak + 1 if what not in ("ok", "shift") else 0
+        script = self.script
+        served = script.served_s + [0.0] * (len(script.log) - len(script.served_s))
+        for (_, what), took in zip(script.log, served, strict=True):
+            late = late_s is not None and took > late_s
+            streak = streak + 1 if what not in ("ok", "shift") or late else 0
             longest = max(longest, streak)
         return longest
+
+
+class _AcceptTimes(ThreadingHTTPServer):
+    """A threading server that notes when it accepted each connection (`accepted`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.accepted: dict[int, float] = {}
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address) -> None:
+        self.accepted[id(request)] = time.monotonic()
+        super().process_request(request, client_address)
 
 
 def _handler(fake: FakeTracking) -> type[BaseHTTPRequestHandler]:
@@ -99,6 +118,7 @@ def _handler(fake: FakeTracking) -> type[BaseHTTPRequestHandler]:
 
         def _serve(self, body: dict | None) -> None:
             script = fake.script
+            start = fake.server.accepted.get(id(self.request), time.monotonic())
             with fake.lock:
                 path = urlsplit(self.path).path
                 counted = [p for p, _ in script.log if p.endswith(script.only or "")]
@@ -110,7 +130,15 @@ def _handler(fake: FakeTracking) -> type[BaseHTTPRequestHandler]:
                 answer = _answer(script, path, body, self.path, fault[0] == "shift")
                 script.log.append((path, fault[0]))
                 script.auth.append(self.headers.get("Authorization"))
-            _send(self, script, fault, answer)
+                index = len(script.log) - 1
+            try:
+                _send(self, script, fault, answer)
+            finally:
+                with fake.lock:
+                    script.served_s.extend([0.0] * (index + 1 - len(script.served_s)))
+                    script.served_s[index] = time.monotonic() - start
+                    # a kept-alive connection's next request is timed from this answer
+                    fake.server.accepted[id(self.request)] = time.monotonic()
 
     return Handler
 

@@ -108,14 +108,18 @@ def test_the_reader_returns_each_run_once_or_one_line(fake, monkeypatch) -> None
             message = str(err)
             assert "\n" not in message and fake.uri.split("//")[1] in message, (case, message)
             assert "SECRET" not in message, (case, message)
-            assert fake.faulty_streak() > mlflow_rest.RETRIES, (case, message, script.log)
+            # more faults in a row than the retries allow; an answer served after half the
+            # timeout may have reached the client late (a loaded machine), and counts here
+            late = fake.faulty_streak(late_s=TIMEOUT_S / 2)
+            assert late > mlflow_rest.RETRIES, (case, message, script.log, script.served_s)
             outcomes["error"] += 1
             continue
         ids = [run_id for run_id, _ in got]
         stable = held_at_start - changed
         assert len(ids) == len(set(ids)), (case, "a run twice", script.log)
         assert stable <= set(ids) <= stable | changed, (case, sorted(ids), script.log)
-        assert fake.faulty_streak() <= mlflow_rest.RETRIES, (case, script.log)
+        # never more in a row than the retries allow, an answer served past the timeout counted
+        assert fake.faulty_streak(late_s=TIMEOUT_S) <= mlflow_rest.RETRIES, (case, script.log)
         if reader == "rest":
             assert all(run == every[run_id] for run_id, run in got), case
         if login:
