@@ -38,7 +38,7 @@ def run_analysis(
     parent: tuple[str | None, str] | None = None,
     times: dict | Callable[[pd.DataFrame], dict | None] | None = None,
     extra: dict | None = None,
-    price: tuple[Callable[[str, float, float], float], str] | None = None,
+    price: tuple | None = None,
 ) -> dict:
     """Judge a run table as ``judgement`` says; write verdict.json, plots and the report into
     ``out_dir``; return the verdict.
@@ -72,8 +72,9 @@ def run_analysis(
     FLOPs per token and measured time per token, and how the arms were compared.
 
     ``price``: (``cost(variant, N, tokens)``, one run's device-hours; its unit, "GPU-hours" or
-    "CPU-hours"): what verdict.json's ``resolve`` prices an unresolved variant's options by (a
-    study's: ``scaling.driver.run.study_price``, from its plan and pilot). None (a run table of
+    "CPU-hours"; optionally the study's next size, ``options.Grow``): what verdict.json's
+    ``resolve`` prices an unresolved variant's options by (a study's:
+    ``scaling.driver.run.study_price``, from its plan, pilot and ladder). None (a run table of
     no study, ``scaling analyze --runs-csv``): priced by their FLOPs, in PFLOPs, and the unit
     says so.
 
@@ -114,7 +115,8 @@ def run_analysis(
         result.verdict["multiple_comparisons"] = _at_look_level(
             result.verdict["multiple_comparisons"], result.verdict["sequential"]
         )
-    resolve = resolve_summary(result.verdict, table, *(price or ()))  # unresolved: the options
+    cost, unit, grow = (*price, None)[:3] if price else (None, "GPU-hours", None)
+    resolve = resolve_summary(result.verdict, table, cost, unit, grow=grow)  # the options
     if resolve is not None:
         result.verdict["resolve"] = resolve
     if j.by == REANALYSIS:

@@ -245,6 +245,16 @@ def parse_size(size: str) -> float:
     return value
 
 
+def size_label(n: float) -> str:
+    """The label of ``n`` weights to 3 significant digits: 174763 -> ``"175K"``, 1.3e9 ->
+    ``"1.3B"`` (what `parse_size` reads back)."""
+    for unit, scale in (("K", 1e3), ("M", 1e6)):
+        value = float(f"{n / scale:.3g}")
+        if value < 1000:
+            return f"{value:g}{unit}"
+    return f"{float(f'{n / 1e9:.3g}'):g}B"
+
+
 def size_key(size: str) -> tuple[float, str]:
     """Sort key of a size label by its value (``"2M"`` before ``"12M"``); bad labels last."""
     try:

@@ -154,7 +154,7 @@ def _resolve_flags(resolve_: bool, budget, max_looks, options) -> dict | None:
             fail(f"--max-looks {max_looks}: give a whole number of extensions, at least 1")
     kinds = None if options is None else tuple(k.strip() for k in options.split(",") if k.strip())
     if kinds is not None and not kinds:
-        fail(f"--options {options!r}: name at least one kind (seeds, lr_grid, lr_edge)")
+        fail(f"--options {options!r}: name at least one kind (seeds, lr_grid, lr_edge, size)")
     return {"budget": hours, "max_looks": looks, "kinds": kinds}
 
 
@@ -169,13 +169,11 @@ def _check_resolve(the_study, wants: dict) -> None:
 
 def _resolve(the_study, wants: dict, rerun_stale: bool, accept_stale: bool) -> None:
     """`scaling run --resolve`: the study's cells, then the resolve path; one line per look."""
-    from scaling.driver.resolve import path_lines  # lazy: `scaling --help`
-
     with one_driver(the_study), interrupt_is_one_line(the_study), refusal_is_one_line():
         settle_stale(the_study, rerun_stale, accept_stale)
         outcome = the_study.resolve(**wants, view=_live_bar if sys.stdout.isatty() else None)
     status_table(the_study)
-    for line in path_lines(outcome.path):
+    for line in _path_lines(outcome.path):
         typer.echo(line)
     if outcome.verdict is not None:
         from analysis.report.terminal import verdict_lines  # lazy: pandas
@@ -185,3 +183,16 @@ def _resolve(the_study, wants: dict, rerun_stale: bool, accept_stale: bool) -> N
         report = outcome.report_dir
         typer.echo(f"report: {report / 'report.html'} (Markdown: {report / 'report.md'})")
     exit_for(outcome.rows)
+
+
+def _path_lines(path: dict) -> list[str]:
+    """The terminal's lines of a resolve path: one per look."""
+    from scaling.driver.resolve import looks_words  # lazy: `scaling --help`
+
+    lines = []
+    for row in path["looks"]:
+        b = row.get("bought")
+        what = f"bought {b['kind']} ({b['num_runs']} runs, {b['cost']:.3g} h); " if b else ""
+        lines.append(f"look {row['look']} (level {row['level']:.3g}): {what}"
+                     f"{looks_words(row['words'])}")  # fmt: skip
+    return lines

@@ -34,6 +34,7 @@ from scaling.driver.submission import fail_parent_run, prepare_study_data, study
 from scaling.spec.grid import cell_id
 from scaling.spec.ladder import resolve_arm
 from scaling.spec.loader import resolve
+from scaling.spec.next_size import grow_problem, study_grow
 from scaling.spec.resolve_spec import NO_BUDGET, RESOLVE_KINDS, with_study_file
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.regular import read_json
@@ -49,8 +50,6 @@ __all__ = ["ResolveRefused", "Resolved", "check_resolve", "resolve_study", "afte
 
 DEFAULT_MAX_LOOKS = 4
 CANNOT = {
-    "size": "one more size needs its shape in `ladder` (and its LRs in `lr.grid`): add the size "
-    "to the study file, or leave size out of --options",
     "tokens": "longer training needs a tokens axis in the study (`tokens.branches`), which "
     "--resolve does not add; leave tokens out of --options",
 }
@@ -95,10 +94,16 @@ def declared(study: ResolvedStudy, budget: float, max_looks: int | None, kinds) 
         "budget": float(budget),
         "max_looks": DEFAULT_MAX_LOOKS if max_looks is None else int(max_looks),
         "alpha": float(study.spec.verdict.alpha),
-        "kinds": list(kinds or RESOLVE_KINDS),
+        "kinds": list(kinds or default_kinds(study)),
         "max_seeds": None if rounds is None else int(rounds.max),
         "start_seeds": 3,
     }
+
+
+def default_kinds(study: ResolvedStudy) -> tuple[str, ...]:
+    """Every kind --resolve can buy that the study can take (one more size where its rules
+    derive one: `scaling.spec.next_size`)."""
+    return tuple(k for k in RESOLVE_KINDS if k != "size" or grow_problem(study.spec) is None)
 
 
 def check_resolve(
@@ -119,6 +124,8 @@ def check_resolve(
             raise ResolveRefused(f"--options {kind}: not an option; one of {', '.join(KINDS)}")
         if kind in CANNOT:
             raise ResolveRefused(f"--options {kind}: {CANNOT[kind]}")
+        if kind == "size" and (why := grow_problem(study.spec)) is not None:
+            raise ResolveRefused(f"--options size: {why}")
     if study.spec.seed_rounds is not None:
         raise ResolveRefused(
             "--resolve: this study has sequential seeds (`seeds: {start, max, step}`), whose "
@@ -141,7 +148,7 @@ def check_resolve(
         if path:
             raise ResolveRefused(
                 f"--resolve: the resolve path of {study.name} has ended ({path['stopped']}: "
-                f"{_words(path['words'])}); its verdict is in the report"
+                f"{looks_words(path['words'])}); its verdict is in the report"
             )
         return _enough_sizes(study, plan)
     report = contract.analysis_folder(study.name, study.spec.output_dir)
@@ -150,7 +157,7 @@ def check_resolve(
         words = {v["variant"]: v["verdict"] for v in verdict["variants"]}
         if not any(w in UNRESOLVED for w in words.values()):
             raise ResolveRefused(
-                f"--resolve: {study.name} is finished and resolved ({_words(words)}); nothing "
+                f"--resolve: {study.name} is finished and resolved ({looks_words(words)}); nothing "
                 "to buy"
             )
     return _enough_sizes(study, plan)
@@ -169,7 +176,7 @@ def _enough_sizes(study: ResolvedStudy, plan: dict) -> dict:
     return plan
 
 
-def _words(words: dict[str, str]) -> str:
+def looks_words(words: dict[str, str]) -> str:
     return ", ".join(f"{v} {w}" for v, w in words.items()) or "no variant read"
 
 
@@ -213,7 +220,7 @@ class _Path:
         self.looks_judged, self.last = k + 1, read
         bought = entry.get("bought")
         what = f"; after {bought['kind']} ({bought['num_runs']} runs)" if bought else ""
-        self.say(f"resolve look {k} (level {level:.3g}): {_words(words)}{what}")
+        self.say(f"resolve look {k} (level {level:.3g}): {looks_words(words)}{what}")
         return read
 
     def buy(self, cells: Sequence[dict]) -> pd.DataFrame:
@@ -269,7 +276,8 @@ class _Path:
         level = plan.levels()[k]
         for ev in (e for e in self.last.values() if e.word in UNRESOLVED):
             for o in price(ev, level, plan_cost(self.study), max_seeds=plan.max_seeds,
-                           start_seeds=plan.start_seeds, kinds=plan.kinds):  # fmt: skip
+                           start_seeds=plan.start_seeds, kinds=plan.kinds,
+                           grow=study_grow(self.study.spec)):  # fmt: skip
                 if list(o.cells) == list(cells):
                     return o.as_dict()
         return {"kind": "?", "num_runs": len(cells), "cost": 0.0, "why": "", "p_resolve": None}
@@ -334,7 +342,7 @@ def resolve_study(
         here.train()  # the study's own cells, and any an interrupted extension left
         here.judgement = study_judgement(here.study)
         path = resolve_loop(here.start_table(), here.judge, plan_cost(here.study), here.buy,
-                            here.loop_plan()).as_dict()  # fmt: skip
+                            here.loop_plan(), study_grow(study.spec)).as_dict()  # fmt: skip
         if not path["words"]:  # no variant's interval could be read: nothing was priced
             path["stopped"] = "no option"
         for row, entry in zip(path["looks"], here.state["looks"], strict=False):
@@ -385,15 +393,4 @@ def ended_line(path: dict[str, Any]) -> str:
     """How a resolve path ended, in one line: `run --resolve` says it, `status` repeats it."""
     spent = f"{path['spent']:.3g} of {path['budget']:g} device-hours"
     return (f"resolve: {path['stopped']} after {len(path['looks']) - 1} extension(s), {spent}; "
-            f"{_words(path['words'])}")  # fmt: skip
-
-
-def path_lines(path: dict[str, Any]) -> list[str]:
-    """The terminal's lines: one per look."""
-    lines = []
-    for row in path["looks"]:
-        b = row.get("bought")
-        what = f"bought {b['kind']} ({b['num_runs']} runs, {b['cost']:.3g} h); " if b else ""
-        lines.append(f"look {row['look']} (level {row['level']:.3g}): {what}"
-                     f"{_words(row['words'])}")  # fmt: skip
-    return lines
+            f"{looks_words(path['words'])}")  # fmt: skip

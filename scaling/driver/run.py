@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis.tables.digests import MixedCode
 from foundation import contract
@@ -20,6 +20,7 @@ from scaling.driver.round_driver import StudyRun, View
 from scaling.driver.submission import fail_parent_run, prepare_study_data, study_parent_run_id
 from scaling.looks.sequential_seeds import judged_against
 from scaling.spec.loader import resolve
+from scaling.spec.next_size import grow_problem, study_grow
 from scaling.spec.resolved import ResolvedStudy
 from scaling.state.files.search_state import SearchState, read_state
 from scaling.state.status import StatusRow, states_in_words, study_status
@@ -172,10 +173,14 @@ def analyze_study(
     return verdict, out
 
 
-def study_price(study: ResolvedStudy) -> tuple[Callable[[str, float, float], float], str]:
+def study_price(study: ResolvedStudy) -> tuple[Callable[[str, float, float], float], str, Any]:
     """What verdict.json's `resolve` prices a run by: the plan's device-hours of one run
-    (`scaling.costs.plan.plan_cost`, the pilot's where measured) and their unit, GPU-hours or
-    CPU-hours as the study's executor runs its cells."""
+    (`scaling.costs.plan.plan_cost`, the pilot's where measured), their unit (GPU-hours or
+    CPU-hours as the study's executor runs its cells) and the study's next size
+    (`scaling.spec.next_size.study_grow`; None where the study cannot take one, so the report
+    prices it as the study-file edit)."""
     from scaling.costs.plan import plan_cost  # lazy: models' accounting
 
-    return plan_cost(study), f"{executor_for(study).device_name}-hours"
+    unit = f"{executor_for(study).device_name}-hours"
+    grow = study_grow(study.spec) if grow_problem(study.spec) is None else None  # None: by hand
+    return plan_cost(study), unit, grow

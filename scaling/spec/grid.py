@@ -300,7 +300,7 @@ def expand_cells(
     cells: list[Cell] = []
     seen: dict[str, str] = {}
     problems: dict[str, str] = {}  # problem → where it showed first
-    split_by_size = {size: _split_problems(study, size) for size in study.sizes}
+    split_by_size = {size: split_problems(study, size) for size in study.sizes}
     # a cell's seeds differ in its name, seed, data seed, output folder and tags alone: its
     # nested sections are validated once (10,000 cells: most of `plan`'s time was this)
     validated: set[tuple] = set()
@@ -308,7 +308,11 @@ def expand_cells(
         for message in split_by_size[size]:
             problems.setdefault(message, f"size {size}")
     for size, variant, seed, lr, round_ in [*grid_points(study), *added]:
-        if split_by_size.get(size):
+        if size not in split_by_size:  # one more size a resolve bought (scaling.spec.next_size)
+            split_by_size[size] = split_problems(study, size)
+            for message in split_by_size[size]:
+                problems.setdefault(message, f"size {size}, bought by resolve.json")
+        if split_by_size[size]:
             continue
         try:
             base = _run_dict(study, size, variant, seed, lr, vocab_size, round_)
@@ -348,7 +352,7 @@ def expand_cells(
     return cells
 
 
-def _split_problems(study: StudySpec, size: str) -> list[str]:
+def split_problems(study: StudySpec, size: str) -> list[str]:
     """TP must divide the heads and PP the layers of the size's shape (named study fields)."""
     shape = study.shape(size)
     par = study.parallel_for(size)

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 __all__ = ["ResolveSpec", "RESOLVE_KINDS", "NO_BUDGET", "with_study_file"]
 
-RESOLVE_KINDS = ("seeds", "lr_grid", "lr_edge")  # cells of the study's own ladder
+# what --resolve can buy: cells of the study's own ladder, and one more size by its rules
+# (`scaling.spec.next_size`; by default only where the study can take one)
+RESOLVE_KINDS = ("seeds", "lr_grid", "lr_edge", "size")
 NO_BUDGET = (
     "--resolve: give --budget HOURS, the device-hours it may spend (e.g. --budget 0.5), or "
     "declare it in the study file (`resolve: {budget: 0.5}`)"
@@ -43,8 +45,8 @@ class ResolveSpec:
             not self.options or any(k not in RESOLVE_KINDS for k in self.options)
         ):
             raise ValueError(
-                f"options {self.options}: name one or more of {', '.join(RESOLVE_KINDS)} (one "
-                "more size or a tokens axis is an edit of the study file itself)"
+                f"options {self.options}: name one or more of {', '.join(RESOLVE_KINDS)} (a "
+                "tokens axis is an edit of the study file itself)"
             )
 
 

@@ -49,7 +49,7 @@ import pandas as pd
 from analysis.stats.gains.levels import ALPHA
 from analysis.stats.looks.spending import obf_spending
 from analysis.stats.resolve.evidence import CLAIMS, UNRESOLVED, Evidence
-from analysis.stats.resolve.options import KINDS, Cost, Option, price
+from analysis.stats.resolve.options import KINDS, Cost, Grow, Option, price
 
 Judge = Callable[[pd.DataFrame, float], dict[str, Evidence]]
 Buy = Callable[[Sequence[dict]], pd.DataFrame]
@@ -137,10 +137,13 @@ def best_option(options: list[Option], left: float) -> Option | None:
     return max(fits, key=lambda o: o.plan_per_hour) if fits else None
 
 
-def resolve_loop(table: pd.DataFrame, judge: Judge, cost: Cost, buy: Buy, plan: Plan) -> Path:
+def resolve_loop(
+    table: pd.DataFrame, judge: Judge, cost: Cost, buy: Buy, plan: Plan, grow: Grow | None = None
+) -> Path:
     """Judge ``table`` at look 0, then buy and judge until every variant is resolved, the budget
     cannot pay for an option, or the declared looks are spent. A variant resolved at a look
-    keeps that look's word (its claim was read there, at that look's level)."""
+    keeps that look's word (its claim was read there, at that look's level). ``grow``: the
+    study's next size (``options.Grow``) where ``size`` is among the plan's kinds."""
     levels = plan.levels()
     path = Path(plan)
     read = judge(table, levels[0])
@@ -153,7 +156,7 @@ def resolve_loop(table: pd.DataFrame, judge: Judge, cost: Cost, buy: Buy, plan: 
             return path
         options = [o for e in open_ for o in price(
             e, levels[k], cost, max_seeds=plan.max_seeds, start_seeds=plan.start_seeds,
-            kinds=plan.kinds,
+            kinds=plan.kinds, grow=grow,
         )]  # fmt: skip
         choice = best_option(options, plan.budget - path.spent)
         if choice is None:

@@ -19,7 +19,9 @@ on the true gain):
 - **one more size** above the top (the ladder's ratio), each arm at its grid around its LR law's
   prediction, ``start`` seeds: the seeds' sd carried to it by a power law in N across the
   measured sizes, the same grid term; the gain there is predicted to be the top's, with the
-  top's whole uncertainty. The backtest's word on extrapolating a step rides along.
+  top's whole uncertainty. The backtest's word on extrapolating a step rides along. With the
+  study's ``grow`` (``Grow``) it is the size the study's own rules make, at their N and tokens;
+  without, a hand edit of the study file at the top's tokens per parameter.
 - **longer training** (2x tokens at the top, each arm at its chosen LR, where the study has a
   tokens axis): a new deciding cell with the top's sd and grid term.
 - **the LR past an edge** (``lr_edge``; ``Evidence.edges``): where the verdict is inconclusive
@@ -46,6 +48,9 @@ from analysis.stats.gains.resolution import t_half
 from analysis.stats.resolve.evidence import Evidence, half_width
 
 Cost = Callable[[str, float, float], float]  # (variant, N, tokens) -> one run's device-hours
+# (top size, N ratio wanted) -> the study's next size: (label, its N and tokens over the top's,
+# its shape in words), or None where the study cannot take one (scaling.spec.next_size)
+Grow = Callable[[str, float], "tuple[str, float, float, str] | None"]
 SEED_STEPS = (2, 4, 8)
 NUM_DRAWS = 4000  # predictive draws per option: P(resolve) to about +-0.008
 DRAW_SEED = 61
@@ -264,15 +269,27 @@ def _size_sd(ev: Evidence, n_params: float) -> float:
     return float(np.exp(icept + slope * math.log(n_params)))
 
 
-def size_option(ev: Evidence, level: float, cost: Cost, start_seeds: int = 3) -> Option | None:
+def size_option(
+    ev: Evidence, level: float, cost: Cost, start_seeds: int = 3, grow: Grow | None = None
+) -> Option | None:
+    """One more size above the top at the ladder's ratio. With ``grow`` (the study's rules:
+    ``scaling.spec.next_size.study_grow``) the size the study would train, at its own N and
+    tokens, or None where the study cannot take one; without, a size ``ratio`` x the top's N at
+    the top's tokens per parameter, priced for a study file a user extends by hand."""
     if len(ev.sizes) < 1:
         return None
     ns = [n for _, n in ev.sizes]
     ratio = ns[-1] / ns[-2] if len(ns) > 1 else 2.0
-    new_n = ev.n_params * ratio
-    label = f"{new_n / 1e6:.3g}M"
-    tokens = ev.tokens * ratio  # the top's tokens per parameter
-    lr_scale = ratio ** (-1.0 / 3.0)  # the synthetic and default LR law: N^-1/3
+    if grow is None:
+        label, n_ratio, tokens_ratio = f"{ev.n_params * ratio / 1e6:.3g}M", ratio, ratio
+        edit = f"sizes: add {label} (its shape, tokens and LRs too)"
+    elif (found := grow(ev.size, ratio)) is None:
+        return None
+    else:
+        label, n_ratio, tokens_ratio, words = found
+        edit = f"--resolve --options size adds size {label} ({words})"
+    new_n, tokens = ev.n_params * n_ratio, ev.tokens * tokens_ratio
+    lr_scale = n_ratio ** (-1.0 / 3.0)  # the synthetic and default LR law: N^-1/3
     cells = tuple(
         _cell(ev, arm, label, new_n, tokens, ev.best_lrs[arm] * lr_scale * m, s)
         for arm in _arms(ev)
@@ -287,10 +304,9 @@ def size_option(ev: Evidence, level: float, cost: Cost, start_seeds: int = 3) ->
     p = _p_fresh(ev, sigma, start_seeds, shift, ev.grid_var, level)
     plan = _plan(lambda c: _p_fresh(ev, sigma, start_seeds, shift, ev.grid_var, level, c), ev)
     hours = sum(cost(c["variant"], c["n_params"], c["tokens"]) for c in cells)
-    why = f"a top size {ratio:.3g}x larger, where the seeds' sd is predicted {sd:.2f}%"
+    why = f"a top size {n_ratio:.3g}x larger, where the seeds' sd is predicted {sd:.2f}%"
     note = ev.backtest or "extrapolating a step past the top is unchecked here"
-    return Option(ev.variant, "size", cells, hours, half, p, f"ladder: add size {label}", why, note,
-                  plan)  # fmt: skip
+    return Option(ev.variant, "size", cells, hours, half, p, edit, why, note, plan)
 
 
 def tokens_option(ev: Evidence, level: float, cost: Cost) -> Option | None:
@@ -321,6 +337,7 @@ def price(
     max_seeds: int | None = None,
     start_seeds: int = 3,
     kinds: tuple[str, ...] = KINDS,
+    grow: Grow | None = None,
 ) -> list[Option]:
     """Every option for one unresolved variant at the next look's ``level``, best P(resolve)
     per device-hour first. While the verdict holds its LR guard, only ``lr_edge`` (none when
@@ -334,7 +351,7 @@ def price(
     if "lr_grid" in kinds:
         found.append(grid_option(ev, level, cost))
     if "size" in kinds:
-        found.append(size_option(ev, level, cost, start_seeds))
+        found.append(size_option(ev, level, cost, start_seeds, grow))
     if "tokens" in kinds:
         found.append(tokens_option(ev, level, cost))
     return sorted((o for o in found if o is not None), key=lambda o: -o.per_hour)

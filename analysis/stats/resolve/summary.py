@@ -8,7 +8,8 @@ stands, so look 1 at ``alpha(2/5) - alpha(1/5)``). ``cost(variant, N, tokens)`` 
 device-hours from the plan or the pilot; without one, runs are priced by their FLOPs
 (``6 N D``, in PFLOPs) and the unit says so. An ``inconclusive`` variant carries its verdict's
 reason beside the options: a design defect (an LR not bracketed, a divergence) is fixed by the
-edit that reason names, and the options price the interval once it is.
+edit that reason names, and the options price the interval once it is. ``grow``: the study's
+next size (``options.Grow``); without it one more size is priced as a hand edit.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pandas as pd
 
 from analysis.stats.resolve.evidence import UNRESOLVED, from_verdict
 from analysis.stats.resolve.loop import Plan
-from analysis.stats.resolve.options import Cost, price
+from analysis.stats.resolve.options import Cost, Grow, price
 
 NUM_SHOWN = 4  # options kept per variant, best P(resolve) per hour first
 FLOPS_UNIT = "PFLOPs"
@@ -33,6 +34,7 @@ def resolve_summary(
     cost: Cost | None = None,
     unit: str = "GPU-hours",
     plan: Plan | None = None,
+    grow: Grow | None = None,
 ) -> dict | None:
     """None when every variant is resolved (or none can be read); else the options per
     unresolved variant (``Option.as_dict``), the level they are priced at and the unit."""
@@ -49,7 +51,7 @@ def resolve_summary(
         ev = found.get(v.get("variant"))
         if ev is None or v.get("verdict") not in UNRESOLVED:
             continue
-        options = price(ev, level, cost, start_seeds=plan.start_seeds)
+        options = price(ev, level, cost, start_seeds=plan.start_seeds, grow=grow)
         out[ev.variant] = {
             "word": v["verdict"],
             "size": ev.size,

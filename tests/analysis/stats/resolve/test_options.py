@@ -63,7 +63,7 @@ def test_each_option_names_its_edit_its_cells_and_their_cost() -> None:
         assert 0.0 <= o.p_resolve <= 1.0 and o.edit
     assert [o.per_hour for o in options] == sorted((o.per_hour for o in options), reverse=True)
     by_kind = {o.kind: o for o in options}
-    assert by_kind["size"].edit.startswith("ladder: add size")
+    assert by_kind["size"].edit.startswith("sizes: add")
     assert by_kind["lr_grid"].half_width_pct <= ev.half_width_pct + 1e-12
     seeds = [o for o in options if o.kind == "seeds"]
     assert all(o.edit.startswith("seeds.max: ") for o in seeds)
