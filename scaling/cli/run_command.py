@@ -75,7 +75,8 @@ def run(
     options: Annotated[
         str | None,
         typer.Option(
-            help="With --resolve: the kinds it may buy, comma-separated [seeds,lr_grid,lr_edge]."
+            help="With --resolve: the kinds it may buy, comma-separated, of seeds, lr_grid, "
+            "lr_edge, size, tokens [every one the study can take]."
         ),
     ] = None,
 ) -> None:
@@ -154,7 +155,7 @@ def _resolve_flags(resolve_: bool, budget, max_looks, options) -> dict | None:
             fail(f"--max-looks {max_looks}: give a whole number of extensions, at least 1")
     kinds = None if options is None else tuple(k.strip() for k in options.split(",") if k.strip())
     if kinds is not None and not kinds:
-        fail(f"--options {options!r}: name at least one kind (seeds, lr_grid, lr_edge, size)")
+        fail(f"--options {options!r}: name at least one of seeds, lr_grid, lr_edge, size, tokens")
     return {"budget": hours, "max_looks": looks, "kinds": kinds}
 
 

@@ -31,7 +31,7 @@ from scaling.backends.executors import executor_for
 from scaling.driver.round_driver import StudyRun, View
 from scaling.driver.run import analyze_study
 from scaling.driver.submission import fail_parent_run, prepare_study_data, study_parent_run_id
-from scaling.spec.grid import cell_id
+from scaling.spec.grid import cell_id, longer_id
 from scaling.spec.ladder import resolve_arm
 from scaling.spec.loader import resolve
 from scaling.spec.next_size import grow_problem, study_grow
@@ -49,10 +49,10 @@ if TYPE_CHECKING:
 __all__ = ["ResolveRefused", "Resolved", "check_resolve", "resolve_study", "after_path"]
 
 DEFAULT_MAX_LOOKS = 4
-CANNOT = {
-    "tokens": "longer training needs a tokens axis in the study (`tokens.branches`), which "
-    "--resolve does not add; leave tokens out of --options",
-}
+NO_TOKENS = (
+    "--options tokens: longer training needs a tokens axis in the study (`tokens.branches`), "
+    "which --resolve does not add; leave tokens out of --options"
+)
 UNRESOLVED = ("undetected", "inconclusive")
 
 
@@ -102,8 +102,9 @@ def declared(study: ResolvedStudy, budget: float, max_looks: int | None, kinds) 
 
 def default_kinds(study: ResolvedStudy) -> tuple[str, ...]:
     """Every kind --resolve can buy that the study can take (one more size where its rules
-    derive one: `scaling.spec.next_size`)."""
-    return tuple(k for k in RESOLVE_KINDS if k != "size" or grow_problem(study.spec) is None)
+    derive one: `scaling.spec.next_size`; longer training where it has a tokens axis)."""
+    can = {"size": grow_problem(study.spec) is None, "tokens": bool(study.spec.tokens.branches)}
+    return tuple(k for k in RESOLVE_KINDS if can.get(k, True))
 
 
 def check_resolve(
@@ -122,8 +123,8 @@ def check_resolve(
     for kind in kinds or ():
         if kind not in KINDS:
             raise ResolveRefused(f"--options {kind}: not an option; one of {', '.join(KINDS)}")
-        if kind in CANNOT:
-            raise ResolveRefused(f"--options {kind}: {CANNOT[kind]}")
+        if kind == "tokens" and not study.spec.tokens.branches:
+            raise ResolveRefused(NO_TOKENS)
         if kind == "size" and (why := grow_problem(study.spec)) is not None:
             raise ResolveRefused(f"--options size: {why}")
     if study.spec.seed_rounds is not None:
@@ -254,15 +255,13 @@ class _Path:
 
     def _cell(self, c: dict) -> dict:
         lr = float(f"{float(c['lr']):.3g}")  # as its cell id names it
-        seed = int(c["seed"])
+        seed, cid = int(c["seed"]), cell_id(c["size"], c["variant"], int(c["seed"]), lr)
+        longer = longer_id(self.study.spec, c["size"], cid, c["budget"]) if "budget" in c else {}
         return {
-            "cell_id": cell_id(c["size"], c["variant"], seed, lr),
-            "variant": c["variant"],
+            "cell_id": cid, "variant": c["variant"],
             "spec_variant": self.spec_variant.get(c["variant"], c["variant"]),
-            "size": c["size"],
-            "seed": seed,
-            "lr": lr,
-        }
+            "size": c["size"], "seed": seed, "lr": lr, **longer,
+        }  # fmt: skip
 
     def _earlier_ids(self, k: int) -> set[str]:
         return {c["cell_id"] for look in self.state["looks"][:k] for c in look.get("cells", [])}

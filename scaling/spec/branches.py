@@ -32,7 +32,16 @@ from scaling.spec.ladder import nominal_params
 if TYPE_CHECKING:
     from scaling.spec.study import StudySpec
 
-__all__ = ["Branch", "size_budget", "budgets", "family", "expand_family", "stable_id", "branch_id"]
+__all__ = [
+    "Branch",
+    "size_budget",
+    "budgets",
+    "family",
+    "expand_family",
+    "stable_id",
+    "branch_id",
+    "longer_run",
+]
 
 
 @dataclass(frozen=True)
@@ -165,3 +174,22 @@ def expand_family(
         branch["init_from"] = {"output_dir": stable["output_dir"], "step": b.branch_step}
         out.append((branch, contract.KIND_BRANCH, sid))
     return out, []
+
+
+def longer_run(study: StudySpec, base: dict[str, Any], tokens: float) -> dict[str, Any]:
+    """The run dict of a grid point trained to `tokens` on its own (what `--resolve` buys as
+    longer training at the top, past the family's largest budget): the study's WSD schedule
+    from step 0, which is the branch at that budget would be step for step, named and tagged
+    like one (`<cell id>-D<tokens>`, its budget), kind `run`: no stable run is extended."""
+    step_tokens = int(base["train"]["global_batch_tokens"])
+    steps = max(1, math.ceil(tokens / step_tokens))
+    budget = steps * step_tokens
+    run = _member(base, branch_id(base["name"], budget), {contract.TAG_BRANCH_TOKENS: str(budget)})
+    run["schedule"] = {
+        **base["schedule"],
+        "kind": "wsd",
+        "decay_fraction": study.tokens.cooldown,
+        "decay_shape": study.tokens.cooldown_shape,
+    }
+    run["train"] = {**base["train"], "steps": steps}
+    return run

@@ -32,7 +32,7 @@ from foundation import contract
 from foundation.config import ConfigError, from_dict, to_dict
 from jobs.config import RunConfig
 from models.config import arm_model_fields
-from scaling.spec.branches import budgets, expand_family
+from scaling.spec.branches import branch_id, budgets, expand_family, longer_run
 from scaling.spec.ladder import (
     ANY,
     arm_overrides,
@@ -43,6 +43,7 @@ from scaling.spec.ladder import (
     porian_warmup_tokens,
     resolve_arm,
 )
+from scaling.spec.resources import split_problems
 from scaling.spec.study import StudySpec
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "expand_cells",
     "tokens_per_step",
     "num_steps",
+    "longer_id",
 ]
 
 MAX_WARMUP_FRACTION = 1 / 3  # tiny budgets would otherwise spend the whole run warming up
@@ -285,17 +287,15 @@ def grid_points(study: StudySpec) -> list[tuple[str, str, int, float, int]]:
     ]
 
 
-def expand_cells(
-    study: StudySpec, vocab_size: int, added: list[tuple[str, str, int, float, int]] = ()
-) -> list[Cell]:
+def expand_cells(study: StudySpec, vocab_size: int, added: list[tuple] = ()) -> list[Cell]:
     """Every cell of the grid (sizes × variants × seeds × LRs), in a stable order.
 
-    `added`: (size, variant, seed, lr, round) of cells LR-search rounds added
-    (`scaling.spec.loader.added_points`), appended after the starting grid through
-    the same
-    path. Raises one ConfigError listing every problem, each once, named by the study field:
-    resolved run configs that are invalid (e.g. TP does not divide a size's heads) and cells that
-    would coincide.
+    `added`: (size, variant, seed, lr, round) of cells LR-search rounds, looks and resolves
+    added (`scaling.spec.loader`), appended after the starting grid through the same path; a
+    sixth element, tokens, is a resolve's longer run (`branches.longer_run`). Raises one
+    ConfigError listing every problem, each once, named by the study field: resolved run
+    configs that are invalid (e.g. TP does not divide a size's heads) and cells that would
+    coincide.
     """
     cells: list[Cell] = []
     seen: dict[str, str] = {}
@@ -307,7 +307,7 @@ def expand_cells(
     for size in sorted(study.sizes, key=contract.size_key):
         for message in split_by_size[size]:
             problems.setdefault(message, f"size {size}")
-    for size, variant, seed, lr, round_ in [*grid_points(study), *added]:
+    for size, variant, seed, lr, round_, *longer in [*grid_points(study), *added]:
         if size not in split_by_size:  # one more size a resolve bought (scaling.spec.next_size)
             split_by_size[size] = split_problems(study, size)
             for message in split_by_size[size]:
@@ -320,7 +320,11 @@ def expand_cells(
             index = study.variants.index(variant) if variant in study.variants else 0
             problems.setdefault(f"study.variants[{index}]: {err}", f"size {size}")
             continue
-        members, family_problems = expand_family(study, size, base)  # WSD branches
+        members, family_problems = (  # WSD branches; a resolve's longer run is one run
+            ([(longer_run(study, base, longer[0]), contract.KIND_RUN, None)], [])
+            if longer
+            else expand_family(study, size, base)
+        )
         for message in family_problems:
             problems.setdefault(message, f"size {size}")
         where = f"size {size}, variant {variant}, seed {seed}, lr {lr!r}"
@@ -352,31 +356,6 @@ def expand_cells(
     return cells
 
 
-def split_problems(study: StudySpec, size: str) -> list[str]:
-    """TP must divide the heads and PP the layers of the size's shape (named study fields)."""
-    shape = study.shape(size)
-    par = study.parallel_for(size)
-    key = size if size in study.parallel else ANY
-    described = (
-        f"size {size} is {shape.num_layers} layers x {shape.hidden_size} hidden x "
-        f"{shape.num_attention_heads} heads"
-    )
-    problems = []
-    if shape.num_attention_heads % par.tensor_parallel:
-        problems.append(
-            f"study.parallel.{key}.tensor_parallel: {par.tensor_parallel} does not divide the "
-            f"heads; {described}; use a divisor of {shape.num_attention_heads} or give an "
-            f"explicit shape under study.ladder.shapes.{size}"
-        )
-    if shape.num_layers % par.pipeline_parallel:
-        problems.append(
-            f"study.parallel.{key}.pipeline_parallel: {par.pipeline_parallel} does not divide "
-            f"the layers; {described}; use a divisor of {shape.num_layers} or give an explicit "
-            f"shape under study.ladder.shapes.{size}"
-        )
-    return problems
-
-
 # Run-config sections copied from the study section of the same name.
 _FROM_STUDY = re.compile(
     r"^run\.(optimizer|schedule|train|deepspeed|model|precision|engine|evaluation)\b"
@@ -397,3 +376,11 @@ def _study_path(study: StudySpec, message: str, size: str) -> str:
     if message.startswith("run.parallel") or "parallel." in message:
         message += f" (set study.parallel.{size}, or an explicit shape under study.ladder.shapes)"
     return message
+
+
+def longer_id(study: StudySpec, size: str, cid: str, tokens: float) -> dict[str, Any]:
+    """`{cell_id, tokens}` of the longer run of cell `cid` to `tokens` (`longer_run`'s id and
+    its budget rounded up to whole steps), as `resolve.json` records a bought one."""
+    step_tokens = tokens_per_step(study, size, int(study.model["seq_length"]))
+    budget = max(1, math.ceil(tokens / step_tokens)) * step_tokens
+    return {"cell_id": branch_id(cid, budget), "tokens": budget}

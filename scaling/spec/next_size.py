@@ -23,8 +23,8 @@ import math
 
 from foundation.contract import size_key, size_label
 from scaling.spec.branches import size_budget
-from scaling.spec.grid import split_problems
 from scaling.spec.ladder import Shape, nominal_params
+from scaling.spec.resources import split_problems
 from scaling.spec.study import StudySpec
 
 __all__ = ["NextSize", "grow_problem", "next_size", "study_grow"]

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 __all__ = ["ResolveSpec", "RESOLVE_KINDS", "NO_BUDGET", "with_study_file"]
 
-# what --resolve can buy: cells of the study's own ladder, and one more size by its rules
-# (`scaling.spec.next_size`; by default only where the study can take one)
-RESOLVE_KINDS = ("seeds", "lr_grid", "lr_edge", "size")
+# what --resolve can buy: cells of the study's own ladder, one more size by its rules
+# (`scaling.spec.next_size`) and longer training at the top where it has a tokens axis (by
+# default each only where the study can take it)
+RESOLVE_KINDS = ("seeds", "lr_grid", "lr_edge", "size", "tokens")
 NO_BUDGET = (
     "--resolve: give --budget HOURS, the device-hours it may spend (e.g. --budget 0.5), or "
     "declare it in the study file (`resolve: {budget: 0.5}`)"
@@ -45,8 +46,7 @@ class ResolveSpec:
             not self.options or any(k not in RESOLVE_KINDS for k in self.options)
         ):
             raise ValueError(
-                f"options {self.options}: name one or more of {', '.join(RESOLVE_KINDS)} (a "
-                "tokens axis is an edit of the study file itself)"
+                f"options {self.options}: name one or more of {', '.join(RESOLVE_KINDS)}"
             )
 
 

@@ -16,9 +16,11 @@ import subprocess
 from pathlib import Path
 
 from foundation.config import ConfigError, Problems
+from scaling.spec.ladder import ANY
 from scaling.spec.study import StudySpec
 
 __all__ = [
+    "split_problems",
     "check_tasks_per_node",
     "check_local_devices",
     "check_slurm_gpus",
@@ -187,3 +189,28 @@ def check_tasks_per_node(study: StudySpec, p: Problems) -> None:
                     f"study.parallel: size {size} has {world} ranks, not a whole number of "
                     f"nodes of study.slurm.tasks_per_node={per_node}; use a divisor of {world}"
                 )
+
+
+def split_problems(study: StudySpec, size: str) -> list[str]:
+    """TP must divide the heads and PP the layers of the size's shape (named study fields)."""
+    shape = study.shape(size)
+    par = study.parallel_for(size)
+    key = size if size in study.parallel else ANY
+    described = (
+        f"size {size} is {shape.num_layers} layers x {shape.hidden_size} hidden x "
+        f"{shape.num_attention_heads} heads"
+    )
+    problems = []
+    if shape.num_attention_heads % par.tensor_parallel:
+        problems.append(
+            f"study.parallel.{key}.tensor_parallel: {par.tensor_parallel} does not divide the "
+            f"heads; {described}; use a divisor of {shape.num_attention_heads} or give an "
+            f"explicit shape under study.ladder.shapes.{size}"
+        )
+    if shape.num_layers % par.pipeline_parallel:
+        problems.append(
+            f"study.parallel.{key}.pipeline_parallel: {par.pipeline_parallel} does not divide "
+            f"the layers; {described}; use a divisor of {shape.num_layers} or give an explicit "
+            f"shape under study.ladder.shapes.{size}"
+        )
+    return problems

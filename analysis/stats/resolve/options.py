@@ -22,8 +22,10 @@ on the true gain):
   top's whole uncertainty. The backtest's word on extrapolating a step rides along. With the
   study's ``grow`` (``Grow``) it is the size the study's own rules make, at their N and tokens;
   without, a hand edit of the study file at the top's tokens per parameter.
-- **longer training** (2x tokens at the top, each arm at its chosen LR, where the study has a
-  tokens axis): a new deciding cell with the top's sd and grid term.
+- **longer training** (2x tokens at the top, each arm on its grid multiples around its chosen
+  LR, on the seeds it has, where the study has a tokens axis): a new deciding cell with the
+  top's sd and grid term. Its cells carry ``budget``: each is one run to that many tokens
+  (``scaling.spec.branches.longer_run``), not a branch of a longer stable run.
 - **the LR past an edge** (``lr_edge``; ``Evidence.edges``): where the verdict is inconclusive
   because a compared arm's best LR is not bracketed (one LR tried, or the best at the grid's
   edge), the LRs the frontier names at each such (arm, size), run by the seeds its best LR ran.
@@ -61,7 +63,7 @@ KINDS = ("seeds", "lr_grid", "lr_edge", "size", "tokens")
 class Option:
     variant: str
     kind: str  # one of KINDS
-    cells: tuple[dict, ...]  # {variant, size, n_params, tokens, lr, seed}: the runs it adds
+    cells: tuple[dict, ...]  # {variant, size, n_params, tokens, lr, seed[, budget]}: its runs
     cost: float  # device-hours
     half_width_pct: float  # predicted half-width of the deciding interval after it
     p_resolve: float  # predicted probability that the next look resolves the verdict
@@ -313,9 +315,10 @@ def tokens_option(ev: Evidence, level: float, cost: Cost) -> Option | None:
     if not ev.has_tokens_axis:
         return None
     tokens = 2.0 * ev.tokens
-    cells = tuple(
-        _cell(ev, arm, ev.size, ev.n_params, tokens, ev.best_lrs[arm], s)
+    cells = tuple(  # each arm's best LR on its grid multiples: the LR bracketed at the budget
+        _cell(ev, arm, ev.size, ev.n_params, tokens, ev.best_lrs[arm] * m, s) | {"budget": tokens}
         for arm in _arms(ev)
+        for m in ev.grid_multiples.get(arm, (1.0,))
         for s in ev.seeds
     )
     half = ev.half_width_pct
@@ -324,9 +327,9 @@ def tokens_option(ev: Evidence, level: float, cost: Cost) -> Option | None:
     p = _p_fresh(ev, sigma, ev.num_seeds, shift, ev.grid_var, level)
     plan = _plan(lambda c: _p_fresh(ev, sigma, ev.num_seeds, shift, ev.grid_var, level, c), ev)
     hours = sum(cost(c["variant"], c["n_params"], c["tokens"]) for c in cells)
-    edit = f"tokens: add {tokens:.3g} at {ev.size}"
-    return Option(ev.variant, "tokens", cells, hours, half, p, edit, "2x tokens at the top size",
-                  p_plan=plan)  # fmt: skip
+    edit = f"--resolve --options tokens trains {ev.size} to {tokens:.3g} tokens"
+    why = "2x tokens at the top size, each arm's LR bracketed there"
+    return Option(ev.variant, "tokens", cells, hours, half, p, edit, why, p_plan=plan)
 
 
 def price(

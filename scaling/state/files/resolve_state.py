@@ -8,8 +8,8 @@ starting grid's; how the path is driven is `scaling.driver.resolve`'s.
 
     {"plan": {"budget", "max_looks", "alpha", "kinds", "max_seeds", "start_seeds"},
      "looks": [{"look", "level", "words", "estimate_pct", "half_width_pct",
-                "bought" (an extension: the option), "round", "cells": [{variant, spec_variant,
-                size, seed, lr}]}],
+                "bought" (an extension: the option), "round", "cells": [{cell_id, variant,
+                spec_variant, size, seed, lr, and tokens for a longer run}]}],
      "path": null, or the loop's `Path.as_dict()` once it ended}
 
 The plan is written before the first extension; an extension's look (its cells) before its
@@ -70,14 +70,16 @@ def write_resolve(folder: Path, data: dict[str, Any]) -> None:
     written(write, resolve_path_file(folder))
 
 
-def added_resolve_points(folder: Path) -> list[tuple[str, str, int, float, int]]:
-    """(size, variant as the study file names it, seed, lr, round) of every cell an extension
-    bought, for `scaling.spec.grid.expand_cells`; [] without a resolve state."""
+def added_resolve_points(folder: Path) -> list[tuple]:
+    """(size, variant as the study file names it, seed, lr, round[, tokens]) of every cell an
+    extension bought, for `scaling.spec.grid.expand_cells` (tokens: a longer run's budget);
+    [] without a resolve state."""
     data = read_resolve(folder)
     if data is None:
         return []
     return [
         (c["size"], c["spec_variant"], int(c["seed"]), float(c["lr"]), int(look["round"]))
+        + ((float(c["tokens"]),) if c.get("tokens") else ())  # longer training's budget
         for look in data["looks"]
         for c in look.get("cells", [])
     ]

@@ -12,6 +12,7 @@ within ``2.58 sqrt(p (1 - p) / n) + 0.05`` of its mean prediction ``p`` (99% bin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -117,3 +118,21 @@ def test_a_gain_only_the_lr_grid_hides_buys_the_finer_grid() -> None:
     print(f"first purchase the finer grid in {grid}/{len(bought)}; resolved {resolved}")
     assert len(bought) >= GRID_STUDIES // 2
     assert grid >= 0.9 * len(bought)
+
+
+def test_longer_training_brackets_each_arms_lr_at_the_new_budget() -> None:
+    """Each arm's runs to 2x the top budget at its best LR's grid multiples, on its seeds: one
+    LR there would leave the verdict's LR guard holding at the new budget (its frontier is per
+    budget), so the longer runs could not resolve it."""
+    table = rows_of(Truth(gain_pct=0.4, study_seed=3), start_cells())
+    ev = read_table(table, BASELINE, 0.02, 0.5)["nonlinear"]
+    assert [o for o in price(ev, 0.02, flops_hours) if o.kind == "tokens"] == []  # no axis
+    ev = dataclasses.replace(ev, has_tokens_axis=True)
+    (option,) = [o for o in price(ev, 0.02, flops_hours) if o.kind == "tokens"]
+    assert {c["budget"] for c in option.cells} == {2.0 * ev.tokens}
+    assert {c["size"] for c in option.cells} == {ev.size}
+    for arm in (BASELINE, "nonlinear"):
+        mine = [c for c in option.cells if c["variant"] == arm]
+        lrs = sorted({c["lr"] for c in mine})
+        assert lrs == pytest.approx(sorted(ev.best_lrs[arm] * m for m in ev.grid_multiples[arm]))
+        assert len(lrs) >= 3 and len(mine) == len(lrs) * ev.num_seeds

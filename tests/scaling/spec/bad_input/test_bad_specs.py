@@ -50,7 +50,7 @@ BAD_SPECS = [
     ("zero verdict margin", _set("verdict", {"margin_pct": 0}), "study.verdict.margin_pct: 0"),
     ("zero resolve budget", _set("resolve", {"budget": 0}), "study.resolve: budget 0: give"),
     ("no resolve budget", _set("resolve", {"max_looks": 2}), "study.resolve.budget"),
-    ("resolve of tokens", _set("resolve", {"budget": 1, "options": ["tokens"]}), "['tokens']"),
+    ("resolve of no kind", _set("resolve", {"budget": 1, "options": ["more"]}), "['more']"),
     ("no resolve looks", _set("resolve", {"budget": 1, "max_looks": 0}), "max_looks 0: give"),
     ("negative seed", _set("seeds", [0, -1]), "study.seeds[1]"),
     ("empty LR grid", _set("lr", {"grid": {"linear": {"30K": []}}}), "lr.grid.linear.30K"),
