@@ -5,7 +5,8 @@ variant, the options (more seeds, a finer LR grid, the LRs past an unbracketed b
 size, longer training), each with
 its cost, the deciding interval's predicted half-width, the predicted probability that the next
 look resolves the verdict, and the study-file edit that carries it out; best probability per
-device-hour first. Absent when every variant is resolved.
+device-hour first; then each unresolved downstream task's (``resolve.tasks``: more paired
+seeds). Absent when every variant and task is resolved.
 """
 
 from __future__ import annotations
@@ -16,9 +17,17 @@ TITLE = "What would resolve it"
 HEADER = ["variant", "option", "runs", "cost", "half-width after", "P(resolve)", "edit"]
 
 
+def _unresolved(found: dict) -> list[tuple[str, dict]]:
+    """(label, entry) of each unresolved variant, then each unresolved (task, variant)."""
+    out = list(found["variants"].items())
+    for task, rows in (found.get("tasks") or {}).items():
+        out += [(f"{variant} on {task}", v) for variant, v in rows.items()]
+    return out
+
+
 def _rows(found: dict) -> list[list[str]]:
     rows = []
-    for variant, v in found["variants"].items():
+    for variant, v in _unresolved(found):
         for o in v["options"]:
             rows.append(
                 [
@@ -54,6 +63,9 @@ def resolve_blocks(verdict: dict) -> list[tuple]:
                 ),
             )
         )
+    for task, rows in (found.get("tasks") or {}).items():
+        for variant, v in rows.items():
+            b.append(("p", _task_words(task, variant, v)))
     b.append(("table", HEADER, _rows(found)))
     b.append(
         (
@@ -74,7 +86,7 @@ def resolve_lines(verdict: dict) -> list[str]:
     if not found:
         return []
     lines = []
-    for variant, v in found["variants"].items():
+    for variant, v in _unresolved(found):
         if v["options"]:
             o = v["options"][0]
             lines.append(
@@ -82,3 +94,13 @@ def resolve_lines(verdict: dict) -> list[str]:
                 f"P(resolve) {o['p_resolve']:.2f} ({len(v['options'])} options in the report)"
             )
     return lines
+
+
+def _task_words(task: str, variant: str, v: dict) -> str:
+    return (
+        f"{variant} on the task {task} is {v['word']} at {v['size']}: bits per byte "
+        f"{fmt.num(v['estimate_pct'], sig=2)}% lower \u00b1{fmt.num(v['half_width_pct'], sig=2)}%"
+        f" ({v['num_seeds']} paired seeds, seeds' sd {fmt.num(v['seeds_sd_pct'], sig=2)}%, "
+        f"tested at {fmt.num(v['level'], sig=2)}, its Holm level's top-size share); more paired "
+        "seeds at the top narrow it (the LR is chosen on the loss, never on a task)."
+    )

@@ -9,7 +9,9 @@ device-hours from the plan or the pilot; without one, runs are priced by their F
 (``6 N D``, in PFLOPs) and the unit says so. An ``inconclusive`` variant carries its verdict's
 reason beside the options: a design defect (an LR not bracketed, a divergence) is fixed by the
 edit that reason names, and the options price the interval once it is. ``grow``: the study's
-next size (``options.Grow``); without it one more size is priced as a hand edit.
+next size (``options.Grow``); without it one more size is priced as a hand edit. Each
+unresolved downstream task gets its own entry under ``tasks`` (``resolve.tasks``: the seeds that
+would resolve it at its own test level).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pandas as pd
 from analysis.stats.resolve.evidence import UNRESOLVED, from_verdict
 from analysis.stats.resolve.loop import Plan
 from analysis.stats.resolve.options import Cost, Grow, price
+from analysis.stats.resolve.tasks import task_evidence, task_options
 
 NUM_SHOWN = 4  # options kept per variant, best P(resolve) per hour first
 FLOPS_UNIT = "PFLOPs"
@@ -64,6 +67,26 @@ def resolve_summary(
         }
         if v["verdict"] == "inconclusive":
             out[ev.variant]["first"] = str(v.get("reason", ""))
-    if not out:
+    tasks = _tasks(verdict, table, cost, plan)
+    if not out and not tasks:
         return None
-    return {"unit": unit, "level": level, "max_looks": plan.max_looks, "variants": out}
+    found = {"unit": unit, "level": level, "max_looks": plan.max_looks, "variants": out}
+    return found | ({"tasks": tasks} if tasks else {})
+
+
+def _tasks(verdict: dict, table: pd.DataFrame, cost: Cost, plan: Plan) -> dict:
+    """task -> variant -> its unresolved interval and the seeds that would resolve it."""
+    out: dict = {}
+    for (task, variant), ev in task_evidence(verdict, table).items():
+        options = task_options(ev, cost, plan.max_seeds)
+        out.setdefault(task, {})[variant] = {
+            "word": ev.word,
+            "size": ev.size,
+            "level": ev.level,
+            "estimate_pct": ev.estimate_pct,
+            "half_width_pct": ev.half_width_pct,
+            "seeds_sd_pct": ev.seed_sd_pct,
+            "num_seeds": ev.num_seeds,
+            "options": [o.as_dict() for o in options[:NUM_SHOWN]],
+        }
+    return out
