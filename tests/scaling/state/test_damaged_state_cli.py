@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import yaml
+from mlflow.tracking import MlflowClient
 
 from scaling.state.files.job_records import RECORDS
 from tests.scaling.conftest import small_spec
@@ -31,9 +32,14 @@ def _scaling(*args: str, cwd) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def study_file(tmp_path, data_dir):
-    """A study whose folder holds a `jobs.json` cut short; a store at the test server if there
-    is one (then `run` reaches the submission without creating a SQLite store)."""
-    uri = os.environ.get("SCALING_TEST_MLFLOW_URI") or f"sqlite:///{tmp_path}/m.db"
+    """A study whose folder holds a `jobs.json` cut short, and a store: the test server's if
+    there is one (then `run` reaches the submission without creating a SQLite store), else a
+    SQLite store made here (without one `status` first says that the store is missing, a
+    second stderr line, and the test read differently with and without the services)."""
+    uri = os.environ.get("SCALING_TEST_MLFLOW_URI")
+    if uri is None:
+        uri = f"sqlite:///{tmp_path}/m.db"
+        MlflowClient(uri).search_experiments()  # creates the store
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(small_spec(data_dir, tmp_path / "study", uri)))
     (tmp_path / "study").mkdir()
