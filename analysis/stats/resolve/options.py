@@ -48,6 +48,7 @@ import numpy as np
 
 from analysis.stats.gains.resolution import t_half
 from analysis.stats.resolve.evidence import Evidence, half_width
+from foundation.contract import size_label
 
 Cost = Callable[[str, float, float], float]  # (variant, N, tokens) -> one run's device-hours
 # (top size, N ratio wanted) -> the study's next size: (label, its N and tokens over the top's,
@@ -283,7 +284,7 @@ def size_option(
     ns = [n for _, n in ev.sizes]
     ratio = ns[-1] / ns[-2] if len(ns) > 1 else 2.0
     if grow is None:
-        label, n_ratio, tokens_ratio = f"{ev.n_params * ratio / 1e6:.3g}M", ratio, ratio
+        label, n_ratio, tokens_ratio = size_label(ev.n_params * ratio), ratio, ratio
         edit = f"sizes: add {label} (its shape, tokens and LRs too)"
     elif (found := grow(ev.size, ratio)) is None:
         return None
