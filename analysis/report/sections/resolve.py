@@ -74,7 +74,13 @@ def resolve_blocks(verdict: dict) -> list[tuple]:
             f"({fmt.num(found['level'], sig=2)}: alpha spent over {found['max_looks']} "
             "extensions declared before the first); best probability per "
             f"{found['unit']} first. A resolve run buys them round by round within a declared "
-            "budget, each round a look at its spent level.",
+            "budget, each round a look at its spent level."
+            + (
+                " A task's rows are priced at its own test level (above); a resolve run buys "
+                "for the loss's verdict only, and the seeds it buys are scored on the tasks too."
+                if found.get("tasks")
+                else ""
+            ),
         )
     )
     return b
@@ -98,9 +104,10 @@ def resolve_lines(verdict: dict) -> list[str]:
 
 def _task_words(task: str, variant: str, v: dict) -> str:
     return (
-        f"{variant} on the task {task} is {v['word']} at {v['size']}: bits per byte "
-        f"{fmt.num(v['estimate_pct'], sig=2)}% lower \u00b1{fmt.num(v['half_width_pct'], sig=2)}%"
-        f" ({v['num_seeds']} paired seeds, seeds' sd {fmt.num(v['seeds_sd_pct'], sig=2)}%, "
-        f"tested at {fmt.num(v['level'], sig=2)}, its Holm level's top-size share); more paired "
-        "seeds at the top narrow it (the LR is chosen on the loss, never on a task)."
+        f"{variant} on the task {task} is {v['word']} at {v['size']}: gain "
+        f"{fmt.num(v['estimate_pct'], sig=2)}% \u00b1{fmt.num(v['half_width_pct'], sig=2)}% in "
+        f"bits per byte (positive: fewer bits; {v['num_seeds']} paired seeds, seeds' sd "
+        f"{fmt.num(v['seeds_sd_pct'], sig=2)}%, tested at {fmt.num(v['level'], sig=2)}, its Holm "
+        "level's top-size share). More paired seeds at the top narrow it; the LR is chosen on "
+        "the loss, never on a task."
     )

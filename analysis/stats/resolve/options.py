@@ -189,7 +189,8 @@ def seed_options(
         hours = sum(cost(c["variant"], c["n_params"], c["tokens"]) for c in cells)
         why = f"{total} paired seeds at {ev.size} narrow the seeds' part of the interval"
         out.append(Option(
-                ev.variant, "seeds", cells, hours, half, p, f"seeds.max: {total}", why,
+                ev.variant, "seeds", cells, hours, half, p,
+                f"seeds: add {top + 1}-{top + m} ({total} paired at {ev.size})", why,
                 p_plan=plan,
             )
         )  # fmt: skip
