@@ -62,9 +62,9 @@ def task_evidence(verdict: dict, table: pd.DataFrame) -> dict[tuple[str, str], E
             if row.get("verdict") not in UNRESOLVED or baseline is None:
                 continue
             sizes = len(row.get("gain_pct_by_size") or {})
-            level = row.get("level") or found.get("alpha", 0.05) / max(1, found.get("family", 1))
+            level = row.get("level") or float(found["alpha"]) / max(1, int(found["family"]))
             level = float(level) * size_weights(max(1, sizes))[-1]  # the top size's share
-            ev = read_table(scored, baseline, level, float(found.get("margin_pct", 0.5)))
+            ev = read_table(scored, baseline, level, float(found["margin_pct"]))
             if variant in ev and ev[variant].num_seeds >= 2:
                 out[(task, variant)] = dataclasses.replace(ev[variant], word=row["verdict"])
     return out
