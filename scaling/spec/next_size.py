@@ -22,7 +22,7 @@ import dataclasses
 import math
 
 from foundation.contract import size_key, size_label
-from scaling.spec.branches import size_budget
+from scaling.spec.branches import budgets
 from scaling.spec.ladder import Shape, nominal_params
 from scaling.spec.resources import split_problems
 from scaling.spec.study import StudySpec
@@ -78,8 +78,9 @@ def next_size(spec: StudySpec, top: str, ratio: float) -> NextSize | str:
     problems = split_problems(spec, label)
     if problems:
         return problems[0]
-    tokens = size_budget(spec, label)
-    return NextSize(label, shape, nominal, tokens, nominal / top_n, tokens / size_budget(spec, top))
+    tokens = max(budgets(spec, label))  # the largest budget: explicit branch counts included
+    top_tokens = max(budgets(spec, top))
+    return NextSize(label, shape, nominal, tokens, nominal / top_n, tokens / top_tokens)
 
 
 def study_top_ratio(spec: StudySpec) -> tuple[str, float]:

@@ -29,7 +29,6 @@ from scaling.cli import app
 from scaling.costs.plan import plan_study
 from scaling.driver.resolve import _Path, declared, default_kinds
 from scaling.driver.run import study_price
-from scaling.spec.grid import cell_id
 from scaling.spec.loader import read_study
 from scaling.spec.next_size import next_size
 from scaling.state.files.resolve_state import write_resolve
@@ -62,13 +61,8 @@ def test_a_bought_size_trains_at_the_rules_shape_and_is_read_as_the_top(tmp_path
     option = size_option(ev, 0.02, cost, start_seeds=2, grow=grow)
     found = next_size(study.spec, "110K", 110592 / 82944)
     assert {c["size"] for c in option.cells} == {found.label} and len(option.cells) == 4
-    cells = [
-        {"cell_id": cell_id(c["size"], c["variant"], c["seed"], lr), "variant": c["variant"],
-         "spec_variant": c["variant"], "size": c["size"], "seed": c["seed"], "lr": lr}
-        for c in option.cells
-        for lr in [float(f"{c['lr']:.3g}")]  # as `--resolve`'s buy rounds it
-    ]  # fmt: skip
     plan = declared(study, 1.0, None, ("size",))
+    cells = [_Path(study, plan, print, None)._cell(c) for c in option.cells]  # as buy records
     study.folder.mkdir(parents=True, exist_ok=True)
     looks = [{"look": 0}, {"look": 1, "round": 1, "cells": cells}]
     write_resolve(study.folder, {"plan": plan, "looks": looks, "path": None})

@@ -48,6 +48,10 @@ def test_a_rule_study_grows_by_its_own_rules(tmp_path, data_dir) -> None:
         found.label, found.n_ratio, found.tokens_ratio, found.words,
     )  # fmt: skip
     assert study_grow(spec)("110K", 1.0) is None  # not a size above the top
+    # explicit WSD branch counts, no tokens_per_param: the new size's budget is the counts'
+    counted = study_from_dict(rule_spec(tmp_path, data_dir, tokens={
+        "tokens_per_param": None, "branches": [2048, 4096], "cooldown": 0.25}))  # fmt: skip
+    assert next_size(counted, "110K", 2.0).tokens == 4096 and grow_problem(counted) is None
 
 
 @pytest.mark.parametrize(
